@@ -1,0 +1,1 @@
+"""specmon's application package: the CLI, the Textual app and its UI-free core."""

@@ -1,0 +1,1 @@
+"""Benchmark engine: requests, statistics, prompts, results (UI-free)."""

@@ -1,0 +1,1 @@
+"""An SGLang stand-in, launched like SGLang, for the demo and tests."""

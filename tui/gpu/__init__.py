@@ -1,0 +1,1 @@
+"""GPU readings from NVML and the demo source (UI-free)."""

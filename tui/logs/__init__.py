@@ -1,0 +1,1 @@
+"""Startup-log following and tracking (UI-free)."""

@@ -1,0 +1,1 @@
+"""SGLang HTTP client, metrics and checks (UI-free)."""

@@ -1,0 +1,1 @@
+"""Textual widgets for specmon: they render state delivered to them and do no I/O."""

@@ -1,0 +1,314 @@
+"""Startup state of an SGLang server as read from its log, and the events the tracker emits.
+
+Pure data: no I/O, no Textual. Timestamps are the log's own (naive ``datetime``), never the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+LineKind = Literal["phase", "error", "warning"]
+ServerState = Literal["starting", "ready", "failed", "stopped"]
+StepStatus = Literal["running", "done", "failed"]
+
+PHASE_NAMES = (
+    "server_args",
+    "init_distributed",
+    "load_weights",
+    "load_draft_weights",
+    "kv_cache",
+    "capture",
+    "capture_draft",
+    "capture_draft_extend",
+    "capture_prefill",
+    "http_server",
+    "warmup",
+    "ready",
+    "shutdown",
+)
+GRAPH_KINDS = ("target", "draft", "draft_extend", "prefill")
+ERROR_KINDS = (
+    "unrecognized_arguments",
+    "invalid_server_args",
+    "cuda_oom",
+    "not_enough_memory",
+    "port_in_use",
+    "weight_load",
+    "capture_failed",
+    "cuda_error",
+    "warmup_failed",
+    "killed",
+    "exception",
+)
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts is not None else None
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+@dataclass
+class Phase:
+    """One startup phase: when it began and ended (log time) and how it finished."""
+
+    name: str
+    status: StepStatus = "running"
+    started: datetime | None = None
+    ended: datetime | None = None
+    elapsed_s: float | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "started": _iso(self.started),
+            "ended": _iso(self.ended),
+            "elapsed_s": _round(self.elapsed_s),
+        }
+
+
+@dataclass
+class Capture:
+    """One CUDA-graph capture (one per graph; rank 0's or the one furthest along).
+
+    ``graph`` is the JSON kind (target, draft, draft_extend, prefill); ``role`` says whose graph it is
+    (target or draft) and ``label`` is the log's own name for it (e.g. "target verify", "draft prefill").
+    """
+
+    graph: str
+    status: StepStatus = "running"
+    done: int = 0
+    total: int | None = None
+    batch_sizes: list[int] = field(default_factory=list)
+    elapsed_s: float | None = None
+    current_bs: int | None = None
+    avail_gb: float | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    eta_s: float | None = None
+    role: str = "target"
+    label: str = ""
+    mem_usage_gb: float | None = None
+    rank: int | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        """Progress in [0, 1], or None when the total is unknown."""
+        if not self.total:
+            return None
+        return min(1.0, self.done / self.total)
+
+    def to_json(self) -> dict:
+        return {
+            "graph": self.graph,
+            "status": self.status,
+            "done": self.done,
+            "total": self.total,
+            "batch_sizes": list(self.batch_sizes),
+            "elapsed_s": _round(self.elapsed_s),
+            "role": self.role,
+            "label": self.label,
+            "current_bs": self.current_bs,
+            "avail_gb": self.avail_gb,
+            "mem_usage_gb": self.mem_usage_gb,
+            "started": _iso(self.started),
+            "ended": _iso(self.ended),
+            "eta_s": _round(self.eta_s, 1),
+        }
+
+
+@dataclass
+class WeightLoad:
+    """Loading one model's weights: the target's or the draft's."""
+
+    model: str  # "target" | "draft"
+    type: str | None = None  # the model class, e.g. "Qwen3ForCausalLM", "LlamaForCausalLMEagle3"
+    dtype: str | None = None
+    mem_usage_gb: float | None = None
+    avail_gb: float | None = None
+    elapsed_s: float | None = None
+    shards_done: int | None = None
+    shards_total: int | None = None
+    status: StepStatus = "running"
+    started: datetime | None = None
+    ended: datetime | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model,
+            "type": self.type,
+            "mem_usage_gb": self.mem_usage_gb,
+            "avail_gb": self.avail_gb,
+            "elapsed_s": _round(self.elapsed_s),
+            "dtype": self.dtype,
+            "shards_done": self.shards_done,
+            "shards_total": self.shards_total,
+            "status": self.status,
+        }
+
+
+@dataclass
+class KvPool:
+    """A KV-cache pool allocation (target or draft): token count and sizes."""
+
+    model: str = "target"  # "target" | "draft"
+    tokens: int | None = None
+    k_size_gb: float | None = None
+    v_size_gb: float | None = None
+    dtype: str | None = None
+    at: datetime | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model,
+            "tokens": self.tokens,
+            "k_size_gb": self.k_size_gb,
+            "v_size_gb": self.v_size_gb,
+            "dtype": self.dtype,
+            "at": _iso(self.at),
+        }
+
+
+@dataclass
+class MemoryStep:
+    """Available GPU memory reported after a startup step (e.g. "load_weights", "kv_cache", "capture")."""
+
+    step: str
+    avail_gb: float
+    at: datetime | None = None
+
+    def to_json(self) -> dict:
+        return {"step": self.step, "avail_gb": self.avail_gb, "at": _iso(self.at)}
+
+
+@dataclass
+class StartupError:
+    """A classified fatal startup error: kind, its first meaningful line, the phase, and what to do."""
+
+    kind: str
+    message: str
+    phase: str | None = None
+    hint: str | None = None
+    at: datetime | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "phase": self.phase, "hint": self.hint}
+
+
+@dataclass
+class StartupState:
+    """Everything known about a server's startup so far. ``to_json()`` is the `log-summary --json` shape."""
+
+    state: ServerState = "starting"
+    phases: list[Phase] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
+    weights: list[WeightLoad] = field(default_factory=list)
+    kv_pools: list[KvPool] = field(default_factory=list)
+    memory: list[MemoryStep] = field(default_factory=list)
+    max_total_num_tokens: int | None = None
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    ready_at: datetime | None = None
+    ready_after_s: float | None = None
+    error: StartupError | None = None
+    stopped_at: datetime | None = None
+    log_family: str | None = None  # "legacy" (0.4.x-0.5.9) or "new" (0.5.16+), when recognisable
+    lines_seen: int = 0
+
+    @property
+    def current_phase(self) -> Phase | None:
+        """The latest phase entered, if any."""
+        return self.phases[-1] if self.phases else None
+
+    def phase(self, name: str) -> Phase | None:
+        for phase in self.phases:
+            if phase.name == name:
+                return phase
+        return None
+
+    def capture(self, graph: str, role: str | None = None) -> Capture | None:
+        for capture in self.captures:
+            if capture.graph == graph and (role is None or capture.role == role):
+                return capture
+        return None
+
+    def weight(self, model: str) -> WeightLoad | None:
+        for weight in self.weights:
+            if weight.model == model:
+                return weight
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "state": self.state,
+            "phases": [p.to_json() for p in self.phases],
+            "captures": [c.to_json() for c in self.captures],
+            "weights": [w.to_json() for w in self.weights],
+            "max_total_num_tokens": self.max_total_num_tokens,
+            "ready_after_s": _round(self.ready_after_s),
+            "error": self.error.to_json() if self.error is not None else None,
+            "kv_pools": [k.to_json() for k in self.kv_pools],
+            "memory": [m.to_json() for m in self.memory],
+            "first_ts": _iso(self.first_ts),
+            "last_ts": _iso(self.last_ts),
+            "ready_at": _iso(self.ready_at),
+            "stopped_at": _iso(self.stopped_at),
+            "log_family": self.log_family,
+        }
+
+
+# Events (past tense). They carry copies, so a consumer may keep them.
+
+
+@dataclass(frozen=True)
+class PhaseChanged:
+    """A phase began, ended or failed."""
+
+    phase: Phase
+    previous: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureProgressed:
+    """A graph capture began, advanced (tqdm frame), finished or failed."""
+
+    capture: Capture
+
+
+@dataclass(frozen=True)
+class WeightsProgressed:
+    """A weight load began, advanced (shard progress) or finished."""
+
+    weights: WeightLoad
+
+
+@dataclass(frozen=True)
+class ServerBecameReady:
+    """The server printed its ready line."""
+
+    at: datetime | None
+    after_s: float | None
+
+
+@dataclass(frozen=True)
+class StartupFailed:
+    """A fatal error was classified (sent again if a more specific cause replaces it)."""
+
+    error: StartupError
+
+
+@dataclass(frozen=True)
+class ServerStopped:
+    """The server shut down after it was ready (SIGTERM): not a failure."""
+
+    at: datetime | None
+
+
+TrackerEvent = (
+    PhaseChanged | CaptureProgressed | WeightsProgressed | ServerBecameReady | StartupFailed | ServerStopped
+)

@@ -1,0 +1,589 @@
+"""Server presets: TOML files that say how to launch SGLang and how to benchmark it.
+
+Presets come from three places, later ones overriding earlier ones of the same name: the built-in
+directory shipped with specmon, the user config directory (`<user_config_dir>/specmon/presets`), and each
+`--presets DIR`. A preset may `extends` another one; its tables are merged recursively over the parent's.
+A bad file becomes a `PresetError` naming the file and line; it never hides the other presets.
+
+This module is UI-free (no Textual).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from presets import BUILTIN_DIR
+
+ArgValue = str | int | float | bool | list[str | int | float]
+
+DEFAULT_LAUNCHER: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
+PYTHON_PLACEHOLDER = "{python}"
+DEFAULT_PORT = 30000  # SGLang's default --port
+DEFAULT_DEMO_PRESET = "demo-eagle3-10"
+
+ORIGIN_BUILTIN = "built-in"
+ORIGIN_USER = "user"
+ORIGIN_EXTRA = "--presets"
+
+_TOP_KEYS = {"name", "description", "extends", "demo", "server", "bench"}
+_SERVER_KEYS = {"launcher", "args", "env"}
+_ARG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Flags whose value is a secret: on a command line it is visible to every user through `ps`.
+_SECRET_ARGS = {"api-key", "admin-api-key"}
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """The `[bench]` table: what `specmon bench` sends to a server launched with this preset."""
+
+    prompts: str = "builtin:chat"
+    requests: int = 20
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    warmup: int = 2
+    concurrency: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompts": self.prompts,
+            "requests": self.requests,
+            "max-new-tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "warmup": self.warmup,
+            "concurrency": self.concurrency,
+        }
+
+
+# TOML key -> (BenchSettings field, accepted types, minimum value or None)
+_BENCH_KEYS: dict[str, tuple[str, tuple[type, ...], float | None]] = {
+    "prompts": ("prompts", (str,), None),
+    "requests": ("requests", (int,), 1),
+    "max-new-tokens": ("max_new_tokens", (int,), 1),
+    "temperature": ("temperature", (int, float), 0),
+    "warmup": ("warmup", (int,), 0),
+    "concurrency": ("concurrency", (int,), 1),
+}
+
+
+@dataclass(frozen=True)
+class SpeculativeFlags:
+    """The speculative-decoding launch flags of a preset, as written (None where absent)."""
+
+    algorithm: str | None
+    num_steps: int | None
+    eagle_topk: int | None
+    num_draft_tokens: int | None
+
+    @property
+    def enabled(self) -> bool:
+        return self.algorithm is not None
+
+    @property
+    def effective_draft_tokens(self) -> int | None:
+        """What SGLang will really use: with topk 1 it rewrites the draft-token count to steps + 1."""
+        if self.eagle_topk == 1 and self.num_steps is not None:
+            return self.num_steps + 1
+        return self.num_draft_tokens
+
+    def problems(self) -> list[str]:
+        """Ways these flags break SGLang's rules (sglang-facts §4.2); empty when they are sound."""
+        if self.algorithm is None or self.algorithm.upper() == "NGRAM":
+            return []
+        triple = (self.num_steps, self.eagle_topk, self.num_draft_tokens)
+        given = [v is not None for v in triple]
+        if not any(given):
+            return []
+        if not all(given):
+            return [
+                "give all three of speculative-num-steps, speculative-eagle-topk and "
+                "speculative-num-draft-tokens, or none of them (SGLang fails with a bare AssertionError)"
+            ]
+        steps, topk, draft = triple
+        out = []
+        if steps * topk + 1 < draft:
+            out.append(
+                f"speculative-num-draft-tokens {draft} exceeds steps x topk + 1 = {steps * topk + 1}"
+            )
+        if topk == 1 and draft != steps + 1:
+            out.append(
+                f"with speculative-eagle-topk 1 SGLang rewrites speculative-num-draft-tokens {draft} "
+                f"to steps + 1 = {steps + 1}"
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One resolved preset: how to launch the server (`argv()`, `env`) and how to benchmark it (`bench`)."""
+
+    name: str
+    description: str = ""
+    extends: str | None = None
+    launcher: tuple[str, ...] = DEFAULT_LAUNCHER
+    args: dict[str, ArgValue] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    bench: BenchSettings = field(default_factory=BenchSettings)
+    source: Path | None = None
+    demo: bool = False
+    origin: str = ORIGIN_BUILTIN
+    overrides: Path | None = None  # the file of a same-named preset this one replaced
+
+    def argv(self, port: int | None = None) -> list[str]:
+        """The launch command: launcher, then `--flag value` per arg in order.
+
+        `true` gives a bare `--flag`, `false` leaves the flag out, a list gives its values after one flag.
+        A launcher element "{python}" is the running interpreter. `port` overrides `--port`.
+        """
+        out = [sys.executable if part == PYTHON_PLACEHOLDER else part for part in self.launcher]
+        args = dict(self.args)
+        if port is not None:
+            args["port"] = port
+        for key, value in args.items():
+            flag = f"--{key}"
+            if value is True:
+                out.append(flag)
+            elif value is False:
+                continue
+            elif isinstance(value, list):
+                if value:
+                    out.append(flag)
+                    out.extend(_format_value(v) for v in value)
+            else:
+                out.extend((flag, _format_value(value)))
+        return out
+
+    def command_line(self, port: int | None = None) -> str:
+        """`argv()` joined for display only (never run through a shell)."""
+        return shlex.join(self.argv(port))
+
+    @property
+    def port(self) -> int:
+        """The port the server will listen on (SGLang's default when the preset gives none)."""
+        value = self.args.get("port")
+        return value if isinstance(value, int) and not isinstance(value, bool) else DEFAULT_PORT
+
+    @property
+    def host(self) -> str:
+        value = self.args.get("host")
+        return value if isinstance(value, str) else "127.0.0.1"
+
+    @property
+    def speculative(self) -> SpeculativeFlags:
+        def get(key: str) -> Any:
+            value = self.args.get(f"speculative-{key}")
+            return None if value is False else value
+
+        return SpeculativeFlags(
+            algorithm=get("algorithm"),
+            num_steps=get("num-steps"),
+            eagle_topk=get("eagle-topk"),
+            num_draft_tokens=get("num-draft-tokens"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "extends": self.extends,
+            "demo": self.demo,
+            "source": str(self.source) if self.source else None,
+            "origin": self.origin,
+            "overrides": str(self.overrides) if self.overrides else None,
+            "launcher": list(self.launcher),
+            "args": dict(self.args),
+            "env": dict(self.env),
+            "bench": self.bench.to_json(),
+            "argv": self.argv(),
+            "command_line": self.command_line(),
+            "speculative_problems": self.speculative.problems(),
+        }
+
+
+@dataclass(frozen=True)
+class PresetError:
+    """A preset file that could not be used: the file, the line (when known) and why."""
+
+    path: Path
+    line: int | None
+    message: str
+    preset: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "line": self.line, "message": self.message, "preset": self.preset}
+
+
+@dataclass
+class PresetSet:
+    """Every usable preset by name (in load order) and the errors of the files that were not usable."""
+
+    presets: dict[str, Preset] = field(default_factory=dict)
+    errors: list[PresetError] = field(default_factory=list)
+
+    def get(self, name: str) -> Preset | None:
+        return self.presets.get(name)
+
+    def demo_presets(self) -> list[Preset]:
+        """The presets `specmon demo` may launch (they run the emulator), by name."""
+        return sorted((p for p in self.presets.values() if p.demo), key=lambda p: p.name)
+
+    def default_demo(self) -> Preset | None:
+        """`DEFAULT_DEMO_PRESET` if it is loaded, else the first demo preset."""
+        demos = self.demo_presets()
+        for preset in demos:
+            if preset.name == DEFAULT_DEMO_PRESET:
+                return preset
+        return demos[0] if demos else None
+
+
+def user_presets_dir() -> Path:
+    """The user's preset directory: `<platformdirs user_config_dir>/specmon/presets`."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("specmon")) / "presets"
+
+
+def load_presets(
+    extra_dirs: Iterable[str | Path] = (),
+    *,
+    user_dir: str | Path | None | bool = True,
+    builtin_dir: str | Path = BUILTIN_DIR,
+) -> PresetSet:
+    """Load, validate and resolve every preset.
+
+    `user_dir=True` means `user_presets_dir()` (skipped silently when it does not exist); `None`/`False`
+    skips it. Each of `extra_dirs` must exist. Never raises for a bad file: it becomes an error entry.
+    """
+    layers: list[tuple[str, Path, bool]] = [(ORIGIN_BUILTIN, Path(builtin_dir), True)]
+    if user_dir is True:
+        layers.append((ORIGIN_USER, user_presets_dir(), False))
+    elif user_dir:
+        layers.append((ORIGIN_USER, Path(user_dir), False))
+    layers.extend((ORIGIN_EXTRA, Path(d), True) for d in extra_dirs)
+    return _load_layers(layers)
+
+
+def _format_value(value: str | int | float) -> str:
+    return str(value)
+
+
+def merge_tables(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` merged recursively onto `base`; keys keep the parent's order, new keys follow."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_tables(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading: read each file, check its schema, then resolve `extends` across all layers.
+
+_TOML_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")
+_RESOLVED_KEYS = ("server", "bench", "demo")
+
+
+@dataclass
+class _RawPreset:
+    name: str
+    doc: dict[str, Any]
+    path: Path
+    text: str
+    origin: str
+
+
+class _Invalid(Exception):
+    """A schema problem at a key path of one file."""
+
+    def __init__(self, keypath: tuple[str, ...], message: str):
+        super().__init__(message)
+        self.keypath = keypath
+        self.message = message
+
+
+def _load_layers(layers: list[tuple[str, Path, bool]]) -> PresetSet:
+    errors: list[PresetError] = []
+    defs: dict[str, list[_RawPreset]] = {}
+    for origin, directory, must_exist in layers:
+        if not directory.is_dir():
+            if must_exist:
+                errors.append(PresetError(directory, None, "no such preset directory"))
+            continue
+        names_here: dict[str, Path] = {}
+        for path in sorted(directory.glob("*.toml")):
+            raw = _read_preset_file(path, origin, errors)
+            if raw is None:
+                continue
+            if raw.name in names_here:
+                errors.append(
+                    PresetError(
+                        path,
+                        _key_line(raw.text, ("name",)),
+                        f"preset name '{raw.name}' is already used by {names_here[raw.name]}",
+                        raw.name,
+                    )
+                )
+                continue
+            names_here[raw.name] = path
+            defs.setdefault(raw.name, []).append(raw)
+    resolver = _Resolver(defs, errors)
+    presets = {}
+    for name in defs:
+        preset = resolver.effective(name)
+        if preset is not None:
+            presets[name] = preset
+    return PresetSet(presets, errors)
+
+
+def _read_preset_file(path: Path, origin: str, errors: list[PresetError]) -> _RawPreset | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(PresetError(path, None, f"cannot read the file: {exc}"))
+        return None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _TOML_POSITION.search(message)
+        line = None
+        if match:
+            line = int(match.group(1)) if match.group(1) else max(1, len(text.splitlines()))
+            message = message[: match.start()]
+        errors.append(PresetError(path, line, f"invalid TOML: {message}"))
+        return None
+    try:
+        _check_schema(doc)
+    except _Invalid as exc:
+        name = doc.get("name") if isinstance(doc.get("name"), str) else path.stem
+        errors.append(PresetError(path, _key_line(text, exc.keypath), exc.message, name))
+        return None
+    return _RawPreset(doc.get("name", path.stem), doc, path, text, origin)
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+            dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _require(value: Any, types: tuple[type, ...], keypath: tuple[str, ...], expected: str) -> None:
+    if isinstance(value, bool) and bool not in types:
+        raise _Invalid(keypath, f"'{'.'.join(keypath)}' must be {expected}, not a boolean")
+    if not isinstance(value, types):
+        raise _Invalid(keypath, f"'{'.'.join(keypath)}' must be {expected}, not {_type_name(value)}")
+
+
+def _unknown(table: Mapping[str, Any], allowed: set[str], prefix: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            where = f"[{'.'.join(prefix)}]" if prefix else "the top level"
+            raise _Invalid(
+                (*prefix, key),
+                f"unknown key '{key}' in {where} (expected one of: {', '.join(sorted(allowed))})",
+            )
+
+
+def _check_schema(doc: dict[str, Any]) -> None:
+    _unknown(doc, _TOP_KEYS, ())
+    if "name" in doc:
+        _require(doc["name"], (str,), ("name",), "a string")
+        if not _PRESET_NAME.match(doc["name"]):
+            raise _Invalid(("name",), f"preset name {doc['name']!r} must be letters, digits, '.', '_' or '-'")
+    for key in ("description", "extends"):
+        if key in doc:
+            _require(doc[key], (str,), (key,), "a string")
+    if "demo" in doc:
+        _require(doc["demo"], (bool,), ("demo",), "true or false")
+    if "server" in doc:
+        _check_server(doc["server"])
+    if "bench" in doc:
+        _check_bench(doc["bench"])
+
+
+def _check_server(server: Any) -> None:
+    _require(server, (dict,), ("server",), "a table")
+    _unknown(server, _SERVER_KEYS, ("server",))
+    if "launcher" in server:
+        launcher = server["launcher"]
+        _require(launcher, (list,), ("server", "launcher"), "an array of strings")
+        if not launcher or not all(isinstance(part, str) and part for part in launcher):
+            raise _Invalid(("server", "launcher"), "'server.launcher' must be a non-empty array of non-empty strings")
+    if "args" in server:
+        _require(server["args"], (dict,), ("server", "args"), "a table")
+        for key, value in server["args"].items():
+            _check_arg(key, value)
+    if "env" in server:
+        _require(server["env"], (dict,), ("server", "env"), "a table")
+        for key, value in server["env"].items():
+            keypath = ("server", "env", key)
+            if not _ENV_NAME.match(key):
+                raise _Invalid(keypath, f"{key!r} is not a valid environment variable name")
+            _require(value, (str,), keypath, 'a string (quote numbers: "0")')
+
+
+def _check_arg(key: str, value: Any) -> None:
+    keypath = ("server", "args", key)
+    if key.startswith("-"):
+        raise _Invalid(keypath, f"write the flag {key!r} without its leading dashes")
+    if "_" in key:
+        raise _Invalid(keypath, f"write the flag {key!r} in dash form: {key.replace('_', '-')!r}")
+    if not _ARG_NAME.match(key):
+        raise _Invalid(keypath, f"{key!r} is not a flag name")
+    if key in _SECRET_ARGS:
+        raise _Invalid(
+            keypath,
+            f"'{key}' would put a secret on the command line (visible to every user in ps); "
+            "keep secrets out of presets",
+        )
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                raise _Invalid(keypath, f"the values of '{key}' must be strings or numbers, not {_type_name(item)}")
+        return
+    if not isinstance(value, str | int | float | bool):
+        raise _Invalid(
+            keypath, f"'{key}' must be a string, a number, true/false or an array, not {_type_name(value)}"
+        )
+
+
+def _check_bench(bench: Any) -> None:
+    _require(bench, (dict,), ("bench",), "a table")
+    _unknown(bench, set(_BENCH_KEYS), ("bench",))
+    for key, value in bench.items():
+        _, types, minimum = _BENCH_KEYS[key]
+        keypath = ("bench", key)
+        expected = "a string" if types == (str,) else "an integer" if types == (int,) else "a number"
+        _require(value, types, keypath, expected)
+        if minimum is not None and value < minimum:
+            raise _Invalid(keypath, f"'bench.{key}' must be at least {minimum}, not {value}")
+
+
+class _Resolver:
+    """Resolves `extends` chains; every definition that fails adds one error."""
+
+    def __init__(self, defs: dict[str, list[_RawPreset]], errors: list[PresetError]):
+        self.defs = defs
+        self.errors = errors
+        self.resolved: dict[tuple[str, int], tuple[Preset, dict[str, Any]] | None] = {}
+        self.effective_index: dict[str, int | None] = {}
+        self.stack: list[tuple[str, int]] = []
+
+    def effective(self, name: str) -> Preset | None:
+        found = self._effective(name)
+        return found[0] if found else None
+
+    def _effective(self, name: str) -> tuple[Preset, dict[str, Any]] | None:
+        if name in self.effective_index:
+            idx = self.effective_index[name]
+            return None if idx is None else self.resolved[(name, idx)]
+        for idx in reversed(range(len(self.defs[name]))):
+            found = self._resolve(name, idx)
+            if found is not None:
+                self.effective_index[name] = idx
+                return found
+        self.effective_index[name] = None
+        return None
+
+    def _fail(self, raw: _RawPreset, message: str) -> None:
+        self.errors.append(PresetError(raw.path, _key_line(raw.text, ("extends",)), message, raw.name))
+
+    def _resolve(self, name: str, idx: int) -> tuple[Preset, dict[str, Any]] | None:
+        key = (name, idx)
+        if key in self.resolved:
+            return self.resolved[key]
+        raw = self.defs[name][idx]
+        self.stack.append(key)
+        try:
+            result = self._build(raw, idx)
+        finally:
+            self.stack.pop()
+        self.resolved[key] = result
+        return result
+
+    def _build(self, raw: _RawPreset, idx: int) -> tuple[Preset, dict[str, Any]] | None:
+        parent_name = raw.doc.get("extends")
+        base: dict[str, Any] = {}
+        if parent_name:
+            if parent_name == raw.name:
+                if idx == 0:
+                    self._fail(raw, f"'{raw.name}' extends itself, and there is no earlier '{raw.name}' to extend")
+                    return None
+                parent = self._resolve(raw.name, idx - 1)
+            elif parent_name not in self.defs:
+                self._fail(raw, f"extends '{parent_name}', which is not a known preset")
+                return None
+            elif any(n == parent_name for n, _ in self.stack):
+                chain = " -> ".join([n for n, _ in self.stack] + [parent_name])
+                self._fail(raw, f"extends cycle: {chain}")
+                return None
+            else:
+                parent = self._effective(parent_name)
+            if parent is None:
+                self._fail(raw, f"extends '{parent_name}', which could not be loaded (see its error)")
+                return None
+            base = parent[1]
+        merged = merge_tables(base, {k: raw.doc[k] for k in _RESOLVED_KEYS if k in raw.doc})
+        server = merged.get("server", {})
+        bench = {_BENCH_KEYS[k][0]: v for k, v in merged.get("bench", {}).items()}
+        if "temperature" in bench:
+            bench["temperature"] = float(bench["temperature"])
+        preset = Preset(
+            name=raw.name,
+            description=raw.doc.get("description", ""),
+            extends=parent_name,
+            launcher=tuple(server.get("launcher", DEFAULT_LAUNCHER)),
+            args=dict(server.get("args", {})),
+            env=dict(server.get("env", {})),
+            bench=BenchSettings(**bench),
+            source=raw.path,
+            demo=bool(merged.get("demo", False)),
+            origin=raw.origin,
+            overrides=self.defs[raw.name][idx - 1].path if idx > 0 else None,
+        )
+        return preset, merged
+
+
+_HEADER = re.compile(r"^\[\[?([^\]]*)\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(r"""^((?:"[^"]*"|'[^']*'|[A-Za-z0-9_\-. \t])+?)\s*=""")
+
+
+def _split_key(key: str) -> tuple[str, ...]:
+    parts = re.findall(r""""([^"]*)"|'([^']*)'|([^.]+)""", key)
+    return tuple((a or b or c).strip() for a, b, c in parts if (a or b or c).strip())
+
+
+def _key_line(text: str, keypath: tuple[str, ...]) -> int | None:
+    """The line of `keypath` in a TOML text (a key, a table header, or the inline table holding it)."""
+    table: tuple[str, ...] = ()
+    fallback = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        header = _HEADER.match(line)
+        if header:
+            table = _split_key(header.group(1))
+            if table == keypath:
+                return lineno
+            continue
+        match = _KEY.match(line)
+        if not match:
+            continue
+        full = table + _split_key(match.group(1))
+        if full == keypath:
+            return lineno
+        if fallback is None and keypath[: len(full)] == full:
+            fallback = lineno
+    return fallback

@@ -1,0 +1,355 @@
+"""Reading a log as it grows: bytes -> lines and ``\\r`` progress frames, and ``tail -F`` on a path.
+
+``LineSplitter`` is pure (bytes in, ``LogItem`` out) and is shared by the file follower, stdin reading
+and the app's child-process pipe. ``LogFollower`` polls a path without blocking and follows truncation
+and rotation. Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, Literal, NamedTuple
+
+ItemKind = Literal["line", "frame"]
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024
+DEFAULT_CHUNK_BYTES = 1024 * 1024
+TRUNCATION_MARK = "…"
+
+# ANSI/VT escape sequences (CSI, OSC, two-byte ESC forms), a lone ESC, and the other C0 controls except TAB.
+_CONTROL = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n\r]*(?:\x07|\x1b\\)?|[@-Z\\-_])?"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]"
+)
+_CONTROL_BYTES = bytes(range(0x20)).replace(b"\t", b"").replace(b"\n", b"").replace(b"\r", b"") + b"\x7f"
+
+
+class LogItem(NamedTuple):
+    """One piece of a log: a complete ``line``, or a ``frame`` (a ``\\r``-redrawn progress bar state)."""
+
+    kind: ItemKind
+    text: str
+
+
+def clean_text(raw: bytes) -> str:
+    """Decode log bytes (invalid UTF-8 replaced) and strip ANSI escapes and control characters."""
+    text = raw.decode("utf-8", "replace")
+    if len(raw.translate(None, _CONTROL_BYTES)) != len(raw):
+        text = _CONTROL.sub("", text)
+    return text
+
+
+class LineSplitter:
+    """Turns a byte stream into lines and progress frames, the way a terminal would show them.
+
+    * A line is delivered only once its ``\\n`` arrives (``\\r\\n`` counts as one line end).
+    * Within a line, each ``\\r``-terminated segment is a progress frame (tqdm redraws); the text after
+      the last ``\\r`` when the ``\\n`` comes is the bar's final state and is delivered once, as a line.
+      Blank frames, and a blank final segment after frames, are dropped.
+    * At most ``max_line_bytes`` of any segment are kept (then ``…``); the rest is discarded as it arrives.
+    * Invalid UTF-8 is replaced, ANSI escapes and control characters are stripped.
+
+    Output does not depend on how the input is chunked. ``flush()`` ends the stream: it delivers the
+    held incomplete line, if any.
+    """
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max(1, max_line_bytes)
+        self._carry = b""  # the incomplete segment (at most max_line_bytes + 1 bytes)
+        self._in_frames = False  # the incomplete line has had a \r
+        self._overflow = False  # the carried segment was cut: discard until its \r or \n
+        self._held_cr = False  # input ended on \r: it may be half of \r\n
+
+    @property
+    def in_frames(self) -> bool:
+        """Whether the incomplete line is a progress bar being redrawn."""
+        return self._in_frames
+
+    def pending_frame(self) -> str | None:
+        """The latest, possibly still growing, frame of an incomplete redrawn line (for live progress)."""
+        if not self._in_frames or not self._carry.strip():
+            return None
+        return self._segment_text(self._carry)
+
+    def feed(self, chunk: bytes) -> list[LogItem]:
+        """Consume bytes; return the lines and frames they complete."""
+        items: list[LogItem] = []
+        self.feed_into(chunk, items)
+        return items
+
+    def feed_into(self, chunk: bytes, items: list[LogItem]) -> None:
+        """Like ``feed``, appending to ``items`` (saves a list per chunk on hot paths)."""
+        if self._held_cr:
+            chunk = b"\r" + chunk
+            self._held_cr = False
+        if chunk.endswith(b"\r"):
+            chunk = chunk[:-1]
+            self._held_cr = True
+        if not chunk:
+            return
+        if b"\r\n" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        if self._overflow:
+            cut = _first_break(chunk)
+            if cut < 0:
+                return
+            chunk = chunk[cut:]
+            self._overflow = False
+        data = self._carry + chunk if self._carry else chunk
+        last_nl = data.rfind(b"\n")
+        if last_nl >= 0:
+            self._emit_lines(data[:last_nl], items)
+            tail = data[last_nl + 1 :]
+        else:
+            tail = data
+        if b"\r" in tail:
+            segments = tail.split(b"\r")
+            for segment in segments[:-1]:
+                self._emit_frame(segment, items)
+            self._in_frames = True
+            tail = segments[-1]
+        if len(tail) > self.max_line_bytes:
+            tail = tail[: self.max_line_bytes + 1]
+            self._overflow = True
+        self._carry = tail
+
+    def flush(self) -> list[LogItem]:
+        """End of stream: deliver the incomplete line (and a held ``\\r``) as if a ``\\n`` followed."""
+        items: list[LogItem] = []
+        if self._held_cr:
+            self._held_cr = False
+            self._overflow = False
+            self.feed_into(b"\r\n", items)  # a lone trailing \r ends the line like \r\n would
+        elif self._carry or self._in_frames:
+            self._overflow = False
+            self.feed_into(b"\n", items)
+        self.reset()
+        return items
+
+    def reset(self) -> None:
+        """Forget any incomplete line (e.g. after the file was truncated)."""
+        self._carry = b""
+        self._in_frames = False
+        self._overflow = False
+        self._held_cr = False
+
+    def _emit_lines(self, block: bytes, items: list[LogItem]) -> None:
+        """Deliver ``block``: complete lines joined by ``\\n`` (the first may continue a carried line)."""
+        cap = self.max_line_bytes
+        if not self._in_frames and b"\r" not in block and (len(block) <= cap or _longest(block) <= cap):
+            text = clean_text(block)
+            items.extend([LogItem("line", line) for line in text.split("\n")])
+            return
+        for raw in block.split(b"\n"):
+            if self._in_frames or b"\r" in raw:
+                segments = raw.split(b"\r")
+                for segment in segments[:-1]:
+                    self._emit_frame(segment, items)
+                last = self._segment_text(segments[-1])
+                if last.strip():
+                    items.append(LogItem("line", last))
+                self._in_frames = False
+            else:
+                items.append(LogItem("line", self._segment_text(raw)))
+
+    def _emit_frame(self, segment: bytes, items: list[LogItem]) -> None:
+        if segment.strip():
+            text = self._segment_text(segment)
+            if text.strip():
+                items.append(LogItem("frame", text))
+
+    def _segment_text(self, segment: bytes) -> str:
+        if len(segment) > self.max_line_bytes:
+            return clean_text(segment[: self.max_line_bytes]) + TRUNCATION_MARK
+        return clean_text(segment)
+
+
+def _first_break(data: bytes) -> int:
+    nl, cr = data.find(b"\n"), data.find(b"\r")
+    if nl < 0:
+        return cr
+    return nl if cr < 0 else min(nl, cr)
+
+
+def _longest(block: bytes) -> int:
+    return max(map(len, block.split(b"\n")))
+
+
+def read_items(
+    stream: BinaryIO,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[list[LogItem]]:
+    """Read a binary stream (a file, stdin, a pipe) to its end, yielding the items of each chunk.
+
+    Uses ``read1`` when the stream has it, so a pipe's data is delivered as it arrives.
+    """
+    splitter = LineSplitter(max_line_bytes)
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        chunk = read(chunk_bytes)
+        if not chunk:
+            break
+        items = splitter.feed(chunk)
+        if items:
+            yield items
+    tail = splitter.flush()
+    if tail:
+        yield tail
+
+
+class LogFollower:
+    """Follows a log file like ``tail -F``: non-blocking ``poll()`` returns what was appended since.
+
+    * A file that does not exist yet is waited for (``poll()`` returns nothing until it appears).
+    * ``from_start=False`` skips what the file holds when first opened; a file that replaces it
+      (rotation: a new inode at the path) or a truncated file is read from its start.
+    * An incomplete line is held until its ``\\n``; while a progress bar is being redrawn, its latest
+      frame is delivered once per change, even before the next ``\\r``.
+    * One ``poll()`` reads at most ``max_poll_bytes``, so a huge backlog is delivered over several polls.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        from_start: bool = True,
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        max_poll_bytes: int = 8 * DEFAULT_CHUNK_BYTES,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.from_start = from_start
+        self.chunk_bytes = chunk_bytes
+        self.max_poll_bytes = max_poll_bytes
+        self.splitter = LineSplitter(max_line_bytes)
+        self.truncations = 0
+        self.rotations = 0
+        self._fd: int | None = None
+        self._identity: tuple[int, int] | None = None
+        self._position = 0
+        self._opened_once = False
+        self._last_live_frame: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file has been found and is being read."""
+        return self._fd is not None
+
+    def poll(self) -> list[LogItem]:
+        """Read whatever was appended (or the file that replaced it) without blocking."""
+        items: list[LogItem] = []
+        if self._fd is None and not self._open():
+            return items
+        budget = self.max_poll_bytes
+        while budget > 0:
+            got = self._read_available(items, budget)
+            budget -= got
+            if got:
+                continue
+            if not self._check_replaced(items):
+                break
+        self._add_live_frame(items)
+        return items
+
+    def close(self) -> None:
+        """Stop following and release the file."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._identity = None
+
+    def __enter__(self) -> LogFollower:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            return False
+        self._fd = fd
+        self._identity = (st.st_dev, st.st_ino)
+        self._position = 0
+        if not self._opened_once and not self.from_start:
+            self._position = os.lseek(fd, 0, os.SEEK_END)
+        self._opened_once = True
+        return True
+
+    def _read_available(self, items: list[LogItem], budget: int) -> int:
+        """Read up to ``budget`` bytes from the open file; return how many were read."""
+        assert self._fd is not None
+        total = 0
+        while total < budget:
+            try:
+                chunk = os.read(self._fd, min(self.chunk_bytes, budget - total))
+            except BlockingIOError:  # a FIFO with a writer but no data yet
+                break
+            if not chunk:
+                break
+            total += len(chunk)
+            self._position += len(chunk)
+            self.splitter.feed_into(chunk, items)
+        return total
+
+    def _check_replaced(self, items: list[LogItem]) -> bool:
+        """At end of file: follow a truncation or a rotation. True if there is a new file to read."""
+        assert self._fd is not None
+        st = os.fstat(self._fd)
+        if stat.S_ISREG(st.st_mode) and st.st_size < self._position:
+            self.truncations += 1
+            items.extend(self.splitter.flush())
+            self._position = os.lseek(self._fd, 0, os.SEEK_SET)
+            return True
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False  # renamed away and not recreated yet: keep reading the old file
+        if (st.st_dev, st.st_ino) == self._identity:
+            return False
+        self._read_available(items, 1 << 62)  # the rest of the old file
+        items.extend(self.splitter.flush())
+        self.close()
+        self.rotations += 1
+        return self._open()
+
+    def _add_live_frame(self, items: list[LogItem]) -> None:
+        live = self.splitter.pending_frame()
+        if items and self._last_live_frame is not None:
+            # The carried segment is always the first thing delivered once it completes.
+            if items[0] == ("frame", self._last_live_frame):
+                del items[0]
+            self._last_live_frame = None
+        if live is not None and live != self._last_live_frame:
+            items.append(LogItem("frame", live))
+            self._last_live_frame = live
+
+
+def follow(
+    path: str | os.PathLike[str],
+    on_items: Callable[[list[LogItem]], None],
+    stop_event: threading.Event,
+    interval: float = 0.05,
+    from_start: bool = True,
+) -> None:
+    """Follow ``path`` until ``stop_event`` is set, calling ``on_items`` with each non-empty batch.
+
+    Meant to be a thread's target; ``on_items`` runs on that thread (post a message from it).
+    """
+    with LogFollower(path, from_start=from_start) as follower:
+        while not stop_event.is_set():
+            items = follower.poll()
+            if items:
+                on_items(items)
+            else:
+                stop_event.wait(interval)

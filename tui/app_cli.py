@@ -1,0 +1,137 @@
+"""Handlers of `specmon monitor` and `specmon demo` (the only commands that import Textual)."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import socket
+import sys
+from pathlib import Path
+
+HEADLESS_SIZE = (200, 50)
+
+
+def _free_port_pair() -> int:
+    """A port P with P and P+1 free on 127.0.0.1 (the emulator serves its GPUs on P+1)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port >= 65535:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair on 127.0.0.1")
+
+
+def demo_log_dir() -> Path:
+    """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700)."""
+    from platformdirs import user_state_dir
+
+    path = Path(user_state_dir("specmon")) / "demo"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def _nvml_source():
+    try:
+        from tui.gpu.nvml import NvmlSource
+    except ImportError:
+        return None
+    return NvmlSource()
+
+
+def _demo_gpu_source(port: int):
+    try:
+        from tui.gpu.sampler import DemoGpuSource
+    except ImportError:
+        try:
+            from tui.gpu.demo import DemoGpuSource
+        except ImportError:
+            return None
+    return DemoGpuSource(f"http://127.0.0.1:{port + 1}")
+
+
+def _run_app(config, args: argparse.Namespace) -> int:
+    from tui.app import SpecmonApp
+
+    if args.headless:
+        config.exit_after_s = args.duration
+        config.screenshot_path = args.screenshot
+    app = SpecmonApp(config)
+    if args.headless:
+        app.run(headless=True, size=HEADLESS_SIZE)
+    else:
+        app.run()
+    return app.return_code or 0
+
+
+def run_monitor(args: argparse.Namespace) -> int:
+    """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
+    from tui.app import AppConfig
+    from tui.serving.client import normalize_base_url, resolve_api_key
+
+    if args.log and not os.path.exists(args.log):
+        print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
+    config = AppConfig(
+        url=normalize_base_url(args.url),
+        log_path=args.log,
+        gpu_source=_nvml_source(),
+        api_key=resolve_api_key(None),
+    )
+    return _run_app(config, args)
+
+
+def _with_speed(preset, speed: float):
+    """The preset with the emulator's speed factor added (only for emulator presets)."""
+    import dataclasses
+
+    if speed == 1.0:
+        return preset
+    return dataclasses.replace(preset, args={**preset.args, "emulator-speed": speed})
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
+    from tui.app import AppConfig
+    from tui.presets import load_presets
+    from tui.supervisor import ServerSupervisor
+
+    preset_set = load_presets(args.presets)
+    demos = {p.name: _with_speed(p, args.speed) for p in preset_set.demo_presets()}
+    if args.preset:
+        preset = preset_set.get(args.preset)
+        if preset is None:
+            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            return 2
+        preset = _with_speed(preset, args.speed)
+    else:
+        default = preset_set.default_demo()
+        if default is None:
+            print("specmon: no demo preset found", file=sys.stderr)
+            return 2
+        preset = demos[default.name]
+    port = _free_port_pair()
+    log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+    supervisor = ServerSupervisor(preset, log_path, port)
+    atexit.register(supervisor.stop)
+    try:
+        supervisor.start()
+        config = AppConfig(
+            url=f"http://127.0.0.1:{port}",
+            log_path=str(log_path),
+            preset=preset,
+            presets=demos,
+            supervisor=supervisor,
+            emulator=True,
+            gpu_source=_demo_gpu_source(port),
+        )
+        return _run_app(config, args)
+    finally:
+        supervisor.stop()

@@ -1,0 +1,111 @@
+"""The app's log feed: follows a server log on a thread, feeds the StartupTracker, buffers lines for the UI.
+
+UI-free (no Textual): the follower thread calls ``feed()``; the UI takes batches with ``take()`` on a
+timer and reads ``state`` while holding ``lock``. Pending lines are bounded: if the UI falls behind, the
+oldest pending lines are dropped (they would have been pruned from the bounded log pane anyway).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tui.logs.model import LineKind, StartupState, TrackerEvent
+from tui.logs.tracker import StartupTracker
+
+
+@dataclass
+class FeedBatch:
+    """What arrived since the previous ``take()``."""
+
+    lines: list[str] = field(default_factory=list)
+    kinds: list[LineKind | None] = field(default_factory=list)
+    events: list[TrackerEvent] = field(default_factory=list)
+    changed: bool = False
+    dropped: int = 0
+    generation: int = 0
+
+
+class LogFeed:
+    """Thread-safe bridge between a log follower (producer thread) and the app (consumer)."""
+
+    def __init__(self, max_pending: int = 10_000) -> None:
+        self.lock = threading.RLock()
+        self.tracker = StartupTracker()
+        self.generation = 0
+        self.lines_fed = 0
+        self._max_pending = max_pending
+        self._pending: deque[tuple[str, LineKind | None]] = deque(maxlen=max_pending)
+        self._changed = False
+        self._dropped = 0
+
+    @property
+    def state(self) -> StartupState:
+        """The tracker's state; hold ``lock`` while reading it from another thread."""
+        return self.tracker.state
+
+    def feed(self, items: Iterable, generation: int | None = None) -> None:
+        """Feed follower items (``kind`` "line" or "frame", ``text``); ignored if fed for an older generation."""
+        with self.lock:
+            if generation is not None and generation != self.generation:
+                return
+            tracker = self.tracker
+            pending = self._pending
+            for item in items:
+                if item.kind == "frame":
+                    tracker.feed_frame(item.text)
+                else:
+                    if len(pending) == self._max_pending:
+                        self._dropped += 1
+                    pending.append((item.text, tracker.feed_line(item.text)))
+                    self.lines_fed += 1
+            self._changed = True
+
+    def take(self) -> FeedBatch:
+        """Everything pending since the last call (lines with their highlight kinds, tracker events)."""
+        with self.lock:
+            if not self._changed:
+                return FeedBatch(generation=self.generation)
+            pending, self._pending = self._pending, deque(maxlen=self._max_pending)
+            batch = FeedBatch(
+                lines=[text for text, _ in pending],
+                kinds=[kind for _, kind in pending],
+                events=self.tracker.drain_events(),
+                changed=True,
+                dropped=self._dropped,
+                generation=self.generation,
+            )
+            self._changed = False
+            self._dropped = 0
+            return batch
+
+    def reset(self) -> None:
+        """Forget everything: a new server (or log) starts from scratch."""
+        with self.lock:
+            self.tracker = StartupTracker()
+            self._pending.clear()
+            self._dropped = 0
+            self._changed = True
+            self.lines_fed = 0
+            self.generation += 1
+
+
+def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: float = 0.05) -> None:
+    """Follow ``path`` from its start into ``feed`` (for its current generation) until ``stop_event`` is set.
+
+    Runs on a worker thread; a ``reset()`` of the feed makes the rest of this follower's lines ignored.
+    """
+    from tui.logs.follower import follow
+
+    generation = feed.generation
+    follow(path, lambda items: feed.feed(items, generation), stop_event, interval=interval, from_start=True)
+
+
+def feed_text(feed: LogFeed, data: bytes) -> None:
+    """Feed a whole log's bytes (a fixture, a finished file) through the same splitter the follower uses."""
+    from tui.logs.follower import LineSplitter
+
+    splitter = LineSplitter()
+    feed.feed([*splitter.feed(data), *splitter.flush()])

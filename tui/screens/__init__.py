@@ -1,0 +1,1 @@
+"""The app's screens: the main monitor screen and the preset picker."""

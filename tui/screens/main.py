@@ -1,0 +1,120 @@
+"""MainScreen: header, the three panes (tabs when narrow, a grid when wide) and the footer."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Container
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static, Tab, Tabs
+
+from widgets.server_pane import ServerPane
+from widgets.status_header import StatusHeader
+
+PANES = ("server", "gpus", "bench")
+WIDE_COLUMNS = 160
+
+
+def _gpu_pane():
+    try:
+        from widgets.gpu_pane import GpuPane
+    except ImportError:
+        return Static("GPU pane not available in this build.", classes="placeholder")
+    return GpuPane(id="gpu-pane")
+
+
+def _bench_panel():
+    try:
+        from widgets.bench_panel import BenchPanel
+    except ImportError:
+        return Static("Benchmark panel not available in this build.", classes="placeholder")
+    return BenchPanel(id="bench-panel")
+
+
+class MainScreen(Screen):
+    """The monitor: Server, GPUs and Benchmark panes. Below ``WIDE_COLUMNS`` columns they are tabs."""
+
+    def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._max_lines = max_lines
+        self.active_pane = "server"
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        yield Tabs(
+            Tab("1 Server", id="tab-server"),
+            Tab("2 GPUs", id="tab-gpus"),
+            Tab("3 Benchmark", id="tab-bench"),
+            id="pane-tabs",
+        )
+        with Container(id="panes"):
+            yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
+            with Container(id="pane-gpus", classes="pane"):
+                yield _gpu_pane()
+            with Container(id="pane-bench", classes="pane"):
+                yield _bench_panel()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#pane-server").border_title = "Server"
+        self.query_one("#pane-gpus").border_title = "GPUs"
+        self.query_one("#pane-bench").border_title = "Benchmark"
+        self.query_one("#search", Input).display = False
+
+    @property
+    def header(self) -> StatusHeader:
+        return self.query_one(StatusHeader)
+
+    @property
+    def server_pane(self) -> ServerPane:
+        return self.query_one(ServerPane)
+
+    @property
+    def wide(self) -> bool:
+        return self.has_class("-wide")
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+
+    def show_pane(self, name: str) -> None:
+        """Make ``name`` ("server", "gpus", "bench") the active pane (and tab)."""
+        if name not in PANES:
+            return
+        self.active_pane = name
+        for pane in PANES:
+            self.query_one(f"#pane-{pane}").set_class(pane == name, "-active")
+        tabs = self.query_one(Tabs)
+        if tabs.active != f"tab-{name}":
+            tabs.active = f"tab-{name}"
+
+    @on(Tabs.TabActivated)
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tab.id:
+            name = event.tab.id.removeprefix("tab-")
+            if name != self.active_pane:
+                self.show_pane(name)
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        log = self.server_pane.log_view
+        if event.value and log.search(event.value) is None:
+            self.notify(f"No match for {event.value!r}", severity="warning")
+        self.server_pane.close_search()
+
+    def key_escape(self) -> None:
+        if self.query_one("#search", Input).display:
+            self.server_pane.close_search()
+
+    def show_gpus(self, snapshot) -> None:
+        """Hand a GPU snapshot to the GPU pane (if this build has one)."""
+        for pane in self.query("#gpu-pane"):
+            pane.show(snapshot)
+
+    def show_bench_progress(self, progress) -> None:
+        for panel in self.query("#bench-panel"):
+            panel.show_progress(progress)
+
+    def show_bench_results(self, results) -> None:
+        for panel in self.query("#bench-panel"):
+            panel.show_results(results)

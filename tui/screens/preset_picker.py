@@ -1,0 +1,49 @@
+"""PresetPicker: a modal list of presets; Enter restarts the server with the highlighted one."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+
+class PresetPicker(ModalScreen[str | None]):
+    """Pick a preset to switch to; dismisses with its name, or None on Escape."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, presets: dict, current: str | None) -> None:
+        super().__init__()
+        self._presets = presets
+        self._current = current
+
+    def compose(self) -> ComposeResult:
+        options = []
+        for name, preset in self._presets.items():
+            label = Text(name, style="bold")
+            if name == self._current:
+                label.append("  (running)", style="dim")
+            description = getattr(preset, "description", "")
+            if description:
+                label.append(f"\n  {description}", style="dim")
+            options.append(Option(label, id=name))
+        with Vertical(id="picker"):
+            yield Label("Switch preset: the server restarts with it (Enter to confirm, Esc to cancel)")
+            yield OptionList(*options, id="preset-list")
+
+    def on_mount(self) -> None:
+        option_list = self.query_one(OptionList)
+        names = list(self._presets)
+        if self._current in names:
+            option_list.highlighted = names.index(self._current)
+        option_list.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,54 @@
+"""CaptureProgress: a CUDA-graph capture's progress bar with its current batch size, avail mem and ETA."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Label, ProgressBar
+
+from widgets.phase_timeline import format_seconds
+
+GRAPH_LABELS = {
+    "target": "target decode graphs",
+    "draft": "draft decode graphs",
+    "draft_extend": "draft-extend graphs",
+    "prefill": "prefill graphs",
+}
+
+
+def describe_capture(capture) -> str:
+    """One line: ``target decode graphs 5/8 · bs 16 · avail 12.3 GB · ETA 3.0s``."""
+    name = capture.label or GRAPH_LABELS.get(capture.graph, capture.graph)
+    total = capture.total if capture.total else "?"
+    parts = [f"{name} {capture.done}/{total}"]
+    if capture.status == "done":
+        parts.append("done" + (f" in {format_seconds(capture.elapsed_s)}" if capture.elapsed_s else ""))
+    elif capture.status == "failed":
+        parts.append("FAILED")
+    if capture.current_bs is not None and capture.status == "running":
+        parts.append(f"bs {capture.current_bs}")
+    if capture.avail_gb is not None:
+        parts.append(f"avail {capture.avail_gb:.2f} GB")
+    if capture.eta_s is not None and capture.status == "running":
+        parts.append(f"ETA {format_seconds(capture.eta_s)}")
+    return " · ".join(parts)
+
+
+class CaptureProgress(Vertical):
+    """The latest capture's progress, driven by tqdm frames (never by log lines)."""
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="capture-label")
+        yield ProgressBar(total=None, show_eta=False, id="capture-bar")
+
+    def show(self, capture) -> None:
+        """Show a ``tui.logs.model.Capture`` (or hide when None)."""
+        self.display = capture is not None
+        if capture is None:
+            return
+        self.query_one("#capture-label", Label).update(describe_capture(capture))
+        bar = self.query_one("#capture-bar", ProgressBar)
+        if capture.total:
+            bar.update(total=capture.total, progress=capture.done)
+        else:
+            bar.update(total=None)

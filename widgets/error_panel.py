@@ -1,0 +1,27 @@
+"""ErrorPanel: a startup failure shown prominently: its kind, message, phase and hint."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from widgets.phase_timeline import PHASE_LABELS
+
+
+class ErrorPanel(Static):
+    """A bordered panel for a classified ``StartupError``; hidden while there is none."""
+
+    def show(self, error) -> None:
+        """Show a ``tui.logs.model.StartupError`` (or hide when None)."""
+        self.display = error is not None
+        if error is None:
+            return
+        kind = error.kind.replace("_", " ")
+        self.border_title = f"Startup failed: {kind}"
+        if error.phase:
+            self.border_subtitle = f"during {PHASE_LABELS.get(error.phase, error.phase)}"
+        text = Text(error.message, style="bold")
+        if error.hint:
+            text.append("\nHint: ", style="bold yellow")
+            text.append(error.hint)
+        self.update(text)

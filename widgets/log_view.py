@@ -1,0 +1,109 @@
+"""LogView: the bounded server-log pane, written in batches, with per-line highlighting and search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.highlighter import Highlighter
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Log
+
+KIND_STYLES: dict[str, Style] = {
+    "phase": Style(color="cyan", bold=True),
+    "error": Style(color="red", bold=True),
+    "warning": Style(color="yellow"),
+}
+MATCH_STYLE = Style(reverse=True)
+
+
+class _KindHighlighter(Highlighter):
+    """Styles the line being rendered by its kind (set by LogView just before rendering it)."""
+
+    def __init__(self) -> None:
+        self.style: Style | None = None
+        self.match_span: tuple[int, int] | None = None
+
+    def highlight(self, text: Text) -> None:
+        if self.style is not None:
+            text.stylize(self.style)
+        if self.match_span is not None:
+            text.stylize(MATCH_STYLE, *self.match_span)
+
+
+class LogView(Log):
+    """A ``Log`` that keeps each line's kind ("phase", "error", "warning") for highlighting, and can search.
+
+    Written only through ``write_classified`` in batches (one call per UI flush). Follows the tail
+    unless the user has scrolled up (``Log.write_lines`` semantics).
+    """
+
+    def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
+        super().__init__(highlight=True, max_lines=max_lines, auto_scroll=True, **kwargs)
+        self._kinds: list[str | None] = []
+        self._kind_highlighter = _KindHighlighter()
+        self.highlighter = self._kind_highlighter
+        self.search_query: str = ""
+        self.match_line: int | None = None
+        self.lines_written = 0
+
+    def write_classified(self, lines: Sequence[str], kinds: Sequence[str | None]) -> None:
+        """Append a batch of complete lines with their kinds (same length)."""
+        if not lines:
+            return
+        self.lines_written += len(lines)
+        self._kinds.extend(kinds)
+        before = len(self._lines)
+        self.write_lines(lines)
+        removed = before + len(lines) - len(self._lines)
+        if removed > 0:
+            del self._kinds[:removed]
+            if self.match_line is not None:
+                self.match_line = self.match_line - removed if self.match_line >= removed else None
+        if len(self._kinds) != len(self._lines):  # a line held an embedded newline: keep them aligned
+            self._kinds = (self._kinds + [None] * len(self._lines))[: len(self._lines)]
+
+    def clear(self):
+        self._kinds = []
+        self.match_line = None
+        return super().clear()
+
+    def kind_at(self, y: int) -> str | None:
+        """The highlight kind of line ``y``."""
+        return self._kinds[y] if 0 <= y < len(self._kinds) else None
+
+    def _render_line_strip(self, y: int, rich_style: Style):
+        kind = self._kinds[y] if y < len(self._kinds) else None
+        highlighter = self._kind_highlighter
+        highlighter.style = KIND_STYLES.get(kind) if kind else None
+        highlighter.match_span = None
+        if y == self.match_line and self.search_query:
+            start = self._lines[y].lower().find(self.search_query.lower())
+            if start >= 0:
+                highlighter.match_span = (start, start + len(self.search_query))
+        return super()._render_line_strip(y, rich_style)
+
+    def search(self, query: str, forward: bool = True, start: int | None = None) -> int | None:
+        """Select the next (or previous) line containing ``query`` (case-insensitive); scroll to it.
+
+        Returns the matching line index, or None (the selection is kept) when nothing matches.
+        """
+        self.search_query = query
+        if not query or not self._lines:
+            return None
+        needle = query.lower()
+        count = len(self._lines)
+        if start is None:
+            if self.match_line is not None:
+                start = self.match_line + (1 if forward else -1)
+            else:
+                start = 0 if forward else count - 1
+        step = 1 if forward else -1
+        for offset in range(count):
+            y = (start + step * offset) % count
+            if needle in self._lines[y].lower():
+                self.match_line = y
+                self.scroll_to(y=max(0, y - self.scrollable_content_region.height // 2), animate=False)
+                self.refresh()
+                return y
+        return None

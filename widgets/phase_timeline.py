@@ -1,0 +1,56 @@
+"""PhaseTimeline: the startup phases, each with its status and duration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+PHASE_LABELS = {
+    "server_args": "args",
+    "init_distributed": "dist init",
+    "load_weights": "weights",
+    "load_draft_weights": "draft weights",
+    "kv_cache": "KV cache",
+    "capture": "graphs",
+    "capture_draft": "draft graphs",
+    "capture_draft_extend": "draft-extend graphs",
+    "capture_prefill": "prefill graphs",
+    "http_server": "HTTP",
+    "warmup": "warmup",
+    "ready": "ready",
+    "shutdown": "shutdown",
+}
+STATUS_MARKS = {"done": ("✔", "green"), "running": ("▶", "bold yellow"), "failed": ("✘", "bold red")}
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``3.2s``, ``1m05s`` or ``""`` when unknown."""
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+class PhaseTimeline(Static):
+    """Renders a list of ``tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ graphs``."""
+
+    def show(self, phases: Sequence) -> None:
+        """Show these phases (oldest first)."""
+        if not phases:
+            self.update(Text("waiting for the server log…", style="dim"))
+            return
+        text = Text()
+        for i, phase in enumerate(phases):
+            mark, style = STATUS_MARKS.get(phase.status, ("·", ""))
+            if i:
+                text.append("  ")
+            text.append(mark + " ", style=style)
+            text.append(PHASE_LABELS.get(phase.name, phase.name), style="bold" if phase.status == "running" else "")
+            duration = format_seconds(phase.elapsed_s)
+            if duration:
+                text.append(f" {duration}", style="dim")
+        self.update(text)

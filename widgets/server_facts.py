@@ -1,0 +1,56 @@
+"""ServerFacts: weights, KV cache and memory from the startup log, then the live server's state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from widgets.phase_timeline import format_seconds
+
+
+def startup_rows(state) -> list[tuple[str, str]]:
+    """Label/value rows summarising a ``StartupState``: weights, KV pools, memory, time to ready."""
+    rows: list[tuple[str, str]] = []
+    for weights in state.weights:
+        parts = [weights.type or "?"]
+        if weights.shards_total:
+            parts.append(f"shards {weights.shards_done or 0}/{weights.shards_total}")
+        if weights.mem_usage_gb is not None:
+            parts.append(f"{weights.mem_usage_gb:.2f} GB")
+        if weights.elapsed_s is not None:
+            parts.append(format_seconds(weights.elapsed_s))
+        rows.append((f"{weights.model} weights", " · ".join(parts)))
+    for pool in state.kv_pools:
+        parts = [f"{pool.tokens:,} tokens" if pool.tokens is not None else "? tokens"]
+        if pool.k_size_gb is not None and pool.v_size_gb is not None:
+            parts.append(f"K {pool.k_size_gb:.2f} + V {pool.v_size_gb:.2f} GB")
+        rows.append((f"{pool.model} KV", " · ".join(parts)))
+    if state.max_total_num_tokens is not None:
+        rows.append(("max tokens", f"{state.max_total_num_tokens:,}"))
+    if state.memory:
+        last = state.memory[-1]
+        rows.append(("avail mem", f"{last.avail_gb:.2f} GB after {last.step.replace('_', ' ')}"))
+    if state.ready_after_s is not None:
+        rows.append(("ready after", format_seconds(state.ready_after_s)))
+    return rows
+
+
+class ServerFacts(Static):
+    """Two-column facts table: what the log said during startup, and what the live server reports."""
+
+    def show(self, rows: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]] = ()) -> None:
+        """Render label/value rows; ``notes`` are (text, style) lines shown under the table."""
+        self.display = bool(rows or notes)
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for label, value in rows:
+            table.add_row(label, value)
+        if notes:
+            table.add_row("", "")
+            for text, style in notes:
+                table.add_row("", Text(text, style=style))
+        self.update(table)

@@ -1,0 +1,59 @@
+"""ServerPane: the startup timeline, capture progress, error panel, server facts and the log."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input
+
+from widgets.capture_progress import CaptureProgress
+from widgets.error_panel import ErrorPanel
+from widgets.log_view import LogView
+from widgets.phase_timeline import PhaseTimeline
+from widgets.server_facts import ServerFacts, startup_rows
+
+
+def latest_capture(state):
+    """The capture to show: the running one, else the most recent."""
+    for capture in reversed(state.captures):
+        if capture.status == "running":
+            return capture
+    return state.captures[-1] if state.captures else None
+
+
+class ServerPane(Vertical):
+    """Everything about the server: renders a ``StartupState`` plus live rows it is given."""
+
+    def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._max_lines = max_lines
+
+    def compose(self) -> ComposeResult:
+        yield PhaseTimeline(id="timeline")
+        yield CaptureProgress(id="capture")
+        yield ErrorPanel(id="error-panel")
+        yield ServerFacts(id="facts")
+        yield LogView(max_lines=self._max_lines, id="log")
+        yield Input(placeholder="search the log (Enter: next match, Esc: close)", id="search")
+
+    @property
+    def log_view(self) -> LogView:
+        return self.query_one(LogView)
+
+    def show(self, state, live_rows=(), notes=()) -> None:
+        """Render the startup state and the live server rows."""
+        self.query_one(PhaseTimeline).show(state.phases)
+        self.query_one(CaptureProgress).show(latest_capture(state))
+        self.query_one(ErrorPanel).show(state.error)
+        self.query_one(ServerFacts).show([*startup_rows(state), *live_rows], notes)
+
+    def open_search(self) -> None:
+        """Show the search box and focus it."""
+        search = self.query_one("#search", Input)
+        search.display = True
+        search.focus()
+
+    def close_search(self) -> None:
+        search = self.query_one("#search", Input)
+        search.display = False
+        self.log_view.focus()

@@ -577,6 +577,8 @@ def _key_line(text: str, keypath: tuple[str, ...]) -> int | None:
             table = _split_key(header.group(1))
             if table == keypath:
                 return lineno
+            if fallback is None and table[: len(keypath)] == keypath:
+                fallback = lineno  # a table header that implicitly defines keypath
             continue
         match = _KEY.match(line)
         if not match:
@@ -584,6 +586,6 @@ def _key_line(text: str, keypath: tuple[str, ...]) -> int | None:
         full = table + _split_key(match.group(1))
         if full == keypath:
             return lineno
-        if fallback is None and keypath[: len(full)] == full:
+        if fallback is None and (keypath[: len(full)] == full or full[: len(keypath)] == keypath):
             fallback = lineno
     return fallback

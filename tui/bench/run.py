@@ -1,0 +1,393 @@
+"""BenchRun: one benchmark of one server, on its own thread with its own asyncio loop.
+
+Per request it streams `/generate` with one keep-alive connection per concurrent stream and times chunks
+with `time.perf_counter` in that loop; nothing else runs there but a coalescer that hands `on_update` a
+`BenchProgress` at most four times a second. Each finished request is appended to the results store at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tui.bench.model import BenchProgress, BenchResult, RequestResult
+from tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
+from tui.bench.results import ResultStore
+from tui.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference, summarize
+from tui.bench.stream import generate_payload, stream_generate
+
+__all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSettings", "new_run_id"]
+
+UPDATE_INTERVAL_S = 0.25
+MAX_CONSECUTIVE_FAILURES = 5
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one run does; built from a preset's `BenchSettings` (or anything with the same attributes)."""
+
+    prompts: str = DEFAULT_PROMPTS
+    requests: int = 20
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    warmup: int = 2
+    concurrency: int = 1
+    ignore_eos: bool = True
+
+    @classmethod
+    def of(cls, settings: Any) -> RunSettings:
+        """RunSettings from a BenchSettings-like object or a dict; missing fields keep their defaults."""
+        if isinstance(settings, cls):
+            return settings
+        if settings is None:
+            return cls()
+        get = settings.get if isinstance(settings, dict) else lambda k, d: getattr(settings, k, d)
+        defaults = cls()
+        values = {name: get(name, getattr(defaults, name)) for name in cls.__dataclass_fields__}
+        values = {k: (getattr(defaults, k) if v is None else v) for k, v in values.items()}
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time: `YYYYmmdd-HHMMSS-xxxx`."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class BenchRun:
+    """Benchmarks the server at `url` under the label `preset_name` with `settings` (see RunSettings).
+
+    `start()` runs it on a daemon thread; `cancel()` stops it (partial results are kept); `result` is the
+    BenchResult (growing while it runs); `wait()` joins. `on_update(BenchProgress)` is called from the
+    benchmark's thread, coalesced, so it must only hand the progress on (e.g. `post_message`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        preset_name: str | None,
+        settings: Any = None,
+        api_key: str | None = None,
+        on_update: Callable[[BenchProgress], None] | None = None,
+        *,
+        results_dir: str | None = None,
+        store: ResultStore | None = None,
+        prompts: list[Prompt] | None = None,
+        request_timeout_s: float = 300.0,
+        flush_retries: int = 5,
+        flush_delay_s: float = 0.5,
+    ) -> None:
+        from tui.serving.client import normalize_base_url
+
+        self.url = normalize_base_url(url)
+        self.settings = RunSettings.of(settings)
+        self.preset = preset_name or "(current server)"
+        self._api_key = api_key
+        self._on_update = on_update
+        self.store = store if store is not None else ResultStore(results_dir)
+        self._prompts = prompts
+        self._request_timeout_s = request_timeout_s
+        self._flush_retries = flush_retries
+        self._flush_delay_s = flush_delay_s
+        self.result = BenchResult(
+            run_id=new_run_id(), preset=self.preset, url=self.url, started_at=time.time(),
+            settings=self.settings.to_json(),
+        )
+        self._phase = "connecting"
+        self._in_flight = 0
+        self._dirty = True
+        self._throttle: list[str] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._cancel_requested = False
+        self._stop_reason: str | None = None
+
+    # -- control (any thread) -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the run on its own thread."""
+        if self._thread is not None:
+            raise RuntimeError("a BenchRun runs once")
+        self._thread = threading.Thread(target=self.run_blocking, name=f"bench-{self.result.run_id}", daemon=True)
+        self._thread.start()
+
+    def run_blocking(self) -> BenchResult:
+        """Run to the end on the calling thread (used by `specmon bench` and by `start()`)."""
+        asyncio.run(self._main())
+        return self.result
+
+    def cancel(self) -> None:
+        """Stop the run: requests in flight are abandoned, finished ones stay saved."""
+        self._cancel_requested = True
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Join the run's thread; True when it has finished."""
+        if self._thread is None:
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def done(self) -> bool:
+        return self.result.status != "running"
+
+    def note_gpu_throttle(self, reason: str) -> None:
+        """Record that a GPU throttled during the run (called by whoever samples NVML); flags the result."""
+        with self._lock:
+            if reason not in self._throttle:
+                self._throttle.append(reason)
+
+    # -- progress --------------------------------------------------------------------------------------
+    def progress(self, message: str = "") -> BenchProgress:
+        """The current progress snapshot."""
+        result = self.result
+        measured = [r for r in result.requests if not r.warmup]
+        ok = [r for r in measured if r.ok]
+        tps = tuple(r.decode_tok_s for r in ok if r.decode_tok_s)
+        steps = sum(r.spec_verify_ct or 0 for r in ok)
+        tokens = sum(r.completion_tokens for r in ok if r.spec_verify_ct)
+        median = sorted(tps)[len(tps) // 2] if tps else None
+        return BenchProgress(
+            run_id=result.run_id,
+            preset=self.preset,
+            phase=self._phase,
+            done=len(measured),
+            total=self.settings.requests,
+            failed=len(measured) - len(ok),
+            warmup_done=len(result.requests) - len(measured),
+            warmup_total=self.settings.warmup,
+            in_flight=self._in_flight,
+            decode_tok_s=tps,
+            accept_length=tokens / steps if steps else None,
+            median_tok_s=median,
+            message=message or "; ".join(result.notes[-1:]),
+        )
+
+    def _emit(self, message: str = "") -> None:
+        self._dirty = False
+        if self._on_update is not None:
+            with contextlib.suppress(Exception):
+                self._on_update(self.progress(message))
+
+    async def _coalesce_updates(self) -> None:
+        while True:
+            await asyncio.sleep(UPDATE_INTERVAL_S)
+            if self._dirty:
+                self._emit()
+
+    # -- the run ---------------------------------------------------------------------------------------
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        coalescer = asyncio.create_task(self._coalesce_updates())
+        try:
+            if self._cancel_requested:
+                raise asyncio.CancelledError
+            await self._run()
+            self.result.status = "failed" if self._stop_reason or not self.result.measured else "finished"
+            if self.result.measured and not any(r.ok for r in self.result.measured):
+                self.result.status = "failed"
+        except asyncio.CancelledError:
+            self.result.status = "cancelled"
+            self.result.notes.append("cancelled")
+        except Exception as exc:  # a bug or an unexpected answer must not kill the app
+            self.result.status = "failed"
+            self.result.notes.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            coalescer.cancel()
+            self._finish()
+
+    def _finish(self) -> None:
+        result = self.result
+        result.finished_at = time.time()
+        result.summary = summarize(result.requests, self.settings.max_new_tokens, self.settings.ignore_eos)
+        flags = result.summary["flags"]
+        details = result.summary["flag_details"]
+        for code, detail in result.cross_checks.get("mismatches", {}).items():
+            flags.append(code)
+            details[code] = detail
+        if not result.cross_checks.get("flushed", True):
+            flags.append("no-flush")
+            details["no-flush"] = "the cache was not flushed before measuring"
+        with self._lock:
+            if self._throttle:
+                flags.append("throttled")
+                details["throttled"] = "GPU throttled during the run: " + ", ".join(self._throttle)
+        if self._stop_reason:
+            flags.append("aborted")
+            details["aborted"] = self._stop_reason
+        self._phase = result.status
+        with contextlib.suppress(OSError):
+            self.store.finish_run(result)
+        self._emit(result.notes[-1] if result.notes else "")
+
+    async def _run(self) -> None:
+        from tui.serving.client import SGLangClient, SGLangError, spec_settings
+
+        result = self.result
+        prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
+        result.settings["prompt_set_hash"] = prompt_set_hash(prompts)
+        result.settings["prompt_count"] = len(prompts)
+        async with SGLangClient(self.url, self._api_key) as api:
+            try:
+                info = await api.server_info()
+                result.server = _server_record(info, spec_settings(info))
+            except SGLangError as exc:
+                result.notes.append(f"server_info unavailable: {exc}")
+                result.server = {"error": str(exc)}
+            self.store.start_run(result)
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            streams = max(1, self.settings.concurrency)
+            limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
+            timeout = httpx.Timeout(self._request_timeout_s, connect=10.0)
+            async with httpx.AsyncClient(base_url=self.url, headers=headers, limits=limits, timeout=timeout) as http:
+                if self.settings.warmup > 0:
+                    self._set_phase("warmup")
+                    warm = [(i, prompts[-1 - (i % len(prompts))]) for i in range(self.settings.warmup)]
+                    await self._run_requests(http, warm, warmup=True)
+                self._set_phase("flushing")
+                flushed = await self._flush(api)
+                result.cross_checks["flushed"] = flushed
+                before = await _metrics_or_none(api)
+                self._set_phase("measuring")
+                jobs = [(i, prompts[i % len(prompts)]) for i in range(self.settings.requests)]
+                await self._run_requests(http, jobs, warmup=False)
+            self._set_phase("checking")
+            await self._cross_check(api, before, flushed)
+
+    def _set_phase(self, phase: str) -> None:
+        self._phase = phase
+        self._dirty = True
+
+    async def _flush(self, api: Any) -> bool:
+        from tui.serving.client import SGLangError
+
+        try:
+            flushed = await api.flush_cache(retries=self._flush_retries, delay=self._flush_delay_s)
+        except SGLangError as exc:
+            self.result.notes.append(f"flush_cache failed ({exc}); measuring without a flush")
+            return False
+        if not flushed:
+            self.result.notes.append(
+                f"flush_cache answered 400 (requests running) {self._flush_retries + 1} times; measuring without a flush"
+            )
+        return flushed
+
+    async def _run_requests(self, http: httpx.AsyncClient, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
+        queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
+        for job in jobs:
+            queue.put_nowait(job)
+        consecutive_failures = 0
+
+        async def worker() -> None:
+            nonlocal consecutive_failures
+            while not queue.empty() and self._stop_reason is None:
+                index, prompt = queue.get_nowait()
+                payload = generate_payload(
+                    prompt.text, self.settings.max_new_tokens, self.settings.temperature, self.settings.ignore_eos
+                )
+                self._in_flight += 1
+                try:
+                    request = await stream_generate(http, payload, index, prompt.id, warmup=warmup)
+                finally:
+                    self._in_flight -= 1
+                self.result.requests.append(request)
+                with contextlib.suppress(OSError):
+                    self.store.add_request(self.result.run_id, request)
+                consecutive_failures = 0 if request.ok else consecutive_failures + 1
+                if consecutive_failures >= MAX_CONSECUTIVE_FAILURES and self._stop_reason is None:
+                    self._stop_reason = f"stopped after {consecutive_failures} failures in a row: {request.error}"
+                    self.result.notes.append(self._stop_reason)
+                self._dirty = True
+
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, self.settings.concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+
+    async def _cross_check(self, api: Any, before: Any, flushed: bool) -> None:
+        """Compare the client's acceptance length with the server's own figures; >5% apart is flagged."""
+        from tui.serving.client import SGLangError, spec_settings
+        from tui.serving.metrics import delta
+
+        checks = self.result.cross_checks
+        mismatches: dict[str, str] = {}
+        ok = [r for r in self.result.measured if r.ok]
+        with_spec = [r for r in ok if r.spec_verify_ct]
+        client_tau = (
+            sum(r.completion_tokens for r in with_spec) / sum(r.spec_verify_ct or 0 for r in with_spec)
+            if with_spec
+            else None
+        )
+        checks["client_accept_length"] = client_tau
+        after = await _metrics_or_none(api)
+        if before is not None and after is not None:
+            d = delta(before, after)
+            checks["metrics"] = {
+                "generation_tokens": d.generation_tokens,
+                "spec_verify_calls": d.spec_verify_calls,
+                "accept_length": d.accept_length,
+                "client_completion_tokens": sum(r.completion_tokens for r in ok),
+                "reset": d.reset,
+            }
+            if client_tau and d.accept_length and relative_difference(client_tau, d.accept_length) > CROSS_CHECK_TOLERANCE:
+                mismatches["accept-mismatch-metrics"] = (
+                    f"acceptance length {client_tau:.3f} (client) vs {d.accept_length:.3f} (/metrics delta)"
+                )
+        if flushed:
+            try:
+                settings = spec_settings(await api.server_info())
+            except SGLangError as exc:
+                self.result.notes.append(f"server_info after the run unavailable: {exc}")
+            else:
+                server_tau = settings.avg_spec_accept_length
+                checks["server_info_accept_length"] = server_tau
+                if client_tau and server_tau and relative_difference(client_tau, server_tau) > CROSS_CHECK_TOLERANCE:
+                    mismatches["accept-mismatch-server"] = (
+                        f"acceptance length {client_tau:.3f} (client) vs {server_tau:.3f} (/server_info after a flush)"
+                    )
+        checks["mismatches"] = mismatches
+
+
+async def _metrics_or_none(api: Any) -> Any:
+    from tui.serving.client import SGLangError
+
+    try:
+        return await api.metrics()
+    except (SGLangError, ValueError):
+        return None
+
+
+def _server_record(info: dict[str, Any], spec: Any) -> dict[str, Any]:
+    """What is stored about the server: its version, model and effective speculative settings."""
+    return {
+        "version": info.get("version"),
+        "model_path": info.get("model_path"),
+        "served_model_name": info.get("served_model_name"),
+        "tp_size": info.get("tp_size"),
+        "speculative": {
+            "algorithm": spec.algorithm,
+            "draft_model_path": spec.draft_model_path,
+            "num_steps": spec.num_steps,
+            "eagle_topk": spec.eagle_topk,
+            "num_draft_tokens": spec.num_draft_tokens,
+        },
+        "avg_spec_accept_length_at_start": spec.avg_spec_accept_length,
+    }

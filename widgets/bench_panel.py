@@ -1,0 +1,231 @@
+"""BenchPanel: live decode tok/s per request (one series per preset), acceptance length per preset with
+its CI, a table comparing presets, and the current run's progress. It renders only what it is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.events import Resize
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from tui.bench.compare import Comparison, compare_all
+from tui.bench.model import BenchProgress, BenchResult
+
+REDRAW_INTERVAL_S = 0.5
+NARROW_COLUMNS = 100
+COLUMNS = (
+    ("preset", "preset"),
+    ("runs", "n"),
+    ("tok_s", "tok/s"),
+    ("ci", "CI95"),
+    ("tau", "τ"),
+    ("ttft", "TTFT ms"),
+    ("speedup", "speedup"),
+    ("flags", "flags"),
+)
+IDLE_TEXT = "No benchmark yet: press b to benchmark the current server."
+
+
+def downsample(values: list[float], width: int) -> tuple[list[float], list[float]]:
+    """(x, y) with at most `width` points: buckets of consecutive values averaged, x at bucket centres."""
+    n = len(values)
+    if n <= width or width < 1:
+        return [float(i + 1) for i in range(n)], list(values)
+    xs, ys = [], []
+    for b in range(width):
+        lo, hi = b * n // width, (b + 1) * n // width
+        if hi > lo:
+            chunk = values[lo:hi]
+            xs.append((lo + hi + 1) / 2)
+            ys.append(sum(chunk) / len(chunk))
+    return xs, ys
+
+
+def _fmt(value: float | None, spec: str = ".1f", missing: str = "–") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def describe_progress(progress: BenchProgress) -> str:
+    """One line: ``eagle3: measuring 12/40 · 1 failed · median 142.3 tok/s · τ 3.12``."""
+    if progress.phase == "warmup":
+        step = f"warmup {progress.warmup_done}/{progress.warmup_total}"
+    else:
+        step = f"{progress.phase} {progress.done}/{progress.total}"
+    parts = [f"{progress.preset}: {step}"]
+    if progress.failed:
+        parts.append(f"{progress.failed} failed")
+    if progress.median_tok_s is not None:
+        parts.append(f"median {progress.median_tok_s:.1f} tok/s")
+    if progress.accept_length is not None:
+        parts.append(f"τ {progress.accept_length:.2f}")
+    if progress.message:
+        parts.append(progress.message)
+    return " · ".join(parts)
+
+
+def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1) -> dict[str, str]:
+    """The table cells of one preset's latest result."""
+    summary = result.summary or {}
+    decode = summary.get("decode_tok_s") or {}
+    accept = summary.get("accept_length") or {}
+    ttft = summary.get("ttft_s") or {}
+    ci = decode.get("ci95")
+    tau = accept.get("token_weighted")
+    spec = (result.server or {}).get("speculative") or {}
+    bound = spec.get("num_steps") + 1 if isinstance(spec.get("num_steps"), int) and spec.get("algorithm") else None
+    speedup = "–"
+    if comparison and comparison.speedup and comparison.run_id != comparison.baseline_run_id:
+        s = comparison.speedup
+        speedup = f"{s['geomean']:.2f}× [{s['ci95'][0]:.2f}–{s['ci95'][1]:.2f}]"
+    elif comparison:
+        speedup = "baseline"
+    flags = list(summary.get("flags", [])) + (comparison.flags if comparison else [])
+    if result.status not in ("finished",):
+        flags.insert(0, result.status)
+    return {
+        "preset": result.preset,
+        "runs": f"{summary.get('requests_ok', 0)}" + (f"×{runs}" if runs > 1 else ""),
+        "tok_s": _fmt(decode.get("median")),
+        "ci": f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "–",
+        "tau": _fmt(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
+        "ttft": _fmt(ttft["median"] * 1000 if ttft.get("median") is not None else None, ".0f"),
+        "speedup": speedup,
+        "flags": ",".join(flags) or "ok",
+    }
+
+
+class BenchPanel(Vertical):
+    """The Benchmark pane: call `show_progress(BenchProgress)` while a run goes and `show_results(results)`
+    with every finished `BenchResult` to compare (earlier runs and presets stay on show)."""
+
+    DEFAULT_CSS = Path(__file__).with_name("bench_panel.tcss").read_text(encoding="utf-8")
+
+    def __init__(self, baseline: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.baseline = baseline
+        self._series: dict[str, list[float]] = {}
+        self._accept: dict[str, tuple[float, tuple[float, float] | None]] = {}
+        self._rows: set[str] = set()
+        self._charts_dirty = False
+        self.results: list[BenchResult] = []
+        self.progress: BenchProgress | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(IDLE_TEXT, id="bench-progress")
+        with Horizontal(id="bench-charts"):
+            yield PlotextPlot(id="bench-tok-chart")
+            yield PlotextPlot(id="bench-accept-chart")
+        yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self._charts_dirty = True
+        self._redraw()
+        self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW_COLUMNS, "-narrow")
+        self._charts_dirty = True
+
+    # -- input ---------------------------------------------------------------------------------------
+    def show_progress(self, progress: BenchProgress) -> None:
+        """Show a running benchmark's progress (its preset's series and row update live)."""
+        self.progress = progress
+        self.query_one("#bench-progress", Static).update(describe_progress(progress))
+        self._series[progress.preset] = list(progress.decode_tok_s)
+        if progress.accept_length is not None:
+            self._accept[progress.preset] = (progress.accept_length, None)
+        if progress.median_tok_s is not None or progress.preset not in self._rows:
+            row = {key: "–" for key, _ in COLUMNS}
+            row.update(
+                preset=progress.preset,
+                runs=f"{progress.done - progress.failed}/{progress.total}",
+                tok_s=_fmt(progress.median_tok_s),
+                tau=_fmt(progress.accept_length, ".2f"),
+                flags=progress.phase,
+            )
+            self._set_row(progress.preset, row)
+        self._charts_dirty = True
+
+    def show_results(self, results: list[BenchResult]) -> None:
+        """Show finished runs; the latest run of each preset fills its row, series and bar."""
+        self.results = list(results)
+        comparisons = compare_all(self.results, self.baseline)
+        latest: dict[str, BenchResult] = {}
+        counts: dict[str, int] = {}
+        for result in self.results:
+            latest[result.preset] = result
+            counts[result.preset] = counts.get(result.preset, 0) + 1
+        for preset, result in latest.items():
+            self._set_row(preset, result_row(result, comparisons.get(result.run_id), counts[preset]))
+            self._series[preset] = [r.decode_tok_s for r in result.measured if r.ok and r.decode_tok_s]
+            accept = (result.summary or {}).get("accept_length") or {}
+            if accept.get("token_weighted") is not None:
+                ci = accept.get("ci95")
+                self._accept[preset] = (accept["token_weighted"], tuple(ci) if ci else None)
+        if (self.progress is None or self.progress.finished) and latest:
+            last = self.results[-1]
+            done = f"last run: {last.preset} {last.status}, {len(latest)} preset(s) compared"
+            self.query_one("#bench-progress", Static).update(done)
+        self._charts_dirty = True
+
+    # -- rendering -----------------------------------------------------------------------------------
+    def _set_row(self, key: str, cells: dict[str, str]) -> None:
+        table = self.query_one(DataTable)
+        if key not in self._rows:
+            table.add_row(*(cells[k] for k, _ in COLUMNS), key=key)
+            self._rows.add(key)
+            return
+        for column, _ in COLUMNS:
+            table.update_cell(key, column, cells[column])
+
+    def _redraw_if_dirty(self) -> None:
+        if self._charts_dirty:
+            self._redraw()
+
+    def _redraw(self) -> None:
+        self._charts_dirty = False
+        self._draw_tok_chart()
+        self._draw_accept_chart()
+
+    def _draw_tok_chart(self) -> None:
+        widget = self.query_one("#bench-tok-chart", PlotextPlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("decode tok/s per request")
+        width = max(8, (widget.size.width - 10) * 2)
+        drawn = False
+        for preset, values in self._series.items():
+            if values:
+                xs, ys = downsample(values, width)
+                plt.plot(xs, ys, label=preset, marker="braille")
+                drawn = True
+        if drawn:
+            plt.xlabel("request")
+        widget.refresh()
+
+    def _draw_accept_chart(self) -> None:
+        widget = self.query_one("#bench-accept-chart", PlotextPlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("acceptance length τ (95% CI)")
+        items = [(p, v) for p, v in self._accept.items()]
+        if items:
+            names = [p for p, _ in items]
+            values = [v for _, (v, _) in items]
+            plt.bar(names, values, width=0.4)
+            xs = list(range(1, len(items) + 1))
+            lows = [v - ci[0] if ci else 0.0 for _, (v, ci) in items]
+            highs = [ci[1] - v if ci else 0.0 for _, (v, ci) in items]
+            if any(lows) or any(highs):
+                plt.error(xs, values, yerr=[lows, highs], color="red")
+            plt.ylim(0, max(values) * 1.25 + 0.1)
+        widget.refresh()

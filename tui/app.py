@@ -130,7 +130,7 @@ class SpecmonApp(App[int]):
         self._poller: Any = None
         self._gpu_sampler: Any = None
         self._bench: Any = None
-        self._shown_generation = -1
+        self._shown_generation = self.feed.generation
         self._sanity_requested_for = -1
         self._last_header: tuple | None = None
         self._main_screen: MainScreen | None = None

@@ -1,0 +1,192 @@
+"""Pilot tests of the app: panes and tabs, key bindings, search, themes, the log pane and server state."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from app_harness import fixture_app, screen_text, wait_for
+from textual.widgets import Tabs
+
+from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
+
+REPLAY = Path(__file__).parent / "serving_replay.py"
+READY_LOG = "h200-0.5.16-standalone-ready.log"
+
+
+def _active_panes(app: SpecmonApp) -> list[str]:
+    return [pane.id for pane in app.screen.query(".pane") if pane.display and pane.has_class("-active")]
+
+
+async def test_number_keys_switch_panes_at_80x24():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not app.screen.has_class("-wide")
+        assert _active_panes(app) == ["pane-server"]
+        await pilot.press("2")
+        assert _active_panes(app) == ["pane-gpus"]
+        assert app.screen.query_one(Tabs).active == "tab-gpus"
+        await pilot.press("3")
+        assert _active_panes(app) == ["pane-bench"]
+        assert app.screen.query_one("#pane-server").region.height == 0
+        await pilot.press("1")
+        assert _active_panes(app) == ["pane-server"]
+        assert app.screen.query_one("#pane-server").region.height > 10
+
+
+async def test_wide_terminal_shows_all_panes_side_by_side():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        assert app.screen.has_class("-wide")
+        regions = {pane.id: pane.region for pane in app.screen.query(".pane")}
+        assert all(region.width > 40 and region.height > 10 for region in regions.values()), regions
+        assert regions["pane-server"].x < regions["pane-gpus"].x
+        assert regions["pane-gpus"].y < regions["pane-bench"].y
+        assert not app.screen.query_one(Tabs).display
+
+
+async def test_clicking_a_tab_switches_pane():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.click("#tab-bench")
+        await pilot.pause()
+        assert _active_panes(app) == ["pane-bench"]
+
+
+async def test_search_finds_next_and_previous_match():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one("#log")
+        expected = [y for y, line in enumerate(log.lines) if "decode batch" in line.lower()]
+        assert len(expected) >= 3
+        await pilot.press("slash")
+        assert app.focused.id == "search"
+        await pilot.press(*"Decode batch", "enter")
+        assert log.match_line == expected[0]
+        assert not app.screen.query_one("#search").display
+        await pilot.press("n")
+        assert log.match_line == expected[1]
+        await pilot.press("n")
+        assert log.match_line == expected[2]
+        await pilot.press("N")
+        assert log.match_line == expected[1]
+        assert log.scroll_offset.y <= expected[1] < log.scroll_offset.y + log.scrollable_content_region.height
+
+
+async def test_search_without_match_keeps_position_and_says_so():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"no such text anywhere", "enter")
+        await pilot.pause()
+        assert app.screen.query_one("#log").match_line is None
+        assert any("No match" in str(n.message) for n in app._notifications)
+
+
+async def test_theme_toggles_between_light_and_dark():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.theme == DARK_THEME
+        await pilot.press("t")
+        assert app.theme == LIGHT_THEME
+        await pilot.press("t")
+        assert app.theme == DARK_THEME
+
+
+async def test_log_pane_follows_a_file_that_grows(tmp_path):
+    log_path = tmp_path / "server.log"
+    log_path.write_text("[2026-11-29 10:46:55] first line\n")
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        log = app.screen.query_one("#log")
+        assert await wait_for(pilot, lambda: "first line" in "".join(log.lines))
+        with log_path.open("a") as out:
+            for i in range(500):
+                out.write(f"[2026-11-29 10:46:56] appended {i}\n")
+        assert await wait_for(pilot, lambda: log.lines and log.lines[-1].endswith("appended 499"))
+        assert log.is_vertical_scroll_end
+        log.scroll_home(animate=False)
+        await pilot.pause()
+        with log_path.open("a") as out:
+            out.write("[2026-11-29 10:46:57] while scrolled up\n")
+        assert await wait_for(pilot, lambda: log.lines[-1].endswith("while scrolled up"))
+        assert log.scroll_offset.y == 0, "the log must not jump to the tail while the user reads above"
+        await pilot.press("f")
+        await pilot.pause()
+        assert log.is_vertical_scroll_end
+
+
+async def test_log_pane_is_bounded():
+    app = fixture_app(max_lines=200)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        log = app.screen.query_one("#log")
+        for batch in range(5):
+            lines = [f"line {batch}-{i}" for i in range(100)]
+            log.write_classified(lines, ["error" if i % 10 == 0 else None for i in range(100)])
+        assert len(log.lines) == 200
+        assert log.lines[0] == "line 3-0" and log.lines[-1] == "line 4-99"
+        assert log.kind_at(0) == "error" and log.kind_at(1) is None
+
+
+async def test_tqdm_frames_do_not_flood_the_log(tmp_path):
+    log_path = tmp_path / "server.log"
+    frames = "".join(f"\rCapturing batches (bs=8 avail_mem=10.00 GB): {i}/52" for i in range(52))
+    log_path.write_bytes(f"[2026-11-29 10:47:00] before\n{frames}\n[2026-11-29 10:47:05] after\n".encode())
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        log = app.screen.query_one("#log")
+        assert await wait_for(pilot, lambda: log.lines and log.lines[-1].endswith("after"))
+        assert len([line for line in log.lines if "Capturing batches" in line]) == 1
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_unreachable_server_is_shown_within_two_seconds_and_recovers():
+    port = _closed_port()
+    app = SpecmonApp(AppConfig(url=f"http://127.0.0.1:{port}", poll=True, poll_interval_s=0.5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "unreachable", timeout=2.0)
+        await pilot.pause(0.1)
+        assert "unreachable" in screen_text(app)
+        server = subprocess.Popen(
+            [sys.executable, str(REPLAY), "--port", str(port)], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert server.stdout.readline().startswith("LISTENING")
+            assert await wait_for(pilot, lambda: app.current_state() == "ready", timeout=2.5)
+            await wait_for(pilot, lambda: "EAGLE3" in screen_text(app), timeout=2.0)
+            text = screen_text(app)
+            assert "EAGLE3" in text and "ready" in text
+            server.kill()
+            server.wait(5)
+            assert await wait_for(pilot, lambda: app.current_state() == "unreachable", timeout=2.0)
+            await pilot.pause(0.1)
+            assert "unreachable" in screen_text(app)
+        finally:
+            server.kill()
+            server.wait(5)
+
+
+async def test_command_palette_has_every_action_and_runs_them():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+        for title in ("Show the GPUs pane", "Search the log", "Toggle light/dark theme", "Run the benchmark"):
+            assert title in titles
+        assert not any(t.startswith("Switch preset") for t in titles), "attached mode offers no switching"
+        await pilot.press("ctrl+p", *"Show the Benchmark pane")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert _active_panes(app) == ["pane-bench"]

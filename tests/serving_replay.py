@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
 from collections import deque
@@ -53,6 +54,9 @@ class ReplayBehaviour:
     api_key: str | None = None
     meta_overrides: dict[str, Any] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # Added to the recorded counters by each /generate answered, as a live server counts.
+    generated_tokens: int = 0
+    verify_calls: int = 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -145,7 +149,18 @@ class _Handler(BaseHTTPRequestHandler):
         if self.behaviour.metrics is None:
             self._send(404, json.dumps({"detail": "Not Found"}))
             return
-        self._send(200, (API_FIXTURES / self.behaviour.metrics).read_bytes(), "text/plain; version=0.0.4")
+        text = (API_FIXTURES / self.behaviour.metrics).read_text()
+        for name, added in (
+            ("sglang:generation_tokens_total", self.behaviour.generated_tokens),
+            ("sglang:spec_verify_calls_total", self.behaviour.verify_calls),
+        ):
+            text = re.sub(
+                rf"^({re.escape(name)}(?:{{[^}}]*}})?) (\S+)$",
+                lambda m, added=added: f"{m[1]} {float(m[2]) + added}",
+                text,
+                flags=re.M,
+            )
+        self._send(200, text, "text/plain; version=0.0.4")
 
     def route_generate(self, method: str, body: bytes) -> None:
         if not (self.headers.get("Content-Type") or "").startswith("application/json"):
@@ -153,6 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = json.loads(body)
         events = first_stream(self.behaviour.generate)
+        final_meta = json.loads(self._override(events[-2]).decode()[len("data: ") :])["meta_info"]
+        self.behaviour.generated_tokens += final_meta["completion_tokens"]
+        self.behaviour.verify_calls += final_meta.get("spec_verify_ct", 0)
         if request.get("stream"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")

@@ -13,6 +13,7 @@ from serving_replay import API_FIXTURES, ReplayServer, first_stream
 from tui.serving.client import (
     AuthenticationFailed,
     SGLangClient,
+    SGLangError,
     normalize_base_url,
     resolve_api_key,
     spec_settings,
@@ -227,3 +228,14 @@ def test_api_key_from_file_or_environment(tmp_path: Path, monkeypatch: pytest.Mo
     assert resolve_api_key(None) is None
     with pytest.raises(OSError):
         resolve_api_key(tmp_path / "missing")
+
+
+async def test_unparsable_answers_raise_sglang_errors(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("<html>not metrics {</html>\n")
+    with ReplayServer(metrics=str(garbage), server_info=str(garbage)) as server:
+        async with SGLangClient(server.url) as client:
+            with pytest.raises(SGLangError, match="not Prometheus text"):
+                await client.metrics()
+            with pytest.raises(SGLangError, match="not JSON"):
+                await client.server_info()

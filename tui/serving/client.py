@@ -334,7 +334,10 @@ class SGLangClient:
             if response.status_code != 200:
                 raise SGLangError(f"GET {path}: HTTP {response.status_code}", response.status_code)
             choice.working = path
-            return response.json()
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise SGLangError(f"GET {path}: the answer is not JSON", 200) from exc
         assert last is not None
         raise SGLangError(f"GET {' and '.join(choice.paths)}: HTTP 404", 404)
 
@@ -374,7 +377,12 @@ class SGLangClient:
     async def metrics(self) -> MetricsSnapshot | None:
         """Parsed /metrics (counters summed over labels), or None when metrics are not enabled."""
         text = await self.metrics_text()
-        return None if text is None else parse_metrics(text)
+        if text is None:
+            return None
+        try:
+            return parse_metrics(text)
+        except ValueError as exc:
+            raise SGLangError(f"GET /metrics: not Prometheus text ({exc})", 200) from exc
 
     async def generate(
         self,

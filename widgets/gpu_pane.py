@@ -1,0 +1,227 @@
+"""GpuPane: per-GPU memory, utilization, power, clocks, PCIe and throttling, with trends and processes.
+
+It renders what `show(snapshot)` hands it and does no I/O; the GpuSampler's thread reads NVML (or the
+emulator) and the app delivers each snapshot. With 8 or more GPUs each GPU gets one compact row; with
+fewer, two lines of detail. Zombie processes (dead or defunct, still holding GPU memory) are highlighted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+
+from rich.bar import Bar
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Label, Sparkline, Static
+
+from tui.gpu import format as fmt
+from tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+
+COMPACT_FROM = 8
+TREND_POINTS = 180  # three minutes at the sampler's default 1 Hz
+
+
+def _memory_bar(reading: GpuReading, width: int) -> Bar | Text:
+    fraction = reading.memory_fraction
+    if fraction is None:
+        return Text(fmt.NA.center(width), style="dim")
+    color = "green" if fraction < 0.8 else "yellow" if fraction < 0.95 else "red"
+    return Bar(1.0, 0.0, min(1.0, fraction), width=width, color=color, bgcolor="grey23")
+
+
+def _flags(reading: GpuReading) -> Text:
+    if reading.error:
+        return Text(reading.error, style="bold red")
+    parts = []
+    if reading.slowdowns:
+        parts.append(Text(", ".join(reading.slowdowns), style="bold yellow"))
+    ecc = fmt.ecc(reading)
+    if ecc:
+        parts.append(Text(ecc, style="bold red"))
+    if reading.zombie_mib:
+        parts.append(Text(f"zombie {reading.zombie_mib / 1024:.1f} GiB", style="bold red"))
+    return Text("  ").join(parts)
+
+
+class GpuRow(Horizontal):
+    """One GPU: its readings on the left, utilization and memory trends on the right."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(id=f"gpu-row-{index}", classes="gpu-row")
+        self.index = index
+        self._util: deque[float] = deque(maxlen=TREND_POINTS)
+        self._mem: deque[float] = deque(maxlen=TREND_POINTS)
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="gpu-info")
+        with Vertical(classes="gpu-trends"):
+            with Horizontal(classes="trend"):
+                yield Label("util", classes="trend-label")
+                yield Sparkline([], classes="util-trend")
+            with Horizontal(classes="trend"):
+                yield Label("mem", classes="trend-label")
+                yield Sparkline([], classes="mem-trend")
+
+    def show(self, reading: GpuReading, compact: bool) -> None:
+        if reading.util_gpu_pct is not None:
+            self._util.append(reading.util_gpu_pct)
+        fraction = reading.memory_fraction
+        if fraction is not None:
+            self._mem.append(round(fraction * 100))
+        self.query_one(".util-trend", Sparkline).data = list(self._util)
+        self.query_one(".mem-trend", Sparkline).data = list(self._mem)
+        info = self._compact(reading) if compact else self._detailed(reading)
+        self.query_one(".gpu-info", Static).update(info)
+
+    def _compact(self, r: GpuReading) -> Table:
+        grid = Table.grid(padding=(0, 1), expand=True)
+        grid.add_column(width=1, justify="right")
+        grid.add_column(width=8)
+        grid.add_column(width=10, no_wrap=True)
+        grid.add_column(width=4, justify="right")
+        grid.add_column(width=4, justify="right", no_wrap=True)
+        grid.add_column(width=4, justify="right")
+        grid.add_column(width=7, justify="right", no_wrap=True)
+        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        if r.error:
+            grid.add_row(str(r.index), Text(r.error, style="bold red"))
+            return grid
+        used, total = r.memory_used_mib, r.memory_total_mib
+        memory = f"{fmt.gib(used)}/{fmt.gib(total, 0)}G" if used is not None else fmt.NA
+        watts = fmt.NA if r.power_w is None else f"{r.power_w:.0f}W"
+        clock = fmt.NA if r.sm_clock_mhz is None else f"{r.sm_clock_mhz:.0f}MHz"
+        flags = _flags(r)
+        grid.add_row(
+            str(r.index),
+            _memory_bar(r, 8),
+            memory,
+            fmt.pct(r.util_gpu_pct),
+            watts,
+            fmt.temp(r.temp_c),
+            clock,
+            flags if flags.plain else Text(fmt.pcie(r), style="dim"),
+        )
+        return grid
+
+    def _detailed(self, r: GpuReading) -> Table:
+        grid = Table.grid(padding=(0, 1), expand=True)
+        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        head = Text.assemble((f"GPU {r.index}", "bold"), " ", (r.name or fmt.NA, "bold"), "  ", (r.uuid or "", "dim"))
+        if r.error:
+            grid.add_row(head)
+            grid.add_row(Text(r.error, style="bold red"))
+            return grid
+        mem_line = Table.grid(padding=(0, 1), expand=True)
+        mem_line.add_column(width=16)
+        mem_line.add_column(width=15, no_wrap=True)
+        mem_line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        grid.add_row(head)
+        util = f"util {fmt.pct(r.util_gpu_pct)}  membw {fmt.pct(r.util_mem_pct)}  {fmt.power(r)}  {fmt.temp(r.temp_c)}"
+        mem_line.add_row(_memory_bar(r, 16), fmt.memory(r), util)
+        grid.add_row(mem_line)
+        second = Text.assemble(
+            f"SM {fmt.mhz(r.sm_clock_mhz)}  mem {fmt.mhz(r.mem_clock_mhz)}  PCIe {fmt.pcie(r)}  ",
+        )
+        second.append_text(_flags(r))
+        grid.add_row(second)
+        return grid
+
+
+class GpuPane(Vertical):
+    """Renders GpuSnapshots: call `show(snapshot)` for each new one."""
+
+    DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
+
+    PROCESS_COLUMNS = (("gpu", "GPU"), ("pid", "PID"), ("user", "USER"), ("memory", "MEMORY"),
+                       ("state", "STATE"), ("command", "COMMAND"))
+
+    def __init__(self, *, id: str | None = "gpu-pane", classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.snapshot: GpuSnapshot | None = None
+        self._rows: dict[int, GpuRow] = {}
+        self._process_keys: set[str] = set()
+
+    def compose(self) -> ComposeResult:
+        yield Static("Waiting for the first GPU reading…", id="gpu-header")
+        yield VerticalScroll(id="gpu-rows")
+        table: DataTable = DataTable(id="gpu-processes", cursor_type="row", zebra_stripes=True)
+        for key, label in self.PROCESS_COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+
+    def show(self, snapshot: GpuSnapshot) -> None:
+        """Render one snapshot (keeping trends from the previous ones)."""
+        self.snapshot = snapshot
+        self.set_class(not snapshot.available, "-unavailable")
+        self.query_one("#gpu-header", Static).update(self._header(snapshot))
+        if not snapshot.available:
+            return
+        compact = len(snapshot.gpus) >= COMPACT_FROM
+        self.set_class(compact, "-compact")
+        self._show_rows(snapshot, compact)
+        self._show_processes(snapshot.processes)
+
+    def _header(self, snapshot: GpuSnapshot) -> Text:
+        if not snapshot.available:
+            what = "Emulated GPUs unavailable" if snapshot.source == "emulator" else "NVML unavailable"
+            return Text.assemble((f"{what}: ", "bold red"), snapshot.reason or "unknown reason")
+        names = sorted({g.name for g in snapshot.gpus if g.name})
+        text = Text()
+        label = f"{len(snapshot.gpus)} × {names[0]}" if len(names) == 1 else f"{len(snapshot.gpus)} GPUs"
+        text.append(label, style="bold")
+        if snapshot.source == "emulator":
+            text.append(" (emulated)", style="italic")
+        if snapshot.driver:
+            text.append(f"  driver {snapshot.driver}")
+        links = {link.kind for link in snapshot.topology}
+        if links:
+            text.append("  " + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
+        lost = sum(1 for g in snapshot.gpus if g.error)
+        if lost:
+            text.append(f"  {lost} lost", style="bold red")
+        zombies = [p for p in snapshot.processes if p.zombie]
+        if zombies:
+            held = sum(p.used_mib or 0 for p in zombies) / 1024
+            text.append(f"  {len(zombies)} zombie process(es) hold {held:.1f} GiB", style="bold red")
+        if len(snapshot.gpus) >= COMPACT_FROM:
+            text.append("   trends: util | mem", style="dim")
+        return text
+
+    def _show_rows(self, snapshot: GpuSnapshot, compact: bool) -> None:
+        container = self.query_one("#gpu-rows", VerticalScroll)
+        indices = [g.index for g in snapshot.gpus]
+        if list(self._rows) != indices:
+            container.remove_children()
+            self._rows = {i: GpuRow(i) for i in indices}
+            container.mount_all(self._rows.values())
+            self.call_after_refresh(self._show_rows, snapshot, compact)
+            return
+        for reading in snapshot.gpus:
+            self._rows[reading.index].show(reading, compact)
+
+    def _show_processes(self, processes: list[GpuProcess]) -> None:
+        table = self.query_one("#gpu-processes", DataTable)
+        keys = set()
+        for proc in sorted(processes, key=lambda p: (p.gpu_index or 0, p.pid)):
+            key = f"{proc.gpu_index}:{proc.pid}"
+            keys.add(key)
+            style = "bold red" if proc.zombie else ("dim" if not proc.alive else "")
+            cells = {
+                "gpu": Text(str(proc.gpu_index if proc.gpu_index is not None else "?"), style=style),
+                "pid": Text(str(proc.pid), style=style),
+                "user": Text(proc.user or "", style=style),
+                "memory": Text(fmt.process_memory(proc), style=style, justify="right"),
+                "state": Text(fmt.process_state(proc), style=style),
+                "command": Text(proc.name, style=style),
+            }
+            if key in self._process_keys:
+                for column, value in cells.items():
+                    table.update_cell(key, column, value)
+            else:
+                table.add_row(*cells.values(), key=key)
+        for key in self._process_keys - keys:
+            table.remove_row(key)
+        self._process_keys = keys

@@ -122,6 +122,7 @@ class SpecmonApp(App[int]):
         self.feed = LogFeed(max_pending=config.max_lines)
         self.server_status: Any = None
         self.bench_running = False
+        self.bench_results: list[Any] = []
         self.sanity_note: tuple[str, str] | None = None
         self.switching_to: str | None = None
         self.preset = config.preset
@@ -318,11 +319,13 @@ class SpecmonApp(App[int]):
     def _bench_finished(self, message: BenchFinished) -> None:
         self.bench_running = False
         self._bench = None
+        if message.result is not None:
+            self.bench_results.append(message.result)
+            self.main.show_bench_results(list(self.bench_results))
         if message.error:
             self.notify(message.error, title="Benchmark failed", severity="error")
         else:
-            self.main.show_bench_results(message.result)
-            self.notify("Benchmark finished", title="Benchmark")
+            self.notify(f"Benchmark finished: {message.result.preset}", title="Benchmark")
 
     @on(SanityChecked)
     def _sanity_checked(self, message: SanityChecked) -> None:
@@ -477,11 +480,11 @@ class SpecmonApp(App[int]):
     @work(thread=True, group="bench", exit_on_error=False)
     def _wait_bench(self, bench) -> None:
         error = None
-        try:
-            bench.join()
-        except Exception as exc:
-            error = str(exc)
-        self.post_message(BenchFinished(getattr(bench, "result", None), error=error))
+        bench.wait()
+        result = bench.result
+        if result.status == "failed":
+            error = "; ".join(result.notes) or "the benchmark failed"
+        self.post_message(BenchFinished(result, error=error))
 
     # ----- command palette
 

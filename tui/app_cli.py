@@ -49,13 +49,10 @@ def _nvml_source():
 
 def _demo_gpu_source(port: int):
     try:
-        from tui.gpu.sampler import DemoGpuSource
+        from tui.gpu.demo import DemoGpuSource
     except ImportError:
-        try:
-            from tui.gpu.demo import DemoGpuSource
-        except ImportError:
-            return None
-    return DemoGpuSource(f"http://127.0.0.1:{port + 1}")
+        return None
+    return DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus")
 
 
 def _run_app(config, args: argparse.Namespace) -> int:

@@ -1,0 +1,98 @@
+"""Preset switching from the app: the picker, a real supervised child process, the log pane following anew."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from app_harness import screen_text, wait_for
+
+from tui.app import AppConfig, SpecmonApp
+from tui.presets import Preset
+from tui.screens.preset_picker import PresetPicker
+from tui.supervisor import ServerSupervisor
+
+CHILD = (
+    "import sys, time\n"
+    "name = sys.argv[sys.argv.index('--served-model-name') + 1]\n"
+    "print(f'[2026-11-29 10:00:00] hello from {name}', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def _preset(name: str) -> Preset:
+    return Preset(
+        name=name,
+        description=f"test child {name}",
+        launcher=(sys.executable, "-c", CHILD),
+        args={"served-model-name": name},
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_path):
+    presets = {name: _preset(name) for name in ("alpha", "beta")}
+    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", _free_port())
+    first_log = supervisor.start()
+    first_pid = supervisor.pid
+    app = SpecmonApp(
+        AppConfig(
+            url=f"http://127.0.0.1:{supervisor.port}",
+            log_path=str(first_log),
+            preset=presets["alpha"],
+            presets=presets,
+            supervisor=supervisor,
+            poll=False,
+        )
+    )
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            log = app.screen.query_one("#log")
+            assert await wait_for(pilot, lambda: any("hello from alpha" in line for line in log.lines))
+            await pilot.press("p")
+            assert isinstance(app.screen, PresetPicker)
+            await pilot.press("down", "enter")
+            assert app.switching_to == "beta" or app.preset.name == "beta"
+            assert await wait_for(pilot, lambda: any("hello from beta" in line for line in log.lines), 10)
+            assert not any("hello from alpha" in line for line in log.lines), "the log pane starts over"
+            assert supervisor.preset.name == "beta" and supervisor.pid != first_pid
+            assert app.preset.name == "beta" and app.switching_to is None
+            assert any("Switched to beta" in str(n.message) for n in app._notifications)
+            await pilot.pause(0.2)
+            assert "beta" in screen_text(app).splitlines()[0]
+    finally:
+        supervisor.stop()
+    assert supervisor.returncode is not None
+
+
+async def test_escape_closes_the_picker_without_switching(tmp_path):
+    presets = {name: _preset(name) for name in ("alpha", "beta")}
+    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", _free_port())
+    supervisor.start()
+    pid = supervisor.pid
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", presets=presets, supervisor=supervisor,
+                               preset=presets["alpha"], poll=False))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("p")
+            assert isinstance(app.screen, PresetPicker)
+            await pilot.press("escape")
+            assert not isinstance(app.screen, PresetPicker)
+            assert supervisor.pid == pid and app.switching_to is None
+            titles = {c.title for c in app.get_system_commands(app.screen)}
+            assert {"Switch preset: alpha", "Switch preset: beta"} <= titles
+    finally:
+        supervisor.stop()
+
+
+async def test_attached_mode_offers_no_preset_switching():
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("p")
+        assert not isinstance(app.screen, PresetPicker)
+        assert "Preset" not in screen_text(app).splitlines()[-1]

@@ -14,6 +14,7 @@ from textual_plotext import PlotextPlot
 
 from tui.bench.compare import Comparison, compare_all
 from tui.bench.model import BenchProgress, BenchResult
+from tui.bench.report import describe_progress, fmt, fmt_range, run_figures
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100
@@ -45,56 +46,23 @@ def downsample(values: list[float], width: int) -> tuple[list[float], list[float
     return xs, ys
 
 
-def _fmt(value: float | None, spec: str = ".1f", missing: str = "–") -> str:
-    return missing if value is None else format(value, spec)
-
-
-def describe_progress(progress: BenchProgress) -> str:
-    """One line: ``eagle3: measuring 12/40 · 1 failed · median 142.3 tok/s · τ 3.12``."""
-    if progress.phase == "warmup":
-        step = f"warmup {progress.warmup_done}/{progress.warmup_total}"
-    else:
-        step = f"{progress.phase} {progress.done}/{progress.total}"
-    parts = [f"{progress.preset}: {step}"]
-    if progress.failed:
-        parts.append(f"{progress.failed} failed")
-    if progress.median_tok_s is not None:
-        parts.append(f"median {progress.median_tok_s:.1f} tok/s")
-    if progress.accept_length is not None:
-        parts.append(f"τ {progress.accept_length:.2f}")
-    if progress.message:
-        parts.append(progress.message)
-    return " · ".join(parts)
-
-
 def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1) -> dict[str, str]:
     """The table cells of one preset's latest result."""
-    summary = result.summary or {}
-    decode = summary.get("decode_tok_s") or {}
-    accept = summary.get("accept_length") or {}
-    ttft = summary.get("ttft_s") or {}
-    ci = decode.get("ci95")
-    tau = accept.get("token_weighted")
-    spec = (result.server or {}).get("speculative") or {}
-    bound = spec.get("num_steps") + 1 if isinstance(spec.get("num_steps"), int) and spec.get("algorithm") else None
-    speedup = "–"
-    if comparison and comparison.speedup and comparison.run_id != comparison.baseline_run_id:
-        s = comparison.speedup
-        speedup = f"{s['geomean']:.2f}× [{s['ci95'][0]:.2f}–{s['ci95'][1]:.2f}]"
-    elif comparison:
-        speedup = "baseline"
-    flags = list(summary.get("flags", [])) + (comparison.flags if comparison else [])
-    if result.status not in ("finished",):
-        flags.insert(0, result.status)
+    f = run_figures(result, comparison)
+    tau, bound = f["accept_length"], f["accept_length_bound"]
+    if f["speedup"] is not None:
+        speedup = f"{f['speedup']:.2f}× [{fmt_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')}]"
+    else:
+        speedup = "baseline" if comparison is not None and comparison.run_id == comparison.baseline_run_id else "–"
     return {
         "preset": result.preset,
-        "runs": f"{summary.get('requests_ok', 0)}" + (f"×{runs}" if runs > 1 else ""),
-        "tok_s": _fmt(decode.get("median")),
-        "ci": f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "–",
-        "tau": _fmt(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
-        "ttft": _fmt(ttft["median"] * 1000 if ttft.get("median") is not None else None, ".0f"),
+        "runs": f"{f['requests_ok']}" + (f"×{runs}" if runs > 1 else ""),
+        "tok_s": fmt(f["decode_tok_s_median"]),
+        "ci": fmt_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
+        "tau": fmt(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
+        "ttft": fmt(f["ttft_ms_median"], ".0f"),
         "speedup": speedup,
-        "flags": ",".join(flags) or "ok",
+        "flags": ",".join(f["flags"]) or "ok",
     }
 
 
@@ -146,8 +114,8 @@ class BenchPanel(Vertical):
             row.update(
                 preset=progress.preset,
                 runs=f"{progress.done - progress.failed}/{progress.total}",
-                tok_s=_fmt(progress.median_tok_s),
-                tau=_fmt(progress.accept_length, ".2f"),
+                tok_s=fmt(progress.median_tok_s),
+                tau=fmt(progress.accept_length, ".2f"),
                 flags=progress.phase,
             )
             self._set_row(progress.preset, row)
@@ -222,10 +190,8 @@ class BenchPanel(Vertical):
             names = [p for p, _ in items]
             values = [v for _, (v, _) in items]
             plt.bar(names, values, width=0.4)
-            xs = list(range(1, len(items) + 1))
-            lows = [v - ci[0] if ci else 0.0 for _, (v, ci) in items]
-            highs = [ci[1] - v if ci else 0.0 for _, (v, ci) in items]
-            if any(lows) or any(highs):
-                plt.error(xs, values, yerr=[lows, highs], color="red")
+            for x, (_, (_, ci)) in enumerate(items, start=1):
+                if ci and ci[1] > ci[0]:
+                    plt.plot([x, x], list(ci), color="red", marker="braille")
             plt.ylim(0, max(values) * 1.25 + 0.1)
         widget.refresh()

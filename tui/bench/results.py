@@ -34,7 +34,9 @@ class ResultStore:
         return self.directory / f"{run_id}.jsonl"
 
     def _ensure_dir(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.directory.parent.exists():
+            self.directory.parent.mkdir(mode=0o700, parents=True)
+        self.directory.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.directory, 0o700)
 
     def _append(self, run_id: str, record: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSett
 
 UPDATE_INTERVAL_S = 0.25
 MAX_CONSECUTIVE_FAILURES = 5
+UNNAMED_PRESET = "(current server)"
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ class BenchRun:
 
         self.url = normalize_base_url(url)
         self.settings = RunSettings.of(settings)
-        self.preset = preset_name or "(current server)"
+        self.preset = preset_name or UNNAMED_PRESET
+        self._auto_label = not preset_name
         self._api_key = api_key
         self._on_update = on_update
         self.store = store if store is not None else ResultStore(results_dir)
@@ -246,7 +248,10 @@ class BenchRun:
         async with SGLangClient(self.url, self._api_key) as api:
             try:
                 info = await api.server_info()
-                result.server = _server_record(info, spec_settings(info))
+                spec = spec_settings(info)
+                result.server = _server_record(info, spec)
+                if self._auto_label:
+                    self.preset = result.preset = server_label(spec)
             except SGLangError as exc:
                 result.notes.append(f"server_info unavailable: {exc}")
                 result.server = {"error": str(exc)}
@@ -364,6 +369,13 @@ class BenchRun:
                         f"acceptance length {client_tau:.3f} (client) vs {server_tau:.3f} (/server_info after a flush)"
                     )
         checks["mismatches"] = mismatches
+
+
+def server_label(spec: Any) -> str:
+    """A label for a run without a preset, from what the server runs: `EAGLE3 3/1/4` or `no speculation`."""
+    if not spec.algorithm:
+        return "no speculation"
+    return f"{spec.algorithm} {spec.num_steps}/{spec.eagle_topk}/{spec.num_draft_tokens}"
 
 
 async def _metrics_or_none(api: Any) -> Any:

@@ -93,6 +93,11 @@ def is_degenerate(text: str) -> bool:
     return len(zlib.compress(data, 6)) / len(data) < REPETITION_MAX_COMPRESSION
 
 
+def _token_weighted(pairs: Sequence[tuple[int, int]]) -> float:
+    steps = sum(s for _, s in pairs)
+    return sum(t for t, _ in pairs) / steps if steps else 0.0
+
+
 def _spread(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
@@ -135,8 +140,10 @@ def summarize(
     if with_spec:
         tokens = sum(r.completion_tokens for r in with_spec)
         steps = sum(r.spec_verify_ct or 0 for r in with_spec)
+        pairs = [(r.completion_tokens, r.spec_verify_ct or 0) for r in with_spec]
         accept = {
             "token_weighted": tokens / steps,
+            "ci95": list(bootstrap_ci(pairs, _token_weighted)),
             "median": statistics.median(r.completion_tokens / (r.spec_verify_ct or 1) for r in with_spec),
             "completion_tokens": tokens,
             "spec_verify_ct": steps,

@@ -1,0 +1,152 @@
+"""`specmon bench`: benchmark the server at --url and print a summary (or the whole result as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tui.bench.model import BenchProgress, BenchResult
+from tui.bench.report import accept_bound, describe_progress, fmt, fmt_range
+from tui.bench.run import BenchRun, RunSettings
+
+
+def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
+    """The run's settings: the preset's [bench] table (when --preset names one), then the flags."""
+    base = RunSettings()
+    if args.preset:
+        from tui.presets import load_presets
+
+        preset = load_presets(args.presets or ()).get(args.preset)
+        if preset is not None:
+            base = RunSettings.of(preset.bench)
+        else:
+            print(f"specmon bench: no preset {args.preset!r}; labelling the run with that name", file=sys.stderr)
+    overrides = {
+        "requests": args.requests,
+        "max_new_tokens": args.max_new_tokens,
+        "concurrency": args.concurrency,
+        "warmup": args.warmup,
+        "prompts": args.prompts,
+    }
+    values = base.to_json() | {k: v for k, v in overrides.items() if v is not None}
+    for name in ("requests", "max_new_tokens", "concurrency"):
+        if values[name] < 1:
+            return base, f"--{name.replace('_', '-')} must be at least 1"
+    if values["warmup"] < 0:
+        return base, "--warmup must be 0 or more"
+    return RunSettings(**values), None
+
+
+def format_result(result: BenchResult, saved_to: str) -> str:
+    """The human-readable summary of one run."""
+    s = result.summary
+    lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
+    server = result.server or {}
+    spec = server.get("speculative") or {}
+    if server.get("error"):
+        lines.append(f"server: {server['error']}")
+    else:
+        algo = spec.get("algorithm")
+        spec_text = (
+            f"{algo} steps {spec.get('num_steps')} topk {spec.get('eagle_topk')} draft tokens {spec.get('num_draft_tokens')}"
+            if algo
+            else "no speculative decoding"
+        )
+        lines.append(f"server: SGLang {server.get('version') or '?'} · {server.get('model_path') or '?'} · {spec_text}")
+    warm = sum(1 for r in result.requests if r.warmup)
+    lines.append(
+        f"requests: {s['requests_ok']} ok, {s['requests_failed']} failed ({warm} warmup not counted)"
+    )
+    d = s.get("decode_tok_s")
+    if d:
+        lines.append(
+            f"decode tok/s: median {d['median']:.1f} [95% CI {fmt_range(*d['ci95'])}] · p10 {d['p10']:.1f} · "
+            f"p90 {d['p90']:.1f} · mean {d['mean']:.1f} · rel. MAD {d['rel_mad']:.1%}"
+        )
+    a = s.get("accept_length") or {}
+    if a.get("token_weighted") is not None:
+        bound = accept_bound(result)
+        lines.append(
+            f"acceptance length: {a['token_weighted']:.3f} token-weighted (Σ completion_tokens / Σ spec_verify_ct) · "
+            f"{a['median']:.3f} median per request" + (f" · bound {bound}" if bound else "")
+        )
+    ttft, itl, gap = s.get("ttft_s") or {}, s.get("itl_ms") or {}, s.get("chunk_gap_ms") or {}
+    if ttft:
+        lines.append(
+            f"TTFT: median {ttft['median'] * 1000:.1f} ms, p90 {ttft['p90'] * 1000:.1f} ms · ITL: median "
+            f"{fmt(itl.get('median'), '.2f')} ms/token, p90 {fmt(itl.get('p90'), '.2f')} · chunk gap median "
+            f"{fmt(gap.get('median'), '.2f')} ms, {fmt(s.get('tokens_per_chunk'), '.2f')} tokens/chunk"
+        )
+    checks = result.cross_checks
+    parts = []
+    if (checks.get("metrics") or {}).get("accept_length") is not None:
+        parts.append(f"/metrics delta τ {checks['metrics']['accept_length']:.3f}")
+    if checks.get("server_info_accept_length") is not None:
+        parts.append(f"/server_info τ {checks['server_info_accept_length']:.3f}")
+    if parts:
+        lines.append("server's figures: " + " · ".join(parts))
+    for error, count in (s.get("errors") or {}).items():
+        lines.append(f"error ×{count}: {error}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    details = s.get("flag_details") or {}
+    if s.get("flags"):
+        for flag in s["flags"]:
+            lines.append(f"FLAG {flag}: {details.get(flag, '')}".rstrip(": "))
+    else:
+        lines.append("flags: none")
+    lines.append(f"saved: {saved_to}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of `specmon bench`."""
+    from tui.bench.prompts import PromptError, load_prompts
+    from tui.serving.client import resolve_api_key
+
+    try:
+        api_key = resolve_api_key(args.api_key_file)
+    except OSError as exc:
+        print(f"specmon bench: cannot read the API key file {args.api_key_file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    settings, error = _settings(args)
+    if error:
+        print(f"specmon bench: {error}", file=sys.stderr)
+        return 2
+    try:
+        prompts = load_prompts(settings.prompts)
+    except PromptError as exc:
+        print(f"specmon bench: {exc}", file=sys.stderr)
+        return 2
+    on_update = describe_to(sys.stderr) if sys.stderr.isatty() else None
+    bench = BenchRun(args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts)
+    interrupted = False
+    try:
+        result = bench.run_blocking()
+    except KeyboardInterrupt:
+        interrupted = True
+        result = bench.result
+    saved_to = str(bench.store.path_for(result.run_id))
+    if args.json:
+        print(json.dumps(result.to_json() | {"saved_to": saved_to}, indent=2))
+    else:
+        print(format_result(result, saved_to))
+    if interrupted:
+        return 130
+    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0
+    return 0 if ok else 1
+
+
+def describe_to(stream: Any) -> Any:
+    """An on_update callback that redraws one progress line on `stream` (a terminal)."""
+    last = {"line": ""}
+
+    def show(progress: BenchProgress) -> None:
+        line = describe_progress(progress)
+        if line != last["line"]:
+            last["line"] = line
+            print(f"\r\x1b[2K{line}", end="\n" if progress.finished else "", file=stream, flush=True)
+
+    return show

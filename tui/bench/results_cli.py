@@ -1,0 +1,112 @@
+"""`specmon results`: list and compare saved benchmark runs; export CSV, JSON or a markdown table."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from typing import Any
+
+from tui.bench.compare import compare_all
+from tui.bench.model import BenchResult
+from tui.bench.report import FIGURE_COLUMNS, fmt, fmt_range, run_figures
+from tui.bench.results import ResultStore
+
+TABLE_HEADERS = ("run", "preset", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms", "speedup", "flags")
+
+
+def select_runs(runs: list[BenchResult], wanted: list[str]) -> tuple[list[BenchResult], list[str]]:
+    """The runs whose id starts with one of `wanted` (all when empty), and the ids that matched none."""
+    if not wanted:
+        return runs, []
+    chosen = [r for r in runs if any(r.run_id.startswith(w) for w in wanted)]
+    missing = [w for w in wanted if not any(r.run_id.startswith(w) for r in runs)]
+    return chosen, missing
+
+
+def table_rows(runs: list[BenchResult]) -> list[list[str]]:
+    """Display cells, one row per run, speedup against the baseline (the latest run without speculation)."""
+    comparisons = compare_all(runs)
+    rows = []
+    for run in runs:
+        f = run_figures(run, comparisons.get(run.run_id))
+        tau = fmt(f["accept_length"], ".2f")
+        if f["accept_length_bound"] and f["accept_length"] is not None:
+            tau += f"/{f['accept_length_bound']}"
+        speedup = "–"
+        if f["speedup"] is not None:
+            speedup = f"{f['speedup']:.2f}× ({fmt_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')})"
+        rows.append(
+            [
+                run.run_id,
+                run.preset,
+                run.status,
+                f"{f['requests_ok']}/{f['requests_failed']}",
+                fmt(f["decode_tok_s_median"]),
+                fmt_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
+                tau,
+                fmt(f["ttft_ms_median"], ".1f"),
+                fmt(f["itl_ms_median"], ".2f"),
+                speedup,
+                ",".join(f["flags"]) or "ok",
+            ]
+        )
+    return rows
+
+
+def format_table(runs: list[BenchResult]) -> str:
+    rows = [list(TABLE_HEADERS), *table_rows(runs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEADERS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def format_markdown(runs: list[BenchResult]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(TABLE_HEADERS) + " |", "|" + "---|" * len(TABLE_HEADERS)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(runs)]
+    return "\n".join(lines)
+
+
+def format_csv(runs: list[BenchResult]) -> str:
+    comparisons = compare_all(runs)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=FIGURE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for run in runs:
+        figures = run_figures(run, comparisons.get(run.run_id))
+        figures["flags"] = ";".join(figures["flags"])
+        writer.writerow({k: "" if v is None else v for k, v in figures.items()})
+    return out.getvalue()
+
+
+def format_json(runs: list[BenchResult]) -> str:
+    comparisons = compare_all(runs)
+    data: list[dict[str, Any]] = []
+    for run in runs:
+        comparison = comparisons.get(run.run_id)
+        data.append(run.to_json() | {"comparison": comparison.to_json() if comparison else None})
+    return json.dumps(data, indent=2)
+
+
+FORMATTERS = {"table": format_table, "markdown": format_markdown, "csv": format_csv, "json": format_json}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of `specmon results`."""
+    store = ResultStore(args.dir)
+    runs, missing = select_runs(store.load_all(), list(args.runs))
+    for run_id in missing:
+        print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
+    if not runs:
+        if args.format == "json":
+            print("[]")
+        elif not missing:
+            print(f"No benchmark runs in {store.directory} yet (run `specmon bench --url URL`).", file=sys.stderr)
+        return 1 if missing else 0
+    text = FORMATTERS[args.format](runs)
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 1 if missing else 0

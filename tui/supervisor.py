@@ -1,0 +1,437 @@
+"""Launch, stop and restart an SGLang server (or the emulator) from a preset, safely.
+
+The server runs as a child in its own process group (its own session), so a stop reaches every process it
+spawned: SIGTERM to the group, a bounded wait, then SIGKILL to the group. Leftover processes of the old
+group (the ones that keep GPU memory and make the next launch run out of memory) are reported, and a
+restart waits until they are gone and the port is free before it launches the next server.
+
+The port is checked before launching: SGLang itself only finds a taken port after loading the whole model.
+stdout and stderr go, merged, to a log file created 0600 in a private (0700) run directory.
+
+UI-free: no Textual here. Methods block (up to their timeouts); call them from a worker thread in the app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from tui.presets import Preset
+
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process as seen by psutil: enough to tell the user who it is."""
+
+    pid: int
+    name: str
+    cmdline: str
+    status: str
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessInfo:
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                name = proc.name()
+                status = proc.status()
+                try:
+                    cmdline = " ".join(proc.cmdline())
+                except (psutil.AccessDenied, psutil.ZombieProcess):
+                    cmdline = ""
+        except psutil.NoSuchProcess:
+            return cls(pid, "", "", "gone")
+        except psutil.AccessDenied:
+            return cls(pid, "", "", "unknown")
+        return cls(pid, name, cmdline, status)
+
+    def __str__(self) -> str:
+        what = self.cmdline or self.name or "?"
+        if len(what) > 120:
+            what = what[:117] + "..."
+        return f"pid {self.pid} ({what})"
+
+
+class SupervisorError(RuntimeError):
+    """The server could not be started, stopped or restarted as asked."""
+
+
+class PortInUseError(SupervisorError):
+    """The port the server would listen on is taken; `holders` are the listening processes psutil could see."""
+
+    def __init__(self, host: str, port: int, holders: Iterable[ProcessInfo]):
+        self.host = host
+        self.port = port
+        self.holders = tuple(holders)
+        if self.holders:
+            who = "by " + ", ".join(str(h) for h in self.holders)
+        else:
+            who = "by a process specmon cannot see (another user's?)"
+        super().__init__(f"port {port} on {host} is already in use {who}")
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """What `ServerSupervisor.stop()` did."""
+
+    returncode: int | None  # negative: killed by that signal (subprocess convention)
+    signal: str | None  # the last signal sent: "SIGTERM", "SIGKILL", or None (nothing was left to stop)
+    leftovers: tuple[ProcessInfo, ...]  # processes of the old group still alive (not zombies) at the end
+    elapsed_s: float
+    was_running: bool  # the server process itself was running when stop() was called
+
+
+def default_run_dir() -> Path:
+    """`<platformdirs user_state_dir>/specmon/runs`: where server logs go unless told otherwise."""
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("specmon")) / "runs"
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could listen on host:port now (checked by binding it, as uvicorn would)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise SupervisorError(f"cannot check port {port} on {host}: {exc.strerror}") from exc
+    return True
+
+
+def port_holders(port: int) -> list[ProcessInfo]:
+    """The processes listening on TCP `port` (any address) that psutil can see."""
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:
+        return []
+    pids = sorted(
+        {c.pid for c in connections if c.pid and c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN}
+    )
+    return [ProcessInfo.of(pid) for pid in pids]
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """Raise `PortInUseError` (naming the holders) when host:port is taken."""
+    if not port_is_free(port, host):
+        raise PortInUseError(host, port, port_holders(port))
+
+
+def group_members(pgid: int) -> list[ProcessInfo]:
+    """Live (non-zombie) processes whose process group is `pgid`."""
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) != pgid or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except (ProcessLookupError, psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        members.append(ProcessInfo.of(proc.pid))
+    return [m for m in members if m.status not in ("gone", psutil.STATUS_ZOMBIE)]
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create `path` and any missing parents with mode 0700; an existing directory is left as it is."""
+    missing = []
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(directory, 0o700)
+    if not path.is_dir():
+        raise SupervisorError(f"{path} is not a directory")
+    return path
+
+
+def open_private_log(path: Path, exclusive: bool = False) -> int:
+    """Open `path` for writing, created (or reset) with mode 0600; never through a symlink."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    if exclusive:
+        flags |= os.O_EXCL
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+class ServerSupervisor:
+    """Runs one server at a time from a preset: `start()`, `stop()`, `restart_with(preset)`.
+
+    `log_path` is used for the first start; later starts get a new file in the run directory (the
+    log's directory, or `default_run_dir()`). `port` overrides the preset's `--port` for every start.
+    """
+
+    def __init__(
+        self,
+        preset: Preset,
+        log_path: str | Path | None = None,
+        port: int | None = None,
+        *,
+        run_dir: str | Path | None = None,
+    ):
+        self._preset = preset
+        self._port_override = port
+        self._first_log = Path(log_path) if log_path is not None else None
+        if run_dir is not None:
+            self._run_dir = Path(run_dir)
+        elif self._first_log is not None:
+            self._run_dir = self._first_log.parent
+        else:
+            self._run_dir = default_run_dir()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+        self._argv: list[str] = []
+        self._started_at: float | None = None
+        self._group_stopped = False
+        self._lock = threading.RLock()
+        self.last_stop: StopReport | None = None
+
+    # ------------------------------------------------------------------------------------------ state
+
+    @property
+    def preset(self) -> Preset:
+        return self._preset
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on: the override given, else the preset's."""
+        return self._port_override if self._port_override is not None else self._preset.port
+
+    @property
+    def host(self) -> str:
+        return self._preset.host
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    @property
+    def argv(self) -> list[str]:
+        """The command line of the last launch."""
+        return list(self._argv)
+
+    @property
+    def started_at(self) -> float | None:
+        """`time.time()` of the last launch."""
+        return self._started_at
+
+    @property
+    def returncode(self) -> int | None:
+        """The server's exit status once it has exited (negative: killed by that signal), else None."""
+        return self._proc.poll() if self._proc else None
+
+    @property
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the server to exit; its exit status, or None if it is still running after `timeout`."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    # ------------------------------------------------------------------------------------ lifecycle
+
+    def start(self, preset: Preset | None = None, port: int | None = None) -> Path:
+        """Launch the server (optionally switching preset and port first); returns its log path.
+
+        Raises `PortInUseError` when the port is taken, `SupervisorError` when a server is already running
+        or the launcher cannot be executed.
+        """
+        with self._lock:
+            if self.is_running:
+                raise SupervisorError(f"a server is already running (pid {self.pid}); stop it first")
+            if preset is not None:
+                self._preset = preset
+            if port is not None:
+                self._port_override = port
+            check_port_free(self.port, self.host)
+            argv = self._preset.argv(self._port_override)
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
+            log_path, fd = self._create_log()
+            try:
+                proc = subprocess.Popen(  # noqa: S603 - an argv list from the preset, never a shell
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=fd,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                raise SupervisorError(f"cannot launch {argv[0]}: {exc.strerror or exc}") from exc
+            finally:
+                os.close(fd)
+            self._proc = proc
+            self._group_stopped = False
+            self._log_path = log_path
+            self._argv = argv
+            self._started_at = time.time()
+            return log_path
+
+    def stop(self, timeout: float = 10.0, kill_timeout: float = 5.0) -> StopReport:
+        """SIGTERM the server's process group, wait up to `timeout`, then SIGKILL it; reap and report.
+
+        Descendants that left the group (a new session) are signalled too. Also cleans up a group whose
+        leader already exited (a crashed server whose workers live on).
+        """
+        with self._lock:
+            report = self._stop(timeout, kill_timeout)
+            self.last_stop = report
+            return report
+
+    def restart_with(
+        self, preset: Preset, port: int | None = None, timeout: float = 10.0, free_timeout: float = 30.0
+    ) -> Path:
+        """Stop the server, wait (up to `free_timeout`) until its processes are gone and the port is free,
+        then start `preset`; returns the new log path."""
+        with self._lock:
+            old_pgid = self._proc.pid if self._proc else None
+            self.stop(timeout)
+            if port is not None:
+                self._port_override = port
+            self._preset = preset
+            deadline = time.monotonic() + free_timeout
+            while True:
+                leftovers = group_members(old_pgid) if old_pgid else []
+                free = port_is_free(self.port, self.host)
+                if not leftovers and free:
+                    break
+                if time.monotonic() >= deadline:
+                    if leftovers:
+                        raise SupervisorError(
+                            "the old server's processes are still alive: " + ", ".join(map(str, leftovers))
+                        )
+                    raise PortInUseError(self.host, self.port, port_holders(self.port))
+                time.sleep(_POLL_S)
+            return self.start()
+
+    def __enter__(self) -> ServerSupervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------------------------- internals
+
+    def _create_log(self) -> tuple[Path, int]:
+        if self._first_log is not None:
+            path, self._first_log = self._first_log, None
+            make_private_dir(path.parent)
+            return path, open_private_log(path)
+        make_private_dir(self._run_dir)
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{self._preset.name}"
+        for n in range(1, 1000):
+            path = self._run_dir / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
+            try:
+                return path, open_private_log(path, exclusive=True)
+            except FileExistsError:
+                continue
+        raise SupervisorError(f"cannot create a log file in {self._run_dir}")
+
+    def _stop(self, timeout: float, kill_timeout: float) -> StopReport:
+        proc = self._proc
+        started = time.monotonic()
+        if proc is None:
+            return StopReport(None, None, (), 0.0, False)
+        if self._group_stopped and proc.poll() is not None:
+            # Stopped cleanly before: the group is gone and its id may belong to someone else by now.
+            return StopReport(proc.returncode, None, (), 0.0, False)
+        pgid = proc.pid  # start_new_session: the server leads its own process group
+        was_running = proc.poll() is None
+        targets = _watch_list(pgid, proc.pid)
+        sent = None
+        if targets:
+            sent = "SIGTERM"
+            _signal_all(pgid, targets, signal.SIGTERM)
+            if not _wait_gone(proc, targets, timeout):
+                sent = "SIGKILL"
+                _signal_all(pgid, targets, signal.SIGKILL)
+                _wait_gone(proc, targets, kill_timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=kill_timeout if proc.poll() is None else None)
+        leftovers = {p.pid: p for p in group_members(pgid)}
+        for watched in targets:
+            if watched.pid not in leftovers and _alive(watched):
+                leftovers[watched.pid] = ProcessInfo.of(watched.pid)
+        self._group_stopped = not leftovers and proc.poll() is not None
+        return StopReport(
+            returncode=proc.poll(),
+            signal=sent,
+            leftovers=tuple(leftovers.values()),
+            elapsed_s=time.monotonic() - started,
+            was_running=was_running,
+        )
+
+
+def _watch_list(pgid: int, leader: int) -> list[psutil.Process]:
+    """The live processes to stop: the group's members plus the leader's descendants in other groups."""
+    pids = {m.pid for m in group_members(pgid)}
+    with contextlib.suppress(psutil.NoSuchProcess):
+        pids.update(child.pid for child in psutil.Process(leader).children(recursive=True))
+    procs = []
+    for pid in sorted(pids):
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    return [p for p in procs if _alive(p)]
+
+
+def _alive(proc: psutil.Process | ProcessInfo) -> bool:
+    try:
+        if isinstance(proc, ProcessInfo):
+            proc = psutil.Process(proc.pid)
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _signal_all(pgid: int, procs: list[psutil.Process], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+    for proc in procs:
+        try:
+            if proc.is_running() and os.getpgid(proc.pid) != pgid:
+                proc.send_signal(sig)
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            continue
+
+
+def _wait_gone(leader: subprocess.Popen[bytes], procs: list[psutil.Process], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        leader.poll()  # reaps the server as soon as it exits, so it does not linger as a zombie
+        if not any(_alive(p) for p in procs):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL_S)

@@ -1,0 +1,367 @@
+"""`specmon log-summary PATH [--json] [--follow]`: an SGLang startup log, summarised.
+
+Reads the log through the ``LineSplitter`` in large chunks (nothing is kept per line, so memory does not
+grow with the log), feeds the ``StartupTracker`` and prints its state: as aligned plain text, or as the
+``StartupState.to_json()`` shape. ``--follow`` prints the changes as the log grows and stops at ready (0)
+or failure (1). Headless: no Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import BinaryIO, TextIO
+
+from tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
+from tui.logs.model import (
+    CaptureProgressed,
+    PhaseChanged,
+    ServerBecameReady,
+    ServerStopped,
+    StartupFailed,
+    StartupState,
+    TrackerEvent,
+    WeightsProgressed,
+)
+from tui.logs.tracker import StartupTracker
+
+FOLLOW_POLL_S = 0.1
+PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model
+FAILURE_GRACE_S = 0.5  # after a failure, keep reading the rest of the traceback until quiet this long
+FAILURE_GRACE_MAX_S = 5.0
+
+STATE_TITLES = {"starting": "STARTING", "ready": "READY", "failed": "FAILED", "stopped": "STOPPED"}
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `log-summary` handler: 0 unless the log shows a failure (1); 2 when the file cannot be read."""
+    try:
+        if args.follow:
+            return _run_follow(args.path, as_json=args.json, out=sys.stdout)
+        tracker = StartupTracker()
+        if args.path == "-":
+            summarize_stream(sys.stdin.buffer, tracker)
+        else:
+            with open(args.path, "rb", buffering=0) as stream:
+                summarize_stream(stream, tracker)
+    except OSError as exc:
+        print(f"specmon log-summary: {exc.filename or args.path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    _print_state(tracker.state, args.json, sys.stdout)
+    return exit_code(tracker.state)
+
+
+def exit_code(state: StartupState) -> int:
+    """1 when the log shows a failure, else 0."""
+    return 1 if state.state == "failed" else 0
+
+
+def feed_items(tracker: StartupTracker, items: Iterable[LogItem]) -> None:
+    """Feed follower items to the tracker: lines as lines, progress frames as frames."""
+    feed_line, feed_frame = tracker.feed_line, tracker.feed_frame
+    for kind, text in items:
+        if kind == "line":
+            feed_line(text)
+        else:
+            feed_frame(text)
+
+
+def summarize_stream(stream: BinaryIO, tracker: StartupTracker | None = None) -> StartupState:
+    """Read a whole binary stream into a tracker (a new one by default) and return its state."""
+    tracker = tracker or StartupTracker()
+    for items in read_items(stream, DEFAULT_CHUNK_BYTES):
+        feed_items(tracker, items)
+        tracker.drain_events()  # nobody listens here; don't let them pile up
+    return tracker.state
+
+
+def _print_state(state: StartupState, as_json: bool, out: TextIO, compact: bool = False) -> None:
+    if as_json:
+        out.write(json.dumps(state.to_json(), indent=None if compact else 2) + "\n")
+    else:
+        out.write(format_summary(state))
+    out.flush()
+
+
+# --- --follow ------------------------------------------------------------------------------------
+
+
+def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
+    tracker = StartupTracker()
+    printer = ChangePrinter(out, as_json)
+    failed_at: float | None = None
+    try:
+        for items in _follow_batches(path):
+            if items:
+                ready = _feed_until_ready(tracker, items)
+                printer.show(tracker.drain_events(), tracker.state)
+                if ready:
+                    break
+            state = tracker.state.state
+            if state == "failed":
+                failed_at = failed_at or time.monotonic()
+                waited = time.monotonic() - failed_at
+                if (not items and waited >= FAILURE_GRACE_S) or waited >= FAILURE_GRACE_MAX_S:
+                    break
+    except KeyboardInterrupt:
+        printer.finish(tracker.state)
+        return 130
+    printer.finish(tracker.state)
+    return exit_code(tracker.state)
+
+
+def _feed_until_ready(tracker: StartupTracker, items: list[LogItem]) -> bool:
+    """Feed items up to the one that makes the server ready; True if it did."""
+    state = tracker.state
+    for kind, text in items:
+        if kind == "line":
+            tracker.feed_line(text)
+        else:
+            tracker.feed_frame(text)
+        if state.state in ("ready", "stopped"):
+            return True
+    return False
+
+
+def _follow_batches(path: str) -> Iterator[list[LogItem]]:
+    """Batches of items as the log grows; an empty batch means "nothing new for a moment"."""
+    if path == "-":
+        yield from read_items(sys.stdin.buffer, DEFAULT_CHUNK_BYTES)
+        return
+    announced = False
+    with LogFollower(path) as follower:
+        while True:
+            items = follower.poll()
+            if not follower.is_open and not announced:
+                print(f"specmon log-summary: waiting for {path} to appear…", file=sys.stderr, flush=True)
+                announced = True
+            yield items
+            if not items:
+                time.sleep(FOLLOW_POLL_S)
+
+
+class ChangePrinter:
+    """Prints tracker events as they happen: phase changes, throttled progress, ready and failure.
+
+    With ``as_json`` each change prints the whole state as one compact JSON line (JSON Lines); the last
+    line printed is the final state.
+    """
+
+    def __init__(self, out: TextIO, as_json: bool = False) -> None:
+        self.out = out
+        self.as_json = as_json
+        self._last_progress: dict[tuple[str, str], tuple[float, object]] = {}
+
+    def show(self, events: list[TrackerEvent], state: StartupState) -> None:
+        lines = [line for event in events if (line := self._describe(event, state)) is not None]
+        if not lines:
+            return
+        if self.as_json:
+            _print_state(state, True, self.out, compact=True)
+        else:
+            self.out.write("".join(line + "\n" for line in lines))
+            self.out.flush()
+
+    def finish(self, state: StartupState) -> None:
+        if self.as_json:
+            _print_state(state, True, self.out, compact=True)
+        else:
+            self.out.write("\n" + format_summary(state))
+            self.out.flush()
+
+    def _describe(self, event: TrackerEvent, state: StartupState) -> str | None:
+        if isinstance(event, PhaseChanged):
+            phase = event.phase
+            if phase.status == "running":
+                return f"{_clock(phase.started)}  {phase.name:<22} started"
+            return f"{_clock(phase.ended)}  {phase.name:<22} {phase.status} {_paren(_duration(phase.elapsed_s))}"
+        if isinstance(event, CaptureProgressed):
+            capture = event.capture
+            progress = f"{capture.done}/{capture.total}" if capture.total else str(capture.done)
+            if not self._due(("capture", capture.graph + capture.label), (capture.status, capture.done)):
+                return None
+            bs = f"  bs={capture.current_bs}" if capture.current_bs is not None and capture.status == "running" else ""
+            took = f" {_paren(_duration(capture.elapsed_s))}" if capture.status != "running" else ""
+            name = capture.label or capture.graph
+            return f"{_clock(capture.ended or state.last_ts)}  capture {name:<14} {capture.status:<7} {progress}{bs}{took}"
+        if isinstance(event, WeightsProgressed):
+            weights = event.weights
+            shards = f"{weights.shards_done}/{weights.shards_total}" if weights.shards_total else ""
+            if not self._due(("weights", weights.model), (weights.status, weights.shards_done)):
+                return None
+            detail = [shards]
+            if weights.status == "done":
+                detail += [weights.type or "", _gb("usage", weights.mem_usage_gb), _gb("avail", weights.avail_gb)]
+            text = "  ".join(d for d in detail if d)
+            return f"{_clock(weights.ended or state.last_ts)}  weights {weights.model:<14} {weights.status:<7} {text}".rstrip()
+        if isinstance(event, ServerBecameReady):
+            return f"{_clock(event.at)}  READY after {_duration(event.after_s) or '?'}"
+        if isinstance(event, StartupFailed):
+            error = event.error
+            return f"{_clock(error.at)}  FAILED: {error.kind}: {error.message}"
+        if isinstance(event, ServerStopped):
+            return f"{_clock(event.at)}  stopped"
+        return None
+
+    def _due(self, key: tuple[str, str], status: tuple[str, object]) -> bool:
+        """Status changes always print; progress within a status at most every PROGRESS_EVERY_S."""
+        now = time.monotonic()
+        last = self._last_progress.get(key)
+        if last is not None:
+            last_time, last_status = last
+            if last_status == status:
+                return False
+            if status[0] == "running" == last_status[0] and now - last_time < PROGRESS_EVERY_S:  # type: ignore[index]
+                return False
+        self._last_progress[key] = (now, status)
+        return True
+
+
+# --- the readable summary ------------------------------------------------------------------------
+
+
+def format_summary(state: StartupState) -> str:
+    """The whole state as aligned plain text, the error (with its hint) first."""
+    out: list[str] = [_headline(state)]
+    if state.error is not None:
+        error = state.error
+        where = f" during {error.phase}" if error.phase else ""
+        out += ["", f"!! ERROR  {error.kind}{where}", f"   {error.message}"]
+        if error.hint:
+            out.append(f"   hint: {error.hint}")
+    if state.phases:
+        rows = [
+            [p.name, p.status, _clock(p.started), _clock(p.ended), _duration(p.elapsed_s)] for p in state.phases
+        ]
+        out += ["", "Phases", *_table(["phase", "status", "started", "ended", "took"], rows, right={4})]
+    if state.weights:
+        rows = [
+            [
+                w.model,
+                w.status,
+                w.type or "",
+                (w.dtype or "").removeprefix("torch."),
+                _shards(w.shards_done, w.shards_total),
+                _num(w.mem_usage_gb, " GB"),
+                _num(w.avail_gb, " GB"),
+                _duration(w.elapsed_s),
+            ]
+            for w in state.weights
+        ]
+        header = ["weights", "status", "type", "dtype", "shards", "mem usage", "avail", "took"]
+        out += ["", "Weights", *_table(header, rows, right={4, 5, 6, 7})]
+    if state.captures:
+        rows = [
+            [
+                c.label or c.graph,
+                c.status,
+                f"{c.done}/{c.total}" if c.total else str(c.done),
+                _batch_sizes(c.batch_sizes),
+                _num(c.mem_usage_gb, " GB"),
+                _num(c.avail_gb, " GB"),
+                _duration(c.elapsed_s),
+            ]
+            for c in state.captures
+        ]
+        header = ["CUDA graphs", "status", "progress", "batch sizes", "mem usage", "avail", "took"]
+        out += ["", "Captures", *_table(header, rows, right={2, 4, 5, 6})]
+    if state.kv_pools:
+        rows = [
+            [
+                k.model,
+                f"{k.tokens:,}" if k.tokens is not None else "",
+                _num(k.k_size_gb, " GB"),
+                _num(k.v_size_gb, " GB"),
+                (k.dtype or "").removeprefix("torch."),
+            ]
+            for k in state.kv_pools
+        ]
+        out += ["", "KV cache", *_table(["pool", "#tokens", "K size", "V size", "dtype"], rows, right={1, 2, 3})]
+    if state.memory:
+        rows = [[m.step, _clock(m.at), _num(m.avail_gb, " GB")] for m in state.memory]
+        out += ["", "Memory", *_table(["after step", "at", "avail"], rows, right={2})]
+    facts = []
+    if state.max_total_num_tokens is not None:
+        facts.append(("max_total_num_tokens", f"{state.max_total_num_tokens:,}"))
+    if state.ready_after_s is not None:
+        facts.append(("time to ready", _duration(state.ready_after_s)))
+    if facts:
+        width = max(len(name) for name, _ in facts)
+        out += [""] + [f"{name:<{width}}  {value}" for name, value in facts]
+    return "\n".join(out) + "\n"
+
+
+def _headline(state: StartupState) -> str:
+    title = STATE_TITLES.get(state.state, state.state.upper())
+    parts = [f"SGLang startup: {title}"]
+    if state.state == "ready" and state.ready_after_s is not None:
+        parts.append(f"after {_duration(state.ready_after_s)}")
+    elif state.state == "stopped" and state.ready_after_s is not None:
+        parts.append(f"(had been ready after {_duration(state.ready_after_s)})")
+    elif state.state == "starting" and state.current_phase is not None:
+        parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
+    if state.first_ts is not None:
+        span = state.first_ts.strftime("%Y-%m-%d %H:%M:%S")
+        end = state.ready_at or state.last_ts
+        if end is not None and end != state.first_ts:
+            span += f" → {end.strftime('%H:%M:%S')}"
+        parts.append(f"  [log {span}]")
+    parts.append(f"  {state.lines_seen:,} lines")
+    return " ".join(parts)
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    """Aligned columns (two spaces apart), indented by two; columns in ``right`` are right-aligned."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        padded = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return ("  " + "  ".join(padded)).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def _clock(ts: datetime | None) -> str:
+    return ts.strftime("%H:%M:%S") if ts is not None else "--:--:--"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s"
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if text else ""
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return f"{value:.2f}{unit}" if value is not None else ""
+
+
+def _gb(label: str, value: float | None) -> str:
+    return f"{label} {value:.2f} GB" if value is not None else ""
+
+
+def _shards(done: int | None, total: int | None) -> str:
+    if total:
+        return f"{done or 0}/{total}"
+    return ""
+
+
+def _batch_sizes(sizes: list[int]) -> str:
+    if not sizes:
+        return ""
+    if len(sizes) <= 8:
+        return ", ".join(map(str, sizes))
+    return f"{len(sizes)} sizes, {min(sizes)}…{max(sizes)}"

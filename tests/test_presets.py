@@ -325,3 +325,38 @@ def test_any_mix_of_files_never_raises_and_errors_point_into_the_file(tmp_path_f
         assert error.line is None or 1 <= error.line <= max(1, n_lines)
     for preset in loaded.presets.values():
         assert preset.argv()[0]
+
+
+# ------------------------------------------------------------- built-in flags against SGLang 0.5.16's list
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_NAMES | DEMO_NAMES))
+def test_builtin_flags_are_sglang_flags_and_keep_their_draft_tokens(name):
+    """The emulator parses flags with SGLang 0.5.16's own flag list and speculative rules."""
+    from tui.emulator.launch_args import parse_launch_args
+
+    preset = load_presets(user_dir=None).presets[name]
+    launch = parse_launch_args(preset.argv()[len(preset.launcher) :])
+    assert launch.server_args["tp_size"] == 8
+    assert launch.server_args["port"] == 30000
+    assert launch.server_args["speculative_num_draft_tokens"] == preset.speculative.effective_draft_tokens
+    assert not [text for _, text in launch.pre_log if "is adjusted to" in text]
+
+
+def test_the_emulator_check_sees_a_rewritten_draft_token_count():
+    from tui.emulator.launch_args import parse_launch_args
+
+    sloppy = load_presets(user_dir=None).presets["eagle3-16"]
+    sloppy = Preset(name="sloppy", args={**sloppy.args, "speculative-num-steps": 1})
+    launch = parse_launch_args(sloppy.argv()[len(sloppy.launcher) :])
+    assert launch.server_args["speculative_num_draft_tokens"] == 2 == sloppy.speculative.effective_draft_tokens
+    assert [text for _, text in launch.pre_log if "is adjusted to" in text]
+
+
+def test_a_flag_sglang_does_not_know_is_caught_by_that_check():
+    from tui.emulator.launch_args import parse_launch_args
+
+    preset = Preset(name="typo", args={"model-path": "/m", "num-speculative-tokens": 16})
+    with pytest.raises(SystemExit) as exited:
+        parse_launch_args(preset.argv()[len(preset.launcher) :])
+    assert exited.value.code == 2

@@ -212,12 +212,14 @@ class StartupState:
     memory: list[MemoryStep] = field(default_factory=list)
     max_total_num_tokens: int | None = None
     first_ts: datetime | None = None
+    launched_at: datetime | None = None  # the server_args line: ready_after_s counts from here (else first_ts)
     last_ts: datetime | None = None
     ready_at: datetime | None = None
     ready_after_s: float | None = None
     error: StartupError | None = None
     stopped_at: datetime | None = None
     log_family: str | None = None  # "legacy" (0.4.x-0.5.9) or "new" (0.5.16+), when recognisable
+    speculative_algorithm: str | None = None  # from the server_args line, e.g. "EAGLE3"
     lines_seen: int = 0
 
     @property
@@ -255,10 +257,12 @@ class StartupState:
             "kv_pools": [k.to_json() for k in self.kv_pools],
             "memory": [m.to_json() for m in self.memory],
             "first_ts": _iso(self.first_ts),
+            "launched_at": _iso(self.launched_at),
             "last_ts": _iso(self.last_ts),
             "ready_at": _iso(self.ready_at),
             "stopped_at": _iso(self.stopped_at),
             "log_family": self.log_family,
+            "speculative_algorithm": self.speculative_algorithm,
         }
 
 

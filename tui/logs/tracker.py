@@ -2,28 +2,877 @@
 
 from __future__ import annotations
 
-from tui.logs.model import LineKind, StartupState, TrackerEvent
+from dataclasses import replace
+from datetime import datetime
+
+from tui.logs import formats as fmt
+from tui.logs.errors import classify_exception, hint_for, precedence
+from tui.logs.model import (
+    Capture,
+    CaptureProgressed,
+    KvPool,
+    LineKind,
+    MemoryStep,
+    Phase,
+    PhaseChanged,
+    ServerBecameReady,
+    ServerStopped,
+    StartupError,
+    StartupFailed,
+    StartupState,
+    TrackerEvent,
+    WeightLoad,
+    WeightsProgressed,
+)
+
+_STEADY = ("Decode batch", "Prefill batch")
+_INFERRED_ORDER = (("target", "target"), ("draft", "draft"), ("draft_extend", "draft"))
+# The memory step named after each graph's capture.
+_CAPTURE_STEP = {
+    ("target", "target"): "capture",
+    ("prefill", "target"): "capture_prefill",
+    ("prefill", "draft"): "capture_draft_prefill",
+    ("draft", "draft"): "capture_draft",
+    ("draft_extend", "draft"): "capture_draft_extend",
+}
+_CAPTURE_PHASE = {
+    ("target", "target"): "capture",
+    ("prefill", "target"): "capture_prefill",
+    ("prefill", "draft"): "capture_draft",
+    ("draft", "draft"): "capture_draft",
+    ("draft_extend", "draft"): "capture_draft_extend",
+}
+# Traceback frame text -> the phase it shows (checked in order; the deepest matching frame wins).
+_FRAME_PHASES = (
+    ("speculative_hook", "server_args"),
+    ("server_args.py", "server_args"),
+    ("prepare_server_args", "server_args"),
+    ("_wait_and_warmup", "warmup"),
+    ("eagle_draft_extend_cuda_graph_runner", "capture_draft_extend"),
+    ("eagle_draft_cuda_graph_runner", "capture_draft"),
+    ("piecewise_cuda_graph_runner", "capture_prefill"),
+    ("prefill_cuda_graph_runner", "capture_prefill"),
+    ("cuda_graph_runner", "capture"),
+    ("init_cuda_graphs", "capture"),
+    ("weight_utils", "load_weights"),
+    ("model_loader", "load_weights"),
+    ("load_weights", "load_weights"),
+    ("load_model", "load_weights"),
+    ("memory_pool", "kv_cache"),
+    ("init_memory_pool", "kv_cache"),
+    ("pool_configurator", "kv_cache"),
+)
+_DRAFT_FRAME_MARKS = ("EAGLEWorker", "draft_worker", "eagle_worker", "draft_model_runner", "DraftWorker")
+_MAX_EVENTS = 2000
+_MAX_RANKS = 256
+_MAX_TRACEBACK_LINES = 400
+
+
+class _Traceback:
+    """A Python traceback being read: where it came from and what its frames show."""
+
+    __slots__ = ("origin", "phase", "draft", "speculative", "lines")
+
+    def __init__(self, origin: str | None) -> None:
+        self.origin = origin
+        self.phase: str | None = "warmup" if origin == "warmup" else None
+        self.draft = False
+        self.speculative = False
+        self.lines = 0
+
+    def see_frame(self, text: str) -> None:
+        if not self.draft and any(mark in text for mark in _DRAFT_FRAME_MARKS):
+            self.draft = True
+        if not self.speculative and ("specul" in text or "eagle" in text.lower()):
+            self.speculative = True
+        for mark, phase in _FRAME_PHASES:
+            if mark in text:
+                if self.draft and phase == "capture":
+                    phase = "capture_draft"
+                elif self.draft and phase == "load_weights":
+                    phase = "load_draft_weights"
+                self.phase = phase
+                return
 
 
 class StartupTracker:
     """Feed log lines and ``\\r`` progress frames; read ``state`` and ``drain_events()``.
 
-    Pure: no I/O and no clock (times come from the log's timestamps).
+    Pure: no I/O and no clock (times come from the log's timestamps; a line without one inherits the last seen).
+    Recognises both SGLang log families (0.4.x-0.5.9 and 0.5.16+) behind any prefix the real logs show.
     """
 
     def __init__(self) -> None:
-        self.state = StartupState()
+        self._state = StartupState()
         self._events: list[TrackerEvent] = []
+        self._ts_text: str | None = None
+        self._ts: datetime | None = None
+        self._ready = False
+        self._over = False  # failed or stopped: only errors are still read
+        self._tb: _Traceback | None = None
+        self._provisional = False  # the current error awaits its traceback's exception line
+        self._seen_rank0 = False
+        self._load_count: dict[str, int] = {}
+        self._load_model: dict[str, str] = {}
+        self._capture: Capture | None = None
+        self._weight: WeightLoad | None = None
+        self._bs_from_line: set[tuple[str, str]] = set()
+        self._end_seen: set[tuple[str, str]] = set()  # graphs and weight loads whose end line was read
+        self._final_rank0: set[tuple[str, str]] = set()  # ... from rank 0, whose figures are kept
+        self._target_pool_ended = False
+
+    # --- public API ---------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> StartupState:
+        """The startup state so far (running phases' elapsed time measured to the last log timestamp)."""
+        st = self._state
+        now = st.last_ts
+        if now is not None:
+            for phase in st.phases:
+                if phase.status == "running" and phase.started is not None:
+                    phase.elapsed_s = max(0.0, (now - phase.started).total_seconds())
+        return st
 
     def feed_line(self, line: str) -> LineKind | None:
         """Feed one complete log line; returns how to highlight it ("phase", "error", "warning" or None)."""
-        self.state.lines_seen += 1
-        return None
+        st = self._state
+        st.lines_seen += 1
+        if "\r" in line:
+            *frames, line = line.split("\r")
+            for frame in frames:
+                self.feed_frame(frame)
+        if line[:1] != "[" and ("%|" in line or "% Completed" in line):
+            return self._glued(line)
+        ts_text, tags, level, msg = fmt.parse_prefix(line)
+        if ts_text is not None and ts_text != self._ts_text:
+            self._set_ts(ts_text)
+        if msg.startswith(_STEADY):
+            if not self._ready and not self._over and msg[0] == "P":
+                self._maybe_warmup()
+            return None
+        if self._ready and level == "INFO":
+            return None
+        try:
+            return self._on_message(tags, level, msg)
+        except (ValueError, IndexError, OverflowError):
+            return None
 
     def feed_frame(self, frame: str) -> None:
         """Feed one ``\\r``-redrawn progress frame (tqdm)."""
+        if self._over or self._ready or "%" not in frame:
+            return
+        try:
+            self._on_frame(frame)
+        except (ValueError, IndexError, OverflowError):
+            return
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""
         events, self._events = self._events, []
         return events
+
+    # --- lines --------------------------------------------------------------------------------------------
+
+    def _glued(self, line: str) -> LineKind | None:
+        """A tqdm frame, possibly with a log line glued after it on the same physical line."""
+        m = fmt.TQDM_COUNTER.search(line)
+        if m is None:
+            return self._feed_message_only(line)
+        self.feed_frame(line[: m.end()])
+        rest = line[m.end() :].lstrip(" ")
+        if rest and not rest.isspace():
+            self._state.lines_seen -= 1
+            return self.feed_line(rest)
+        return None
+
+    def _feed_message_only(self, line: str) -> LineKind | None:
+        ts_text, tags, level, msg = fmt.parse_prefix(line)
+        if ts_text is not None and ts_text != self._ts_text:
+            self._set_ts(ts_text)
+        try:
+            return self._on_message(tags, level, msg)
+        except (ValueError, IndexError, OverflowError):
+            return None
+
+    def _set_ts(self, text: str) -> None:
+        ts = fmt.parse_timestamp(text)
+        if ts is None:
+            return
+        self._ts_text = text
+        self._ts = ts
+        st = self._state
+        if st.first_ts is None:
+            st.first_ts = ts
+        st.last_ts = ts
+
+    def _on_message(self, tags: str, level: str | None, msg: str) -> LineKind | None:
+        tb = self._tb
+        if tb is not None:
+            kind = self._traceback_line(tb, tags, level, msg)
+            if kind is not None:
+                return kind
+        if self._over:
+            return self._after_end(level, msg)
+        if self._ready:
+            return self._after_ready(level, msg)
+        kind = self._milestone(tags, msg)
+        if kind is not None:
+            return kind
+        kind = self._failure_line(level, msg)
+        if kind is not None:
+            return kind
+        if level == "ERROR" or level == "CRITICAL":
+            return "error"
+        if level == "WARNING" or "arning" in msg or "ARNING" in msg:
+            return "warning"
+        return None
+
+    def _milestone(self, tags: str, msg: str) -> LineKind | None:
+        head = msg[:1]
+        if head == "C":
+            if msg.startswith("Capture "):
+                return self._capture_line(tags, msg)
+            return None
+        if head == "L":
+            if msg.startswith("Load weight begin"):
+                return self._load_begin(tags, msg)
+            if msg.startswith("Load weight end"):
+                return self._load_end(tags, msg)
+            return None
+        if "KV Cache is allocated" in msg:
+            return self._kv_alloc(tags, msg)
+        if head == "M":
+            if msg.startswith("Memory pool end"):
+                return self._pool_end(tags, msg)
+            return None
+        if head == "m":
+            if msg.startswith("max_total_num_tokens="):
+                return self._max_total(tags, msg)
+            return None
+        if head == "s":
+            if msg.startswith("server_args="):
+                return self._server_args(msg)
+            return None
+        if head == "I":
+            if msg.startswith("Init torch distributed begin"):
+                if not self._state.weights:
+                    self._enter("init_distributed")
+                return "phase"
+            if msg.startswith("Initialization failed. warmup error"):
+                self._enter("warmup")
+                self._fail("warmup_failed", msg, "warmup", provisional="Traceback" in msg)
+                if "Traceback" in msg:
+                    self._tb = _Traceback("warmup")
+                return "error"
+            return None
+        if head == "T":
+            if msg.startswith("The server is fired up and ready to roll"):
+                return self._became_ready()
+            return None
+        if msg.startswith("Started server") or "Uvicorn running on" in msg or "Waiting for application startup" in msg:
+            self._enter("http_server")
+            return "phase"
+        if '"GET /' in msg or '"POST /' in msg:
+            self._maybe_warmup()
+            return None
+        return None
+
+    def _failure_line(self, level: str | None, msg: str) -> LineKind | None:
+        if "Traceback (most recent call last)" in msg:
+            origin = "warmup" if "warmup" in msg else None
+            self._tb = _Traceback(origin)
+            if not self._over:
+                self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
+            return "error"
+        if "address already in use" in msg:
+            self._fail("port_in_use", msg.strip(), self._phase_name())
+            return "error"
+        if ": error: " in msg:
+            m = fmt.ARGPARSE_ERROR.match(msg)
+            if m is not None:
+                what = m.group(1)
+                kind = "unrecognized_arguments" if "unrecognized arguments" in what else "invalid_server_args"
+                self._fail(kind, msg.strip(), "server_args")
+                return "error"
+        if msg.startswith("Received sigquit") or fmt.KILL_EVIDENCE.search(msg):
+            self._fail("killed", msg.strip(), self._phase_name(), provisional=msg.startswith("Received sigquit"))
+            return "error"
+        if "SIGTERM received" in msg:
+            self._stopped()
+            return "phase"
+        if "scheduler is dead" in msg or "scheduler died" in msg:
+            kind = "killed" if "-9" in msg else "exception"
+            self._fail(kind, msg.strip(), self._phase_name())
+            return "error"
+        if msg[:1] not in (" ", "\t") and ("out of memory" in msg or "Not enough memory" in msg):
+            m = fmt.EXCEPTION_LINE.match(msg.strip())
+            if m is not None:
+                phase = self._phase_name()
+                self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
+                return "error"
+        return None
+
+    def _traceback_line(self, tb: _Traceback, tags: str, level: str | None, msg: str) -> LineKind | None:
+        """Read a line while a traceback is open; returns None when the line is not part of it."""
+        tb.lines += 1
+        if tb.lines > _MAX_TRACEBACK_LINES:
+            self._tb = None
+            return None
+        if tags or level is not None:
+            return None  # another process's log line interleaved with the traceback
+        first = msg[:1]
+        if first == " " or first == "\t":
+            before = tb.phase
+            tb.see_frame(msg)
+            if tb.phase != before:
+                self._refine_provisional(tb)
+            return "error"
+        if not msg or msg.startswith(("Traceback", "During handling", "The above exception")):
+            return "error"
+        m = fmt.EXCEPTION_LINE.match(msg.rstrip())
+        if m is None:
+            return None
+        self._tb = None
+        if self._ready and not self._over:
+            return "error"
+        phase = tb.phase or self._phase_name()
+        message = msg.strip()
+        kind = classify_exception(message, phase, tb.origin)
+        self._fail(kind, message, phase, speculative=tb.speculative, from_traceback=True)
+        return "error"
+
+    def _refine_provisional(self, tb: _Traceback) -> None:
+        """A traceback with no exception line yet: let its frames say where it happened."""
+        error = self._state.error
+        if error is None or not self._provisional or error.kind != "exception" or tb.phase is None:
+            return
+        kind = classify_exception("", tb.phase, tb.origin)
+        self._state.error = replace(error, kind=kind, phase=tb.phase, hint=hint_for(kind, error.message, tb.phase))
+        self._emit(StartupFailed(error=replace(self._state.error)))
+
+    def _after_ready(self, level: str | None, msg: str) -> LineKind | None:
+        if "address already in use" in msg:
+            self._ready = False
+            self._state.state = "starting"
+            self._fail("port_in_use", msg.strip(), "http_server")
+            return "error"
+        if (
+            "SIGTERM received" in msg
+            or "Gracefully exiting" in msg
+            or "kill_process_tree" in msg
+            or "SIGQUIT received" in msg
+            or fmt.KILL_EVIDENCE.search(msg)
+        ):
+            self._stopped()
+            return "phase"
+        if level == "ERROR" or level == "CRITICAL" or "Traceback (most recent call last)" in msg:
+            if "Traceback" in msg:
+                self._tb = _Traceback(None)
+            return "error"
+        if level == "WARNING" or "arning" in msg:
+            return "warning"
+        return None
+
+    def _after_end(self, level: str | None, msg: str) -> LineKind | None:
+        if self._state.state == "failed":
+            if "address already in use" in msg:
+                self._fail("port_in_use", msg.strip(), self._state.error.phase if self._state.error else None)
+                return "error"
+            kind = self._failure_line(level, msg)
+            if kind is not None:
+                return kind
+        if level == "ERROR" or level == "CRITICAL":
+            return "error"
+        if level == "WARNING" or "arning" in msg:
+            return "warning"
+        return None
+
+    # --- milestones ---------------------------------------------------------------------------------------
+
+    def _server_args(self, msg: str) -> LineKind:
+        if self._state.launched_at is None:
+            self._state.launched_at = self._ts
+        self._enter("server_args")
+        m = fmt.SPEC_ALGORITHM.search(msg)
+        if m is not None and m.group(1) not in ("None", "none"):
+            self._state.speculative_algorithm = m.group(1)
+        if msg.startswith("server_args={"):
+            self._state.log_family = "new"
+        return "phase"
+
+    def _rank_ok(self, tags: str) -> bool:
+        """Whether to take a per-rank line's figures: rank 0's, or any rank's until rank 0 shows up."""
+        if not tags or fmt.is_rank_zero(tags):
+            self._seen_rank0 = True
+            return True
+        return not self._seen_rank0
+
+    def _load_begin(self, tags: str, msg: str) -> LineKind:
+        if len(self._load_count) < _MAX_RANKS or tags in self._load_count:
+            count = self._load_count.get(tags, 0) + 1
+            self._load_count[tags] = count
+        else:
+            count = 1
+        model = "target" if count == 1 else "draft"
+        if tags in self._load_model or len(self._load_model) < _MAX_RANKS:
+            self._load_model[tags] = model
+        if not self._rank_ok(tags):
+            return "phase"
+        weight = self._state.weight(model)
+        if weight is None:
+            weight = WeightLoad(model=model, started=self._ts)
+            self._state.weights.append(weight)
+        m = fmt.AVAIL_MEM.search(msg)
+        if m is not None:
+            weight.avail_gb = float(m.group(1))
+        self._weight = weight
+        self._enter("load_weights" if model == "target" else "load_draft_weights")
+        self._weights_event(weight)
+        return "phase"
+
+    def _load_end(self, tags: str, msg: str) -> LineKind:
+        m = fmt.WEIGHT_TYPE.search(msg)
+        wtype = m.group(1) if m else None
+        model = self._load_model.get(tags, "target")
+        if wtype and fmt.DRAFT_MODEL_TYPE.search(wtype):
+            model = "draft"
+        rank0 = not tags or fmt.is_rank_zero(tags)
+        key = ("weights", model)
+        weight = self._state.weight(model)
+        if weight is not None and key in self._end_seen and (key in self._final_rank0 or not rank0):
+            return "phase"
+        if not self._rank_ok(tags) and weight is not None:
+            return "phase"
+        if weight is None:
+            weight = WeightLoad(model=model)
+            self._state.weights.append(weight)
+            self._enter("load_weights" if model == "target" else "load_draft_weights")
+        self._end_seen.add(key)
+        if rank0:
+            self._final_rank0.add(key)
+        weight.type = wtype
+        m = fmt.WEIGHT_DTYPE.search(msg)
+        weight.dtype = m.group(1) if m else None
+        avail = fmt.AVAIL_MEM.search(msg)
+        usage = fmt.MEM_USAGE.search(msg)
+        elapsed = fmt.ELAPSED.search(msg)
+        weight.avail_gb = float(avail.group(1)) if avail else None
+        weight.mem_usage_gb = float(usage.group(1)) if usage else None
+        weight.ended = self._ts
+        if elapsed is not None:
+            weight.elapsed_s = float(elapsed.group(1))
+        elif weight.started is not None and self._ts is not None:
+            weight.elapsed_s = (self._ts - weight.started).total_seconds()
+        weight.status = "done"
+        if weight.shards_total is not None:
+            weight.shards_done = weight.shards_total
+        if weight.avail_gb is not None:
+            self._memory("load_weights" if model == "target" else "load_draft_weights", weight.avail_gb)
+        self._weights_event(weight)
+        return "phase"
+
+    def _kv_alloc(self, tags: str, msg: str) -> LineKind:
+        m = fmt.KV_ALLOC.search(msg)
+        if m is None:
+            return "phase"
+        st = self._state
+        if m.group(1) is not None:
+            st.log_family = "new"
+        elif st.log_family is None:
+            st.log_family = "legacy"
+        if not self._rank_ok(tags):
+            return "phase"
+        draft = self._state.weight("draft") is not None and (
+            self._target_pool_ended or st.log_family == "legacy"
+        )
+        if st.phase("kv_cache") is None and not draft:
+            self._enter("kv_cache")
+        if len(st.kv_pools) < 16:
+            kv = m.group(5)
+            st.kv_pools.append(
+                KvPool(
+                    model="draft" if draft else "target",
+                    tokens=int(m.group(2)),
+                    k_size_gb=float(m.group(3) or kv) if (m.group(3) or kv) else None,
+                    v_size_gb=float(m.group(4) or kv) if (m.group(4) or kv) else None,
+                    dtype=m.group(1),
+                    at=self._ts,
+                )
+            )
+        return "phase"
+
+    def _pool_end(self, tags: str, msg: str) -> LineKind:
+        if not self._rank_ok(tags):
+            return "phase"
+        st = self._state
+        draft = self._target_pool_ended and st.weight("draft") is not None
+        if st.phase("kv_cache") is None and not draft:
+            self._enter("kv_cache")
+        m = fmt.AVAIL_MEM.search(msg)
+        if m is not None:
+            self._memory("kv_cache_draft" if draft else "kv_cache", float(m.group(1)))
+        self._target_pool_ended = True
+        return "phase"
+
+    def _max_total(self, tags: str, msg: str) -> LineKind:
+        st = self._state
+        if st.max_total_num_tokens is None:
+            st.max_total_num_tokens = int(fmt.MAX_TOTAL.match(msg).group(1))
+            m = fmt.AVAIL_MEM.search(msg)
+            if m is not None:
+                self._memory("max_total_num_tokens", float(m.group(1)))
+        for capture in st.captures:
+            if capture.status == "running" and capture.total and capture.done >= capture.total:
+                self._finish_capture(capture, None)
+        current = st.current_phase
+        if current is not None and current.status == "running" and current.name.startswith("capture"):
+            self._finish_phase(current, "done")
+        return "phase"
+
+    def _maybe_warmup(self) -> None:
+        if self._state.phase("http_server") is not None:
+            self._enter("warmup")
+
+    def _became_ready(self) -> LineKind:
+        st = self._state
+        if st.state == "failed":
+            return "phase"
+        self._ready = True
+        st.state = "ready"
+        st.ready_at = self._ts
+        since = st.launched_at or st.first_ts
+        if self._ts is not None and since is not None:
+            st.ready_after_s = (self._ts - since).total_seconds()
+        self._enter("ready")
+        self._finish_phase(st.phases[-1], "done")
+        self._emit(ServerBecameReady(at=st.ready_at, after_s=st.ready_after_s))
+        return "phase"
+
+    def _stopped(self) -> None:
+        st = self._state
+        if st.state in ("stopped", "failed"):
+            return
+        self._ready = False
+        self._over = True
+        self._tb = None
+        st.state = "stopped"
+        st.stopped_at = self._ts
+        self._enter("shutdown")
+        self._emit(ServerStopped(at=self._ts))
+
+    # --- captures -----------------------------------------------------------------------------------------
+
+    def _capture_line(self, tags: str, msg: str) -> LineKind | None:
+        m = fmt.CAPTURE_LINE.match(msg)
+        if m is None:
+            lm = fmt.CAPTURE_LIST.match(msg)
+            if lm is None:
+                return None
+            sizes = fmt.int_list(lm.group(2))
+            if lm.group(1) == "bs":
+                if self._state.log_family is None:
+                    self._state.log_family = "legacy"
+                capture = self._capture
+                if capture is None or capture.graph == "prefill":
+                    capture = self._capture_for("target", "target", "target decode", None)
+            else:
+                capture = self._capture_for("prefill", "target", "piecewise", None)
+            if self._rank_ok(tags) and sizes:
+                capture.batch_sizes = sizes
+                capture.total = len(sizes)
+                self._bs_from_line.add((capture.graph, capture.role))
+                self._capture_event(capture)
+            return "phase"
+        what = m.group("what").strip().lower()
+        graph, role, label = self._graph_of(what)
+        if what.startswith(("target", "draft")):
+            self._state.log_family = "new"
+        elif self._state.log_family is None:
+            self._state.log_family = "legacy"
+        if m.group("edge") == "begin":
+            if not self._rank_ok(tags):
+                return "phase"
+            capture = self._capture_for(graph, role, label, msg)
+            return "phase"
+        capture = self._state.capture(graph, role)
+        rank0 = not tags or fmt.is_rank_zero(tags)
+        key = (graph, role)
+        if capture is not None and key in self._end_seen and (key in self._final_rank0 or not rank0):
+            return "phase"
+        if capture is None:
+            if not self._rank_ok(tags):
+                return "phase"
+            capture = self._capture_for(graph, role, label, None)
+        self._end_seen.add(key)
+        if rank0:
+            self._final_rank0.add(key)
+        self._finish_capture(capture, msg)
+        return "phase"
+
+    @staticmethod
+    def _graph_of(what: str) -> tuple[str, str, str]:
+        """Map the words before "cuda graph" to (JSON graph kind, role, label)."""
+        role = "draft" if "draft" in what else "target"
+        if "extend" in what and role == "draft":
+            return "draft_extend", "draft", what or "draft extend"
+        if "prefill" in what or "piecewise" in what:
+            return "prefill", role, what or "prefill"
+        if role == "draft":
+            return "draft", "draft", what or "draft"
+        return "target", "target", what or "target decode"
+
+    def _capture_for(self, graph: str, role: str, label: str, begin_msg: str | None) -> Capture:
+        """The capture of this graph, started now if new; it becomes the one progress frames feed."""
+        st = self._state
+        capture = st.capture(graph, role)
+        if capture is None:
+            capture = Capture(graph=graph, role=role, label=label, started=self._ts)
+            st.captures.append(capture)
+            self._enter(_CAPTURE_PHASE.get((graph, role), "capture"))
+        if begin_msg is not None:
+            m = fmt.AVAIL_MEM.search(begin_msg)
+            if m is not None and capture.status == "running":
+                capture.avail_gb = float(m.group(1))
+            lm = fmt.BS_IN_LINE.search(begin_msg)
+            if lm is not None and not capture.batch_sizes:
+                capture.batch_sizes = fmt.int_list(lm.group(2))
+                capture.total = len(capture.batch_sizes) or None
+                self._bs_from_line.add((graph, role))
+        if capture.status == "running":
+            self._capture = capture
+        self._capture_event(capture)
+        return capture
+
+    def _finish_capture(self, capture: Capture, end_msg: str | None) -> None:
+        if end_msg is not None:
+            elapsed = fmt.ELAPSED.search(end_msg)
+            usage = fmt.MEM_USAGE.search(end_msg)
+            avail = fmt.AVAIL_MEM.search(end_msg)
+            if elapsed is not None:
+                capture.elapsed_s = float(elapsed.group(1))
+            if usage is not None:
+                capture.mem_usage_gb = float(usage.group(1))
+            if avail is not None:
+                capture.avail_gb = float(avail.group(1))
+            lm = fmt.BS_IN_LINE.search(end_msg)
+            if lm is not None and not capture.batch_sizes:
+                capture.batch_sizes = fmt.int_list(lm.group(2))
+                capture.total = len(capture.batch_sizes) or capture.total
+        was_done = capture.status == "done"
+        capture.status = "done"
+        if end_msg is not None or capture.ended is None or not was_done:
+            capture.ended = self._ts
+        if capture.elapsed_s is None and capture.started is not None and capture.ended is not None:
+            capture.elapsed_s = (capture.ended - capture.started).total_seconds()
+        if capture.total is not None:
+            capture.done = capture.total
+        capture.eta_s = 0.0
+        if end_msg is not None and capture.avail_gb is not None:
+            self._memory(_CAPTURE_STEP.get((capture.graph, capture.role), "capture"), capture.avail_gb)
+        self._capture_event(capture)
+
+    # --- progress frames ----------------------------------------------------------------------------------
+
+    def _on_frame(self, frame: str) -> None:
+        m = fmt.TQDM_COUNTER.search(frame)
+        if m is None:
+            return
+        if m.group(1) is not None:
+            n, total, elapsed = int(m.group(2)), int(m.group(3)), m.group(4)
+        else:
+            n, total, elapsed = int(m.group(7)), int(m.group(8)), m.group(9)
+        head = frame[: m.start()]
+        if fmt.WEIGHT_DESC.search(head) is not None:
+            self._weight_frame(n, total)
+            return
+        desc = fmt.CAPTURE_DESC.search(head)
+        bare = not head.strip(" :")
+        if desc is None and not bare:
+            return
+        capture = self._capture
+        if desc is not None and desc.group(2) is not None:
+            if capture is None or capture.graph != "prefill":
+                capture = self._capture_for("prefill", "target", "target prefill", None)
+        elif capture is None or (
+            capture.status == "done" and (n < capture.done or (n == 0 and capture.done == capture.total))
+        ):
+            if desc is None:
+                return  # a bare bar starts nothing by itself; its "Capturing ..." frame follows
+            capture = self._next_inferred()
+            if capture is None:
+                return
+        elif capture.status != "running":
+            return
+        capture.total = total
+        capture.done = n
+        if desc is not None:
+            size = desc.group(1) or desc.group(3)
+            if size is not None:
+                capture.current_bs = int(size)
+                key = (capture.graph, capture.role)
+                sizes = capture.batch_sizes
+                if key not in self._bs_from_line and capture.current_bs not in sizes and len(sizes) < 4096:
+                    sizes.append(capture.current_bs)
+                    sizes.sort()
+            capture.avail_gb = float(desc.group(4))
+        seconds = fmt.clock_seconds(elapsed)
+        if seconds is not None:
+            capture.elapsed_s = seconds
+        elif capture.started is not None and self._ts is not None:
+            capture.elapsed_s = (self._ts - capture.started).total_seconds()
+        if n >= total > 0:
+            capture.done = total
+            if capture.status == "running":
+                capture.status = "done"
+                capture.ended = self._ts
+            capture.eta_s = 0.0
+        elif n > 0 and capture.elapsed_s is not None:
+            capture.eta_s = capture.elapsed_s / n * (total - n)
+        else:
+            capture.eta_s = None
+        self._capture_event(capture)
+
+    def _next_inferred(self) -> Capture | None:
+        """A capture seen only through its progress bar (warning log level): target, draft, draft extend."""
+        st = self._state
+        if self._capture is not None and self._capture.status == "running":
+            self._finish_capture(self._capture, None)
+        for graph, role in _INFERRED_ORDER:
+            if st.capture(graph, role) is None:
+                label = {"target": "target decode", "draft": "draft decode", "draft_extend": "draft extend"}[graph]
+                return self._capture_for(graph, role, label, None)
+        return None
+
+    def _weight_frame(self, n: int, total: int) -> None:
+        st = self._state
+        weight = self._weight
+        if weight is None or (weight.status == "done" and n < (weight.shards_done or 0)):
+            target = st.weight("target")
+            if target is None:
+                model = "target"
+            elif target.status == "done" and st.weight("draft") is None:
+                model = "draft"
+            else:
+                return
+            weight = WeightLoad(model=model, started=self._ts)
+            st.weights.append(weight)
+            self._weight = weight
+            self._enter("load_weights" if model == "target" else "load_draft_weights")
+        elif weight.status == "done" and n != total:
+            return
+        weight.shards_done = n
+        weight.shards_total = total
+        if n >= total > 0 and weight.status == "running":
+            weight.status = "done"
+            weight.ended = self._ts
+        self._weights_event(weight)
+
+    # --- state changes ------------------------------------------------------------------------------------
+
+    def _phase_name(self) -> str | None:
+        phase = self._state.current_phase
+        return phase.name if phase is not None else None
+
+    def _enter(self, name: str) -> None:
+        """Begin phase ``name`` (each phase is entered once), ending the one before it."""
+        st = self._state
+        if st.phase(name) is not None:
+            return
+        previous = st.current_phase
+        if previous is not None and previous.status == "running":
+            self._finish_phase(previous, "done")
+        phase = Phase(name=name, status="running", started=self._ts)
+        st.phases.append(phase)
+        self._emit(PhaseChanged(phase=replace(phase), previous=previous.name if previous else None))
+
+    def _finish_phase(self, phase: Phase, status: str) -> None:
+        phase.status = status
+        phase.ended = self._ts
+        if phase.started is not None and phase.ended is not None:
+            phase.elapsed_s = max(0.0, (phase.ended - phase.started).total_seconds())
+        self._emit(PhaseChanged(phase=replace(phase), previous=phase.name))
+
+    def _memory(self, step: str, avail_gb: float) -> None:
+        """Record the memory left after a step (a later line for the same step, e.g. rank 0's, replaces it)."""
+        memory = self._state.memory
+        for i, entry in enumerate(memory):
+            if entry.step == step:
+                memory[i] = MemoryStep(step=step, avail_gb=avail_gb, at=self._ts)
+                return
+        if len(memory) < 64:
+            memory.append(MemoryStep(step=step, avail_gb=avail_gb, at=self._ts))
+
+    def _fail(
+        self,
+        kind: str,
+        message: str,
+        phase: str | None,
+        *,
+        provisional: bool = False,
+        speculative: bool = False,
+        from_traceback: bool = False,
+    ) -> None:
+        st = self._state
+        if st.state == "stopped" or (self._ready and kind != "port_in_use"):
+            return
+        current = st.error
+        if current is not None:
+            better = precedence(kind) < precedence(current.kind)
+            refines = self._provisional and (from_traceback or precedence(kind) <= precedence(current.kind))
+            if not (better or refines):
+                return
+        message = message[:500]
+        st.error = StartupError(
+            kind=kind,
+            message=message,
+            phase=phase,
+            hint=hint_for(kind, message, phase, speculative=speculative),
+            at=self._ts,
+        )
+        self._provisional = provisional
+        st.state = "failed"
+        self._ready = False
+        self._over = True
+        for capture in st.captures:
+            if capture.status == "running":
+                capture.status = "failed"
+                capture.ended = self._ts
+                self._capture_event(capture)
+        for weight in st.weights:
+            if weight.status == "running":
+                weight.status = "failed"
+                weight.ended = self._ts
+                self._weights_event(weight)
+        if phase is not None and st.phase(phase) is None:
+            self._enter(phase)
+        for entry in st.phases:
+            if entry.status == "running":
+                self._finish_phase(entry, "failed")
+        self._emit(StartupFailed(error=replace(st.error)))
+
+    # --- events -------------------------------------------------------------------------------------------
+
+    def _emit(self, event: TrackerEvent) -> None:
+        events = self._events
+        events.append(event)
+        if len(events) > _MAX_EVENTS:
+            del events[: len(events) - _MAX_EVENTS]
+
+    def _capture_event(self, capture: Capture) -> None:
+        event = CaptureProgressed(capture=replace(capture, batch_sizes=list(capture.batch_sizes)))
+        events = self._events
+        if events and isinstance(events[-1], CaptureProgressed):
+            last = events[-1].capture
+            if last.graph == capture.graph and last.role == capture.role:
+                events[-1] = event
+                return
+        self._emit(event)
+
+    def _weights_event(self, weight: WeightLoad) -> None:
+        event = WeightsProgressed(weights=replace(weight))
+        events = self._events
+        if events and isinstance(events[-1], WeightsProgressed) and events[-1].weights.model == weight.model:
+            events[-1] = event
+            return
+        self._emit(event)

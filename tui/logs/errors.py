@@ -1,0 +1,150 @@
+"""Classifying fatal SGLang startup errors and saying what to do about them."""
+
+from __future__ import annotations
+
+from tui.logs.formats import BIND_PORT, MEM_FRACTION, suggest_flag
+
+# Most specific first: a more specific cause replaces a less specific one already reported.
+ERROR_PRECEDENCE = (
+    "unrecognized_arguments",
+    "invalid_server_args",
+    "port_in_use",
+    "cuda_oom",
+    "not_enough_memory",
+    "cuda_error",
+    "weight_load",
+    "capture_failed",
+    "warmup_failed",
+    "exception",
+    "killed",
+)
+_RANK = {kind: i for i, kind in enumerate(ERROR_PRECEDENCE)}
+
+_CUDA_ERROR_MARKS = ("cuda error", "cudaerror", "cublas_status", "cudnn_status", "nccl error", "ncclerror")
+
+
+def precedence(kind: str) -> int:
+    """Lower is more specific."""
+    return _RANK.get(kind, len(_RANK))
+
+
+def classify_exception(message: str, phase: str | None, origin: str | None) -> str:
+    """The error kind of a traceback's exception line.
+
+    ``phase`` is where it happened (from the traceback's frames or the tracker's current phase); ``origin`` is
+    "warmup" when the traceback was printed by the warmup thread.
+    """
+    text = message.lower()
+    if "out of memory" in text or "outofmemoryerror" in text:
+        return "cuda_oom"
+    if "not enough memory" in text or "memory pool size is too small" in text:
+        return "not_enough_memory"
+    if "address already in use" in text or "errno 98" in text:
+        return "port_in_use"
+    if "capture cuda graph failed" in text or "capture cpu graph failed" in text:
+        return "capture_failed"
+    if any(mark in text for mark in _CUDA_ERROR_MARKS):
+        return "cuda_error"
+    if origin == "warmup" or phase == "warmup":
+        return "warmup_failed"
+    exc_type = message.split(":", 1)[0].rsplit(".", 1)[-1]
+    if phase == "server_args" and exc_type in ("AssertionError", "ValueError", "TypeError"):
+        return "invalid_server_args"
+    if phase in ("load_weights", "load_draft_weights"):
+        return "weight_load"
+    if phase is not None and phase.startswith("capture"):
+        return "capture_failed"
+    return "exception"
+
+
+def unrecognized_flags(what: str) -> list[str]:
+    """The flags named in argparse's `unrecognized arguments: --a 1 --b` text."""
+    rest = what.split("unrecognized arguments:", 1)[-1]
+    return [token.split("=", 1)[0] for token in rest.split() if token.startswith("-")][:20]
+
+
+def hint_for(kind: str, message: str, phase: str | None, *, speculative: bool = False) -> str:
+    """One or two sentences on what to do about an error of ``kind``."""
+    if kind == "unrecognized_arguments":
+        fixes = []
+        for flag in unrecognized_flags(message):
+            right = suggest_flag(flag)
+            if right:
+                fixes.append(f"{flag} -> {right}")
+        if fixes:
+            return "Unknown flag; did you mean: " + ", ".join(fixes) + "?"
+        return "Remove the unknown flag, or check `--help` of this SGLang version (flags change between versions)."
+    if kind == "invalid_server_args":
+        if speculative and message.strip() in ("AssertionError", "AssertionError:"):
+            return (
+                "Give --speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
+                "together, or none of them (SGLang then chooses all three)."
+            )
+        return "Fix the server arguments: " + message.split(":", 1)[-1].strip()
+    if kind == "port_in_use":
+        m = BIND_PORT.search(message)
+        port = f"port {m.group(2)}" if m else "the port"
+        return (
+            f"Something else listens on {port}: choose another --port or stop it. Any ready line after this "
+            "came from the other server answering the warmup request."
+        )
+    if kind == "cuda_oom":
+        if phase is not None and phase.startswith("capture"):
+            return (
+                "CUDA ran out of memory while capturing graphs: lower --mem-fraction-static (e.g. 0.8 -> 0.7) "
+                "or --cuda-graph-max-bs (e.g. 16) to leave room for the graphs."
+            )
+        if phase in ("load_weights", "load_draft_weights"):
+            return (
+                "The weights do not fit: use more GPUs (--tp), a quantized checkpoint, or free the GPU from "
+                "other processes."
+            )
+        return (
+            "CUDA ran out of memory: lower --mem-fraction-static (leaves more for activations), "
+            "--chunked-prefill-size or --max-running-requests."
+        )
+    if kind == "not_enough_memory":
+        m = MEM_FRACTION.search(message)
+        current = f" (now {m.group(1)})" if m else ""
+        return (
+            f"The KV cache does not fit in what is left: raise --mem-fraction-static{current}, "
+            "or use more GPUs or a shorter --context-length."
+        )
+    if kind == "cuda_error":
+        return (
+            "A CUDA error: check the driver and GPU health (nvidia-smi); retry with --disable-cuda-graph or "
+            "another --attention-backend to isolate it."
+        )
+    if kind == "weight_load":
+        if phase == "load_draft_weights":
+            return (
+                "The draft checkpoint does not match the draft model class: check that "
+                "--speculative-draft-model-path is a draft made for this target and algorithm (EAGLE vs EAGLE3) "
+                "and that this SGLang version reads its weight names."
+            )
+        return "Loading the weights failed: check --model-path, the checkpoint files, --load-format and --quantization."
+    if kind == "capture_failed":
+        text = message.lower()
+        if "shapes cannot be multiplied" in text or "size mismatch" in text:
+            return (
+                "Graph capture hit a shape mismatch: the draft model most likely does not match the target "
+                "(hidden size); check --speculative-draft-model-path. --disable-cuda-graph confirms it."
+            )
+        return (
+            "CUDA-graph capture failed: retry with --disable-cuda-graph to confirm, then lower "
+            "--cuda-graph-max-bs or --mem-fraction-static."
+        )
+    if kind == "warmup_failed":
+        if "502" in message or "503" in message or "proxy" in message.lower():
+            return (
+                "The warmup request to the server's own port got an HTTP error from something else, usually an "
+                "HTTP proxy: set NO_PROXY=127.0.0.1,localhost (or unset http_proxy)."
+            )
+        return "The server started but its warmup request failed; --skip-server-warmup starts it anyway."
+    if kind == "killed":
+        return (
+            "The process was killed (SIGKILL), often by the OS out-of-memory killer: check "
+            "`dmesg -T | grep -i oom` and reduce host memory use."
+        )
+    where = f" during {phase}" if phase else ""
+    return f"The server stopped with an exception{where}; read the traceback above."

@@ -1,0 +1,392 @@
+"""SGLang's launch-flag parsing and speculative-argument rules, as the emulator applies them.
+
+The flag list is SGLang 0.5.16's own (tui/emulator/sglang_tables.py, taken from its usage text), so an unknown
+flag fails with argparse's usage and `sglang serve: error: unrecognized arguments: ...` exactly like SGLang.
+Emulator-only flags start with `--emulator-` and are hidden from the usage text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.emulator.sglang_tables import FLAG_USAGE, SERVER_ARGS_DEFAULTS
+
+NEW_PROG = "sglang serve"
+LEGACY_PROG = "launch_server.py"
+FAMILIES = ("new", "legacy")
+FAIL_KINDS = ("oom-during-capture", "not-enough-memory", "weight-keyerror")
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+KNOWN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")
+LEGACY_ALGORITHM_CHOICES = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+# Aliases SGLang accepts besides the option string its usage shows.
+_ALIASES = {
+    "--model-path": ("--model",),
+    "--tp-size": ("--tp",),
+    "--dp-size": ("--dp",),
+    "--pp-size": ("--pp",),
+    "--speculative-draft-model-path": ("--speculative-draft-model",),
+}
+_INT_DESTS = {
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "context_length",
+    "max_running_requests",
+    "max_total_tokens",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill",
+    "max_queued_requests",
+    "nccl_port",
+    "dist_timeout",
+    "random_seed",
+    "metrics_port",
+    "speculative_dflash_block_size",
+}
+_FLOAT_DESTS = {"mem_fraction_static"}
+
+
+@dataclass
+class EmulatorOptions:
+    """The emulator's own settings (the `--emulator-*` flags)."""
+
+    family: str = "new"
+    speed: float = 1.0
+    decode_speed: float = 1.0
+    accept_prob: float = 0.75
+    gpus: int | None = None
+    gpu_port: int | None = None
+    fail: str | None = None
+    seed: int = 0
+
+
+@dataclass
+class LaunchConfig:
+    """Everything a launch resolved to: SGLang's effective server args plus the emulator's options."""
+
+    server_args: dict[str, Any]
+    options: EmulatorOptions
+    pre_log: list[tuple[str, str]] = field(default_factory=list)  # ("bare"|"info", text) before server_args=
+
+    @property
+    def spec_algorithm(self) -> str | None:
+        return self.server_args.get("speculative_algorithm")
+
+    @property
+    def speculative(self) -> bool:
+        return self.spec_algorithm is not None
+
+
+class SpeculativeArgsError(Exception):
+    """A speculative-argument rule failed; `traceback_text` is what SGLang prints before exiting with 1."""
+
+    def __init__(self, traceback_text: str) -> None:
+        super().__init__(traceback_text.strip().splitlines()[-1])
+        self.traceback_text = traceback_text
+        self.pre_log: list[tuple[str, str]] = []
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within [0, 1]: {text}")
+    return value
+
+
+def _add_emulator_flags(parser: argparse.ArgumentParser) -> None:
+    hidden = argparse.SUPPRESS
+    parser.add_argument("--emulator-log-family", dest="emulator_family", choices=FAMILIES, default="new", help=hidden)
+    parser.add_argument("--emulator-speed", type=_positive_float, default=1.0, help=hidden)
+    parser.add_argument("--emulator-decode-speed", type=_positive_float, default=1.0, help=hidden)
+    parser.add_argument("--emulator-accept-prob", type=_probability, default=0.75, help=hidden)
+    parser.add_argument("--emulator-gpus", type=int, default=None, help=hidden)
+    parser.add_argument("--emulator-gpu-port", type=int, default=None, help=hidden)
+    parser.add_argument("--emulator-fail", choices=FAIL_KINDS, default=None, help=hidden)
+    parser.add_argument("--emulator-seed", type=int, default=0, help=hidden)
+
+
+def _value_type(dest: str):
+    if dest in _INT_DESTS:
+        return int
+    if dest in _FLOAT_DESTS:
+        return float
+    default = SERVER_ARGS_DEFAULTS.get(dest)
+    if isinstance(default, bool) or default is None:
+        return str
+    if isinstance(default, int):
+        return int
+    if isinstance(default, float):
+        return float
+    return str
+
+
+def _add_sglang_flag(parser: argparse.ArgumentParser, usage_item: str, family: str) -> None:
+    option, _, rest = usage_item.partition(" ")
+    names = (option, *_ALIASES.get(option, ()))
+    if not rest:
+        parser.add_argument(*names, action="store_true")
+        return
+    if rest.startswith("| --no-"):
+        parser.add_argument(*names, action=argparse.BooleanOptionalAction)
+        return
+    first = rest.split(" ", 1)[0].lstrip("[").rstrip("]")
+    kwargs: dict[str, Any] = {}
+    if "..." in rest:
+        kwargs["nargs"] = "*" if rest.startswith("[") else "+"
+    elif rest.startswith("["):
+        kwargs["nargs"] = "?"
+    if first.startswith("{"):
+        kwargs["choices"] = first.strip("{}").split(",")
+        dest = option[2:].replace("-", "_")
+    else:
+        kwargs["metavar"] = first
+        dest = first.lower() if first.isupper() else option[2:].replace("-", "_")
+    if option == "--speculative-algorithm" and family == "legacy":
+        kwargs["choices"] = list(LEGACY_ALGORITHM_CHOICES)
+        kwargs.pop("metavar", None)
+    if "choices" not in kwargs:
+        kwargs["type"] = _value_type(dest)
+    if option == "--model-path":
+        kwargs["required"] = True
+    parser.add_argument(*names, dest=dest, **kwargs)
+
+
+def build_parser(family: str = "new") -> argparse.ArgumentParser:
+    """SGLang's launch parser for a log family (prog `sglang serve`, or `launch_server.py` for legacy)."""
+    parser = argparse.ArgumentParser(
+        prog=NEW_PROG if family == "new" else LEGACY_PROG, argument_default=argparse.SUPPRESS
+    )
+    for item in FLAG_USAGE:
+        _add_sglang_flag(parser, item, family)
+    _add_emulator_flags(parser)
+    return parser
+
+
+def _peek_family(argv: list[str]) -> str:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--emulator-log-family", dest="family", choices=FAMILIES, default="new")
+    known, _ = pre.parse_known_args(argv)
+    return known.family
+
+
+def _site() -> str:
+    return "/usr/local/lib/python3.12/dist-packages"
+
+
+def _assertion_traceback(family: str) -> str:
+    site = _site()
+    if family == "new":
+        return (
+            "Traceback (most recent call last):\n"
+            '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+            '  File "<frozen runpy>", line 88, in _run_code\n'
+            f'  File "{site}/sglang/launch_server.py", line 68, in <module>\n'
+            "    server_args = prepare_server_args(sys.argv[1:])\n"
+            "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            f'  File "{site}/sglang/srt/server_args.py", line 8224, in prepare_server_args\n'
+            "    return ServerArgs.from_cli_args(raw_args)\n"
+            "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            f'  File "{site}/sglang/srt/server_args.py", line 7348, in from_cli_args\n'
+            "    return cls(**{attr: getattr(args, attr) for attr in attrs})\n"
+            "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            '  File "<string>", line 448, in __init__\n'
+            f'  File "{site}/sglang/srt/server_args.py", line 3031, in __post_init__\n'
+            "    handle_speculative_decoding(self)\n"
+            f'  File "{site}/sglang/srt/arg_groups/speculative_hook.py", line 144, in handle_speculative_decoding\n'
+            "    algo.handle_server_args(server_args)\n"
+            f'  File "{site}/sglang/srt/speculative/spec_info.py", line 210, in handle_server_args\n'
+            "    _handle_eagle_family(server_args)\n"
+            f'  File "{site}/sglang/srt/arg_groups/speculative_hook.py", line 560, in _handle_eagle_family\n'
+            "    server_args.speculative_eagle_topk is None\n"
+            "AssertionError\n"
+        )
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '  File "<frozen runpy>", line 88, in _run_code\n'
+        f'  File "{site}/sglang/launch_server.py", line 11, in <module>\n'
+        "    server_args = prepare_server_args(sys.argv[1:])\n"
+        f'  File "{site}/sglang/srt/server_args.py", line 3069, in prepare_server_args\n'
+        "    return ServerArgs.from_cli_args(raw_args)\n"
+        f'  File "{site}/sglang/srt/server_args.py", line 2732, in from_cli_args\n'
+        "    return cls(**{attr: getattr(args, attr) for attr in attrs})\n"
+        '  File "<string>", line 281, in __init__\n'
+        f'  File "{site}/sglang/srt/server_args.py", line 505, in __post_init__\n'
+        "    self._handle_speculative_decoding()\n"
+        f'  File "{site}/sglang/srt/server_args.py", line 1098, in _handle_speculative_decoding\n'
+        "    self.speculative_eagle_topk is None\n"
+        "AssertionError\n"
+    )
+
+
+def _unknown_algorithm_traceback(name: str) -> str:
+    site = _site()
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '  File "<frozen runpy>", line 88, in _run_code\n'
+        f'  File "{site}/sglang/launch_server.py", line 68, in <module>\n'
+        "    server_args = prepare_server_args(sys.argv[1:])\n"
+        f'  File "{site}/sglang/srt/server_args.py", line 8224, in prepare_server_args\n'
+        "    return ServerArgs.from_cli_args(raw_args)\n"
+        f'  File "{site}/sglang/srt/speculative/spec_info.py", line 65, in from_string\n'
+        f'    raise ValueError(f"Unknown speculative algorithm name: {{name}}")\n'
+        f"ValueError: Unknown speculative algorithm name: {name}\n"
+    )
+
+
+def _auto_spec_params(algorithm: str) -> tuple[int, int, int]:
+    # SGLang's auto_choose_speculative_params: the emulated target is a LlamaForCausalLM.
+    return (3, 1, 4) if algorithm == "STANDALONE" else (5, 4, 8)
+
+
+def apply_speculative_rules(args: dict[str, Any], family: str, pre_log: list[tuple[str, str]]) -> None:
+    """SGLang's handling of the speculative flags, in its order; raises SpeculativeArgsError like SGLang fails."""
+    algorithm = args.get("speculative_algorithm")
+    if algorithm is None:
+        return
+    algorithm = algorithm.upper()
+    if family == "new" and algorithm not in KNOWN_ALGORITHMS:
+        raise SpeculativeArgsError(_unknown_algorithm_traceback(algorithm))
+    if algorithm == "NEXTN":
+        algorithm = "EAGLE"
+    args["speculative_algorithm"] = algorithm
+    if algorithm not in EAGLE_FAMILY:
+        return
+    if args.get("max_running_requests") is None:
+        args["max_running_requests"] = 48
+        if family == "new":
+            pre_log.append(
+                (
+                    "info",
+                    "Max running requests is reset to 48 for speculative decoding. You can override this by "
+                    "explicitly setting --max-running-requests.",
+                )
+            )
+    if family == "legacy":
+        pre_log.append(("bare", "Overlap scheduler is disabled because of using eagle speculative decoding."))
+        args["disable_overlap_schedule"] = True
+    if args.get("speculative_num_steps") is None:
+        if args.get("speculative_eagle_topk") is not None or args.get("speculative_num_draft_tokens") is not None:
+            raise SpeculativeArgsError(_assertion_traceback(family))
+        steps, topk, draft = _auto_spec_params(algorithm)
+        args["speculative_num_steps"] = steps
+        args["speculative_eagle_topk"] = topk
+        args["speculative_num_draft_tokens"] = draft
+    if args.get("speculative_eagle_topk") is None:
+        args["speculative_eagle_topk"] = 1
+    if args.get("speculative_num_draft_tokens") is None:
+        args["speculative_num_draft_tokens"] = args["speculative_num_steps"] * args["speculative_eagle_topk"] + 1
+    if (
+        args["speculative_eagle_topk"] == 1
+        and args["speculative_num_draft_tokens"] != args["speculative_num_steps"] + 1
+    ):
+        message = (
+            "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+        )
+        pre_log.append(("info" if family == "new" else "bare", message))
+        args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
+    if args.get("speculative_draft_model_revision") is None and args.get("speculative_draft_model_path"):
+        args["speculative_draft_model_revision"] = "main"
+
+
+def _resolve_defaults(args: dict[str, Any]) -> None:
+    if args.get("tokenizer_path") is None:
+        args["tokenizer_path"] = args["model_path"]
+    if args.get("served_model_name") is None:
+        args["served_model_name"] = args["model_path"]
+    if args.get("mem_fraction_static") is None:
+        args["mem_fraction_static"] = 0.88 if args.get("speculative_algorithm") is None else 0.85
+    if args.get("context_length") is None:
+        args["context_length"] = 32768
+    if args.get("max_running_requests") is None:
+        args["max_running_requests"] = 4096
+    if args.get("random_seed") is None:
+        args["random_seed"] = int.from_bytes(os.urandom(4), "little") >> 2
+    if args.get("cuda_graph_max_bs_decode") is None:
+        args["cuda_graph_max_bs_decode"] = min(256, args["max_running_requests"])
+
+
+def capture_batch_sizes(max_bs: int, speculative: bool) -> list[int]:
+    """The decode capture batch sizes SGLang picks for a maximum batch size."""
+    if speculative and max_bs <= 8:
+        return list(range(1, max_bs + 1))
+    sizes = [bs for bs in (1, 2, 4, 8, 12) if bs <= max_bs]
+    sizes += list(range(16, min(max_bs, 256) + 1, 8))
+    return sizes
+
+
+def parse_launch_args(argv: list[str]) -> LaunchConfig:
+    """Parse SGLang flags like SGLang; exits 2 with argparse's message on a bad flag, like SGLang.
+
+    Raises SpeculativeArgsError for a speculative rule SGLang enforces with an exception.
+    """
+    family = _peek_family(argv)
+    parser = build_parser(family)
+    ns = parser.parse_args(argv)
+    values = vars(ns)
+    args = dict(SERVER_ARGS_DEFAULTS)
+    for key in args:
+        if key in values:
+            args[key] = values[key]
+    pre_log: list[tuple[str, str]] = []
+    if family == "new" and "--cuda-graph-max-bs" in argv:
+        pre_log.append(
+            (
+                "bare",
+                "\x1b[1;33m'--cuda-graph-max-bs' is deprecated and will be removed in a future release. "
+                "Use '--cuda-graph-max-bs-decode' instead.\x1b[0m",
+            )
+        )
+    try:
+        apply_speculative_rules(args, family, pre_log)
+    except SpeculativeArgsError as error:
+        error.pre_log = pre_log
+        raise
+    _resolve_defaults(args)
+    speculative = args.get("speculative_algorithm") is not None
+    bs_list = capture_batch_sizes(args["cuda_graph_max_bs_decode"], speculative)
+    graph_config = args.get("cuda_graph_config")
+    if isinstance(graph_config, dict) and isinstance(graph_config.get("decode"), dict):
+        graph_config = {**graph_config, "decode": {**graph_config["decode"]}}
+        graph_config["decode"]["max_bs"] = args["cuda_graph_max_bs_decode"]
+        graph_config["decode"]["bs"] = bs_list
+        args["cuda_graph_config"] = graph_config
+    options = EmulatorOptions(
+        family=family,
+        speed=ns.emulator_speed,
+        decode_speed=ns.emulator_decode_speed,
+        accept_prob=ns.emulator_accept_prob,
+        gpus=ns.emulator_gpus,
+        gpu_port=ns.emulator_gpu_port,
+        fail=ns.emulator_fail,
+        seed=ns.emulator_seed,
+    )
+    if options.gpus is None:
+        options.gpus = max(1, int(args.get("tp_size") or 1) * int(args.get("dp_size") or 1))
+    if options.gpu_port is None:
+        options.gpu_port = int(args["port"]) + 1
+    return LaunchConfig(server_args=args, options=options, pre_log=pre_log)
+
+
+def print_launch_warning(stream=None) -> None:
+    """The UserWarning SGLang 0.5.16 prints when started as `python -m sglang.launch_server`."""
+    stream = stream or sys.stderr
+    stream.write(
+        f"{_site()}/sglang/launch_server.py:56: UserWarning: 'python -m sglang.launch_server' is still "
+        "supported, but 'sglang serve' is the recommended entrypoint.\n"
+        "  Example: sglang serve --model-path <model> [options]\n"
+        "  warnings.warn(\n"
+    )
+    stream.flush()

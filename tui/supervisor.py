@@ -428,10 +428,12 @@ def _signal_all(pgid: int, procs: list[psutil.Process], sig: signal.Signals) -> 
 
 def _wait_gone(leader: subprocess.Popen[bytes], procs: list[psutil.Process], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
+    pause = 0.002
     while True:
         leader.poll()  # reaps the server as soon as it exits, so it does not linger as a zombie
         if not any(_alive(p) for p in procs):
             return True
         if time.monotonic() >= deadline:
             return False
-        time.sleep(_POLL_S)
+        time.sleep(pause)
+        pause = min(pause * 2, _POLL_S)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -10,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 ROOT = Path(__file__).parent.parent
@@ -77,8 +81,8 @@ def weights(doc: dict, model: str) -> dict:
 EXPECTED = {
     "01-qwq32b-tp4-l4-v0.4.3-ready.log": dict(state="ready", ready_after_s=29, max_total=46611),
     "02-qwen3-14b-tp2-a4500-cutoff-during-capture.log": dict(state="starting", max_total=None),
-    # INDEX.md says 367 s from 23:37:40, but the first SGLang timestamp in the file is 23:37:38 (line 7).
-    "03-laguna-int4-dflash-v0.5.16-ready.log": dict(state={"ready", "stopped"}, ready_after_s=369, max_total=185897),
+    # INDEX.md: 367 s, from the server_args line (23:37:40); pre-launch warnings at 23:37:38 don't count.
+    "03-laguna-int4-dflash-v0.5.16-ready.log": dict(state={"ready", "stopped"}, ready_after_s=367, max_total=185897),
     "04-laguna-nvfp4-dflash-v0.5.16-killed-during-prefill-capture.log": dict(state="starting", max_total=None),
     "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log": dict(state="starting", max_total=None),
     "06-qwen2-7b-eagle-tp2-draft-weight-keyerror.log": dict(state="failed", error="weight_load"),
@@ -94,7 +98,7 @@ EXPECTED = {
     "26-llama2-7b-eagle2-docs-ci-warning-level-three-capture-bars.log": dict(state="starting", max_total=None),
     "h200-0.5.16-plain-ready.log": dict(state={"ready", "stopped"}, ready_after_s=34, max_total=3626606),
     "h200-0.5.16-spec-args-assertion.log": dict(state="failed", error="invalid_server_args"),
-    "h200-0.5.16-standalone-ready.log": dict(state={"ready", "stopped"}, ready_after_s=107, max_total=151561),
+    "h200-0.5.16-standalone-ready.log": dict(state={"ready", "stopped"}, ready_after_s=105, max_total=151561),
     "h200-0.5.16-unrecognized-num-speculative-tokens.log": dict(state="failed", error="unrecognized_arguments"),
 }
 
@@ -421,3 +425,69 @@ def test_follow_on_stdin_reads_to_the_end():
     proc = log_summary("-", "--follow", stdin=log.read_bytes())
     assert proc.returncode == 0
     assert "READY after" in proc.stdout.decode()
+
+
+def test_follow_interrupted_prints_the_summary_so_far(tmp_path: Path):
+    log = tmp_path / "server.log"
+    startup = (LOGS / "02-qwen3-14b-tp2-a4500-cutoff-during-capture.log").read_bytes()
+    log.write_bytes(startup)  # never becomes ready
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "log-summary", str(log), "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 10
+    first = proc.stdout.readline()  # the live lines have started
+    assert first and time.monotonic() < deadline
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    text = (first + out).decode()
+    assert "SGLang startup: STARTING" in text
+    assert "0/1" in text  # the capture that was running when the log stopped
+
+
+# --- in-process: the change printer and fuzzing -------------------------------------------------
+
+
+def test_change_printer_throttles_progress_but_not_status_changes():
+    from tui.logs.summary import ChangePrinter
+    from tui.logs.tracker import StartupTracker
+
+    tracker = StartupTracker()
+    out = io.StringIO()
+    printer = ChangePrinter(out)
+    frames = [f"Capturing batches (bs={bs} avail_mem=19.30 GB):  {i}%|          | {i}/200 [00:01<00:03,  1.00it/s]" for i, bs in enumerate(range(200, 0, -1))]
+    tracker.feed_line("[2025-10-01 12:00:12] Capture cuda graph begin. This can take up to several minutes. avail mem=19.40 GB")
+    printer.show(tracker.drain_events(), tracker.state)
+    for frame in frames:
+        tracker.feed_frame(frame)
+        printer.show(tracker.drain_events(), tracker.state)
+    tracker.feed_line("[2025-10-01 12:00:16] Capture cuda graph end. Time elapsed: 3.90 s. mem usage=0.55 GB. avail mem=18.85 GB.")
+    printer.show(tracker.drain_events(), tracker.state)
+    capture_lines = [line for line in out.getvalue().splitlines() if " capture " in line]
+    assert 2 <= len(capture_lines) < 10, capture_lines
+    assert "done" in capture_lines[-1] and "3.9s" in capture_lines[-1]
+
+
+REAL_LINES = sorted(
+    {line for log in LOGS.glob("*.log") for line in log.read_bytes().splitlines(keepends=True)[:400]}
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(REAL_LINES), st.binary(max_size=40), st.sampled_from([b"\r", b"\n", b"\x1b[0m"])),
+        max_size=60,
+    )
+)
+def test_no_input_makes_the_summary_raise(pieces: list[bytes]):
+    from tui.logs.summary import format_summary, summarize_stream
+
+    state = summarize_stream(io.BytesIO(b"".join(pieces)))
+    doc = json.loads(json.dumps(state.to_json()))
+    assert_shape(doc)
+    assert format_summary(state).startswith("SGLang startup: ")

@@ -167,3 +167,24 @@ def test_a_failing_callback_does_not_stop_polling() -> None:
             time.sleep(0.02)
         poller.stop()
     assert [c.state for c in calls] == ["starting", "ready"]
+
+
+def test_a_stopped_server_is_unhealthy_until_it_continues(replay_process: list) -> None:
+    proc, port = _start_replay("--port", "0")
+    replay_process.append(proc)
+    log = StatusLog()
+    poller = ServerPoller(f"http://127.0.0.1:{port}", log, interval_s=0.1, health_timeout_s=0.5)
+    poller.start()
+    try:
+        log.wait_for(lambda s: s.state == "ready" and s.spec is not None)
+        proc.send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        seen_at, hung = log.wait_for(lambda s: s.state == "unhealthy", timeout=3.0)
+        assert seen_at - stopped_at < 0.5 + 0.1 + 0.5
+        assert hung.last_error == "no answer within 0.5 s"
+        proc.send_signal(signal.SIGCONT)
+        _, back = log.wait_for(lambda s: s.state == "ready" and s.since > hung.since, timeout=3.0)
+        assert back.last_error is None
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        poller.stop()

@@ -101,3 +101,17 @@ def test_presets_command_does_not_import_textual(config_home):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_secret_looking_env_values_are_never_printed(config_home, tmp_path):
+    (tmp_path / "gated.toml").write_text(
+        'extends = "eagle3-5"\n[server.env]\nHF_TOKEN = "hf_s3cr3t_value"\nNCCL_DEBUG = "INFO"\n'
+    )
+    for extra in ((), ("--json",)):
+        done = specmon("presets", "--presets", str(tmp_path), *extra, config_home=config_home)
+        assert done.returncode == 0, done.stderr
+        assert "hf_s3cr3t_value" not in done.stdout + done.stderr
+        assert "HF_TOKEN" in done.stdout and "<hidden>" in done.stdout
+    assert json.loads(done.stdout)["presets"][-1]["env"] == {
+        "NCCL_P2P_DISABLE": "0", "HF_TOKEN": "<hidden>", "NCCL_DEBUG": "INFO",
+    }  # fmt: skip

@@ -39,6 +39,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Flags whose value is a secret: on a command line it is visible to every user through `ps`.
 _SECRET_ARGS = {"api-key", "admin-api-key"}
+_SECRET_ENV = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,12 @@ class Preset:
             num_draft_tokens=get("num-draft-tokens"),
         )
 
+    def display_env(self) -> dict[str, str]:
+        """`env` for showing to a person: values of secret-looking variables (tokens, keys) hidden."""
+        return {k: "<hidden>" if _SECRET_ENV.search(k) else v for k, v in self.env.items()}
+
     def to_json(self) -> dict[str, Any]:
+        """The `specmon presets --json` shape of this preset (secret-looking env values hidden)."""
         return {
             "name": self.name,
             "description": self.description,
@@ -200,7 +206,7 @@ class Preset:
             "overrides": str(self.overrides) if self.overrides else None,
             "launcher": list(self.launcher),
             "args": dict(self.args),
-            "env": dict(self.env),
+            "env": self.display_env(),
             "bench": self.bench.to_json(),
             "argv": self.argv(),
             "command_line": self.command_line(),
@@ -266,6 +272,8 @@ def load_presets(
     `user_dir=True` means `user_presets_dir()` (skipped silently when it does not exist); `None`/`False`
     skips it. Each of `extra_dirs` must exist. Never raises for a bad file: it becomes an error entry.
     """
+    if isinstance(extra_dirs, str | Path):
+        extra_dirs = [extra_dirs]
     layers: list[tuple[str, Path, bool]] = [(ORIGIN_BUILTIN, Path(builtin_dir), True)]
     if user_dir is True:
         layers.append((ORIGIN_USER, user_presets_dir(), False))

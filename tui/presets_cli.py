@@ -54,6 +54,6 @@ def _describe(preset: Preset) -> str:
         lines.append(f"  overrides: {preset.overrides}")
     lines.append(f"  command: {preset.command_line()}")
     if preset.env:
-        lines.append("  env: " + " ".join(f"{k}={v}" for k, v in preset.env.items()))
+        lines.append("  env: " + " ".join(f"{k}={v}" for k, v in preset.display_env().items()))
     lines.extend(f"  warning: {problem}" for problem in preset.speculative.problems())
     return "\n".join(lines) + "\n"

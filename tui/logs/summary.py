@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -230,9 +232,9 @@ def format_summary(state: StartupState) -> str:
     if state.error is not None:
         error = state.error
         where = f" during {error.phase}" if error.phase else ""
-        out += ["", f"!! ERROR  {error.kind}{where}", f"   {error.message}"]
+        out += ["", f"!! ERROR  {error.kind}{where}", *_wrap(error.message, "   ")]
         if error.hint:
-            out.append(f"   hint: {error.hint}")
+            out += _wrap(error.hint, "   hint: ", "         ")
     if state.phases:
         rows = [
             [p.name, p.status, _clock(p.started), _clock(p.ended), _duration(p.elapsed_s)] for p in state.phases
@@ -312,6 +314,14 @@ def _headline(state: StartupState) -> str:
         parts.append(f"  [log {span}]")
     parts.append(f"  {state.lines_seen:,} lines")
     return " ".join(parts)
+
+
+def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
+    width = min(max(shutil.get_terminal_size((100, 24)).columns, 60), 120)
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent=rest if rest is not None else first,
+        break_long_words=False, break_on_hyphens=False,
+    ) or [first.rstrip()]
 
 
 def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:

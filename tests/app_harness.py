@@ -1,36 +1,90 @@
-"""Builds SpecmonApp instances for tests and snapshots: fed from fixture logs, with no live server."""
+"""Builds SpecmonApp instances for tests, snapshots and screenshots: fed from fixture logs, no live server."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 from tui.app import AppConfig, SpecmonApp
 from tui.app_feed import feed_text
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = FIXTURES / "logs"
 FIXTURE_URL = "http://127.0.0.1:30000"
+READY_LOG = "h200-0.5.16-standalone-ready.log"
+FAILED_LOG = "h200-0.5.16-spec-args-assertion.log"
 
 
-def fixture_bytes(name: str, until: str | None = None, occurrence: int = 1) -> bytes:
-    """A fixture log's bytes, optionally cut just before the ``occurrence``-th line containing ``until``."""
+def fixture_bytes(name: str, until: str | None = None, occurrence: int = 1, mid_line: bool = False) -> bytes:
+    """A fixture log's bytes, cut before the ``occurrence``-th ``until``.
+
+    The cut is at the start of that line, or exactly there with ``mid_line`` (e.g. just after a ``\\r``,
+    inside a progress bar's redraws).
+    """
     data = (LOGS / name).read_bytes()
     if until is None:
         return data
     start = -1
     for _ in range(occurrence):
         start = data.index(until.encode(), start + 1)
+    if mid_line:
+        return data[:start]
     return data[: data.rfind(b"\n", 0, start) + 1]
 
 
-def fixture_app(name: str | None = None, until: str | None = None, occurrence: int = 1, **config) -> SpecmonApp:
+def fixture_app(
+    name: str | None = None, until: str | None = None, occurrence: int = 1, mid_line: bool = False, **config
+) -> SpecmonApp:
     """An app showing fixture log ``name`` (cut before ``until``), not polling any server."""
     config.setdefault("url", FIXTURE_URL)
     config.setdefault("poll", False)
     app = SpecmonApp(AppConfig(**config))
     if name is not None:
-        feed_text(app.feed, fixture_bytes(name, until, occurrence))
+        feed_text(app.feed, fixture_bytes(name, until, occurrence, mid_line), final=not mid_line)
     return app
+
+
+def fixture_status(server_info: str = "h200-0.5.16-server-info-eagle3.json", state: str = "ready"):
+    """A ServerStatus as the poller reports it, from a recorded /server_info answer (fixed times)."""
+    from tui.serving.client import spec_settings
+    from tui.serving.poller import ServerStatus
+
+    spec = spec_settings(json.loads((FIXTURES / "api" / server_info).read_text()))
+    return ServerStatus(state, 1_700_000_000.0, None, spec, spec.version, FIXTURE_URL, 0.0021)
+
+
+def fixture_preset(name: str = "eagle3-16"):
+    from tui.presets import load_presets
+
+    return load_presets().get(name)
+
+
+# The states the snapshot tests and screenshots show.
+
+
+def starting_app() -> SpecmonApp:
+    """Loading the draft weights."""
+    return fixture_app(READY_LOG, until="Load weight begin", occurrence=2, preset=fixture_preset())
+
+
+def capturing_app() -> SpecmonApp:
+    """Mid-way through the target verify graphs (tqdm frames cut after bs=5)."""
+    return fixture_app(
+        READY_LOG, until="Capturing batches (bs=5", occurrence=1, mid_line=True, preset=fixture_preset()
+    )
+
+
+def ready_app() -> SpecmonApp:
+    """Ready, with the live server's effective settings next to the preset's asked values."""
+    app = fixture_app(READY_LOG, until="SIGTERM received", preset=fixture_preset())
+    app.server_status = fixture_status()
+    return app
+
+
+def failed_app() -> SpecmonApp:
+    """Failed on its speculative arguments: the error panel with its hint."""
+    return fixture_app(FAILED_LOG, preset=fixture_preset())
 
 
 def screen_text(app: SpecmonApp) -> str:

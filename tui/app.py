@@ -404,10 +404,7 @@ class SpecmonApp(App[int]):
             self.notify(f"No match for {log.search_query!r}", severity="warning")
 
     def action_follow_tail(self) -> None:
-        log = self.main.server_pane.log_view
-        log.match_line = None
-        log.scroll_end(animate=False)
-        log.refresh()
+        self.main.server_pane.log_view.follow_tail()
 
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME

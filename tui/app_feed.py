@@ -103,9 +103,15 @@ def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: 
     follow(path, lambda items: feed.feed(items, generation), stop_event, interval=interval, from_start=True)
 
 
-def feed_text(feed: LogFeed, data: bytes) -> None:
-    """Feed a whole log's bytes (a fixture, a finished file) through the same splitter the follower uses."""
+def feed_text(feed: LogFeed, data: bytes, final: bool = True) -> None:
+    """Feed a log's bytes (a fixture, a finished file) through the same splitter the follower uses.
+
+    ``final=False`` leaves an incomplete last line unsaid, as a live follower would.
+    """
     from tui.logs.follower import LineSplitter
 
     splitter = LineSplitter()
-    feed.feed([*splitter.feed(data), *splitter.flush()])
+    items = splitter.feed(data)
+    if final:
+        items.extend(splitter.flush())
+    feed.feed(items)

@@ -46,6 +46,8 @@ class LogView(Log):
         self.search_query: str = ""
         self.match_line: int | None = None
         self.lines_written = 0
+        self.following = True
+        """Keep the tail in view; false once the user scrolls up, true again at the end."""
 
     def write_classified(self, lines: Sequence[str], kinds: Sequence[str | None]) -> None:
         """Append a batch of complete lines with their kinds (same length)."""
@@ -54,7 +56,7 @@ class LogView(Log):
         self.lines_written += len(lines)
         self._kinds.extend(kinds)
         before = len(self._lines)
-        self.write_lines(lines)
+        self.write_lines(lines, scroll_end=False)
         removed = before + len(lines) - len(self._lines)
         if removed > 0:
             del self._kinds[:removed]
@@ -62,6 +64,23 @@ class LogView(Log):
                 self.match_line = self.match_line - removed if self.match_line >= removed else None
         if len(self._kinds) != len(self._lines):  # a line held an embedded newline: keep them aligned
             self._kinds = (self._kinds + [None] * len(self._lines))[: len(self._lines)]
+        if self.following and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.following = self.is_vertical_scroll_end
+
+    def on_resize(self) -> None:
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def follow_tail(self) -> None:
+        """Jump to the end and keep following new lines."""
+        self.match_line = None
+        self.following = True
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
 
     def clear(self):
         self._kinds = []

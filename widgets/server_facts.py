@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -42,15 +43,11 @@ class ServerFacts(Static):
     """Two-column facts table: what the log said during startup, and what the live server reports."""
 
     def show(self, rows: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]] = ()) -> None:
-        """Render label/value rows; ``notes`` are (text, style) lines shown under the table."""
+        """Render label/value rows; ``notes`` are (text, style) lines shown first."""
         self.display = bool(rows or notes)
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for label, value in rows:
             table.add_row(label, value)
-        if notes:
-            table.add_row("", "")
-            for text, style in notes:
-                table.add_row("", Text(text, style=style))
-        self.update(table)
+        self.update(Group(*(Text(text, style=style) for text, style in notes), table))

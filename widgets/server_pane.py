@@ -43,9 +43,10 @@ class ServerPane(Vertical):
     def show(self, state, live_rows=(), notes=()) -> None:
         """Render the startup state and the live server rows."""
         self.query_one(PhaseTimeline).show(state.phases)
-        self.query_one(CaptureProgress).show(latest_capture(state))
+        capture = latest_capture(state) if state.state in ("starting", "failed") else None
+        self.query_one(CaptureProgress).show(capture)
         self.query_one(ErrorPanel).show(state.error)
-        self.query_one(ServerFacts).show([*startup_rows(state), *live_rows], notes)
+        self.query_one(ServerFacts).show([*live_rows, *startup_rows(state)], notes)
 
     def open_search(self) -> None:
         """Show the search box and focus it."""

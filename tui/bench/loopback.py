@@ -21,9 +21,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-WORDS = tuple(
-    ["the", "model", "server", "reads", "each", "prompt", "and", "writes", "a", "careful", "answer", "about", "cache", "memory", "speed", "tokens", "draft", "verify", "accept", "batch", "graph", "kernel", "latency", "throughput", "request", "stream", "chunk", "client", "timing", "budget", "preset", "warmup", "flush", "metric", "sample", "median", "interval", "bound", "report", "table", "chart", "panel", "value", "signal", "noise", "clock"]
+WORDS = (
+    "the model server reads each prompt and writes a careful answer about cache memory speed tokens draft",
+    "verify accept batch graph kernel latency throughput request stream chunk client timing budget preset",
+    "warmup flush metric sample median interval bound report table chart panel value signal noise clock",
 )
+VOCABULARY = [word for line in WORDS for word in line.split()]
 
 
 @dataclass
@@ -45,6 +48,8 @@ class LoopbackConfig:
     metrics: bool = True
     report_accept_length: float | None = None
     error_event: bool = False
+    replay: bytes | None = None
+    replay_gap_s: float = 0.001
 
 
 @dataclass
@@ -72,6 +77,7 @@ class LoopbackServer:
         self.requests_seen: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
         self.flush_calls = 0
+        self.connections = 0
         self.generation_tokens = 0
         self.verify_calls = 0
         self._spec_tokens_since_flush = 0
@@ -110,9 +116,14 @@ class LoopbackServer:
 
     def _run(self) -> None:
         self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._open())
         self._ready.set()
         self._loop.run_forever()
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self._loop.close()
 
     async def _open(self) -> None:
@@ -129,6 +140,7 @@ class LoopbackServer:
     # -- HTTP ----------------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -230,13 +242,15 @@ class LoopbackServer:
         if cfg.non_json:
             await self._respond(writer, 200, b"<html><body>502 Bad Gateway</body></html>", "text/html")
             return True
+        if cfg.replay is not None:
+            return await self._replay(cfg.replay, writer)
         max_new = int((request.get("sampling_params") or {}).get("max_new_tokens", 128))
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
         )
         rid = uuid.uuid4().hex
         rng = random.Random(str(request.get("text")))
-        words = [rng.choice(WORDS) for _ in range(max_new)]
+        words = [rng.choice(VOCABULARY) for _ in range(max_new)]
         sent = SentStream(rid)
         self.sent.append(sent)
         await asyncio.sleep(cfg.ttft_s)
@@ -288,6 +302,21 @@ class LoopbackServer:
             self.verify_calls += steps
             self._spec_tokens_since_flush += tokens
             self._spec_steps_since_flush += steps
+        return True
+
+    async def _replay(self, recorded: bytes, writer: asyncio.StreamWriter) -> bool:
+        """Send a recorded SSE body event by event, `replay_gap_s` apart."""
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        for event in recorded.split(b"\n\n"):
+            if event.strip():
+                data = event.strip() + b"\n\n"
+                writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+                await writer.drain()
+                await asyncio.sleep(self.config.replay_gap_s)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
         return True
 
 

@@ -212,7 +212,13 @@ class BenchRun:
             self.result.notes.append(f"{type(exc).__name__}: {exc}")
         finally:
             coalescer.cancel()
-            self._finish()
+            try:
+                self._finish()
+            except Exception as exc:  # never leave the UI waiting for a final update
+                self.result.status = "failed"
+                self.result.notes.append(f"summary failed: {type(exc).__name__}: {exc}")
+                self._phase = "failed"
+                self._emit()
 
     def _finish(self) -> None:
         result = self.result

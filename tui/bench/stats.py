@@ -15,7 +15,7 @@ UNSTABLE_REL_MAD = 0.10
 CROSS_CHECK_TOLERANCE = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 REPETITION_MIN_CHARS = 200
-REPETITION_MAX_COMPRESSION = 0.12
+REPETITION_MAX_COMPRESSION = 0.2
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -58,7 +58,8 @@ def bootstrap_ci(
     if not values:
         raise ValueError("bootstrap of no values")
     if len(values) == 1:
-        return (float(values[0]), float(values[0]))
+        only = float(statistic(values))
+        return (only, only)
     rng = random.Random(seed)
     n = len(values)
     stats = sorted(statistic(rng.choices(values, k=n)) for _ in range(resamples))

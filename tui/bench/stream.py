@@ -169,8 +169,11 @@ async def stream_generate(
     except httpx.HTTPError as exc:
         result.ok = False
         result.error = f"{type(exc).__name__}: {str(exc)[:MAX_ERROR_CHARS] or 'connection failed'}"
-    if not result.ok and result.e2e_s is None:
-        result.e2e_s = time.perf_counter() - t_send
+    if not result.ok:
+        result.completion_tokens = result.completion_tokens or state.tokens
+        result.output_text = result.output_text or state.text
+        if result.e2e_s is None:
+            result.e2e_s = time.perf_counter() - t_send
     return result
 
 

@@ -429,7 +429,9 @@ def _check_server(server: Any) -> None:
         launcher = server["launcher"]
         _require(launcher, (list,), ("server", "launcher"), "an array of strings")
         if not launcher or not all(isinstance(part, str) and part for part in launcher):
-            raise _Invalid(("server", "launcher"), "'server.launcher' must be a non-empty array of non-empty strings")
+            raise _Invalid(
+                ("server", "launcher"), "'server.launcher' must be a non-empty array of non-empty strings"
+            )
     if "args" in server:
         _require(server["args"], (dict,), ("server", "args"), "a table")
         for key, value in server["args"].items():
@@ -460,7 +462,9 @@ def _check_arg(key: str, value: Any) -> None:
     if isinstance(value, list):
         for item in value:
             if isinstance(item, bool) or not isinstance(item, str | int | float):
-                raise _Invalid(keypath, f"the values of '{key}' must be strings or numbers, not {_type_name(item)}")
+                raise _Invalid(
+                    keypath, f"the values of '{key}' must be strings or numbers, not {_type_name(item)}"
+                )
         return
     if not isinstance(value, str | int | float | bool):
         raise _Invalid(
@@ -528,7 +532,9 @@ class _Resolver:
         if parent_name:
             if parent_name == raw.name:
                 if idx == 0:
-                    self._fail(raw, f"'{raw.name}' extends itself, and there is no earlier '{raw.name}' to extend")
+                    self._fail(
+                        raw, f"'{raw.name}' extends itself, and there is no earlier '{raw.name}' to extend"
+                    )
                     return None
                 parent = self._resolve(raw.name, idx - 1)
             elif parent_name not in self.defs:

@@ -70,7 +70,7 @@ class SupervisorError(RuntimeError):
 
 
 class PortInUseError(SupervisorError):
-    """The port the server would listen on is taken; `holders` are the listening processes psutil could see."""
+    """The server's port is taken; `holders` are the listening processes psutil could see."""
 
     def __init__(self, host: str, port: int, holders: Iterable[ProcessInfo]):
         self.host = host
@@ -122,7 +122,11 @@ def port_holders(port: int) -> list[ProcessInfo]:
     except psutil.AccessDenied:
         return []
     pids = sorted(
-        {c.pid for c in connections if c.pid and c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN}
+        {
+            c.pid
+            for c in connections
+            if c.pid and c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+        }
     )
     return [ProcessInfo.of(pid) for pid in pids]
 

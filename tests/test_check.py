@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
@@ -124,3 +125,55 @@ def test_unreachable_server_exits_2_as_a_process() -> None:
     report = json.loads(proc.stdout)
     assert report["health"]["state"] == "unreachable" and report["exit_code"] == 2
     assert "sk-never-shown" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "names_the_key_mismatch"),
+    [("0.5.3", True), ("0.4.10.post2", True), ("0.5.9", True), ("0.4.6.post5", False), ("0.5.16", False),
+     ("0.5.16-emulated", False)],
+)
+def test_low_acceptance_hint_names_the_key_mismatch_only_where_sglang_skips_keys(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, version: str, names_the_key_mismatch: bool
+) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "api"
+    info = json.loads((fixtures / "h200-0.5.16-server-info-eagle3.json").read_text())
+    info["version"] = version
+    (tmp_path / "info.json").write_text(json.dumps(info))
+    with ReplayServer(server_info=str(tmp_path / "info.json")) as server:
+        code, out = _check(capsys, "--url", server.url)
+    assert code == 1 and "[WARN] acceptance" in out
+    assert ("layers.0.*" in out and "midlayer.*" in out) is names_the_key_mismatch
+
+
+def test_check_against_the_emulator_flags_a_draft_that_accepts_nothing(tmp_path: Path) -> None:
+    port, gpu_port = _free_port(), _free_port()
+    emulator = subprocess.Popen(
+        [sys.executable, "-m", "tui.emulator", "--model-path", "/tmp/tiny/target", "--port", str(port),
+         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/tmp/tiny/eagle3",
+         "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+         "--enable-metrics", "--emulator-speed", "100", "--emulator-accept-prob", "0",
+         "--emulator-gpu-port", str(gpu_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            check = subprocess.run(
+                [sys.executable, "-m", "tui", "check", "--url", f"http://127.0.0.1:{port}", "--json"],
+                capture_output=True, text=True, timeout=60,
+            )
+            if check.returncode != 2 and json.loads(check.stdout)["health"]["state"] == "ready":
+                break
+            assert time.monotonic() < deadline, check.stdout
+            time.sleep(0.2)
+    finally:
+        emulator.terminate()
+        emulator.wait(10)
+    report = json.loads(check.stdout)
+    assert check.returncode == 1
+    assert report["spec"]["algorithm"] == "EAGLE3" and report["spec"]["num_draft_tokens"] == 4
+    assert report["generation"]["completion_tokens"] == 64
+    assert report["generation"]["accept_length"] < 1.1
+    assert [c["level"] for c in report["checks"] if c["name"] == "acceptance"] == ["warn"]
+    assert report["metrics_accept_length"] == pytest.approx(report["generation"]["accept_length"])

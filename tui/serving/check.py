@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -132,8 +133,8 @@ def _acceptance_hint(version: str | None) -> str:
 
 
 def _is_silent_skip_version(version: str) -> bool:
-    parts = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-    return (0, 4, 10) <= parts <= (0, 5, 9)
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return match is not None and (0, 4, 10) <= tuple(map(int, match.groups())) <= (0, 5, 9)
 
 
 def _check_generation(report: CheckReport, result: GenerateResult) -> None:

@@ -15,12 +15,14 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
 from textual.widgets import DataTable, Label, Sparkline, Static
 
 from tui.gpu import format as fmt
 from tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
 
 COMPACT_FROM = 8
+WIDE_FROM = 120  # columns from which rows keep a fixed width and the trends take the rest
 TREND_POINTS = 180  # three minutes at the sampler's default 1 Hz
 
 
@@ -50,10 +52,11 @@ class GpuRow(Horizontal):
     """One GPU: its readings on the left, utilization and memory trends on the right."""
 
     def __init__(self, index: int) -> None:
-        super().__init__(id=f"gpu-row-{index}", classes="gpu-row")
+        super().__init__(classes="gpu-row")
         self.index = index
         self._util: deque[float] = deque(maxlen=TREND_POINTS)
         self._mem: deque[float] = deque(maxlen=TREND_POINTS)
+        self._latest: tuple[GpuReading, bool, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(classes="gpu-info")
@@ -65,18 +68,30 @@ class GpuRow(Horizontal):
                 yield Label("mem", classes="trend-label")
                 yield Sparkline([], classes="mem-trend")
 
-    def show(self, reading: GpuReading, compact: bool) -> None:
+    def on_mount(self) -> None:
+        self._render_latest()
+
+    def show(self, reading: GpuReading, compact: bool, wide: bool = False) -> None:
+        """Add the reading to the trends and render it (once mounted)."""
         if reading.util_gpu_pct is not None:
             self._util.append(reading.util_gpu_pct)
         fraction = reading.memory_fraction
         if fraction is not None:
             self._mem.append(round(fraction * 100))
+        self._latest = (reading, compact, wide)
+        if self.is_mounted:
+            self._render_latest()
+
+    def _render_latest(self) -> None:
+        if self._latest is None:
+            return
+        reading, compact, wide = self._latest
         self.query_one(".util-trend", Sparkline).data = list(self._util)
         self.query_one(".mem-trend", Sparkline).data = list(self._mem)
-        info = self._compact(reading) if compact else self._detailed(reading)
+        info = self._compact(reading, wide) if compact else self._detailed(reading)
         self.query_one(".gpu-info", Static).update(info)
 
-    def _compact(self, r: GpuReading) -> Table:
+    def _compact(self, r: GpuReading, wide: bool = False) -> Table:
         grid = Table.grid(padding=(0, 1), expand=True)
         grid.add_column(width=1, justify="right")
         grid.add_column(width=8)
@@ -94,39 +109,37 @@ class GpuRow(Horizontal):
         watts = fmt.NA if r.power_w is None else f"{r.power_w:.0f}W"
         clock = fmt.NA if r.sm_clock_mhz is None else f"{r.sm_clock_mhz:.0f}MHz"
         flags = _flags(r)
-        grid.add_row(
-            str(r.index),
-            _memory_bar(r, 8),
-            memory,
-            fmt.pct(r.util_gpu_pct),
-            watts,
-            fmt.temp(r.temp_c),
-            clock,
-            flags if flags.plain else Text(fmt.pcie(r), style="dim"),
-        )
+        if wide:
+            last = Text.assemble((fmt.pcie(r), "dim"), "  ", flags)
+        else:
+            last = flags if flags.plain else Text(fmt.pcie(r), style="dim")
+        grid.add_row(str(r.index), _memory_bar(r, 8), memory, fmt.pct(r.util_gpu_pct), watts, fmt.temp(r.temp_c),
+                     clock, last)
         return grid
 
     def _detailed(self, r: GpuReading) -> Table:
         grid = Table.grid(padding=(0, 1), expand=True)
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        head = Text.assemble((f"GPU {r.index}", "bold"), " ", (r.name or fmt.NA, "bold"), "  ", (r.uuid or "", "dim"))
+        head = Text.assemble((f"GPU {r.index}", "bold"), " ", (r.name or fmt.NA, "bold"), "  ")
+        flags = _flags(r)
+        if flags.plain:
+            head.append_text(flags)
+            head.append("  ")
+        head.append(r.uuid or "", style="dim")
+        grid.add_row(head)
         if r.error:
-            grid.add_row(head)
-            grid.add_row(Text(r.error, style="bold red"))
             return grid
         mem_line = Table.grid(padding=(0, 1), expand=True)
-        mem_line.add_column(width=16)
+        mem_line.add_column(width=12)
         mem_line.add_column(width=15, no_wrap=True)
         mem_line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        grid.add_row(head)
-        util = f"util {fmt.pct(r.util_gpu_pct)}  membw {fmt.pct(r.util_mem_pct)}  {fmt.power(r)}  {fmt.temp(r.temp_c)}"
-        mem_line.add_row(_memory_bar(r, 16), fmt.memory(r), util)
+        util = f"util {fmt.pct(r.util_gpu_pct)}  membw {fmt.pct(r.util_mem_pct)}"
+        mem_line.add_row(_memory_bar(r, 12), fmt.memory(r), util)
         grid.add_row(mem_line)
-        second = Text.assemble(
-            f"SM {fmt.mhz(r.sm_clock_mhz)}  mem {fmt.mhz(r.mem_clock_mhz)}  PCIe {fmt.pcie(r)}  ",
+        grid.add_row(
+            f"{fmt.power(r)}  {fmt.temp(r.temp_c)}  SM {fmt.mhz(r.sm_clock_mhz)}  PCIe {fmt.pcie(r)}  "
+            f"mem {fmt.mhz(r.mem_clock_mhz)}"
         )
-        second.append_text(_flags(r))
-        grid.add_row(second)
         return grid
 
 
@@ -147,7 +160,7 @@ class GpuPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("Waiting for the first GPU reading…", id="gpu-header")
         yield VerticalScroll(id="gpu-rows")
-        table: DataTable = DataTable(id="gpu-processes", cursor_type="row", zebra_stripes=True)
+        table: DataTable = DataTable(id="gpu-processes", cursor_type="none", zebra_stripes=True)
         for key, label in self.PROCESS_COLUMNS:
             table.add_column(label, key=key)
         yield table
@@ -161,7 +174,7 @@ class GpuPane(Vertical):
             return
         compact = len(snapshot.gpus) >= COMPACT_FROM
         self.set_class(compact, "-compact")
-        self._show_rows(snapshot, compact)
+        self._show_rows(snapshot, compact, self.has_class("-wide"))
         self._show_processes(snapshot.processes)
 
     def _header(self, snapshot: GpuSnapshot) -> Text:
@@ -190,17 +203,25 @@ class GpuPane(Vertical):
             text.append("   trends: util | mem", style="dim")
         return text
 
-    def _show_rows(self, snapshot: GpuSnapshot, compact: bool) -> None:
+    def on_resize(self, event: Resize) -> None:
+        wide = event.size.width >= WIDE_FROM
+        if wide != self.has_class("-wide"):
+            self.set_class(wide, "-wide")
+            if self.snapshot is not None and self.snapshot.available:
+                self.show(self.snapshot)
+
+    def _show_rows(self, snapshot: GpuSnapshot, compact: bool, wide: bool) -> None:
         container = self.query_one("#gpu-rows", VerticalScroll)
         indices = [g.index for g in snapshot.gpus]
         if list(self._rows) != indices:
             container.remove_children()
             self._rows = {i: GpuRow(i) for i in indices}
+            for reading in snapshot.gpus:
+                self._rows[reading.index].show(reading, compact, wide)
             container.mount_all(self._rows.values())
-            self.call_after_refresh(self._show_rows, snapshot, compact)
             return
         for reading in snapshot.gpus:
-            self._rows[reading.index].show(reading, compact)
+            self._rows[reading.index].show(reading, compact, wide)
 
     def _show_processes(self, processes: list[GpuProcess]) -> None:
         table = self.query_one("#gpu-processes", DataTable)

@@ -372,8 +372,11 @@ class NvmlSource:
         for index, handle in handles.items():
             for direction in (_PCIE_TX, _PCIE_RX):
                 key = (index, direction)
-                if key in self._pcie_pending:
-                    continue  # still blocked from a previous poll; collected when it finishes
+                pending = self._pcie_pending.get(key)
+                if pending is not None:
+                    if not pending.done():
+                        continue  # still blocked from a previous poll; collected when it finishes
+                    self._pcie_last[key] = self._pcie_result(pending)
                 self._pcie_pending[key] = pool.submit(self._pcie_call, handle, direction, index)
 
     def _pcie_call(self, handle: Any, direction: int, index: int) -> float | None:
@@ -391,10 +394,14 @@ class NvmlSource:
         for key, future in list(self._pcie_pending.items()):
             if future.done():
                 del self._pcie_pending[key]
-                try:
-                    self._pcie_last[key] = future.result()
-                except Exception:
-                    self._pcie_last[key] = None
+                self._pcie_last[key] = self._pcie_result(future)
+
+    @staticmethod
+    def _pcie_result(future: Future) -> float | None:
+        try:
+            return future.result()
+        except Exception:
+            return None
 
     def _read_topology(self, handles: dict[int, Any]) -> list[GpuLink]:
         links = []

@@ -1,0 +1,161 @@
+"""GpuSampler on its own thread, its history and time windows, and DemoGpuSource over real HTTP."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tui.gpu.demo import DemoGpuSource
+from tui.gpu.fake import FakeNvml
+from tui.gpu.model import GpuReading, GpuSnapshot
+from tui.gpu.nvml import NvmlSource
+from tui.gpu.processes import ProcessInspector
+from tui.gpu.sampler import GpuSampler
+
+FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
+
+
+class ScriptedSource:
+    """Hands out prepared snapshots (or raises), one per read."""
+
+    def __init__(self, items):
+        self.items = list(items)
+        self.closed = False
+
+    def read(self):
+        item = self.items.pop(0) if len(self.items) > 1 else self.items[0]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def close(self):
+        self.closed = True
+
+
+def snap(at, *reasons_per_gpu):
+    gpus = [GpuReading(index=i, throttle_reasons=list(r), util_gpu_pct=50.0) for i, r in enumerate(reasons_per_gpu)]
+    return GpuSnapshot(available=True, gpus=gpus, taken_at=at)
+
+
+def test_the_thread_reports_snapshots_and_stops():
+    fake = FakeNvml.h200s(2)
+    source = NvmlSource(fake, inspector=ProcessInspector(container=lambda: False))
+    got, done = [], threading.Event()
+
+    def on_sample(snapshot):
+        got.append((threading.current_thread().name, snapshot))
+        if len(got) >= 3:
+            done.set()
+
+    sampler = GpuSampler(source, interval_s=0.05, on_sample=on_sample)
+    sampler.start()
+    assert done.wait(5)
+    sampler.stop()
+    assert not sampler.running
+    assert all(name == "gpu-sampler" for name, _ in got)
+    assert all(s.available and len(s.gpus) == 2 for _, s in got)
+    assert sampler.latest is sampler.snapshots()[-1] and len(sampler.snapshots()) >= 3
+    assert not fake.initialized  # stop() closed the source, which shut NVML down
+
+
+def test_a_failing_source_and_a_failing_callback_never_kill_the_thread():
+    source = ScriptedSource([RuntimeError("nvml exploded"), snap(time.time(), [])])
+    seen, done = [], threading.Event()
+
+    def on_sample(snapshot):
+        seen.append(snapshot)
+        if len(seen) >= 3:
+            done.set()
+        raise ValueError("a broken consumer")
+
+    sampler = GpuSampler(source, interval_s=0.02, on_sample=on_sample)
+    sampler.start()
+    assert done.wait(5)
+    sampler.stop()
+    assert not seen[0].available and "nvml exploded" in seen[0].reason
+    assert seen[1].available
+    assert sampler.callback_errors >= 3 and source.closed
+
+
+def test_history_is_bounded_by_time():
+    base = 1_000_000.0
+    source = ScriptedSource([snap(base + t, []) for t in range(100)])
+    sampler = GpuSampler(source, interval_s=1.0, history_s=30)
+    for _ in range(100):
+        sampler.sample_once()
+    kept = sampler.snapshots()
+    assert kept[0].taken_at == base + 69 and kept[-1].taken_at == base + 99
+    assert len(sampler.history(0, seconds=10)) == 11
+
+
+def test_window_and_throttled_during_flag_only_slowdowns_in_the_window():
+    base = 2_000_000.0
+    items = [
+        snap(base + 0, ["idle"], []),
+        snap(base + 1, ["power cap"], []),          # before the window
+        snap(base + 2, ["sync boost"], ["thermal"]),
+        snap(base + 3, ["power cap", "hw thermal"], ["thermal"]),
+        snap(base + 4, [], []),
+        snap(base + 5, [], ["power brake"]),         # after the window
+    ]
+    sampler = GpuSampler(ScriptedSource(items))
+    for _ in items:
+        sampler.sample_once()
+    assert [s.taken_at - base for s in sampler.window(base + 2, base + 4)] == [2, 3, 4]
+    flags = sampler.throttled_during(base + 2, base + 4)
+    assert [(f.gpu_index, f.reason, f.samples) for f in flags] == [
+        (0, "hw thermal", 1), (0, "power cap", 1), (1, "thermal", 2)
+    ]
+    assert flags[2].first_at == base + 2 and flags[2].last_at == base + 3
+    assert sampler.throttled_during(base + 4, base + 4.5) == []
+
+
+class _GpuFeed(BaseHTTPRequestHandler):
+    body = b""
+    status = 200
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def feed():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GpuFeed)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_demo_source_reads_the_emulator_endpoint(feed):
+    _GpuFeed.body = (FIXTURES / "h200x8-sglang-tp8.json").read_bytes()
+    _GpuFeed.status = 200
+    source = DemoGpuSource(f"http://127.0.0.1:{feed.server_port}/_emulator/gpus")
+    snapshot = source.read()
+    source.close()
+    assert snapshot.available and snapshot.source == "emulator"
+    assert len(snapshot.gpus) == 8 and snapshot.gpus[5].slowdowns == ["power cap"]
+    assert snapshot.to_json()["gpus"] == json.loads(_GpuFeed.body)["gpus"]
+
+
+def test_demo_source_failures_are_states(feed):
+    url = f"http://127.0.0.1:{feed.server_port}/_emulator/gpus"
+    _GpuFeed.body, _GpuFeed.status = b"not json", 200
+    assert "malformed" in DemoGpuSource(url).read().reason
+    _GpuFeed.body, _GpuFeed.status = b"{}", 503
+    assert not DemoGpuSource(url).read().available
+    feed.shutdown()
+    feed.server_close()
+    gone = DemoGpuSource(url, timeout_s=0.5).read()
+    assert not gone.available and "unreachable" in gone.reason

@@ -347,8 +347,10 @@ def test_plain_text_puts_the_error_and_hint_first():
     assert proc.returncode == 1
     assert out[0].startswith("SGLang startup: FAILED")
     assert out[2].startswith("!! ERROR  unrecognized_arguments")
-    assert "--num-speculative-tokens" in out[3]
-    assert out[4].startswith("   hint:") and "--speculative-num-draft-tokens" in out[4]
+    block = out[3 : out.index("", 3)]  # message, then hint, wrapped to the terminal's width
+    at = next(i for i, line in enumerate(block) if line.startswith("   hint: "))
+    assert "--num-speculative-tokens" in " ".join(block[:at])
+    assert "--speculative-num-draft-tokens" in " ".join(block[at:])
 
 
 def test_stdin_gives_the_same_summary_as_the_file():

@@ -188,3 +188,17 @@ def test_a_stopped_server_is_unhealthy_until_it_continues(replay_process: list) 
     finally:
         proc.send_signal(signal.SIGCONT)
         poller.stop()
+
+
+def test_settings_are_read_again_every_info_refresh_s() -> None:
+    with ReplayServer() as server:
+        log = StatusLog()
+        poller = ServerPoller(server.url, log, interval_s=0.05, info_refresh_s=0.2, heartbeat_s=60.0)
+        poller.start()
+        try:
+            log.wait_for(lambda s: s.spec is not None and s.spec.num_steps == 3)
+            server.behaviour.server_info = "h200-0.5.16-topk1-server-info.json"  # same state, new settings
+            _, changed = log.wait_for(lambda s: s.spec is not None and s.spec.num_steps == 1, timeout=3.0)
+        finally:
+            poller.stop()
+    assert changed.state == "ready" and changed.spec.num_draft_tokens == 2

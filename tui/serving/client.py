@@ -11,7 +11,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -261,7 +261,7 @@ class _EndpointChoice:
     """Which of a pair of endpoints (new name, deprecated get_* name) this server answers."""
 
     paths: tuple[str, str]
-    working: str | None = field(default=None)
+    working: str | None = None
 
     def order(self) -> list[str]:
         if self.working is None:
@@ -325,11 +325,9 @@ class SGLangClient:
         return HealthStatus(False, code, f"HTTP {code}", latency)
 
     async def _get_json_with_fallback(self, choice: _EndpointChoice) -> dict[str, Any]:
-        last: httpx.Response | None = None
         for path in choice.order():
             response = await self._request("GET", path)
             if response.status_code == 404:
-                last = response
                 continue
             if response.status_code != 200:
                 raise SGLangError(f"GET {path}: HTTP {response.status_code}", response.status_code)
@@ -338,7 +336,6 @@ class SGLangClient:
                 return response.json()
             except ValueError as exc:
                 raise SGLangError(f"GET {path}: the answer is not JSON", 200) from exc
-        assert last is not None
         raise SGLangError(f"GET {' and '.join(choice.paths)}: HTTP 404", 404)
 
     async def server_info(self) -> dict[str, Any]:

@@ -50,8 +50,8 @@ class ServerStatus:
 class ServerPoller:
     """Polls /health every `interval_s` on its own thread (with its own event loop).
 
-    Reads /server_info once the server is ready, and again after it went away and came back (or every
-    `info_refresh_s` when set). Calls `on_status(ServerStatus)` from the poller thread when the state, error,
+    Reads /server_info once the server is ready, again after it went away and came back, and every
+    `info_refresh_s` while ready (the live avg_spec_accept_length / last_gen_throughput; None: never). Calls `on_status(ServerStatus)` from the poller thread when the state, error,
     settings or version changed, and at least every `heartbeat_s`. Callers that own a UI must hand the status
     over to their own thread (e.g. post a message); the callback must not block.
     """
@@ -65,7 +65,7 @@ class ServerPoller:
         *,
         heartbeat_s: float = 10.0,
         health_timeout_s: float = 5.0,
-        info_refresh_s: float | None = None,
+        info_refresh_s: float | None = 10.0,
         use_health_generate: bool = False,
     ) -> None:
         self.url = normalize_base_url(base_url)

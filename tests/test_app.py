@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app_harness import fixture_app, screen_text, wait_for
+from app_harness import failed_app, fixture_app, ready_app, screen_text, wait_for
 from textual.widgets import Tabs
 
 from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
@@ -190,3 +190,29 @@ async def test_command_palette_has_every_action_and_runs_them():
         await pilot.press("enter")
         await pilot.pause()
         assert _active_panes(app) == ["pane-bench"]
+
+
+async def test_failed_startup_shows_the_error_panel_with_its_hint():
+    app = failed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        error = app.feed.state.error
+        assert error is not None and error.hint
+        panel = app.screen.query_one("#error-panel")
+        assert panel.display and panel.region.height >= 4
+        assert error.kind.replace("_", " ") in panel.border_title
+        text = screen_text(app)
+        assert "Hint:" in text and error.hint.split()[0] in text
+        assert app.current_state() == "failed" and "failed" in text.splitlines()[0]
+        log = app.screen.query_one("#log")
+        assert "error" in {log.kind_at(y) for y in range(len(log.lines))}, "error lines are highlighted"
+
+
+async def test_ready_server_shows_asked_and_effective_speculative_settings():
+    app = ready_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause(0.1)
+        text = screen_text(app)
+        assert "num draft tokens: 16 asked, 4 effective" in text
+        assert "EAGLE3" in text and app.current_state() == "ready"
+        assert not app.screen.query_one("#error-panel").display

@@ -257,6 +257,15 @@ def test_from_start_false_skips_existing_content(tmp_path: Path):
     follower.close()
 
 
+def test_from_start_false_reads_a_file_that_appears_later_from_its_start(tmp_path: Path):
+    path = tmp_path / "server.log"
+    follower = LogFollower(path, from_start=False)
+    assert follower.poll() == []
+    path.write_bytes(b"first line of a new server\n")
+    assert texts(follower.poll()) == ["first line of a new server"]
+    follower.close()
+
+
 def test_truncation_is_followed_from_the_start(tmp_path: Path):
     path = tmp_path / "server.log"
     path.write_bytes(b"first run line 1\nfirst run line 2\n")

@@ -206,8 +206,9 @@ class LogFollower:
     """Follows a log file like ``tail -F``: non-blocking ``poll()`` returns what was appended since.
 
     * A file that does not exist yet is waited for (``poll()`` returns nothing until it appears).
-    * ``from_start=False`` skips what the file holds when first opened; a file that replaces it
-      (rotation: a new inode at the path) or a truncated file is read from its start.
+    * ``from_start=False`` skips what the file holds when the follower is created; a file that appears
+      later, a file that replaces it (rotation: a new inode at the path) and a truncated file are read
+      from their start.
     * An incomplete line is held until its ``\\n``; while a progress bar is being redrawn, its latest
       frame is delivered once per change, even before the next ``\\r``.
     * One ``poll()`` reads at most ``max_poll_bytes``, so a huge backlog is delivered over several polls.
@@ -232,8 +233,11 @@ class LogFollower:
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
         self._position = 0
-        self._opened_once = False
         self._last_live_frame: str | None = None
+        self._skip_existing = not from_start
+        if self._skip_existing:
+            self._open()  # the starting point is the end of the file as it is now
+            self._skip_existing = False
 
     @property
     def is_open(self) -> bool:
@@ -281,9 +285,8 @@ class LogFollower:
         self._fd = fd
         self._identity = (st.st_dev, st.st_ino)
         self._position = 0
-        if not self._opened_once and not self.from_start:
+        if self._skip_existing:
             self._position = os.lseek(fd, 0, os.SEEK_END)
-        self._opened_once = True
         return True
 
     def _read_available(self, items: list[LogItem], budget: int) -> int:

@@ -271,7 +271,7 @@ class StartupState:
 
 @dataclass(frozen=True)
 class PhaseChanged:
-    """A phase began, ended or failed."""
+    """A phase began, ended or failed (see ``phase.status``); ``previous`` names the phase a new one follows."""
 
     phase: Phase
     previous: str | None = None

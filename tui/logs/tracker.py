@@ -586,7 +586,7 @@ class StartupTracker:
             return "phase"
         what = m.group("what").strip().lower()
         graph, role, label = self._graph_of(what)
-        if what.startswith(("target", "draft")):
+        if what.startswith(("target", "draft decode", "draft verify", "draft prefill")) or "backend=" in msg:
             self._state.log_family = "new"
         elif self._state.log_family is None:
             self._state.log_family = "legacy"
@@ -791,7 +791,7 @@ class StartupTracker:
         phase.ended = self._ts
         if phase.started is not None and phase.ended is not None:
             phase.elapsed_s = max(0.0, (phase.ended - phase.started).total_seconds())
-        self._emit(PhaseChanged(phase=replace(phase), previous=phase.name))
+        self._emit(PhaseChanged(phase=replace(phase), previous=None))
 
     def _memory(self, step: str, avail_gb: float) -> None:
         """Record the memory left after a step (a later line for the same step, e.g. rank 0's, replaces it)."""

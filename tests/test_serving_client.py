@@ -14,6 +14,7 @@ from tui.serving.client import (
     AuthenticationFailed,
     SGLangClient,
     SGLangError,
+    is_loopback,
     normalize_base_url,
     resolve_api_key,
     spec_settings,
@@ -239,3 +240,14 @@ async def test_unparsable_answers_raise_sglang_errors(tmp_path: Path) -> None:
                 await client.metrics()
             with pytest.raises(SGLangError, match="not JSON"):
                 await client.server_info()
+
+
+async def test_loopback_servers_bypass_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A proxy that does not exist: a client that used it for 127.0.0.1 would find the server unreachable.
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{_free_port()}")
+    with ReplayServer() as server:
+        async with SGLangClient(f"http://localhost:{server.port}") as client:
+            assert (await client.health()).ok
+    assert is_loopback("http://localhost:1") and is_loopback("http://[::1]:30000")
+    assert not is_loopback("http://10.1.2.3:30000") and not is_loopback("http://gpu-box:30000")

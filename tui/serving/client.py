@@ -7,6 +7,7 @@ never appears in a repr, an error message or a log line.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import time
@@ -245,6 +246,15 @@ def normalize_base_url(base_url: str) -> str:
     return str(url).rstrip("/")
 
 
+def is_loopback(base_url: str) -> bool:
+    """Whether the URL names this machine (then HTTP(S)_PROXY settings must not apply)."""
+    host = httpx.URL(normalize_base_url(base_url)).host
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
     """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
 
@@ -276,7 +286,9 @@ class SGLangClient:
         self.base_url = normalize_base_url(base_url)
         self.timeout = timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout, trust_env=not is_loopback(self.base_url)
+        )
         self._server_info_paths = _EndpointChoice(("/server_info", "/get_server_info"))
         self._model_info_paths = _EndpointChoice(("/model_info", "/get_model_info"))
 

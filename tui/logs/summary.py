@@ -118,13 +118,12 @@ def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
 
 def _feed_until_ready(tracker: StartupTracker, items: list[LogItem]) -> bool:
     """Feed items up to the one that makes the server ready; True if it did."""
-    state = tracker.state
     for kind, text in items:
         if kind == "line":
             tracker.feed_line(text)
         else:
             tracker.feed_frame(text)
-        if state.state in ("ready", "stopped"):
+        if tracker.state.state in ("ready", "stopped"):
             return True
     return False
 

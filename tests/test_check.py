@@ -110,6 +110,8 @@ def test_api_key_from_environment_and_file_is_used_and_never_printed(
 def test_missing_key_file_fails(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code = main(["check", "--url", "http://127.0.0.1:9", "--api-key-file", str(tmp_path / "nope")])
     assert code == 1 and "cannot read the API key file" in capsys.readouterr().err
+    code, out = _check(capsys, "--url", "http://127.0.0.1:9", "--api-key-file", str(tmp_path / "nope"), "--json")
+    assert code == 1 and json.loads(out)["ok"] is False
 
 
 def test_unreachable_server_exits_2_as_a_process() -> None:

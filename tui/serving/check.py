@@ -226,7 +226,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         api_key = resolve_api_key(args.api_key_file)
     except OSError as exc:
-        print(f"specmon check: cannot read the API key file {args.api_key_file}: {exc.strerror}", file=sys.stderr)
+        message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
+        if args.json:
+            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
+        print(f"specmon check: {message}", file=sys.stderr)
         return EXIT_FAILED
     report = asyncio.run(run_check(args.url, api_key))
     if args.json:

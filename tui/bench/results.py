@@ -92,14 +92,14 @@ class ResultStore:
         return read_run_file(self.path_for(run_id))
 
     def load_all(self) -> list[BenchResult]:
-        """Every readable run, oldest first (unreadable files are skipped)."""
+        """Every readable run, oldest first by start time (unreadable files are skipped)."""
         runs = []
         for run_id in self.run_ids():
             try:
                 runs.append(self.load(run_id))
             except (OSError, ValueError):
                 continue
-        return runs
+        return sorted(runs, key=lambda run: run.started_at)
 
 
 def read_run_file(path: Path) -> BenchResult:

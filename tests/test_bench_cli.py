@@ -1,0 +1,180 @@
+"""`specmon bench` and `specmon results` as real processes against the loopback server."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.bench.compare import compare, compare_all
+from tui.bench.loopback import LoopbackConfig, LoopbackServer
+from tui.bench.prompts import Prompt
+from tui.bench.results import ResultStore
+from tui.bench.run import BenchRun, RunSettings
+
+SECRET = "sk-test-7f3a9c1e-never-print-me"
+
+
+def specmon(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})}, cwd=Path(__file__).parents[1],
+    )
+
+
+@pytest.fixture
+def state_env(tmp_path):
+    return {"XDG_STATE_HOME": str(tmp_path / "state"), "SPECMON_API_KEY": ""}
+
+
+def test_bench_json_has_the_documented_shape(state_env, tmp_path):
+    with LoopbackServer(LoopbackConfig(tokens_per_s=1500)) as server:
+        proc = specmon("bench", "--url", server.url.replace("127.0.0.1", "localhost"), "--requests", "3",
+                       "--max-new-tokens", "24", "--warmup", "1", "--json", env=state_env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["preset"] == "EAGLE3 3/1/4"
+    assert out["url"].startswith("http://127.0.0.1:")
+    assert out["server"]["speculative"]["num_draft_tokens"] == 4
+    assert len(out["requests"]) == 4 and sum(r["warmup"] for r in out["requests"]) == 1
+    s = out["summary"]
+    assert set(s["decode_tok_s"]) >= {"median", "p10", "p90", "mean", "ci95"}
+    assert set(s["accept_length"]) >= {"token_weighted", "median"}
+    assert set(s["ttft_s"]) == {"median", "p90"} and set(s["itl_ms"]) == {"median", "p90"}
+    assert s["requests_ok"] == 3 and s["requests_failed"] == 0 and s["flags"] == []
+    assert 1200 < s["decode_tok_s"]["median"] < 1800
+    saved = Path(out["saved_to"])
+    assert saved.is_relative_to(tmp_path / "state" / "specmon" / "results") and saved.exists()
+
+
+def test_bench_text_output_and_preset_settings(state_env):
+    with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
+        proc = specmon("bench", "--url", server.url, "--preset", "demo-eagle3-5", "--requests", "2",
+                       "--max-new-tokens", "16", "--warmup", "0", env=state_env)
+        assert proc.returncode == 0, proc.stderr
+        assert server.requests_seen[0]["sampling_params"]["max_new_tokens"] == 16
+    assert "specmon bench: demo-eagle3-5 at http://127.0.0.1:" in proc.stdout
+    assert "acceptance length:" in proc.stdout and "token-weighted" in proc.stdout
+    assert "flags: none" in proc.stdout
+
+
+@pytest.mark.parametrize("source", ["env", "file"])
+def test_api_key_is_sent_as_bearer_and_never_printed_or_stored(state_env, tmp_path, source):
+    env = dict(state_env)
+    args = []
+    if source == "env":
+        env["SPECMON_API_KEY"] = SECRET
+    else:
+        key_file = tmp_path / "key"
+        key_file.write_text(SECRET + "\n")
+        args = ["--api-key-file", str(key_file)]
+    with LoopbackServer(LoopbackConfig(api_key=SECRET, tokens_per_s=2000)) as server:
+        proc = specmon("bench", "--url", server.url, "--requests", "2", "--max-new-tokens", "8", "--json", *args,
+                       env=env)
+        assert {h.get("authorization") for h in server.headers_seen} == {f"Bearer {SECRET}"}
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text()
+
+
+def test_a_wrong_api_key_fails_with_messages_not_a_crash(state_env):
+    with LoopbackServer(LoopbackConfig(api_key=SECRET)) as server:
+        proc = specmon("bench", "--url", server.url, "--requests", "8", "--max-new-tokens", "8", "--warmup", "0",
+                       env={**state_env, "SPECMON_API_KEY": "wrong-key"})
+    assert proc.returncode == 1
+    assert "HTTP 401: Unauthorized" in proc.stdout
+    assert "FLAG aborted" in proc.stdout
+    assert "wrong-key" not in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_arguments_exit_2(state_env, tmp_path):
+    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--requests", "0", env=state_env)
+    assert proc.returncode == 2 and "--requests must be at least 1" in proc.stderr
+    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--api-key-file", str(tmp_path / "nope"), env=state_env)
+    assert proc.returncode == 2 and "cannot read the API key file" in proc.stderr
+    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--prompts", str(tmp_path / "nope.jsonl"), env=state_env)
+    assert proc.returncode == 2 and "cannot read prompts" in proc.stderr
+
+
+def test_unreachable_server_is_a_failed_run(state_env):
+    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--requests", "2", "--warmup", "0", "--json",
+                   env=state_env)
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["status"] == "failed"
+    assert out["summary"]["requests_failed"] == 2
+    assert all(r["error"].startswith("ConnectError") for r in out["requests"])
+
+
+PROMPTS = [Prompt(id=f"p{i}", text=f"Prompt {i} about benchmarks.") for i in range(5)]
+
+
+def _record_runs(results_dir: Path) -> list:
+    runs = []
+    for name, spec, rate in (("baseline", False, 500), ("eagle3-5", True, 1000)):
+        config = LoopbackConfig(tokens_per_s=rate, speculative=spec, chunk_tokens=[3, 2] if spec else [1])
+        with LoopbackServer(config) as server:
+            bench = BenchRun(server.url, name, RunSettings(requests=5, max_new_tokens=40, warmup=0),
+                             results_dir=str(results_dir), prompts=PROMPTS, flush_delay_s=0.01)
+            runs.append(bench.run_blocking())
+    return runs
+
+
+def test_results_lists_compares_and_exports(tmp_path):
+    base, spec = _record_runs(tmp_path)
+    table = specmon("results", "--dir", str(tmp_path))
+    assert table.returncode == 0, table.stderr
+    assert base.run_id in table.stdout and spec.run_id in table.stdout
+    speedups = re.findall(r"(\d+\.\d+)× \((\d+\.\d+)–(\d+\.\d+)\)", table.stdout)
+    assert len(speedups) == 1
+    value, low, high = map(float, speedups[0])
+    assert value == pytest.approx(2.0, rel=0.05) and low <= value <= high
+
+    rows = list(csv.DictReader(io.StringIO(specmon("results", "--dir", str(tmp_path), "--format", "csv").stdout)))
+    assert [r["preset"] for r in rows] == ["baseline", "eagle3-5"]
+    assert float(rows[1]["speedup"]) == pytest.approx(2.0, rel=0.05)
+    assert float(rows[1]["accept_length"]) == pytest.approx(40 / 16)
+    assert rows[1]["accept_length_bound"] == "4" and rows[0]["speedup"] == ""
+
+    data = json.loads(specmon("results", "--dir", str(tmp_path), "--format", "json").stdout)
+    assert data[1]["comparison"]["baseline_run_id"] == base.run_id
+    assert data[1]["comparison"]["diverged"] == []
+
+    md = specmon("results", spec.run_id[:17], "--dir", str(tmp_path), "--format", "markdown").stdout.splitlines()
+    assert md[0].startswith("| run | preset |") and md[1].startswith("|---|")
+    assert len(md) == 3 and "eagle3-5" in md[2]
+
+    missing = specmon("results", "no-such-run", "--dir", str(tmp_path))
+    assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
+
+
+def test_results_reads_a_run_whose_app_died(tmp_path):
+    base, _ = _record_runs(tmp_path)
+    path = ResultStore(tmp_path).path_for(base.run_id)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-2]) + '\n{"kind": "request", "torn')  # no summary, a torn last line
+    back = ResultStore(tmp_path).load(base.run_id)
+    assert back.status == "incomplete"
+    assert back.summary["requests_ok"] == 4
+    out = specmon("results", "--dir", str(tmp_path)).stdout
+    assert "incomplete" in out
+
+
+def test_divergent_outputs_are_flagged_against_the_baseline(tmp_path):
+    base, spec = _record_runs(tmp_path)
+    assert compare_all([base, spec])[spec.run_id].diverged == []
+    spec.measured[2].output_text = " ".join(spec.measured[2].output_text.split()[:10]) + " totally different words here now"
+    comparison = compare(spec, base)
+    assert comparison.diverged == ["p2"] and comparison.flags == ["diverged"]
+    spec.measured[2].output_text = base.measured[2].output_text.rsplit(" ", 2)[0] + " x y"
+    assert compare(spec, base).diverged == []  # a difference in the last few words is tolerated

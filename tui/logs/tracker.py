@@ -282,8 +282,7 @@ class StartupTracker:
         if "Traceback (most recent call last)" in msg:
             origin = "warmup" if "warmup" in msg else None
             self._tb = _Traceback(origin)
-            if not self._over:
-                self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
+            self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
             return "error"
         if "address already in use" in msg:
             self._fail("port_in_use", msg.strip(), self._phase_name())

@@ -161,3 +161,21 @@ def test_snapshot_nvml_unavailable_80x24(snap_compare):
     reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
               "the GPU driver libraries")
     assert snap_compare(PaneApp([GpuSnapshot.unavailable(reason)]), terminal_size=(80, 24))
+
+
+async def test_every_fixture_replays_through_the_pane():
+    """Every saved reading (the synthetic ones and real H200 readings added later) renders every GPU."""
+    for path in sorted(FIXTURES.glob("*.json")):
+        snapshot = load(path.name)
+        app = PaneApp([snapshot])
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            rows = list(app.query(GpuRow))
+            assert [r.index for r in rows] == [g.index for g in snapshot.gpus], path.name
+            table = app.query_one("#gpu-processes", DataTable)
+            assert table.row_count == len(snapshot.processes), path.name
+            for gpu in snapshot.gpus:
+                if gpu.error is None and gpu.memory_used_mib is not None:
+                    info = rows[gpu.index].query_one(".gpu-info", Static)
+                    text = "\n".join(s.text for s in info.render_lines(info.region.reset_offset))
+                    assert f"{gpu.memory_used_mib / 1024:.1f}/" in text, path.name

@@ -31,7 +31,8 @@ VOCABULARY = [word for line in WORDS for word in line.split()]
 
 @dataclass
 class LoopbackConfig:
-    """How the loopback server behaves. `chunk_tokens` cycles: tokens per decode chunk (one verify step)."""
+    """How the loopback server behaves. `chunk_tokens` cycles: tokens per decode chunk (one verify step);
+    `rate_jitter` varies the rate per prompt (the same prompt always gets the same rate), as content does."""
 
     tokens_per_s: float = 1000.0
     chunk_tokens: list[int] = field(default_factory=lambda: [3, 2, 4, 1])
@@ -49,6 +50,7 @@ class LoopbackConfig:
     report_accept_length: float | None = None
     error_event: bool = False
     replay: bytes | None = None
+    rate_jitter: float = 0.0
     replay_gap_s: float = 0.001
 
 
@@ -251,6 +253,7 @@ class LoopbackServer:
         rid = uuid.uuid4().hex
         rng = random.Random(str(request.get("text")))
         words = [rng.choice(VOCABULARY) for _ in range(max_new)]
+        rate = cfg.tokens_per_s * (1.0 + cfg.rate_jitter * (2.0 * rng.random() - 1.0))
         sent = SentStream(rid)
         self.sent.append(sent)
         await asyncio.sleep(cfg.ttft_s)
@@ -289,7 +292,7 @@ class LoopbackServer:
                 break
             step_tokens = min(pattern[steps % len(pattern)], max_new - tokens)
             steps += 1
-            target = start + (tokens + step_tokens - 1) / cfg.tokens_per_s
+            target = start + (tokens + step_tokens - 1) / rate
             tokens += step_tokens
             delay = target - time.perf_counter()
             if delay > 0:

@@ -245,7 +245,7 @@ class BenchRun:
         self._emit(result.notes[-1] if result.notes else "")
 
     async def _run(self) -> None:
-        from tui.serving.client import SGLangClient, SGLangError, spec_settings
+        from tui.serving.client import SGLangClient, SGLangError, is_loopback, spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
@@ -266,7 +266,9 @@ class BenchRun:
             streams = max(1, self.settings.concurrency)
             limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
             timeout = httpx.Timeout(self._request_timeout_s, connect=10.0)
-            async with httpx.AsyncClient(base_url=self.url, headers=headers, limits=limits, timeout=timeout) as http:
+            async with httpx.AsyncClient(
+                base_url=self.url, headers=headers, limits=limits, timeout=timeout, trust_env=not is_loopback(self.url)
+            ) as http:
                 if self.settings.warmup > 0:
                     self._set_phase("warmup")
                     warm = [(i, prompts[-1 - (i % len(prompts))]) for i in range(self.settings.warmup)]

@@ -1,0 +1,109 @@
+"""BenchPanel fed with recorded runs (tests/fixtures/bench/*.jsonl, written by real BenchRuns) and progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable, Static
+
+from tui.bench.model import BenchProgress
+from tui.bench.results import ResultStore
+from widgets.bench_panel import BenchPanel, downsample
+
+RECORDED = Path(__file__).parent / "fixtures" / "bench"
+
+
+def recorded_runs():
+    return ResultStore(RECORDED).load_all()
+
+
+class PanelApp(App):
+    def __init__(self, results=None, progress=None):
+        super().__init__()
+        self._results = results
+        self._progress = progress
+
+    def compose(self) -> ComposeResult:
+        yield BenchPanel(id="bench-panel")
+
+    def on_mount(self) -> None:
+        panel = self.query_one(BenchPanel)
+        if self._results:
+            panel.show_results(self._results)
+        if self._progress:
+            panel.show_progress(self._progress)
+
+
+def _rows(app) -> dict[str, list[str]]:
+    table = app.query_one(DataTable)
+    return {str(key.value): [str(c) for c in table.get_row(key)] for key in table.rows}
+
+
+async def test_recorded_runs_fill_the_table_with_speedup_against_the_baseline():
+    runs = recorded_runs()
+    assert [r.preset for r in runs] == ["baseline", "eagle3-5", "eagle3-10"]
+    app = PanelApp(results=runs)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await pilot.pause()
+        rows = _rows(app)
+        assert list(rows) == ["baseline", "eagle3-5", "eagle3-10"]
+        base, e5 = rows["baseline"], rows["eagle3-5"]
+        assert base[6] == "baseline" and base[4] == "–"
+        tau = runs[1].summary["accept_length"]["token_weighted"]
+        assert e5[4] == f"{tau:.2f}/4"
+        assert e5[2] == f"{runs[1].summary['decode_tok_s']['median']:.1f}"
+        speedup = float(e5[6].split("×")[0])
+        assert 2.0 < speedup < 3.0
+        progress = str(app.query_one("#bench-progress", Static).render())
+        assert "eagle3-10" in progress and "3 preset(s)" in progress
+
+
+async def test_progress_updates_its_row_in_place_and_charts_are_throttled():
+    app = PanelApp(results=recorded_runs())
+    async with app.run_test(size=(140, 36)) as pilot:
+        panel = app.query_one(BenchPanel)
+        table = app.query_one(DataTable)
+        draws = []
+        original = panel._draw_tok_chart
+        panel._draw_tok_chart = lambda: (draws.append(1), original())[1]
+        for done in range(1, 41):
+            panel.show_progress(
+                BenchProgress(run_id="r", preset="eagle3-16", phase="measuring", done=done, total=40,
+                              decode_tok_s=tuple(300.0 + i for i in range(done)), accept_length=3.4,
+                              median_tok_s=300.0 + done / 2)
+            )
+        await pilot.pause(0.7)
+        assert table.row_count == 4
+        assert _rows(app)["eagle3-16"][:5] == ["eagle3-16", "40/40", "320.0", "–", "3.40"]
+        assert 1 <= len(draws) <= 3
+        assert "eagle3-16: measuring 40/40" in str(app.query_one("#bench-progress", Static).render())
+        assert panel._series["eagle3-16"][-1] == 339.0
+
+
+async def test_it_fits_a_small_pane():
+    app = PanelApp(results=recorded_runs())
+    async with app.run_test(size=(78, 18)) as pilot:
+        await pilot.pause(0.6)
+        panel = app.query_one(BenchPanel)
+        assert panel.has_class("-narrow")
+        assert not app.query_one("#bench-accept-chart").display or app.query_one("#bench-accept-chart").size.width == 0
+        table = app.query_one(DataTable)
+        assert table.region.height >= 4 and table.region.bottom <= 18
+        assert app.query_one("#bench-tok-chart").region.height >= 6
+
+
+def test_downsample_averages_buckets():
+    xs, ys = downsample([float(i) for i in range(1000)], 100)
+    assert len(xs) == len(ys) == 100
+    assert ys[0] == pytest.approx(4.5) and ys[-1] == pytest.approx(994.5)
+    assert downsample([1.0, 2.0], 10) == ([1.0, 2.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 40)])
+def test_snapshot(snap_compare, size):
+    async def settle(pilot):
+        await pilot.pause(0.7)
+
+    assert snap_compare(PanelApp(results=recorded_runs()), terminal_size=size, run_before=settle)

@@ -516,8 +516,11 @@ class StartupTracker:
 
     def _max_total(self, tags: str, msg: str) -> LineKind:
         st = self._state
+        total = fmt.MAX_TOTAL.match(msg)
+        if total is None:
+            return None
         if st.max_total_num_tokens is None:
-            st.max_total_num_tokens = int(fmt.MAX_TOTAL.match(msg).group(1))
+            st.max_total_num_tokens = int(total.group(1))
             m = fmt.AVAIL_MEM.search(msg)
             if m is not None:
                 self._memory("max_total_num_tokens", float(m.group(1)))
@@ -681,6 +684,8 @@ class StartupTracker:
             n, total, elapsed = int(m.group(2)), int(m.group(3)), m.group(4)
         else:
             n, total, elapsed = int(m.group(7)), int(m.group(8)), m.group(9)
+        if total <= 0 or n > total:
+            return
         head = frame[: m.start()]
         if fmt.WEIGHT_DESC.search(head) is not None:
             self._weight_frame(n, total)

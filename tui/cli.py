@@ -84,6 +84,15 @@ def _add_emulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sglang_args", nargs=argparse.REMAINDER)
     p.set_defaults(handler="tui.emulator.__main__:run_from_cli")
 
+    def _all_args_are_sglangs(args=None, namespace=None):
+        # REMAINDER does not take a leading `--flag`; every argument belongs to the SGLang parser.
+        namespace = namespace or argparse.Namespace()
+        namespace.sglang_args = list(args or [])
+        namespace.handler = "tui.emulator.__main__:run_from_cli"
+        return namespace, []
+
+    p.parse_known_args = _all_args_are_sglangs
+
 
 def _add_gpus(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

@@ -105,6 +105,8 @@ def serve(config: LaunchConfig) -> int:
         max_total_num_tokens=result.max_total_num_tokens,
         memory_usage=result.memory_usage,
         seed=options.seed,
+        architecture=result.architecture,
+        model_type=result.model_type,
     )
     server = SGLangHTTPServer(host, port, state)
     log.uvicorn(f"Started server process [{os.getpid()}]")
@@ -124,7 +126,7 @@ def serve(config: LaunchConfig) -> int:
     log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
     scheduler.start()
     threading.Thread(
-        target=run_warmup, args=(state, host, port, options.speed), name="emulator-warmup", daemon=True
+        target=run_warmup, args=(state, host, port, options.speed, options.warmup_delay_s), name="emulator-warmup", daemon=True
     ).start()
 
     def on_sigterm(signum, frame) -> None:

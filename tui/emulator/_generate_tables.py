@@ -26,6 +26,7 @@ USER_GIVEN = {
     "random_seed": None,
     "cuda_graph_max_bs_decode": None,
     "max_running_requests": None,
+    "enable_metrics": False,
 }
 NOT_SERVER_ARGS = ("status", "max_total_num_tokens", "max_req_input_len", "internal_states", "version")
 

@@ -37,6 +37,7 @@ class ServerState:
     seed: int = 0
     up: threading.Event = field(default_factory=threading.Event)
     architecture: str = "LlamaForCausalLM"
+    model_type: str = "llama"
 
     @property
     def version(self) -> str:
@@ -88,7 +89,7 @@ class ServerState:
                 {
                     "has_image_understanding": False,
                     "has_audio_understanding": False,
-                    "model_type": "llama",
+                    "model_type": self.model_type,
                     "architectures": [self.architecture],
                 }
             )

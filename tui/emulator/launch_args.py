@@ -62,6 +62,7 @@ class EmulatorOptions:
     gpu_port: int | None = None
     fail: str | None = None
     seed: int = 0
+    warmup_delay_s: float | None = None  # real seconds before the warmup starts (default 1 s / speed)
 
 
 @dataclass
@@ -114,6 +115,7 @@ def _add_emulator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--emulator-gpu-port", type=int, default=None, help=hidden)
     parser.add_argument("--emulator-fail", choices=FAIL_KINDS, default=None, help=hidden)
     parser.add_argument("--emulator-seed", type=int, default=0, help=hidden)
+    parser.add_argument("--emulator-warmup-delay", type=float, default=None, help=hidden)
 
 
 def _value_type(dest: str):
@@ -372,6 +374,7 @@ def parse_launch_args(argv: list[str]) -> LaunchConfig:
         gpu_port=ns.emulator_gpu_port,
         fail=ns.emulator_fail,
         seed=ns.emulator_seed,
+        warmup_delay_s=ns.emulator_warmup_delay,
     )
     if options.gpus is None:
         options.gpus = max(1, int(args.get("tp_size") or 1) * int(args.get("dp_size") or 1))

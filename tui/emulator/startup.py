@@ -45,6 +45,8 @@ class StartupResult:
     max_total_num_tokens: int
     memory_usage: dict[str, float]
     available_gib: float
+    architecture: str = "LlamaForCausalLM"
+    model_type: str = "llama"
 
 
 def _model_params_b(path: str | None) -> float:
@@ -62,6 +64,32 @@ def _bytes_per_param(args: dict[str, Any], path: str | None) -> float:
     return 2.0
 
 
+@dataclass(frozen=True)
+class ModelProfile:
+    """The emulated target model: its size on the GPUs and the KV bytes one token takes."""
+
+    architecture: str
+    model_type: str
+    params_b: float
+    bytes_per_param: float
+    kv_bytes_per_token: float  # the whole model's, before tensor-parallel sharding
+    mla: bool = False  # MLA caches one latent per token (logged as `KV size`), replicated across TP ranks
+
+
+def model_profile(args: dict[str, Any]) -> ModelProfile:
+    """A plausible profile from the model path's name (Kimi-K2.5, DeepSeek-V3, or a Llama of its size)."""
+    path = str(args.get("model_path") or "")
+    name = path.lower()
+    if "kimi" in name:
+        return ModelProfile("KimiK25ForConditionalGeneration", "kimi_k25", 1026.0, 0.55, 61 * 576 * 2, mla=True)
+    if "deepseek" in name:
+        return ModelProfile("DeepseekV3ForCausalLM", "deepseek_v3", 671.0, 1.0, 61 * 576 * 2, mla=True)
+    params_b = _model_params_b(path)
+    return ModelProfile(
+        "LlamaForCausalLM", "llama", params_b, _bytes_per_param(args, path), 131072 * (params_b / 8.0) ** 0.75
+    )
+
+
 class StartupScript:
     """Writes the startup log and moves the simulated GPU memory; `run()` returns a StartupResult or raises."""
 
@@ -74,6 +102,7 @@ class StartupScript:
         self.speed = config.options.speed
         self.tp = max(1, int(self.args.get("tp_size") or 1))
         self.fail = config.options.fail
+        self.profile = model_profile(self.args)
 
     # --- helpers ------------------------------------------------------------------------------
     def pause(self, seconds: float) -> None:
@@ -121,13 +150,14 @@ class StartupScript:
     def run(self) -> StartupResult:
         args = self.args
         spec = args.get("speculative_algorithm")
-        params_b = _model_params_b(args.get("model_path"))
-        target_gib = params_b * 1e9 * _bytes_per_param(args, args.get("model_path")) / GIB / self.tp
+        profile = self.profile
+        params_b = profile.params_b
+        target_gib = params_b * 1e9 * profile.bytes_per_param / GIB / self.tp
         draft_gib = 0.0
         if spec == "STANDALONE":
             draft_gib = _model_params_b(args.get("speculative_draft_model_path") or "1b") * 2e9 / GIB / self.tp
         elif spec in ("EAGLE", "EAGLE3"):
-            draft_gib = target_gib * (0.06 if spec == "EAGLE3" else 0.1)
+            draft_gib = min(target_gib * (0.06 if spec == "EAGLE3" else 0.1), 3.2 / self.tp)
 
         self.log.info(self._server_args_line())
         if self.family == "new":
@@ -135,8 +165,7 @@ class StartupScript:
         self.pause(3.5)
         self.gpus.start_process()
         self._init_distributed()
-        target_type = "LlamaForCausalLM"
-        self._load_weights(target_gib, target_type, shards=max(1, min(8, math.ceil(target_gib * self.tp / 5))))
+        self._load_weights(target_gib, profile.architecture, shards=max(1, min(8, math.ceil(target_gib * self.tp / 5))))
         if self.family == "new" and spec:
             self._init_distributed(draft=True)
             self._load_weights(draft_gib, self._draft_type(spec), shards=1, draft=True)
@@ -168,6 +197,8 @@ class StartupScript:
                 "graph": round(graph_gib, 2),
             },
             available_gib=self.avail(),
+            architecture=profile.architecture,
+            model_type=profile.model_type,
         )
 
     def _server_args_line(self) -> str:
@@ -206,8 +237,22 @@ class StartupScript:
             if keyerror:
                 self.gpus.set_transfer(0)
                 self.log.end_frames()
+                draft_frames = [
+                    ("managers/scheduler.py", 561, "maybe_init_draft_worker", "self.draft_worker = DraftWorkerClass("),
+                    ("speculative/eagle_worker_v2.py", 187, "__init__", "self._draft_worker = EagleDraftWorker("),
+                    ("speculative/eagle_worker_v2.py", 246, "__init__", "self.draft_worker = TpModelWorker("),
+                    ("managers/tp_worker.py", 262, "__init__", "self._init_model_runner()"),
+                    ("managers/tp_worker.py", 345, "_init_model_runner", "self._model_runner = ModelRunner("),
+                    ("model_executor/model_runner.py", 415, "__init__", "self.initialize(pre_model_load_memory)"),
+                    ("model_executor/model_runner.py", 598, "initialize", "self.load_model()"),
+                    ("model_executor/model_runner.py", 1312, "load_model", "self.model = self.loader.load_model("),
+                ] if draft else [
+                    ("managers/scheduler.py", 540, "init_tp_model_worker", "self.tp_worker = TpModelWorker("),
+                    ("managers/tp_worker.py", 345, "_init_model_runner", "self._model_runner = ModelRunner("),
+                    ("model_executor/model_runner.py", 1312, "load_model", "self.model = self.loader.load_model("),
+                ]
                 self._scheduler_crash(
-                    [*self._SCHEDULER_FRAMES,
+                    [*self._SCHEDULER_FRAMES, *draft_frames,
                      ("model_loader/loader.py", 681, "load_model",
                       "self.load_weights_and_postprocess(model, self._get_all_weights(model_config, model), target_device)"),
                      ("models/llama_eagle3.py" if draft else "models/llama.py", 245, "load_weights",
@@ -244,24 +289,27 @@ class StartupScript:
                 + (f"mem_fraction_static={fraction}" if self.family == "new"
                    else f"self.server_args.mem_fraction_static={fraction}"),
             )
-        bytes_per_token = 131072 * (params_b / 8.0) ** 0.75 / self.tp
+        profile = self.profile
+        bytes_per_token = profile.kv_bytes_per_token / (1 if profile.mla else self.tp)
         tokens = int(pool_gib * GIB / bytes_per_token) // 16 * 16
         self.pause(0.5)
         self.gpus.add_gib(pool_gib)
-        half = pool_gib / 2
-        dtype = "dtype: torch.bfloat16, " if self.family == "new" else ""
-        self.log.all_ranks(f"KV Cache is allocated. {dtype}#tokens: {tokens}, K size: {half:.2f} GB, V size: {half:.2f} GB")
+        self.log.all_ranks(f"KV Cache is allocated. {self._kv_sizes(tokens, pool_gib)}")
         self.log.all_ranks(f"Memory pool end. avail mem={self.avail():.2f} GB")
         return pool_gib, tokens
 
+    def _kv_sizes(self, tokens: int, gib: float, *, mla: bool | None = None) -> str:
+        dtype = "dtype: torch.bfloat16, " if self.family == "new" else ""
+        if self.profile.mla if mla is None else mla:
+            return f"{dtype}#tokens: {tokens}, KV size: {gib:.2f} GB"
+        return f"{dtype}#tokens: {tokens}, K size: {gib / 2:.2f} GB, V size: {gib / 2:.2f} GB"
+
     def _draft_kv(self, tokens: int, params_b: float) -> float:
-        bytes_per_token = 131072 * (params_b / 8.0) ** 0.75 / self.tp / 32
+        # The EAGLE draft is one Llama-style layer with the target's hidden size.
+        bytes_per_token = 2 * 2 * 1024 * (params_b / 8.0) ** 0.5 / self.tp
         gib = tokens * bytes_per_token / GIB
         self.gpus.add_gib(gib)
-        dtype = "dtype: torch.bfloat16, " if self.family == "new" else ""
-        self.log.all_ranks(
-            f"KV Cache is allocated. {dtype}#tokens: {tokens}, K size: {gib / 2:.2f} GB, V size: {gib / 2:.2f} GB"
-        )
+        self.log.all_ranks(f"KV Cache is allocated. {self._kv_sizes(tokens, gib, mla=False)}")
         self.log.all_ranks(f"Memory pool end. avail mem={self.avail():.2f} GB")
         return gib
 
@@ -322,7 +370,7 @@ class StartupScript:
         if args.get("disable_cuda_graph"):
             return 0.0
         total = 0.0
-        scale = max(0.5, params_b / 8.0) ** 0.5
+        scale = min(3.0, max(0.5, params_b / 8.0) ** 0.5)
         draft_tokens = int(args.get("speculative_num_draft_tokens") or 1)
         if self.family == "legacy":
             self.log.all_ranks(f"Capture cuda graph begin. This can take up to several minutes. avail mem={self.avail():.2f} GB")

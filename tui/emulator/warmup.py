@@ -18,7 +18,7 @@ def _connect_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
 
 
-def run_warmup(state: ServerState, host: str, port: int, speed: float) -> None:
+def run_warmup(state: ServerState, host: str, port: int, speed: float, delay_s: float | None = None) -> None:
     """Runs on its own thread once the port listens; on failure ends the process like SGLang."""
     base = f"http://{_connect_host(host)}:{port}"
     headers = {}
@@ -26,7 +26,7 @@ def run_warmup(state: ServerState, host: str, port: int, speed: float) -> None:
     if key:
         headers["Authorization"] = f"Bearer {key}"
     info_path = "/model_info" if state.family == "new" else "/get_model_info"
-    time.sleep(1.0 / speed)
+    time.sleep(1.0 / speed if delay_s is None else delay_s)
     try:
         for attempt in range(120):
             try:

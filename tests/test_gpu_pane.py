@@ -60,7 +60,7 @@ async def test_eight_gpus_get_compact_rows_and_a_process_table():
         rows = list(app.query(GpuRow))
         assert [r.index for r in rows] == list(range(8))
         assert all(r.size.height == 1 for r in rows)
-        assert "8 × NVIDIA H200" in header_text(app) and "1 zombie process(es) hold 2.1 GiB" in header_text(app)
+        assert "8 × NVIDIA H200" in header_text(app) and "1 zombie holds 2.1 GiB" in header_text(app)
         util = rows[0].query_one(".util-trend", Sparkline)
         assert list(util.data) == [float((88 + 7 * s) % 101) for s in range(5)]
         table = app.query_one("#gpu-processes", DataTable)

@@ -113,6 +113,27 @@ def test_window_and_throttled_during_flag_only_slowdowns_in_the_window():
     assert sampler.throttled_during(base + 4, base + 4.5) == []
 
 
+def test_summarize_keeps_clocks_temperature_and_slowdowns_of_the_window():
+    base = 3_000_000.0
+    items = []
+    for step, (clock, temp, reasons) in enumerate(
+        [(1980, 50, []), (1980, 60, ["power cap"]), (1755, 71, ["power cap", "thermal"]), (1900, 65, [])]
+    ):
+        s = snap(base + step, reasons, [])
+        s.gpus[0].sm_clock_mhz, s.gpus[0].temp_c, s.gpus[0].power_w = clock, temp, 600.0 + step
+        s.gpus[1].error = "GPU is lost" if step == 3 else None
+        items.append(s)
+    sampler = GpuSampler(ScriptedSource(items))
+    for _ in items:
+        sampler.sample_once()
+    gpu0, gpu1 = sampler.summarize(base + 1, base + 3)
+    assert (gpu0.samples, gpu0.sm_clock_median_mhz, gpu0.sm_clock_min_mhz) == (3, 1900, 1755)
+    assert (gpu0.temp_max_c, gpu0.power_max_w, gpu0.util_mean_pct) == (71, 603.0, 50.0)
+    assert gpu0.slowdowns == ("power cap", "thermal")
+    assert gpu1.samples == 2 and gpu1.sm_clock_median_mhz is None and gpu1.slowdowns == ()
+    assert gpu0.to_json()["slowdowns"] == ["power cap", "thermal"]
+
+
 class _GpuFeed(BaseHTTPRequestHandler):
     body = b""
     status = 200

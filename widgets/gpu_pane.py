@@ -187,18 +187,19 @@ class GpuPane(Vertical):
         text.append(label, style="bold")
         if snapshot.source == "emulator":
             text.append(" (emulated)", style="italic")
-        if snapshot.driver:
-            text.append(f"  driver {snapshot.driver}")
-        links = {link.kind for link in snapshot.topology}
-        if links:
-            text.append("  " + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
         lost = sum(1 for g in snapshot.gpus if g.error)
         if lost:
             text.append(f"  {lost} lost", style="bold red")
         zombies = [p for p in snapshot.processes if p.zombie]
         if zombies:
             held = sum(p.used_mib or 0 for p in zombies) / 1024
-            text.append(f"  {len(zombies)} zombie process(es) hold {held:.1f} GiB", style="bold red")
+            noun = "zombie holds" if len(zombies) == 1 else "zombies hold"
+            text.append(f"  {len(zombies)} {noun} {held:.1f} GiB", style="bold red")
+        links = {link.kind for link in snapshot.topology}
+        if links:
+            text.append("  " + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
+        if snapshot.driver:
+            text.append(f"  driver {snapshot.driver}")
         if len(snapshot.gpus) >= COMPACT_FROM:
             text.append("   trends: util | mem", style="dim")
         return text

@@ -281,6 +281,32 @@ class GpuThrottle:
     last_at: float
 
 
+@dataclass(frozen=True)
+class GpuWindowSummary:
+    """One GPU over a time window (a benchmark run): its clocks, temperature, power and slowdowns."""
+
+    gpu_index: int
+    samples: int
+    sm_clock_median_mhz: float | None
+    sm_clock_min_mhz: float | None
+    temp_max_c: float | None
+    power_max_w: float | None
+    util_mean_pct: float | None
+    slowdowns: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu_index": self.gpu_index,
+            "samples": self.samples,
+            "sm_clock_median_mhz": self.sm_clock_median_mhz,
+            "sm_clock_min_mhz": self.sm_clock_min_mhz,
+            "temp_max_c": self.temp_max_c,
+            "power_max_w": self.power_max_w,
+            "util_mean_pct": self.util_mean_pct,
+            "slowdowns": list(self.slowdowns),
+        }
+
+
 def _opt_float(value: Any) -> float | None:
     if value is None:
         return None

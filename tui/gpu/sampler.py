@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import statistics
 import threading
 import time
 from collections import deque
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from tui.gpu.demo import DemoGpuSource
-from tui.gpu.model import GpuReading, GpuSnapshot, GpuThrottle
+from tui.gpu.model import GpuReading, GpuSnapshot, GpuThrottle, GpuWindowSummary
 from tui.gpu.nvml import NvmlSource
 
 __all__ = ["DemoGpuSource", "GpuSampler", "GpuSource", "NvmlSource"]
@@ -136,3 +137,32 @@ class GpuSampler:
             GpuThrottle(gpu_index=index, reason=reason, samples=len(times), first_at=times[0], last_at=times[-1])
             for (index, reason), times in sorted(found.items())
         ]
+
+    def summarize(self, t0: float, t1: float) -> list[GpuWindowSummary]:
+        """Per GPU over [t0, t1]: median and lowest SM clock, hottest temperature, peak power, mean
+        utilization and the slowdown reasons seen (for the benchmark's record and throttle flag)."""
+        by_gpu: dict[int, list[GpuReading]] = {}
+        for snap in self.window(t0, t1):
+            for gpu in snap.gpus:
+                if gpu.error is None:
+                    by_gpu.setdefault(gpu.index, []).append(gpu)
+        summaries = []
+        for index, readings in sorted(by_gpu.items()):
+            clocks = [r.sm_clock_mhz for r in readings if r.sm_clock_mhz is not None]
+            temps = [r.temp_c for r in readings if r.temp_c is not None]
+            powers = [r.power_w for r in readings if r.power_w is not None]
+            utils = [r.util_gpu_pct for r in readings if r.util_gpu_pct is not None]
+            slowdowns = sorted({reason for r in readings for reason in r.slowdowns})
+            summaries.append(
+                GpuWindowSummary(
+                    gpu_index=index,
+                    samples=len(readings),
+                    sm_clock_median_mhz=statistics.median(clocks) if clocks else None,
+                    sm_clock_min_mhz=min(clocks) if clocks else None,
+                    temp_max_c=max(temps) if temps else None,
+                    power_max_w=max(powers) if powers else None,
+                    util_mean_pct=statistics.fmean(utils) if utils else None,
+                    slowdowns=tuple(slowdowns),
+                )
+            )
+        return summaries

@@ -83,6 +83,29 @@ def test_launch_command_differences_are_listed(capsys: pytest.CaptureFixture[str
     assert "speculative_num_draft_tokens: 16 asked, 2 effective" in out
 
 
+def test_preset_asked_values_are_compared_with_what_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # The real 0.5.16 server launched with steps 1, topk 1, 16 draft tokens runs 2 draft tokens.
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "topk1-16.toml").write_text(
+        'description = "asks 16 draft tokens with one step"\n'
+        "[server.args]\n"
+        'model-path = "/tmp/tiny/target"\n'
+        'speculative-algorithm = "EAGLE3"\n'
+        'speculative-draft-model-path = "/tmp/tiny/eagle3"\n'
+        "speculative-num-steps = 1\n"
+        "speculative-eagle-topk = 1\n"
+        "speculative-num-draft-tokens = 16\n"
+    )
+    with ReplayServer(server_info="h200-0.5.16-topk1-server-info.json", meta_overrides={"spec_verify_ct": 24}) as s:
+        code, out = _check(capsys, "--url", s.url, "--preset", "topk1-16", "--presets", str(presets))
+        unknown, _ = _check(capsys, "--url", s.url, "--preset", "no-such-preset", "--presets", str(presets))
+    assert code == 1
+    assert "[WARN] preset" in out and "speculative_num_draft_tokens: 16 asked, 2 effective" in out
+    assert "speculative_num_steps" not in out  # steps and topk run as asked
+    assert unknown == 1
+
+
 def test_server_still_warming_up_fails(capsys: pytest.CaptureFixture[str]) -> None:
     with ReplayServer(health_codes=deque([503] * 5)) as server:
         code, out = _check(capsys, "--url", server.url)

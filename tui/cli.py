@@ -146,6 +146,8 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
         "generation with its acceptance length. Exits non-zero when something is wrong.",
     )
     p.add_argument("--url", required=True, help="the server's base URL")
+    p.add_argument("--preset", help="the preset the server was launched with: compare what it asks with what runs")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler="tui.serving.check:run")

@@ -96,7 +96,7 @@ def _settings_line(spec: SpecSettings) -> str:
     )
 
 
-def _check_settings(report: CheckReport, info: dict[str, Any]) -> None:
+def _check_settings(report: CheckReport, info: dict[str, Any], asked: dict[str, Any] | None = None) -> None:
     spec = spec_settings(info)
     report.spec = spec
     report.add(
@@ -110,7 +110,10 @@ def _check_settings(report: CheckReport, info: dict[str, Any]) -> None:
         return
     report.add("speculation", "ok", _settings_line(spec))
     launch_command = info.get("launch_command")  # 0.5.23+
-    if isinstance(launch_command, str) and launch_command:
+    if asked is not None:
+        for difference in spec.requested_vs_effective(asked):
+            report.add("preset", "warn", f"{difference}: the server does not run what the preset asks")
+    elif isinstance(launch_command, str) and launch_command:
         for difference in spec.requested_vs_effective(shlex.split(launch_command)):
             report.add("rewritten", "info", f"{difference} (SGLang adjusted the launch flag)")
     elif spec.topk1_rewrite_possible:
@@ -167,8 +170,17 @@ async def _read_metrics(client: SGLangClient) -> MetricsSnapshot | None:
         return None
 
 
-async def run_check(url: str, api_key: str | None = None, max_new_tokens: int = MAX_NEW_TOKENS) -> CheckReport:
-    """Run every check against the server at `url` and return the report (never raises for server faults)."""
+async def run_check(
+    url: str,
+    api_key: str | None = None,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    asked: dict[str, Any] | None = None,
+) -> CheckReport:
+    """Run every check against the server at `url` and return the report (never raises for server faults).
+
+    `asked` is the SGLang arguments of the preset the server was launched with (a `Preset.args` dict): every
+    speculative setting the server runs differently is reported next to the preset's value.
+    """
     async with SGLangClient(url, api_key=api_key, timeout=60.0) as client:
         report = CheckReport(url=client.base_url)
         health = await client.health(timeout=5.0)
@@ -183,7 +195,7 @@ async def run_check(url: str, api_key: str | None = None, max_new_tokens: int = 
             return report
         report.add("health", "ok", f"HTTP 200 in {health.latency_s * 1000:.0f} ms")
         try:
-            _check_settings(report, await client.server_info())
+            _check_settings(report, await client.server_info(), asked)
             before = await _read_metrics(client)
             _check_generation(
                 report, await client.generate(PROMPT, max_new_tokens, temperature=0.0, ignore_eos=True)
@@ -231,7 +243,16 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
         print(f"specmon check: {message}", file=sys.stderr)
         return EXIT_FAILED
-    report = asyncio.run(run_check(args.url, api_key))
+    asked = None
+    if args.preset:
+        from tui.presets import load_presets
+
+        preset = load_presets(args.presets).get(args.preset)
+        if preset is None:
+            print(f"specmon check: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            return EXIT_FAILED
+        asked = dict(preset.args)
+    report = asyncio.run(run_check(args.url, api_key, asked=asked))
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -595,7 +595,7 @@ class StartupTracker:
         if m.group("edge") == "begin":
             if not self._rank_ok(tags):
                 return "phase"
-            capture = self._capture_for(graph, role, label, msg)
+            self._capture_for(graph, role, label, msg)
             return "phase"
         capture = self._state.capture(graph, role)
         rank0 = not tags or fmt.is_rank_zero(tags)

@@ -64,17 +64,9 @@ def test_watch_repeats_until_interrupted():
         stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     readings = []
-    decoder = json.JSONDecoder()
-    buffer = ""
     deadline = time.monotonic() + 20
     while len(readings) < 3 and time.monotonic() < deadline:
-        buffer += proc.stdout.readline()
-        try:
-            obj, end = decoder.raw_decode(buffer.lstrip())
-        except json.JSONDecodeError:
-            continue
-        readings.append(obj)
-        buffer = buffer.lstrip()[end:]
+        readings.append(json.loads(proc.stdout.readline()))  # JSON Lines: one reading per line
     proc.send_signal(signal.SIGINT)
     assert proc.wait(10) == 130
     assert len(readings) == 3

@@ -1,5 +1,7 @@
 """`specmon gpus [--json] [--watch SECONDS]`: one NVML reading of every GPU, or one every SECONDS.
 
+With `--watch` and `--json`, each reading is one JSON object on its own line (JSON Lines).
+
 Without NVML it prints `available: false` with the reason and exits 0. Never imports Textual.
 """
 
@@ -61,9 +63,10 @@ def render_table(snapshot: GpuSnapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO) -> None:
+def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO, one_line: bool = False) -> None:
+    """Print a reading: the table, indented JSON, or (`one_line`, for --watch) one JSON object per line."""
     if as_json:
-        out.write(json.dumps(snapshot.to_json(), indent=2) + "\n")
+        out.write(json.dumps(snapshot.to_json(), indent=None if one_line else 2) + "\n")
     else:
         out.write(render_table(snapshot))
     out.flush()
@@ -72,8 +75,9 @@ def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of `specmon gpus`."""
     source = NvmlSource()
+    watching = args.watch is not None
     try:
-        print_snapshot(source.read(), args.json, sys.stdout)
+        print_snapshot(source.read(), args.json, sys.stdout, one_line=watching)
         if args.watch is None:
             return 0
         interval = max(0.1, float(args.watch))
@@ -83,6 +87,6 @@ def run(args: argparse.Namespace) -> int:
             next_at += interval
             if not args.json:
                 sys.stdout.write("\n")
-            print_snapshot(source.read(), args.json, sys.stdout)
+            print_snapshot(source.read(), args.json, sys.stdout, one_line=True)
     finally:
         source.close()

@@ -302,3 +302,25 @@ def test_hints_differ_for_the_two_memory_errors() -> None:
         "unrecognized_arguments", "invalid_server_args", "cuda_oom", "not_enough_memory", "port_in_use",
         "weight_load", "capture_failed", "cuda_error", "warmup_failed", "killed", "exception",
     }  # fmt: skip
+
+
+def test_failure_lines_without_a_traceback() -> None:
+    capture = feed(
+        f"{TS} Capture draft cuda graph begin. This can take up to several minutes. avail mem=1.00 GB",
+        "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered",
+    )
+    assert (capture.state.error.kind, capture.state.error.phase) == ("cuda_error", "capture_draft")
+    main = feed(
+        f"{TS} Memory pool end. avail mem=2.00 GB",
+        f"{TS} Initialization failed. Please see the error messages above.",
+    )
+    assert (main.state.state, main.state.error.kind, main.state.error.phase) == ("failed", "exception", "kv_cache")
+
+
+def test_sigterm_before_ready_is_stopped_not_failed() -> None:
+    tracker = feed(
+        f"{TS} Load weight begin. avail mem=70.00 GB",
+        "[2025-10-01 12:00:09] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+    )
+    assert (tracker.state.state, tracker.state.error) == ("stopped", None)
+    assert [p.name for p in tracker.state.phases] == ["load_weights", "shutdown"]

@@ -41,10 +41,10 @@ def classify_exception(message: str, phase: str | None, origin: str | None) -> s
         return "not_enough_memory"
     if "address already in use" in text or "errno 98" in text:
         return "port_in_use"
-    if "capture cuda graph failed" in text or "capture cpu graph failed" in text:
-        return "capture_failed"
     if any(mark in text for mark in _CUDA_ERROR_MARKS):
         return "cuda_error"
+    if "capture cuda graph failed" in text or "capture cpu graph failed" in text:
+        return "capture_failed"
     if origin == "warmup" or phase == "warmup":
         return "warmup_failed"
     exc_type = message.split(":", 1)[0].rsplit(".", 1)[-1]

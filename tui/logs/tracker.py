@@ -304,7 +304,12 @@ class StartupTracker:
             kind = "killed" if "-9" in msg else "exception"
             self._fail(kind, msg.strip(), self._phase_name())
             return "error"
-        if msg[:1] not in (" ", "\t") and ("out of memory" in msg or "Not enough memory" in msg):
+        if msg.startswith("Initialization failed"):
+            self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
+            return "error"
+        if msg[:1] not in (" ", "\t") and (
+            "out of memory" in msg or "Not enough memory" in msg or "graph failed" in msg
+        ):
             m = fmt.EXCEPTION_LINE.match(msg.strip())
             if m is not None:
                 phase = self._phase_name()

@@ -6,7 +6,8 @@ HTTP/1.1 connection, and records when it sent each chunk (`time.perf_counter`, w
 every process on one host). Faults can be switched on: HTTP errors, non-JSON bodies, garbled SSE, dropped
 connections, a server that dies after some requests, `/flush_cache` answering 400, an API key.
 
-Run it alone with `python -m tui.bench.loopback --port 0 --tokens-per-s 100` (prints its URL).
+Run it alone with `python -m tui.bench.loopback --port 0 --tokens-per-s 100` (prints its URL);
+`GET /_loopback/sent` answers what it sent: every stream's chunk send times and cumulative token counts.
 """
 
 from __future__ import annotations
@@ -194,6 +195,9 @@ class LoopbackServer:
                 await self._respond(writer, 200, b"Cache flushed.\n", "text/plain")
         elif path == "/metrics" and cfg.metrics:
             await self._respond(writer, 200, self._metrics_text().encode(), "text/plain; version=0.0.4")
+        elif path == "/_loopback/sent":
+            sent = [{"rid": x.rid, "send_times": x.send_times, "tokens": x.tokens} for x in self.sent]
+            await self._respond(writer, 200, json.dumps(sent).encode())
         elif path == "/health":
             await self._respond(writer, 200, b"")
         else:

@@ -174,3 +174,38 @@ def test_settings_come_from_a_preset_bench_table():
 
     settings = RunSettings.of(BenchSettings(requests=7, max_new_tokens=99, concurrency=2))
     assert (settings.requests, settings.max_new_tokens, settings.concurrency, settings.ignore_eos) == (7, 99, 2, True)
+
+
+class _ThrottlingGpus:
+    """A GPU source whose GPU 0 reports a power-cap slowdown halfway through."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def read(self):
+        from tui.gpu.model import GpuReading, GpuSnapshot
+
+        self.reads += 1
+        reasons = ["power cap"] if self.reads > 3 else []
+        return GpuSnapshot(available=True, gpus=[GpuReading(index=0, sm_clock_mhz=1980 - 10 * self.reads,
+                                                            temp_c=60, throttle_reasons=reasons)])
+
+    def close(self):
+        pass
+
+
+def test_a_gpu_slowdown_during_the_measured_window_flags_the_run(tmp_path):
+    from tui.gpu.sampler import GpuSampler
+
+    sampler = GpuSampler(_ThrottlingGpus(), interval_s=0.05)
+    sampler.start()
+    try:
+        with LoopbackServer(LoopbackConfig(tokens_per_s=100)) as server:
+            result, _, _ = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=30, warmup=0),
+                                gpu_sampler=sampler)
+    finally:
+        sampler.stop()
+    assert "throttled" in result.summary["flags"]
+    assert "GPU 0 power cap" in result.summary["flag_details"]["throttled"]
+    assert result.gpus[0]["gpu_index"] == 0 and "power cap" in result.gpus[0]["slowdowns"]
+    assert ResultStore(tmp_path / "results").load(result.run_id).gpus == result.gpus

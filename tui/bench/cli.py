@@ -87,6 +87,12 @@ def format_result(result: BenchResult, saved_to: str) -> str:
         parts.append(f"/server_info τ {checks['server_info_accept_length']:.3f}")
     if parts:
         lines.append("server's figures: " + " · ".join(parts))
+    for gpu in result.gpus:
+        lines.append(
+            f"GPU {gpu['gpu_index']} during the run: SM clock median {fmt(gpu.get('sm_clock_median_mhz'), '.0f')} MHz "
+            f"(min {fmt(gpu.get('sm_clock_min_mhz'), '.0f')}), max {fmt(gpu.get('temp_max_c'), '.0f')} °C, "
+            f"slowdowns: {', '.join(gpu.get('slowdowns') or []) or 'none'}"
+        )
     for error, count in (s.get("errors") or {}).items():
         lines.append(f"error ×{count}: {error}")
     for note in result.notes:
@@ -121,13 +127,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"specmon bench: {exc}", file=sys.stderr)
         return 2
     on_update = describe_to(sys.stderr) if sys.stderr.isatty() else None
-    bench = BenchRun(args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts)
+    sampler = _gpu_sampler()
+    bench = BenchRun(
+        args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler
+    )
     interrupted = False
     try:
         result = bench.run_blocking()
     except KeyboardInterrupt:
         interrupted = True
         result = bench.result
+    finally:
+        if sampler is not None:
+            sampler.stop()
     saved_to = str(bench.store.path_for(result.run_id))
     if args.json:
         print(json.dumps(result.to_json() | {"saved_to": saved_to}, indent=2))
@@ -137,6 +149,19 @@ def run(args: argparse.Namespace) -> int:
         return 130
     ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0
     return 0 if ok else 1
+
+
+def _gpu_sampler() -> Any:
+    """A running GpuSampler on this machine's NVML (to flag throttling), or None where NVML is absent."""
+    from tui.gpu.sampler import GpuSampler, NvmlSource
+
+    source = NvmlSource(pcie="off")
+    if not source.read().available:
+        source.close()
+        return None
+    sampler = GpuSampler(source, interval_s=0.5)
+    sampler.start()
+    return sampler
 
 
 def describe_to(stream: Any) -> Any:

@@ -96,6 +96,7 @@ class BenchResult:
     summary: dict[str, Any] = field(default_factory=dict)
     cross_checks: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
     status: str = "running"
     finished_at: float | None = None
 
@@ -122,4 +123,5 @@ class BenchResult:
             "summary": self.summary,
             "cross_checks": self.cross_checks,
             "notes": self.notes,
+            "gpus": self.gpus,
         }

@@ -78,6 +78,7 @@ class ResultStore:
                 "summary": result.summary,
                 "cross_checks": result.cross_checks,
                 "notes": result.notes,
+                "gpus": result.gpus,
             },
         )
 
@@ -139,6 +140,7 @@ def read_run_file(path: Path) -> BenchResult:
         result.summary = summary_record.get("summary") or {}
         result.cross_checks = summary_record.get("cross_checks") or {}
         result.notes = summary_record.get("notes") or []
+        result.gpus = summary_record.get("gpus") or []
     else:
         result.status = "incomplete"
         result.summary = summarize(

@@ -71,6 +71,9 @@ class BenchRun:
     `start()` runs it on a daemon thread; `cancel()` stops it (partial results are kept); `result` is the
     BenchResult (growing while it runs); `wait()` joins. `on_update(BenchProgress)` is called from the
     benchmark's thread, coalesced, so it must only hand the progress on (e.g. `post_message`).
+    With `gpu_sampler` (a running `tui.gpu.sampler.GpuSampler`) the GPUs' clocks and slowdowns over the
+    measured window are stored and a slowdown flags the run "throttled"; `note_gpu_throttle()` does the same
+    by hand.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class BenchRun:
         results_dir: str | None = None,
         store: ResultStore | None = None,
         prompts: list[Prompt] | None = None,
+        gpu_sampler: Any = None,
         request_timeout_s: float = 300.0,
         flush_retries: int = 5,
         flush_delay_s: float = 0.5,
@@ -98,6 +102,8 @@ class BenchRun:
         self._on_update = on_update
         self.store = store if store is not None else ResultStore(results_dir)
         self._prompts = prompts
+        self._gpu_sampler = gpu_sampler
+        self._measure_window: list[float] = []
         self._request_timeout_s = request_timeout_s
         self._flush_retries = flush_retries
         self._flush_delay_s = flush_delay_s
@@ -232,6 +238,7 @@ class BenchRun:
         if not result.cross_checks.get("flushed", True):
             flags.append("no-flush")
             details["no-flush"] = "the cache was not flushed before measuring"
+        self._record_gpus()
         with self._lock:
             if self._throttle:
                 flags.append("throttled")
@@ -243,6 +250,15 @@ class BenchRun:
         with contextlib.suppress(OSError):
             self.store.finish_run(result)
         self._emit(result.notes[-1] if result.notes else "")
+
+    def _record_gpus(self) -> None:
+        """With a GpuSampler: the GPUs' clocks and slowdowns over the measured window, and throttle flags."""
+        if self._gpu_sampler is None or not self._measure_window:
+            return
+        t0, t1 = self._measure_window[0], time.time()
+        self.result.gpus = [s.to_json() for s in self._gpu_sampler.summarize(t0, t1)]
+        for throttle in self._gpu_sampler.throttled_during(t0, t1):
+            self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
         from tui.serving.client import SGLangClient, SGLangError, is_loopback, spec_settings
@@ -278,6 +294,7 @@ class BenchRun:
                 result.cross_checks["flushed"] = flushed
                 before = await _metrics_or_none(api)
                 self._set_phase("measuring")
+                self._measure_window = [time.time()]
                 jobs = [(i, prompts[i % len(prompts)]) for i in range(self.settings.requests)]
                 await self._run_requests(http, jobs, warmup=False)
             self._set_phase("checking")

@@ -82,7 +82,7 @@ EXPECTED = {
     "01-qwq32b-tp4-l4-v0.4.3-ready.log": dict(state="ready", ready_after_s=29, max_total=46611),
     "02-qwen3-14b-tp2-a4500-cutoff-during-capture.log": dict(state="starting", max_total=None),
     # INDEX.md: 367 s, from the server_args line (23:37:40); pre-launch warnings at 23:37:38 don't count.
-    "03-laguna-int4-dflash-v0.5.16-ready.log": dict(state={"ready", "stopped"}, ready_after_s=367, max_total=185897),
+    "03-laguna-int4-dflash-v0.5.16-ready.log": dict(state={"ready", "stopped"}, ready_after_s=369, from_args=367, max_total=185897),
     "04-laguna-nvfp4-dflash-v0.5.16-killed-during-prefill-capture.log": dict(state="starting", max_total=None),
     "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log": dict(state="starting", max_total=None),
     "06-qwen2-7b-eagle-tp2-draft-weight-keyerror.log": dict(state="failed", error="weight_load"),
@@ -98,7 +98,7 @@ EXPECTED = {
     "26-llama2-7b-eagle2-docs-ci-warning-level-three-capture-bars.log": dict(state="starting", max_total=None),
     "h200-0.5.16-plain-ready.log": dict(state={"ready", "stopped"}, ready_after_s=34, max_total=3626606),
     "h200-0.5.16-spec-args-assertion.log": dict(state="failed", error="invalid_server_args"),
-    "h200-0.5.16-standalone-ready.log": dict(state={"ready", "stopped"}, ready_after_s=105, max_total=151561),
+    "h200-0.5.16-standalone-ready.log": dict(state={"ready", "stopped"}, ready_after_s=107, from_args=105, max_total=151561),
     "h200-0.5.16-unrecognized-num-speculative-tokens.log": dict(state="failed", error="unrecognized_arguments"),
 }
 
@@ -119,6 +119,9 @@ def test_json_summary_of_every_real_log(name: str):
         assert doc["max_total_num_tokens"] == expected["max_total"]
     if "ready_after_s" in expected:
         assert doc["ready_after_s"] == pytest.approx(expected["ready_after_s"], abs=0.5)
+        assert doc["ready_after_server_args_s"] == pytest.approx(
+            expected.get("from_args", expected["ready_after_s"]), abs=0.5
+        )
     elif doc["state"] not in ("ready", "stopped"):
         assert doc["ready_after_s"] is None
     if "error" in expected:

@@ -123,7 +123,8 @@ def test_03_laguna_dflash_0516_ready_then_sigterm_is_stopped_not_failed() -> Non
         "capture", "capture_draft", "http_server", "warmup", "ready", "shutdown",
     ]  # fmt: skip
     assert state.ready_at == ts("2026-08-01 23:43:47")
-    assert state.ready_after_s == 367.0  # from the server_args line (23:37:40)
+    assert state.ready_after_s == 369.0  # from the first timestamp (23:37:38, a pre-launch warning)
+    assert state.ready_after_server_args_s == 367.0  # INDEX.md's figure: from the server_args line (23:37:40)
     assert state.stopped_at == ts("2026-08-02 00:17:43")
     target, draft = state.weights
     assert (target.model, target.type, target.elapsed_s) == ("target", "LagunaForCausalLM", 109.33)
@@ -412,7 +413,8 @@ def test_synthetic_legacy_eagle3_to_ready() -> None:
 def test_synthetic_new_family_eagle3_tp2_to_ready_then_sigterm() -> None:
     state, _ = track(SYNTHETIC / "new-0.5.16-eagle3-tp2-ready-then-sigterm.log")
     assert state.state == "stopped" and state.error is None and state.log_family == "new"
-    assert state.ready_after_s == 31.0
+    assert state.ready_after_s == 32.0  # the pre-launch warning at 10:47:00 is the first timestamp
+    assert state.ready_after_server_args_s == 31.0
     assert [(c.graph, c.role, c.label, c.total, c.elapsed_s) for c in state.captures] == [
         ("prefill", "target", "target prefill", 8, 5.01),
         ("target", "target", "target verify", 10, 3.07),

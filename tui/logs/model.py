@@ -212,10 +212,11 @@ class StartupState:
     memory: list[MemoryStep] = field(default_factory=list)
     max_total_num_tokens: int | None = None
     first_ts: datetime | None = None
-    launched_at: datetime | None = None  # the server_args line: ready_after_s counts from here (else first_ts)
+    launched_at: datetime | None = None  # the server_args line
     last_ts: datetime | None = None
     ready_at: datetime | None = None
-    ready_after_s: float | None = None
+    ready_after_s: float | None = None  # from the first timestamp in the log to the ready line
+    ready_after_server_args_s: float | None = None  # from the server_args line (else the first timestamp)
     error: StartupError | None = None
     stopped_at: datetime | None = None
     log_family: str | None = None  # "legacy" (0.4.x-0.5.9) or "new" (0.5.16+), when recognisable
@@ -253,6 +254,7 @@ class StartupState:
             "weights": [w.to_json() for w in self.weights],
             "max_total_num_tokens": self.max_total_num_tokens,
             "ready_after_s": _round(self.ready_after_s),
+            "ready_after_server_args_s": _round(self.ready_after_server_args_s),
             "error": self.error.to_json() if self.error is not None else None,
             "kv_pools": [k.to_json() for k in self.kv_pools],
             "memory": [m.to_json() for m in self.memory],

@@ -289,7 +289,10 @@ def format_summary(state: StartupState) -> str:
     if state.max_total_num_tokens is not None:
         facts.append(("max_total_num_tokens", f"{state.max_total_num_tokens:,}"))
     if state.ready_after_s is not None:
-        facts.append(("time to ready", _duration(state.ready_after_s)))
+        ready = _duration(state.ready_after_s) + " from the log's first line"
+        if state.ready_after_server_args_s not in (None, state.ready_after_s):
+            ready += f" ({_duration(state.ready_after_server_args_s)} from server_args)"
+        facts.append(("time to ready", ready))
     if facts:
         width = max(len(name) for name, _ in facts)
         out += [""] + [f"{name:<{width}}  {value}" for name, value in facts]

@@ -548,9 +548,9 @@ class StartupTracker:
         self._ready = True
         st.state = "ready"
         st.ready_at = self._ts
-        since = st.launched_at or st.first_ts
-        if self._ts is not None and since is not None:
-            st.ready_after_s = (self._ts - since).total_seconds()
+        if self._ts is not None and st.first_ts is not None:
+            st.ready_after_s = (self._ts - st.first_ts).total_seconds()
+            st.ready_after_server_args_s = (self._ts - (st.launched_at or st.first_ts)).total_seconds()
         self._enter("ready")
         self._finish_phase(st.phases[-1], "done")
         self._emit(ServerBecameReady(at=st.ready_at, after_s=st.ready_after_s))

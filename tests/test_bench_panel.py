@@ -107,3 +107,27 @@ def test_snapshot(snap_compare, size):
         await pilot.pause(0.7)
 
     assert snap_compare(PanelApp(results=recorded_runs()), terminal_size=size, run_before=settle)
+
+
+async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
+    from tui.bench.loopback import LoopbackConfig, LoopbackServer
+    from tui.bench.run import BenchRun, RunSettings
+
+    with LoopbackServer(LoopbackConfig(fail_status=500)) as server:
+        bench = BenchRun(server.url, "broken", RunSettings(requests=6, max_new_tokens=8, warmup=0),
+                         results_dir=str(tmp_path))
+        bench.start()
+        assert bench.wait(20)
+    failed = bench.result
+    assert failed.status == "failed"
+    app = PanelApp(results=[*recorded_runs(), failed])
+    async with app.run_test(size=(120, 30)) as pilot:
+        panel = app.query_one(BenchPanel)
+        panel.show_progress(BenchProgress(run_id=failed.run_id, preset="broken", phase="failed", done=5, total=6,
+                                          failed=5, message="stopped after 5 failures in a row"))
+        panel.show_results([*recorded_runs(), failed])
+        await pilot.pause(0.6)
+        row = _rows(app)["broken"]
+        assert row[2] == "–" and row[0] == "broken"
+        assert row[-1].startswith("failed,") and "aborted" in row[-1]
+        assert app.is_running

@@ -51,7 +51,7 @@ def test_a_full_reading_of_eight_h200s():
     fake = FakeNvml.h200s(8)
     fake.gpus[2].throttle_mask = 0x4 | 0x40
     fake.gpus[3].ecc = (5, 1)
-    snapshot = source_for(fake).read()
+    snapshot = source_for(fake, pcie="inline").read()
     assert snapshot.available and snapshot.driver == "570.124.06" and snapshot.nvml_version == "12.570.124.06"
     assert [g.index for g in snapshot.gpus] == list(range(8))
     g0 = snapshot.gpus[0]
@@ -153,28 +153,59 @@ def test_an_unexpected_library_error_is_a_state():
     assert not snapshot.available and "could not count" in snapshot.reason
 
 
-def test_pcie_is_read_in_parallel_and_a_slow_call_does_not_hold_the_poll():
+def test_background_pcie_runs_between_polls_and_never_holds_one():
     fake = FakeNvml.h200s(8, pcie_delay_s=0.4)
-    source = source_for(fake, pcie_wait_s=0.05)
+    source = source_for(fake)  # pcie="background"
     started = time.perf_counter()
     first = source.read()
-    assert time.perf_counter() - started < 0.35  # did not wait for the 0.4 s calls
+    assert time.perf_counter() - started < 0.35  # the 0.4 s calls run after the read, not in it
     assert first.gpus[0].pcie_tx_kbs is None
-    time.sleep(0.45)
-    second = source.read()
-    assert [g.pcie_tx_kbs for g in second.gpus] == [210_000 + 1000 * i for i in range(8)]
-    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 32  # 16 per round, none doubled while pending
+    assert source.read().gpus[0].pcie_tx_kbs is None  # the round is still running: not started twice
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 16  # all 16 started at once, on 16 threads
+    time.sleep(0.5)
+    third = source.read()
+    assert [g.pcie_tx_kbs for g in third.gpus] == [210_000 + 1000 * i for i in range(8)]
+    assert [g.pcie_rx_kbs for g in third.gpus] == [95_000 + 500 * i for i in range(8)]
+    deadline = time.monotonic() + 2
+    while fake.calls["nvmlDeviceGetPcieThroughput"] < 32 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 32  # the third read started the next round
     source.close()
 
 
-def test_pcie_every_nth_poll_reuses_the_last_values():
+def test_inline_pcie_is_in_the_same_reading():
+    fake = FakeNvml.h200s(8, pcie_delay_s=0.02)
+    source = source_for(fake, pcie="inline")
+    snapshot = source.read()
+    assert [g.pcie_rx_kbs for g in snapshot.gpus] == [95_000 + 500 * i for i in range(8)]
+    source.close()
+
+
+def test_inline_pcie_waits_at_most_pcie_wait_s():
+    fake = FakeNvml.h200s(4, pcie_delay_s=0.4)
+    source = source_for(fake, pcie="inline", pcie_wait_s=0.05)
+    started = time.perf_counter()
+    first = source.read()
+    assert time.perf_counter() - started < 0.35
+    assert first.gpus[0].pcie_tx_kbs is None
+    time.sleep(0.45)
+    assert source.read().gpus[3].pcie_tx_kbs == 213_000  # collected late, then a new round waited for
+    source.close()
+
+
+def test_pcie_every_nth_poll_reuses_the_last_values_and_off_never_calls():
     fake = FakeNvml.h200s(2)
-    source = source_for(fake, pcie_every=3)
+    source = source_for(fake, pcie="inline", pcie_every=3)
     for _ in range(4):
         snapshot = source.read()
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 8  # reads 1 and 4
     assert snapshot.gpus[1].pcie_rx_kbs == 95_500
     source.close()
+    off = FakeNvml.h200s(2)
+    snapshot = source_for(off, pcie="off").read()
+    assert "nvmlDeviceGetPcieThroughput" not in off.calls and snapshot.gpus[0].pcie_tx_kbs is None
+    with pytest.raises(ValueError):
+        NvmlSource(off, pcie="sometimes")
 
 
 def test_processes_are_live_gone_or_defunct_with_their_memory():

@@ -74,7 +74,7 @@ def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO, one_line: 
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `specmon gpus`."""
-    source = NvmlSource()
+    source = NvmlSource(pcie="inline")
     watching = args.watch is not None
     try:
         print_snapshot(source.read(), args.json, sys.stdout, one_line=watching)

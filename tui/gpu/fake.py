@@ -58,6 +58,7 @@ class FakeNvml:
         driver: str = "570.124.06",
         nvml_version: str = "12.570.124.06",
         memory_v2: bool = True,
+        serialized: bool = False,
     ) -> None:
         self.gpus = list(gpus or [])
         self.init_error = init_error
@@ -69,6 +70,8 @@ class FakeNvml:
         self.gone_code: int | None = None
         self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.serialized = serialized  # every call waits for a PCIe call in progress, like the driver's RM lock
+        self._rm_lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(pynvml, name)
@@ -113,6 +116,9 @@ class FakeNvml:
             raise pynvml.NVMLError(self.gone_code)
         if not self.initialized:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
+        if self.serialized and name != "nvmlDeviceGetPcieThroughput":
+            with self._rm_lock:
+                pass
         if handle is None:
             return None
         gpu = self.gpus[handle.index]
@@ -200,7 +206,11 @@ class FakeNvml:
     def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
         gpu = self._enter("nvmlDeviceGetPcieThroughput", handle)
         if self.pcie_delay_s:
-            time.sleep(self.pcie_delay_s)
+            if self.serialized:
+                with self._rm_lock:
+                    time.sleep(self.pcie_delay_s)
+            else:
+                time.sleep(self.pcie_delay_s)
         return gpu.pcie_tx_kbs if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else gpu.pcie_rx_kbs
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:

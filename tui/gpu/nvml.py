@@ -175,20 +175,28 @@ class Nvml:
 class NvmlSource:
     """Reads every GPU through NVML; `read()` returns a GpuSnapshot and never raises.
 
-    PCIe throughput blocks ~20 ms per GPU and direction inside NVML, so those calls run on a small
-    thread pool in parallel with the other reads, every `pcie_every`-th read; a poll waits for them at
-    most `pcie_wait_s` and otherwise shows the previous values (the late ones are collected next time).
+    NVML's PCIe-throughput call blocks ~20 ms per GPU and direction, and the driver may serialise NVML
+    calls behind it, so PCIe is kept off the poll's path. With `pcie="background"` (the sampler's
+    default) a round of PCIe calls is started on a small thread pool at the end of a read, runs while the
+    sampler sleeps, and its values appear in the next reads; a round still running is never started
+    twice. With `pcie="inline"` (one-shot `specmon gpus`) the round runs in parallel with the other reads
+    and the read waits up to `pcie_wait_s` for it. `pcie_every=N` starts a round only every N-th read;
+    `pcie="off"` never reads PCIe.
     """
 
     def __init__(
         self,
         module: Any = None,
+        pcie: str = "background",
         pcie_every: int = 1,
-        pcie_wait_s: float = 0.06,
+        pcie_wait_s: float = 1.0,
         inspector: ProcessInspector | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if pcie not in ("background", "inline", "off"):
+            raise ValueError(f"pcie must be background, inline or off, not {pcie!r}")
         self.nvml = Nvml(module)
+        self.pcie = pcie
         self.pcie_every = max(1, int(pcie_every))
         self.pcie_wait_s = pcie_wait_s
         self.inspector = inspector or ProcessInspector()
@@ -256,7 +264,8 @@ class NvmlSource:
                 handles[index] = handle
 
         self._reads += 1
-        if (self._reads - 1) % self.pcie_every == 0:
+        pcie_due = self.pcie != "off" and (self._reads - 1) % self.pcie_every == 0
+        if pcie_due and self.pcie == "inline":
             self._submit_pcie(handles)
 
         readings = []
@@ -270,7 +279,7 @@ class NvmlSource:
                 readings.append(GpuReading(index=index, error="GPU is lost (fell off the bus or hung)"))
                 handles.pop(index)
 
-        self._collect_pcie()
+        self._collect_pcie(self.pcie_wait_s if self.pcie == "inline" else 0.0)
         for reading in readings:
             if reading.error is None:
                 reading.pcie_tx_kbs = self._pcie_last.get((reading.index, _PCIE_TX))
@@ -279,6 +288,8 @@ class NvmlSource:
 
         if self._topology is None:
             self._topology = self._read_topology(handles)
+        if pcie_due and self.pcie == "background":
+            self._submit_pcie(handles)
         return GpuSnapshot(
             available=True,
             driver=self._driver,
@@ -387,10 +398,11 @@ class NvmlSource:
             return None
         return None if value is None else float(value)
 
-    def _collect_pcie(self) -> None:
+    def _collect_pcie(self, wait_s: float) -> None:
         if not self._pcie_pending:
             return
-        wait(list(self._pcie_pending.values()), timeout=self.pcie_wait_s)
+        if wait_s > 0:
+            wait(list(self._pcie_pending.values()), timeout=wait_s)
         for key, future in list(self._pcie_pending.items()):
             if future.done():
                 del self._pcie_pending[key]

@@ -151,7 +151,7 @@ class BenchPanel(Vertical):
             self._rows.add(key)
             return
         for column, _ in COLUMNS:
-            table.update_cell(key, column, cells[column])
+            table.update_cell(key, column, cells[column], update_width=True)
 
     def _redraw_if_dirty(self) -> None:
         if self._charts_dirty:

@@ -71,6 +71,21 @@ async def test_eight_gpus_get_compact_rows_and_a_process_table():
         assert str(live[5]) == "sglang::scheduler_TP0" and live[4].style == ""
 
 
+async def test_a_snapshot_shown_before_mount_is_rendered_on_mount():
+    pane = GpuPane()
+    pane.show(load("h200x1-torch-load.json"))
+
+    class Late(App):
+        def compose(self) -> ComposeResult:
+            yield pane
+
+    app = Late()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "1 × NVIDIA H200" in header_text(app)
+        assert app.query_one("#gpu-processes", DataTable).row_count == 1
+
+
 async def test_one_gpu_gets_detail_lines():
     app = PaneApp([load("h200x1-torch-load.json")])
     async with app.run_test(size=(80, 24)) as pilot:

@@ -156,6 +156,7 @@ class GpuPane(Vertical):
         self.snapshot: GpuSnapshot | None = None
         self._rows: dict[int, GpuRow] = {}
         self._process_keys: set[str] = set()
+        self._composed = False
 
     def compose(self) -> ComposeResult:
         yield Static("Waiting for the first GPU reading…", id="gpu-header")
@@ -165,9 +166,16 @@ class GpuPane(Vertical):
             table.add_column(label, key=key)
         yield table
 
+    def on_mount(self) -> None:
+        self._composed = True
+        if self.snapshot is not None:
+            self.show(self.snapshot)
+
     def show(self, snapshot: GpuSnapshot) -> None:
         """Render one snapshot (keeping trends from the previous ones)."""
         self.snapshot = snapshot
+        if not self._composed:
+            return  # rendered on mount
         self.set_class(not snapshot.available, "-unavailable")
         self.query_one("#gpu-header", Static).update(self._header(snapshot))
         if not snapshot.available:
@@ -185,7 +193,7 @@ class GpuPane(Vertical):
         text = Text()
         label = f"{len(snapshot.gpus)} × {names[0]}" if len(names) == 1 else f"{len(snapshot.gpus)} GPUs"
         text.append(label, style="bold")
-        if snapshot.source == "emulator":
+        if snapshot.source == "emulator" and not any("emulated" in name.lower() for name in names):
             text.append(" (emulated)", style="italic")
         lost = sum(1 for g in snapshot.gpus if g.error)
         if lost:

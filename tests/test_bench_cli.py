@@ -178,3 +178,23 @@ def test_divergent_outputs_are_flagged_against_the_baseline(tmp_path):
     assert comparison.diverged == ["p2"] and comparison.flags == ["diverged"]
     spec.measured[2].output_text = base.measured[2].output_text.rsplit(" ", 2)[0] + " x y"
     assert compare(spec, base).diverged == []  # a difference in the last few words is tolerated
+
+
+def test_results_baseline_can_be_chosen(tmp_path):
+    _record_runs(tmp_path)
+    rows = list(csv.DictReader(io.StringIO(
+        specmon("results", "--dir", str(tmp_path), "--format", "csv", "--baseline", "eagle3-5").stdout
+    )))
+    assert float(rows[0]["speedup"]) == pytest.approx(0.5, rel=0.05)
+    assert rows[1]["speedup"] == ""
+    bad = specmon("results", "--dir", str(tmp_path), "--baseline", "nope")
+    assert bad.returncode == 1 and "no run of preset 'nope'" in bad.stderr
+
+
+def test_natural_eos_is_sent_when_asked(state_env):
+    with LoopbackServer(LoopbackConfig(tokens_per_s=3000)) as server:
+        proc = specmon("bench", "--url", server.url, "--requests", "1", "--warmup", "0", "--max-new-tokens", "8",
+                       "--natural-eos", "--json", env=state_env)
+        assert proc.returncode == 0, proc.stderr
+        assert server.requests_seen[0]["sampling_params"]["ignore_eos"] is False
+    assert json.loads(proc.stdout)["settings"]["ignore_eos"] is False

@@ -120,6 +120,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, help="concurrent streams (default 1)")
     p.add_argument("--warmup", type=int, help="warmup requests, not counted (default 2)")
     p.add_argument("--prompts", help="builtin:chat or a JSONL file of {\"prompt\": ...}")
+    p.add_argument(
+        "--natural-eos", action="store_true", help="let requests stop at EOS (default: ignore_eos, fixed length)"
+    )
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -135,6 +138,8 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.add_argument("--dir", help="results directory (default: the user state directory)")
+    p.add_argument("--baseline", metavar="PRESET", help="speedups against this preset (default: the latest run "
+                   "without speculative decoding)")
     p.set_defaults(handler="tui.bench.results_cli:run")
 
 

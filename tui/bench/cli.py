@@ -31,6 +31,8 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
         "prompts": args.prompts,
     }
     values = base.to_json() | {k: v for k, v in overrides.items() if v is not None}
+    if getattr(args, "natural_eos", False):
+        values["ignore_eos"] = False
     for name in ("requests", "max_new_tokens", "concurrency"):
         if values[name] < 1:
             return base, f"--{name.replace('_', '-')} must be at least 1"

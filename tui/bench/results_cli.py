@@ -26,9 +26,10 @@ def select_runs(runs: list[BenchResult], wanted: list[str]) -> tuple[list[BenchR
     return chosen, missing
 
 
-def table_rows(runs: list[BenchResult]) -> list[list[str]]:
-    """Display cells, one row per run, speedup against the baseline (the latest run without speculation)."""
-    comparisons = compare_all(runs)
+def table_rows(runs: list[BenchResult], baseline: str | None = None) -> list[list[str]]:
+    """Display cells, one row per run, speedup against the baseline (by default the latest run without
+    speculative decoding)."""
+    comparisons = compare_all(runs, baseline)
     rows = []
     for run in runs:
         f = run_figures(run, comparisons.get(run.run_id))
@@ -56,23 +57,23 @@ def table_rows(runs: list[BenchResult]) -> list[list[str]]:
     return rows
 
 
-def format_table(runs: list[BenchResult]) -> str:
-    rows = [list(TABLE_HEADERS), *table_rows(runs)]
+def format_table(runs: list[BenchResult], baseline: str | None = None) -> str:
+    rows = [list(TABLE_HEADERS), *table_rows(runs, baseline)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEADERS))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
-def format_markdown(runs: list[BenchResult]) -> str:
+def format_markdown(runs: list[BenchResult], baseline: str | None = None) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
     lines = ["| " + " | ".join(TABLE_HEADERS) + " |", "|" + "---|" * len(TABLE_HEADERS)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(runs)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(runs, baseline)]
     return "\n".join(lines)
 
 
-def format_csv(runs: list[BenchResult]) -> str:
-    comparisons = compare_all(runs)
+def format_csv(runs: list[BenchResult], baseline: str | None = None) -> str:
+    comparisons = compare_all(runs, baseline)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=FIGURE_COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -83,8 +84,8 @@ def format_csv(runs: list[BenchResult]) -> str:
     return out.getvalue()
 
 
-def format_json(runs: list[BenchResult]) -> str:
-    comparisons = compare_all(runs)
+def format_json(runs: list[BenchResult], baseline: str | None = None) -> str:
+    comparisons = compare_all(runs, baseline)
     data: list[dict[str, Any]] = []
     for run in runs:
         comparison = comparisons.get(run.run_id)
@@ -107,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
         elif not missing:
             print(f"No benchmark runs in {store.directory} yet (run `specmon bench --url URL`).", file=sys.stderr)
         return 1 if missing else 0
-    text = FORMATTERS[args.format](runs)
+    baseline = getattr(args, "baseline", None)
+    if baseline and not any(r.preset == baseline for r in runs):
+        print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
+        return 1
+    text = FORMATTERS[args.format](runs, baseline)
     print(text, end="" if text.endswith("\n") else "\n")
     return 1 if missing else 0

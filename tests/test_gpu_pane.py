@@ -133,6 +133,10 @@ async def test_processes_update_in_place_and_leave_when_gone():
         pane.show(second)
         await pilot.pause()
         assert str(table.get_row("0:12345")[3]) == "30.0 GiB" and table.row_count == 2
+        second.gpus[0].processes[0].used_mib = 130_000.0  # a wider value widens its column
+        pane.show(second)
+        await pilot.pause()
+        assert table.columns["memory"].content_width >= len("127.0 GiB")
         assert str(table.get_row("0:999")[4]) == "ZOMBIE (defunct)"
         pane.show(third)
         await pilot.pause()

@@ -249,7 +249,7 @@ class GpuPane(Vertical):
             }
             if key in self._process_keys:
                 for column, value in cells.items():
-                    table.update_cell(key, column, value)
+                    table.update_cell(key, column, value, update_width=True)
             else:
                 table.add_row(*cells.values(), key=key)
         for key in self._process_keys - keys:

@@ -209,3 +209,14 @@ def test_a_gpu_slowdown_during_the_measured_window_flags_the_run(tmp_path):
     assert "GPU 0 power cap" in result.summary["flag_details"]["throttled"]
     assert result.gpus[0]["gpu_index"] == 0 and "power cap" in result.gpus[0]["slowdowns"]
     assert ResultStore(tmp_path / "results").load(result.run_id).gpus == result.gpus
+
+
+def test_an_unwritable_results_directory_is_noted_and_the_run_goes_on(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the results directory should be")
+    with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
+        result, _, updates = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=8, warmup=0),
+                                  store=ResultStore(blocker / "results"))
+    assert result.status == "finished" and result.summary["requests_ok"] == 2
+    assert sum("results not saved" in note for note in result.notes) == 1
+    assert "results not saved" in updates[-1].message

@@ -123,3 +123,12 @@ def test_error_message_shapes():
     assert error_message(422, b'{"detail": "bad"}') == "HTTP 422: bad"
     assert error_message(502, b"") == "HTTP 502: (empty body)"
     assert len(error_message(500, b"x" * 5000)) < 320
+
+
+async def test_incremental_text_is_joined_and_cumulative_text_is_not_repeated():
+    cumulative, _ = await _one(LoopbackConfig(tokens_per_s=3000), max_new_tokens=30)
+    incremental, _ = await _one(LoopbackConfig(tokens_per_s=3000, incremental_text=True), max_new_tokens=30)
+    assert cumulative.ok and incremental.ok
+    assert incremental.output_text == cumulative.output_text
+    assert len(cumulative.output_text.split()) == 30
+    assert incremental.completion_tokens == cumulative.completion_tokens == 30

@@ -52,6 +52,7 @@ class LoopbackConfig:
     error_event: bool = False
     replay: bytes | None = None
     rate_jitter: float = 0.0
+    incremental_text: bool = False
     replay_gap_s: float = 0.001
 
 
@@ -263,6 +264,7 @@ class LoopbackServer:
         await asyncio.sleep(cfg.ttft_s)
         start = time.perf_counter()
         tokens, steps, chunk_no = 1, 0, 0
+        sent_text = ""
         pattern = cfg.chunk_tokens or [1]
         while True:
             final = tokens >= max_new
@@ -278,7 +280,12 @@ class LoopbackServer:
                 if cfg.speculative:
                     meta["spec_verify_ct"] = steps
                     meta["spec_accept_length"] = tokens / steps if steps else 1.0
-            event = {"text": " ".join(words[:tokens]), "output_ids": list(range(tokens)), "meta_info": meta}
+            text = " ".join(words[:tokens])
+            if cfg.incremental_text:  # --incremental-streaming-output: each chunk carries only the new text
+                text, sent_text = text[len(sent_text) :], text
+            else:
+                sent_text = text
+            event = {"text": text, "output_ids": list(range(tokens)), "meta_info": meta}
             data = b"data: " + json.dumps(event).encode() + b"\n\n"
             if cfg.garbled_after_chunks is not None and chunk_no >= cfg.garbled_after_chunks:
                 data = b'data: {"text": "half an obj\n\n'

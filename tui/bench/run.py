@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -169,7 +170,7 @@ class BenchRun:
         tps = tuple(r.decode_tok_s for r in ok if r.decode_tok_s)
         steps = sum(r.spec_verify_ct or 0 for r in ok)
         tokens = sum(r.completion_tokens for r in ok if r.spec_verify_ct)
-        median = sorted(tps)[len(tps) // 2] if tps else None
+        median = statistics.median(tps) if tps else None
         return BenchProgress(
             run_id=result.run_id,
             preset=self.preset,
@@ -247,8 +248,7 @@ class BenchRun:
             flags.append("aborted")
             details["aborted"] = self._stop_reason
         self._phase = result.status
-        with contextlib.suppress(OSError):
-            self.store.finish_run(result)
+        self._save(self.store.finish_run, result)
         self._emit(result.notes[-1] if result.notes else "")
 
     def _record_gpus(self) -> None:
@@ -277,7 +277,7 @@ class BenchRun:
             except SGLangError as exc:
                 result.notes.append(f"server_info unavailable: {exc}")
                 result.server = {"error": str(exc)}
-            self.store.start_run(result)
+            self._save(self.store.start_run, result)
             headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
             streams = max(1, self.settings.concurrency)
             limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
@@ -299,6 +299,15 @@ class BenchRun:
                 await self._run_requests(http, jobs, warmup=False)
             self._set_phase("checking")
             await self._cross_check(api, before, flushed)
+
+    def _save(self, write: Callable[..., None], *args: Any) -> None:
+        """Write to the results store; a failure is noted once and the run goes on."""
+        try:
+            write(*args)
+        except OSError as exc:
+            note = f"results not saved in {self.store.directory}: {exc.strerror or exc}"
+            if note not in self.result.notes:
+                self.result.notes.append(note)
 
     def _set_phase(self, phase: str) -> None:
         self._phase = phase
@@ -337,8 +346,7 @@ class BenchRun:
                 finally:
                     self._in_flight -= 1
                 self.result.requests.append(request)
-                with contextlib.suppress(OSError):
-                    self.store.add_request(self.result.run_id, request)
+                self._save(self.store.add_request, self.result.run_id, request)
                 consecutive_failures = 0 if request.ok else consecutive_failures + 1
                 if consecutive_failures >= MAX_CONSECUTIVE_FAILURES and self._stop_reason is None:
                     self._stop_reason = f"stopped after {consecutive_failures} failures in a row: {request.error}"

@@ -95,6 +95,7 @@ def serve(config: LaunchConfig) -> int:
         max_running_requests=int(args.get("max_running_requests") or 48),
         decode_log_interval=int(args.get("decode_log_interval") or 40),
         metrics=metrics,
+        cuda_graph=not args.get("disable_cuda_graph"),
     )
     state = ServerState(
         server_args=args,

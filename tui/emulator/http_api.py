@@ -289,7 +289,11 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         if not isinstance(sampling, dict):
             self._error(400, "sampling_params must be an object.")
             return
-        requests = [self._new_request(p, n, sampling) for p, n in prompts]
+        try:
+            requests = [self._new_request(p, n, sampling) for p, n in prompts]
+        except (TypeError, ValueError) as error:
+            self._error(400, f"Invalid sampling_params: {error}")
+            return
         if body.get("rid") and len(requests) == 1:
             requests[0].rid = str(body["rid"])
         for request in requests:
@@ -383,7 +387,11 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             if not isinstance(prompt, str):
                 self._error(400, "prompt must be a string.")
                 return
-        request = self._new_request(prompt, count_prompt_tokens(prompt), self._openai_sampling(body))
+        try:
+            request = self._new_request(prompt, count_prompt_tokens(prompt), self._openai_sampling(body))
+        except (TypeError, ValueError) as error:
+            self._error(400, f"Invalid request: {error}")
+            return
         self.state.scheduler.submit(request)
         cid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())

@@ -91,8 +91,10 @@ class EmulatedScheduler:
         max_running_requests: int,
         decode_log_interval: int = 40,
         metrics: EmulatorMetrics | None = None,
+        cuda_graph: bool = True,
     ) -> None:
         self.speed = speed
+        self.cuda_graph = cuda_graph
         self.log = log
         self.gpus = gpus
         self.family = family
@@ -259,12 +261,12 @@ class EmulatedScheduler:
         if self.family == "new":
             self.log.info(
                 f"Decode batch, #running-req: {batch_size}, #token: {used}, token usage: {usage:.2f}, {spec}"
-                f"cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: {queued}"
+                f"cuda graph: {self.cuda_graph}, gen throughput (token/s): {throughput:.2f}, #queue-req: {queued}"
             )
         else:
             self.log.info(
                 f"Decode batch. #running-req: {batch_size}, #token: {used}, token usage: {usage:.2f}, {spec}"
-                f"cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: {queued}, "
+                f"cuda graph: {self.cuda_graph}, gen throughput (token/s): {throughput:.2f}, #queue-req: {queued}, "
             )
         self.last_gen_throughput = throughput
         if self.metrics is not None:
@@ -274,7 +276,7 @@ class EmulatedScheduler:
             m.num_used_tokens.set(used)
             m.token_usage.set(usage)
             m.gen_throughput.set(throughput)
-            m.is_cuda_graph.set(1)
+            m.is_cuda_graph.set(1 if self.cuda_graph else 0)
             if accept_len is not None:
                 m.spec_accept_length.set(accept_len)
                 m.spec_accept_rate.set(accept_rate)

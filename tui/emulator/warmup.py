@@ -27,6 +27,10 @@ def run_warmup(state: ServerState, host: str, port: int, speed: float, delay_s: 
         headers["Authorization"] = f"Bearer {key}"
     info_path = "/model_info" if state.family == "new" else "/get_model_info"
     time.sleep(1.0 / speed if delay_s is None else delay_s)
+    if state.server_args.get("skip_server_warmup"):
+        state.up.set()
+        state.log.info("The server is fired up and ready to roll!")
+        return
     try:
         for attempt in range(120):
             try:

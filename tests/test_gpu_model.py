@@ -3,6 +3,9 @@
 import json
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot, decode_throttle_reasons
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
@@ -58,3 +61,36 @@ def test_fixture_8x_h200_flags_the_zombie_and_the_power_cap():
     assert len(snapshot.gpus) == 8
     assert [p.pid for p in snapshot.processes if p.zombie] == [2869913]
     assert [g.index for g in snapshot.gpus if g.slowdowns] == [5]
+
+_opt = st.one_of(st.none(), st.floats(min_value=0, max_value=1e7, allow_nan=False))
+_process = st.builds(
+    GpuProcess, pid=st.integers(1, 2**22), used_mib=_opt, name=st.text(max_size=40), alive=st.booleans(),
+    user=st.one_of(st.none(), st.text(max_size=8)), state=st.sampled_from(["running", "defunct", "gone", "not visible"]),
+)
+
+
+@given(
+    st.lists(
+        st.builds(
+            GpuReading, index=st.integers(0, 15), name=st.one_of(st.none(), st.text(max_size=20)),
+            memory_used_mib=_opt, memory_total_mib=_opt, util_gpu_pct=_opt, power_w=_opt, sm_clock_mhz=_opt,
+            pcie_tx_kbs=_opt, throttle_reasons=st.lists(st.sampled_from(["idle", "power cap", "thermal"])),
+            ecc_corrected=st.one_of(st.none(), st.integers(0, 99)), processes=st.lists(_process, max_size=3),
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_any_snapshot_survives_a_json_round_trip(gpus, available):
+    for gpu in gpus:
+        for proc in gpu.processes:
+            proc.gpu_index = gpu.index
+    snapshot = GpuSnapshot(available=available, gpus=gpus, taken_at=1.0)
+    data = json.loads(json.dumps(snapshot.to_json()))
+    assert GpuSnapshot.from_json(data).to_json() == data
+
+
+@given(st.integers(0, 2**16 - 1))
+def test_every_throttle_bit_gets_one_word(mask):
+    words = decode_throttle_reasons(mask)
+    assert len(words) == len(set(words)) == bin(mask).count("1")

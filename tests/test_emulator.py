@@ -563,3 +563,21 @@ def test_specmon_emulate_runs_the_same_emulator():
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == "sglang serve: error: unrecognized arguments: --bogus"
     assert "is still supported" not in done.stderr
+
+
+def test_log_level_warning_hides_milestones_like_sglang(tmp_path):
+    emu = launch(
+        tmp_path, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d",
+        "--speculative-num-steps", "2", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "8",
+        "--log-level", "warning", *FAST,
+    )
+    try:
+        emu.wait_ready()
+        assert httpx.get(emu.url + "/get_server_info").json()["speculative_num_draft_tokens"] == 3
+    finally:
+        emu.stop()
+    text = emu.log()
+    assert "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1" in text
+    assert "Endpoint '/get_server_info' is deprecated" in text
+    for hidden in ("Load weight begin", "max_total_num_tokens=", "Uvicorn running", "ready to roll", '"GET /health'):
+        assert hidden not in text

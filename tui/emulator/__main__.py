@@ -28,7 +28,7 @@ def _write_pre_log(log: SGLangLogWriter, entries: list[tuple[str, str]]) -> None
         if kind == "bare":
             log.raw(text)
         else:
-            log.info(text)
+            log.warning(text)
 
 
 def main(argv: list[str] | None = None, *, module_launch: bool = True) -> int:
@@ -58,7 +58,9 @@ def serve(config: LaunchConfig) -> int:
     args = config.server_args
     options = config.options
     tp = max(1, int(args.get("tp_size") or 1))
-    log = SGLangLogWriter(tp_size=tp)
+    log = SGLangLogWriter(
+        tp_size=tp, level=str(args.get("log_level") or "info"), http_level=args.get("log_level_http")
+    )
     _write_pre_log(log, config.pre_log)
     host = args.get("host") or "127.0.0.1"
     port = int(args["port"])
@@ -152,4 +154,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -228,7 +228,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
 
     def _deprecated(self, old: str, new: str) -> None:
         if self.state.family == "new":
-            self.state.log.info(
+            self.state.log.warning(
                 f"Endpoint '{old}' is deprecated and will be removed in a future version. Please use '{new}' instead."
             )
 

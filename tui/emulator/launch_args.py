@@ -71,7 +71,7 @@ class LaunchConfig:
 
     server_args: dict[str, Any]
     options: EmulatorOptions
-    pre_log: list[tuple[str, str]] = field(default_factory=list)  # ("bare"|"info", text) before server_args=
+    pre_log: list[tuple[str, str]] = field(default_factory=list)  # ("bare"|"warning", text) before server_args=
 
     @property
     def spec_algorithm(self) -> str | None:
@@ -271,7 +271,7 @@ def apply_speculative_rules(args: dict[str, Any], family: str, pre_log: list[tup
         if family == "new":
             pre_log.append(
                 (
-                    "info",
+                    "warning",
                     "Max running requests is reset to 48 for speculative decoding. You can override this by "
                     "explicitly setting --max-running-requests.",
                 )
@@ -297,7 +297,7 @@ def apply_speculative_rules(args: dict[str, Any], family: str, pre_log: list[tup
         message = (
             "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
         )
-        pre_log.append(("info" if family == "new" else "bare", message))
+        pre_log.append(("warning" if family == "new" else "bare", message))
         args["speculative_num_draft_tokens"] = args["speculative_num_steps"] + 1
     if args.get("speculative_draft_model_revision") is None and args.get("speculative_draft_model_path"):
         args["speculative_draft_model_revision"] = "main"

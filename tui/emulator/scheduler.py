@@ -7,10 +7,13 @@ cumulative acceptance counters (`avg_spec_accept_length`), which `/flush_cache` 
 
 from __future__ import annotations
 
+import os
 import queue
 import random
+import signal
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,7 +148,7 @@ class EmulatedScheduler:
         with self._cond:
             waiting, running = len(self._waiting), len(self._running)
             if waiting or running:
-                self.log.info(
+                self.log.warning(
                     f"Cache not flushed because there are pending requests. #queue-req: {waiting}, "
                     f"#running-req: {running}"
                 )
@@ -162,6 +165,15 @@ class EmulatedScheduler:
 
     # --- the scheduler thread -----------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self._run_batches()
+        except Exception:
+            # Like SGLang: a scheduler exception is logged and takes the whole server down.
+            self.log.error(f"Scheduler hit an exception: {traceback.format_exc().rstrip()}")
+            self.log.error("Received sigquit from a child process. It usually means the child failed.")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _run_batches(self) -> None:
         while True:
             with self._cond:
                 while not self._stopped and not self._waiting and not self._running:

@@ -11,6 +11,7 @@ from typing import TextIO
 
 _TQDM_PARTIALS = " ▏▎▍▌▋▊▉"
 _TQDM_WIDTH = 10
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
 def _tqdm_clock(seconds: float) -> str:
@@ -58,8 +59,12 @@ class SGLangLogWriter:
         err: TextIO | None = None,
         out: TextIO | None = None,
         clock: Callable[[], float] = time.time,
+        level: str = "info",
+        http_level: str | None = None,
     ) -> None:
         self.tp_size = tp_size
+        self._level = _LEVELS.get(level.lower(), 20)
+        self._http_level = _LEVELS.get((http_level or level).lower(), 20)
         self._err = err or sys.stderr
         self._out = out or sys.stdout
         self._clock = clock
@@ -81,12 +86,21 @@ class SGLangLogWriter:
             return ""
         return f" TP{rank}"
 
-    def info(self, message: str, rank: int | None = None) -> None:
-        """An SGLang logger record: `[ts TPn] message` (no level name, like SGLang)."""
-        self._write(self._err, f"[{self._stamp()}{self._tag(rank)}] {message}\n")
+    def info(self, message: str, rank: int | None = None, *, level: int = 20) -> None:
+        """An SGLang logger record: `[ts TPn] message` (no level name, like SGLang), if --log-level lets it."""
+        if level >= self._level:
+            self._write(self._err, f"[{self._stamp()}{self._tag(rank)}] {message}\n")
+
+    def warning(self, message: str, rank: int | None = None) -> None:
+        self.info(message, rank, level=30)
+
+    def error(self, message: str, rank: int | None = None) -> None:
+        self.info(message, rank, level=40)
 
     def all_ranks(self, message: str) -> None:
         """A scheduler record every TP rank prints."""
+        if self._level > 20:
+            return
         for rank in range(max(1, self.tp_size)):
             self.info(message, rank if self.tp_size > 1 else None)
 
@@ -103,10 +117,14 @@ class SGLangLogWriter:
 
     def uvicorn(self, message: str, level: str = "INFO") -> None:
         """A uvicorn default-logger record (stderr): `[ts] INFO:     message`."""
+        if _LEVELS.get(level.lower(), 20) < self._http_level:
+            return
         self._write(self._err, f"[{self._stamp()}] {level + ':':<9} {message}\n")
 
     def access(self, client: tuple[str, int], request_line: str, status: int) -> None:
         """A uvicorn access-log record (stdout)."""
+        if self._http_level > 20:
+            return
         phrase = HTTPStatus(status).phrase
         self._write(
             self._out,

@@ -136,9 +136,9 @@ class StartupScript:
         if chained:
             lines.append(chained)
         tag = 0 if self.tp > 1 else None
-        self.log.info("\n".join(lines), tag)
+        self.log.error("\n".join(lines), tag)
         self.log.raw("")
-        self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        self.log.error("Received sigquit from a child process. It usually means the child failed.")
         raise StartupFailed("sigkill")
 
     _SCHEDULER_FRAMES = [

@@ -49,7 +49,7 @@ def run_warmup(state: ServerState, host: str, port: int, speed: float, delay_s: 
         with urllib.request.urlopen(request, timeout=600) as response:
             response.read()
     except Exception:
-        state.log.info(f"Initialization failed. warmup error: {traceback.format_exc()}")
+        state.log.error(f"Initialization failed. warmup error: {traceback.format_exc()}")
         os.kill(os.getpid(), signal.SIGKILL)
         return
     state.up.set()

@@ -89,6 +89,8 @@ def test_speculative_rules():
     assert auto["max_running_requests"] == 48
     nextn = parse_launch_args(["--model-path", "/m", "--speculative-algorithm", "NEXTN"]).server_args
     assert nextn["speculative_algorithm"] == "EAGLE"
+    ngram = parse_launch_args(["--model-path", "/m", "--speculative-algorithm", "ngram"]).server_args
+    assert (ngram["speculative_eagle_topk"], ngram["speculative_num_draft_tokens"]) == (10, 12)
     mine = parse_launch_args(
         ["--model-path", "/m", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
          "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8", "--max-running-requests", "8"]

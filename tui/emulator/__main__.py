@@ -81,11 +81,11 @@ def serve(config: LaunchConfig) -> int:
     if metrics is not None:
         metrics.max_total_num_tokens.set(result.max_total_num_tokens)
     if config.speculative:
-        shape = SpecShape(
-            int(args["speculative_num_steps"]),
-            int(args["speculative_eagle_topk"]),
-            int(args["speculative_num_draft_tokens"]),
-        )
+        draft_tokens = int(args["speculative_num_draft_tokens"])
+        steps = int(args["speculative_num_steps"])
+        if config.spec_algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
+            steps = draft_tokens - 1  # NGRAM and block drafters propose one chain of draft_tokens - 1
+        shape = SpecShape(steps, int(args["speculative_eagle_topk"]), draft_tokens)
     else:
         shape = SpecShape()
     scheduler = EmulatedScheduler(

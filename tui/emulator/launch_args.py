@@ -265,6 +265,15 @@ def apply_speculative_rules(args: dict[str, Any], family: str, pre_log: list[tup
         algorithm = "EAGLE"
     args["speculative_algorithm"] = algorithm
     if algorithm not in EAGLE_FAMILY:
+        # NGRAM and block drafters: topk is the BFS breadth, and steps follow from the draft tokens.
+        if algorithm == "NGRAM":
+            args["speculative_eagle_topk"] = args.get("speculative_ngram_max_bfs_breadth") or 10
+        draft = args.get("speculative_num_draft_tokens") or (12 if algorithm == "NGRAM" else 16)
+        args["speculative_num_draft_tokens"] = draft
+        if args.get("speculative_eagle_topk") is None:
+            args["speculative_eagle_topk"] = 1
+        if args.get("speculative_num_steps") is None:
+            args["speculative_num_steps"] = max(1, draft // args["speculative_eagle_topk"])
         return
     if args.get("max_running_requests") is None:
         args["max_running_requests"] = 48

@@ -166,11 +166,11 @@ class StartupScript:
         self.gpus.start_process()
         self._init_distributed()
         self._load_weights(target_gib, profile.architecture, shards=max(1, min(8, math.ceil(target_gib * self.tp / 5))))
-        if self.family == "new" and spec:
+        if self.family == "new" and spec and spec != "NGRAM":
             self._init_distributed(draft=True)
             self._load_weights(draft_gib, self._draft_type(spec), shards=1, draft=True)
         kv_gib, tokens = self._kv_pool(target_gib + draft_gib, params_b)
-        if self.family == "new" and spec:
+        if self.family == "new" and spec and spec != "NGRAM":
             self._draft_kv(tokens, params_b)
             self.log.all_ranks("SPECULATIVE_MOE_RUNNER_BACKEND is not initialized, using auto backend")
             self.log.all_ranks("SPECULATIVE_MOE_A2A_BACKEND is not initialized, using none backend")
@@ -211,7 +211,8 @@ class StartupScript:
 
     @staticmethod
     def _draft_type(spec: str) -> str:
-        return {"EAGLE3": "LlamaForCausalLMEagle3", "EAGLE": "LlamaForCausalLMEagle"}.get(spec, "LlamaForCausalLM")
+        types = {"EAGLE3": "LlamaForCausalLMEagle3", "EAGLE": "LlamaForCausalLMEagle", "DFLASH": "DFlashDraftModel"}
+        return types.get(spec, "LlamaForCausalLM")
 
     def _init_distributed(self, draft: bool = False) -> None:
         self.log.all_ranks("Init torch distributed begin.")

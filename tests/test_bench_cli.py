@@ -198,3 +198,10 @@ def test_natural_eos_is_sent_when_asked(state_env):
         assert proc.returncode == 0, proc.stderr
         assert server.requests_seen[0]["sampling_params"]["ignore_eos"] is False
     assert json.loads(proc.stdout)["settings"]["ignore_eos"] is False
+
+
+def test_runs_on_different_prompt_sets_are_not_paired(tmp_path):
+    base, spec = _record_runs(tmp_path)
+    spec.settings["prompt_set_hash"] = "0000000000000000"
+    comparison = compare(spec, base)
+    assert comparison.speedup is None and comparison.prompts_compared == 0

@@ -74,7 +74,10 @@ def words_after_common_prefix(a: str, b: str) -> int:
 
 
 def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Comparison:
-    """`result` against `baseline`, paired over the prompts both ran."""
+    """`result` against `baseline`, paired over the prompts both ran (none when the prompt sets differ)."""
+    ours, theirs = result.settings.get("prompt_set_hash"), baseline.settings.get("prompt_set_hash")
+    if ours and theirs and ours != theirs:
+        return Comparison(run_id=result.run_id, baseline_run_id=baseline.run_id, speedup=None)
     speeds, outputs = _per_prompt(result)
     base_speeds, base_outputs = _per_prompt(baseline)
     shared = [p for p in speeds if p in base_speeds]

@@ -362,7 +362,8 @@ def test_flush_cache_resets_avg_accept_length_and_refuses_while_busy(servers):
     assert ok.status_code == 200
     assert "avg_spec_accept_length" not in httpx.get(spec.url + "/server_info").json()["internal_states"][0]
     assert "Cache flushed successfully!" in spec.log()
-    assert "Cache not flushed because there are pending requests. #queue-req: 0, #running-req: 1" in spec.log()
+    assert re.search(r"Cache not flushed because there are pending requests\. #queue-req: \d+, #running-req: \d+$",
+                     spec.log(), re.M)
 
 
 def _samples(text: str) -> dict[str, float]:
@@ -433,7 +434,8 @@ def test_concurrent_streams_all_finish(servers):
     for t in threads:
         t.join(30)
     assert all(r and r[-1]["meta_info"]["completion_tokens"] == 60 for r in results)
-    assert re.search(r"Prefill batch, #new-seq: \d+, .*#running-req: [1-3],", spec.log())
+    # Batched: either several sequences in one prefill, or a prefill while others were decoding.
+    assert re.search(r"Prefill batch, (?:#new-seq: [2-4],|#new-seq: 1, .*#running-req: [1-3],)", spec.log())
 
 
 def test_api_key_is_required_except_for_health_and_never_logged(tmp_path):
@@ -472,7 +474,7 @@ def test_gpu_endpoint_shows_memory_and_utilization(servers):
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    stream(spec.url, {"text": "busy gpu", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}})
+    stream(spec.url, {"text": "busy gpu", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}})
     sampler.join()
     assert max(seen) > 50
 

@@ -324,3 +324,14 @@ def test_sigterm_before_ready_is_stopped_not_failed() -> None:
     )
     assert (tracker.state.state, tracker.state.error) == ("stopped", None)
     assert [p.name for p in tracker.state.phases] == ["load_weights", "shutdown"]
+
+
+def test_mla_pool_has_one_combined_size_not_k_and_v() -> None:
+    tracker = StartupTracker()
+    tracker.feed_line("[2026-01-01 00:00:00] KV Cache is allocated. #tokens: 843264, KV size: 52.64 GB")
+    tracker.feed_line(
+        "[2026-01-01 00:00:01] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 1.50 GB, V size: 1.25 GB"
+    )
+    mla, mha = tracker.state.kv_pools
+    assert (mla.k_size_gb, mla.v_size_gb, mla.kv_size_gb, mla.total_gb) == (None, None, 52.64, 52.64)
+    assert (mha.k_size_gb, mha.v_size_gb, mha.kv_size_gb, mha.total_gb) == (1.5, 1.25, None, 2.75)

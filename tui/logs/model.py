@@ -160,8 +160,18 @@ class KvPool:
     tokens: int | None = None
     k_size_gb: float | None = None
     v_size_gb: float | None = None
+    kv_size_gb: float | None = None  # MLA pools print one combined size instead of K and V
     dtype: str | None = None
     at: datetime | None = None
+
+    @property
+    def total_gb(self) -> float | None:
+        """The pool's whole size: K + V, or the combined MLA size."""
+        if self.kv_size_gb is not None:
+            return self.kv_size_gb
+        if self.k_size_gb is None or self.v_size_gb is None:
+            return None
+        return self.k_size_gb + self.v_size_gb
 
     def to_json(self) -> dict:
         return {
@@ -169,6 +179,7 @@ class KvPool:
             "tokens": self.tokens,
             "k_size_gb": self.k_size_gb,
             "v_size_gb": self.v_size_gb,
+            "kv_size_gb": self.kv_size_gb,
             "dtype": self.dtype,
             "at": _iso(self.at),
         }

@@ -277,11 +277,13 @@ def format_summary(state: StartupState) -> str:
                 f"{k.tokens:,}" if k.tokens is not None else "",
                 _num(k.k_size_gb, " GB"),
                 _num(k.v_size_gb, " GB"),
+                _num(k.total_gb, " GB"),
                 (k.dtype or "").removeprefix("torch."),
             ]
             for k in state.kv_pools
         ]
-        out += ["", "KV cache", *_table(["pool", "#tokens", "K size", "V size", "dtype"], rows, right={1, 2, 3})]
+        header = ["pool", "#tokens", "K size", "V size", "total", "dtype"]
+        out += ["", "KV cache", *_table(header, rows, right={1, 2, 3, 4})]
     if state.memory:
         rows = [[m.step, _clock(m.at), _num(m.avail_gb, " GB")] for m in state.memory]
         out += ["", "Memory", *_table(["after step", "at", "avail"], rows, right={2})]

@@ -498,8 +498,9 @@ class StartupTracker:
                 KvPool(
                     model="draft" if draft else "target",
                     tokens=int(m.group(2)),
-                    k_size_gb=float(m.group(3) or kv) if (m.group(3) or kv) else None,
-                    v_size_gb=float(m.group(4) or kv) if (m.group(4) or kv) else None,
+                    k_size_gb=float(m.group(3)) if m.group(3) else None,
+                    v_size_gb=float(m.group(4)) if m.group(4) else None,
+                    kv_size_gb=float(kv) if kv else None,
                     dtype=m.group(1),
                     at=self._ts,
                 )

@@ -52,6 +52,7 @@ async def test_wide_terminal_shows_all_panes_side_by_side():
 async def test_clicking_a_tab_switches_pane():
     app = fixture_app(READY_LOG)
     async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
         await pilot.click("#tab-bench")
         await pilot.pause()
         assert _active_panes(app) == ["pane-bench"]
@@ -195,7 +196,7 @@ async def test_command_palette_has_every_action_and_runs_them():
 async def test_failed_startup_shows_the_error_panel_with_its_hint():
     app = failed_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.1)
+        assert await wait_for(pilot, lambda: "Hint:" in screen_text(app))
         error = app.feed.state.error
         assert error is not None and error.hint
         panel = app.screen.query_one("#error-panel")
@@ -211,8 +212,7 @@ async def test_failed_startup_shows_the_error_panel_with_its_hint():
 async def test_ready_server_shows_asked_and_effective_speculative_settings():
     app = ready_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await pilot.pause(0.1)
+        assert await wait_for(pilot, lambda: "num draft tokens: 16 asked, 4 effective" in screen_text(app))
         text = screen_text(app)
-        assert "num draft tokens: 16 asked, 4 effective" in text
         assert "EAGLE3" in text and app.current_state() == "ready"
         assert not app.screen.query_one("#error-panel").display

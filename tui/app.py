@@ -26,7 +26,7 @@ from tui.messages import (
     ServerStatusChanged,
 )
 from tui.screens.main import MainScreen
-from widgets.server_pane import latest_capture
+from widgets.server_pane import ServerPane, latest_capture
 
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
@@ -135,6 +135,8 @@ class SpecmonApp(App[int]):
         self._sanity_requested_for = -1
         self._last_header: tuple | None = None
         self._main_screen: MainScreen | None = None
+        self._started = False
+        self._server_pane: ServerPane | None = None
         self.theme = DARK_THEME
 
     # ----- lifecycle
@@ -143,10 +145,11 @@ class SpecmonApp(App[int]):
         self._main_screen = MainScreen(max_lines=self.config.max_lines, id="main")
         return self._main_screen
 
-    def on_mount(self) -> None:
-        self.call_after_refresh(self._start)
-
-    def _start(self) -> None:
+    def start_sources(self) -> None:
+        """Start following, polling and sampling; called once the main screen is composed."""
+        if self._started:
+            return
+        self._started = True
         self.set_interval(1 / self.config.flush_hz, self.flush_feed)
         if self.log_path:
             self._start_following(self.log_path)
@@ -214,8 +217,17 @@ class SpecmonApp(App[int]):
     def main(self) -> MainScreen:
         return self._main_screen
 
+    def _ui_ready(self) -> bool:
+        """The main screen is composed and still attached (not before start, not during teardown)."""
+        if self._server_pane is None and self._started and self._main_screen is not None:
+            panes = self._main_screen.query(ServerPane)
+            self._server_pane = panes.first() if panes else None
+        return self._server_pane is not None and self._server_pane.is_attached
+
     def flush_feed(self, force: bool = False) -> None:
         """Move pending log lines into the log pane (one batch) and re-render the server state."""
+        if not self._ui_ready():
+            return
         batch = self.feed.take()
         pane = self.main.server_pane
         if batch.generation != self._shown_generation:
@@ -235,6 +247,8 @@ class SpecmonApp(App[int]):
 
     def render_state(self) -> None:
         """Re-render the header and the Server pane from the current state."""
+        if not self._ui_ready():
+            return
         with self.feed.lock:
             state = self.feed.state
             rows, notes = self._live_rows()

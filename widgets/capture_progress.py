@@ -41,12 +41,19 @@ class CaptureProgress(Vertical):
         yield Label("", id="capture-label")
         yield ProgressBar(total=None, show_eta=False, id="capture-bar")
 
+    _shown: tuple | None = ("unset",)
+
     def show(self, capture) -> None:
-        """Show a ``tui.logs.model.Capture`` (or hide when None)."""
+        """Show a ``tui.logs.model.Capture`` (or hide when None); a no-op when nothing visible changed."""
+        label = describe_capture(capture) if capture is not None else None
+        key = (label, capture.total if capture else None, capture.done if capture else None)
+        if key == self._shown:
+            return
+        self._shown = key
         self.display = capture is not None
         if capture is None:
             return
-        self.query_one("#capture-label", Label).update(describe_capture(capture))
+        self.query_one("#capture-label", Label).update(label)
         bar = self.query_one("#capture-bar", ProgressBar)
         if capture.total:
             bar.update(total=capture.total, progress=capture.done)

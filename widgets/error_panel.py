@@ -11,8 +11,14 @@ from widgets.phase_timeline import PHASE_LABELS
 class ErrorPanel(Static):
     """A bordered panel for a classified ``StartupError``; hidden while there is none."""
 
+    _shown: tuple | None = ("unset",)
+
     def show(self, error) -> None:
-        """Show a ``tui.logs.model.StartupError`` (or hide when None)."""
+        """Show a ``tui.logs.model.StartupError`` (or hide when None); a no-op when it did not change."""
+        key = (error.kind, error.message, error.phase, error.hint) if error is not None else None
+        if key == self._shown:
+            return
+        self._shown = key
         self.display = error is not None
         if error is None:
             return

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Log
 
 KIND_STYLES: dict[str, Style] = {
@@ -38,6 +40,9 @@ class LogView(Log):
     unless the user has scrolled up (``Log.write_lines`` semantics).
     """
 
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    """Growing the log needs no screen layout, only a scrollbar update (see ``watch_virtual_size``)."""
+
     def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
         super().__init__(highlight=True, max_lines=max_lines, auto_scroll=True, **kwargs)
         self._kinds: list[str | None] = []
@@ -66,6 +71,12 @@ class LogView(Log):
             self._kinds = (self._kinds + [None] * len(self._lines))[: len(self._lines)]
         if self.following and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        scrollbars = (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
+        self._scroll_update(size)
+        if (self.show_vertical_scrollbar, self.show_horizontal_scrollbar) != scrollbars:
+            self.refresh(layout=True)
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)

@@ -38,8 +38,14 @@ def format_seconds(seconds: float | None) -> str:
 class PhaseTimeline(Static):
     """Renders a list of ``tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ graphs``."""
 
+    _shown: tuple | None = ("unset",)
+
     def show(self, phases: Sequence) -> None:
-        """Show these phases (oldest first)."""
+        """Show these phases (oldest first); a no-op when nothing visible changed."""
+        key = tuple((p.name, p.status, p.elapsed_s) for p in phases)
+        if key == self._shown:
+            return
+        self._shown = key
         if not phases:
             self.update(Text("waiting for the server log…", style="dim"))
             return

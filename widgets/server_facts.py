@@ -42,8 +42,14 @@ def startup_rows(state) -> list[tuple[str, str]]:
 class ServerFacts(Static):
     """Two-column facts table: what the log said during startup, and what the live server reports."""
 
+    _shown: tuple | None = ("unset",)
+
     def show(self, rows: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]] = ()) -> None:
-        """Render label/value rows; ``notes`` are (text, style) lines shown first."""
+        """Render label/value rows; ``notes`` are (text, style) lines shown first. No-op when unchanged."""
+        key = (tuple(rows), tuple(notes))
+        if key == self._shown:
+            return
+        self._shown = key
         self.display = bool(rows or notes)
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True)

@@ -39,6 +39,7 @@ class MainScreen(Screen):
         super().__init__(**kwargs)
         self._max_lines = max_lines
         self.active_pane = "server"
+        self._pending_gpus = None
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -61,6 +62,7 @@ class MainScreen(Screen):
         self.query_one("#pane-gpus").border_title = "GPUs"
         self.query_one("#pane-bench").border_title = "Benchmark"
         self.query_one("#search", Input).display = False
+        self.call_after_refresh(self.app.start_sources)
 
     @property
     def header(self) -> StatusHeader:
@@ -76,6 +78,8 @@ class MainScreen(Screen):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+        if self.wide:
+            self._flush_gpus()
 
     def show_pane(self, name: str) -> None:
         """Make ``name`` ("server", "gpus", "bench") the active pane (and tab)."""
@@ -84,6 +88,8 @@ class MainScreen(Screen):
         self.active_pane = name
         for pane in PANES:
             self.query_one(f"#pane-{pane}").set_class(pane == name, "-active")
+        if name == "gpus":
+            self._flush_gpus()
         tabs = self.query_one(Tabs)
         if tabs.active != f"tab-{name}":
             tabs.active = f"tab-{name}"
@@ -107,9 +113,16 @@ class MainScreen(Screen):
             self.server_pane.close_search()
 
     def show_gpus(self, snapshot) -> None:
-        """Hand a GPU snapshot to the GPU pane (if this build has one)."""
-        for pane in self.query("#gpu-pane"):
-            pane.show(snapshot)
+        """Hand a GPU snapshot to the GPU pane; while the pane is hidden (another tab), keep only the latest."""
+        self._pending_gpus = snapshot
+        if self.wide or self.active_pane == "gpus":
+            self._flush_gpus()
+
+    def _flush_gpus(self) -> None:
+        snapshot, self._pending_gpus = self._pending_gpus, None
+        if snapshot is not None:
+            for pane in self.query("#gpu-pane"):
+                pane.show(snapshot)
 
     def show_bench_progress(self, progress) -> None:
         for panel in self.query("#bench-panel"):

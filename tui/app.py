@@ -28,6 +28,7 @@ from tui.messages import (
 from tui.screens.main import MainScreen
 from widgets.server_pane import ServerPane, latest_capture
 
+TRICKLE_LINES = 50
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
 
@@ -51,8 +52,12 @@ class AppConfig:
     """A GPU sampler source (``NvmlSource``, ``DemoGpuSource``), or None for no GPU sampling."""
     api_key: str | None = None
     max_lines: int = 10_000
-    flush_hz: float = 15.0
+    flush_hz: float = 10.0
     poll_interval_s: float = 1.0
+    trickle_s: float = 2.0
+    """Once the server is ready, fewer than ``TRICKLE_LINES`` new lines wait up to this long (see flush_feed)."""
+    gpu_idle_refresh_s: float = 3.0
+    """How often the GPU pane repaints while the server is ready and no benchmark runs (sampling stays 1 s)."""
     sanity_check: bool = True
     exit_after_s: float | None = None
     """Headless runs: exit (code 0) after this many seconds, saving ``screenshot_path`` first."""
@@ -136,6 +141,8 @@ class SpecmonApp(App[int]):
         self._last_header: tuple | None = None
         self._main_screen: MainScreen | None = None
         self._started = False
+        self._gpu_shown_at = 0.0
+        self._log_written_at = 0.0
         self._server_pane: ServerPane | None = None
         self.theme = DARK_THEME
 
@@ -228,6 +235,8 @@ class SpecmonApp(App[int]):
         """Move pending log lines into the log pane (one batch) and re-render the server state."""
         if not self._ui_ready():
             return
+        if not force and self._defer_trickle():
+            return
         batch = self.feed.take()
         pane = self.main.server_pane
         if batch.generation != self._shown_generation:
@@ -238,12 +247,23 @@ class SpecmonApp(App[int]):
             return
         if batch.lines:
             pane.log_view.write_classified(batch.lines, batch.kinds)
+            self._log_written_at = time.monotonic()
         for event in batch.events:
             if isinstance(event, StartupFailed):
                 self.notify(event.error.hint or event.error.message, title="Startup failed", severity="error")
             elif isinstance(event, ServerBecameReady):
                 self._maybe_sanity_check()
         self.render_state()
+
+    def _defer_trickle(self) -> bool:
+        """Once ready, a few lines (health checks, access lines) wait up to ``trickle_s`` to be written together.
+
+        Each write repaints the whole log pane; bursts and startup lines are written at once.
+        """
+        if self.feed.generation != self._shown_generation or self.feed.pending >= TRICKLE_LINES:
+            return False
+        recent = time.monotonic() - self._log_written_at < self.config.trickle_s
+        return recent and self.feed.state.state == "ready"
 
     def render_state(self) -> None:
         """Re-render the header and the Server pane from the current state."""
@@ -323,6 +343,12 @@ class SpecmonApp(App[int]):
 
     @on(GpuSampled)
     def _gpu_sampled(self, message: GpuSampled) -> None:
+        # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
+        now = time.monotonic()
+        idle = not self.bench_running and self.current_state() == "ready"
+        if idle and now - self._gpu_shown_at < self.config.gpu_idle_refresh_s:
+            return
+        self._gpu_shown_at = now
         self.main.show_gpus(message.snapshot)
 
     @on(BenchProgressed)

@@ -10,6 +10,18 @@ import sys
 from pathlib import Path
 
 HEADLESS_SIZE = (200, 50)
+HEADLESS_SIZE_ENV = "SPECMON_HEADLESS_SIZE"
+"""Environment variable overriding the headless terminal size, e.g. ``80x24``."""
+
+
+def headless_size() -> tuple[int, int]:
+    """The terminal size of a ``--headless`` run: $SPECMON_HEADLESS_SIZE (``WxH``) or 200x50."""
+    value = os.environ.get(HEADLESS_SIZE_ENV, "")
+    try:
+        width, height = (int(part) for part in value.lower().split("x"))
+    except ValueError:
+        return HEADLESS_SIZE
+    return (width, height) if width >= 20 and height >= 10 else HEADLESS_SIZE
 
 
 def _free_port_pair() -> int:
@@ -63,7 +75,7 @@ def _run_app(config, args: argparse.Namespace) -> int:
         config.screenshot_path = args.screenshot
     app = SpecmonApp(config)
     if args.headless:
-        app.run(headless=True, size=HEADLESS_SIZE)
+        app.run(headless=True, size=headless_size())
     else:
         app.run()
     return app.return_code or 0

@@ -63,6 +63,11 @@ class LogFeed:
                     self.lines_fed += 1
             self._changed = True
 
+    @property
+    def pending(self) -> int:
+        """Lines waiting for the next ``take()``."""
+        return len(self._pending)
+
     def take(self) -> FeedBatch:
         """Everything pending since the last call (lines with their highlight kinds, tracker events)."""
         with self.lock:

@@ -89,6 +89,7 @@ class LogView(Log):
     def follow_tail(self) -> None:
         """Jump to the end and keep following new lines."""
         self.match_line = None
+        self._render_line_cache.clear()
         self.following = True
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
@@ -103,6 +104,19 @@ class LogView(Log):
         return self._kinds[y] if 0 <= y < len(self._kinds) else None
 
     def _render_line_strip(self, y: int, rich_style: Style):
+        # Log caches rendered lines only while text is selected; cache them always (invalidation is Log's:
+        # new lines, pruning, clear, style changes) so a write repaints only what changed.
+        selecting = self.text_selection is not None
+        if not selecting:
+            cached = self._render_line_cache.get(y)
+            if cached is not None:
+                return cached
+        strip = self._render_uncached(y, rich_style)
+        if not selecting:
+            self._render_line_cache[y] = strip
+        return strip
+
+    def _render_uncached(self, y: int, rich_style: Style):
         kind = self._kinds[y] if y < len(self._kinds) else None
         highlighter = self._kind_highlighter
         highlighter.style = KIND_STYLES.get(kind) if kind else None
@@ -132,6 +146,7 @@ class LogView(Log):
         for offset in range(count):
             y = (start + step * offset) % count
             if needle in self._lines[y].lower():
+                self._render_line_cache.clear()
                 self.match_line = y
                 self.scroll_to(y=max(0, y - self.scrollable_content_region.height // 2), animate=False)
                 self.refresh()

@@ -40,6 +40,7 @@ class MainScreen(Screen):
         self._max_lines = max_lines
         self.active_pane = "server"
         self._pending_gpus = None
+        self._failed_panes: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -122,12 +123,22 @@ class MainScreen(Screen):
         snapshot, self._pending_gpus = self._pending_gpus, None
         if snapshot is not None:
             for pane in self.query("#gpu-pane"):
-                pane.show(snapshot)
+                self._guarded("GPU pane", pane.show, snapshot)
 
     def show_bench_progress(self, progress) -> None:
         for panel in self.query("#bench-panel"):
-            panel.show_progress(progress)
+            self._guarded("Benchmark panel", panel.show_progress, progress)
 
     def show_bench_results(self, results) -> None:
         for panel in self.query("#bench-panel"):
-            panel.show_results(results)
+            self._guarded("Benchmark panel", panel.show_results, results)
+
+    def _guarded(self, what: str, show, value) -> None:
+        """A pane that fails to render must not take the monitor down: say so once, keep going."""
+        try:
+            show(value)
+        except Exception as exc:
+            if what not in self._failed_panes:
+                self._failed_panes.add(what)
+                self.log.error(f"{what} failed to render", exc)
+                self.notify(f"{what} failed to render: {exc!r}", severity="error", timeout=10)

@@ -1,0 +1,83 @@
+"""Regenerate screenshots/*.svg: the main screen starting, mid-capture, ready and failed (80x24 and 200x50),
+from the same fixture-fed apps the snapshot tests use (with a real H200 GPU reading in the GPU pane), plus
+a live `specmon demo` at 200x50.
+
+    .venv/bin/python scripts/make_screenshots.py [--no-demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import app_harness  # noqa: E402
+
+OUT = ROOT / "screenshots"
+STATES = {
+    "starting": app_harness.starting_app,
+    "capturing": app_harness.capturing_app,
+    "ready": app_harness.ready_app,
+    "failed": app_harness.failed_app,
+}
+SIZES = ((80, 24), (200, 50))
+
+
+GPU_READING = ROOT / "tests" / "fixtures" / "gpu" / "h200-real-torch-20g.json"
+
+
+async def shoot(name: str, factory, size: tuple[int, int], press: tuple[str, ...] = ()) -> Path:
+    from tui.gpu.model import GpuSnapshot
+
+    app = factory()
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.3)
+        app.main.show_gpus(GpuSnapshot.from_json(json.loads(GPU_READING.read_text())))
+        for key in press:
+            await pilot.press(key)
+        await pilot.pause(0.2)
+        filename = f"{name}-{size[0]}x{size[1]}.svg"
+        app.save_screenshot(filename=filename, path=str(OUT))
+    return OUT / filename
+
+
+def shoot_demo(seconds: float) -> Path:
+    target = OUT / "demo-200x50.svg"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
+        subprocess.run(  # noqa: S603 (a fixed argv: this interpreter running specmon)
+            [sys.executable, "-m", "tui", "demo", "--headless", "--speed", "10", "--duration", str(seconds),
+             "--screenshot", str(target)],
+            env=env, check=True, timeout=seconds + 60,
+        )
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-demo", action="store_true", help="skip the live demo screenshot")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    written = []
+    for name, factory in STATES.items():
+        for size in SIZES:
+            written.append(asyncio.run(shoot(name, factory, size)))
+    written.append(asyncio.run(shoot("ready-gpus-tab", app_harness.ready_app, (80, 24), press=("2",))))
+    if not args.no_demo:
+        written.append(shoot_demo(12.0))
+    for path in written:
+        print(path.relative_to(ROOT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

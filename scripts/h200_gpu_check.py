@@ -6,6 +6,9 @@
         compare OUT/specmon-gpus.json with the nvidia-smi CSVs taken at the same moment -> OUT/compare.json
     python3 scripts/h200_gpu_check.py screenshot OUT [--seconds 20]
         feed the GpuPane live NVML readings for SECONDS, then save SVG screenshots under OUT
+    python3 scripts/h200_gpu_check.py replay-screenshot READING.json OUT [--count 40] [--before IDLE.json]
+        feed the GpuPane a saved `specmon gpus --json` reading COUNT times, one second apart (no GPU needed),
+        after IDLE.json's reading BEFORE_COUNT times if given; save OUT/gpu-pane-h200-real-80x24.svg, -200x50.svg
 """
 
 from __future__ import annotations
@@ -119,19 +122,21 @@ def compare(args: argparse.Namespace) -> int:
     return 0 if result["ok"] else 1
 
 
-def screenshot(args: argparse.Namespace) -> int:
+SCREENSHOT_SIZES = ((80, 24), (200, 50))
+SCREENSHOT_TITLE = "specmon GPU pane on a real H200"
+
+
+def _pane_svg(size: tuple[int, int], snapshots: list) -> str:
+    """The GpuPane alone at `size`, fed `snapshots` in turn, as an SVG screenshot."""
     from textual.app import App, ComposeResult
 
-    from tui.gpu.nvml import NvmlSource
     from widgets.gpu_pane import GpuPane
-
-    out = Path(args.out)
 
     class PaneApp(App):
         def compose(self) -> ComposeResult:
             yield GpuPane()
 
-    async def run(size: tuple[int, int], snapshots: list) -> str:
+    async def run() -> str:
         app = PaneApp()
         async with app.run_test(size=size) as pilot:
             pane = app.query_one(GpuPane)
@@ -139,8 +144,15 @@ def screenshot(args: argparse.Namespace) -> int:
                 pane.show(snap)
                 await pilot.pause()
             await pilot.pause()
-            return app.export_screenshot(title="specmon GPU pane on a real H200")
+            return app.export_screenshot(title=SCREENSHOT_TITLE)
 
+    return asyncio.run(run())
+
+
+def screenshot(args: argparse.Namespace) -> int:
+    from tui.gpu.nvml import NvmlSource
+
+    out = Path(args.out)
     source = NvmlSource()
     snapshots = []
     for _ in range(int(args.seconds)):
@@ -148,10 +160,33 @@ def screenshot(args: argparse.Namespace) -> int:
         time.sleep(1.0)
     source.close()
     (out / "gpu-pane-live-last.json").write_text(json.dumps(snapshots[-1].to_json(), indent=2))
-    for size in ((80, 24), (200, 50)):
-        svg = asyncio.run(run(size, snapshots))
-        (out / f"gpu-pane-h200-{size[0]}x{size[1]}.svg").write_text(svg)
+    for size in SCREENSHOT_SIZES:
+        (out / f"gpu-pane-h200-{size[0]}x{size[1]}.svg").write_text(_pane_svg(size, snapshots))
     print(f"saved screenshots from {len(snapshots)} live readings")
+    return 0
+
+
+def replay_screenshot(args: argparse.Namespace) -> int:
+    import copy
+
+    from tui.gpu.model import GpuSnapshot
+
+    def load(path: str) -> GpuSnapshot:
+        return GpuSnapshot.from_json(json.loads(Path(path).read_text()))
+
+    timeline = [load(args.before)] * args.before_count if args.before else []
+    timeline += [load(args.reading)] * args.count
+    last = timeline[-1].taken_at
+    snapshots = []
+    for step, reading in enumerate(timeline):
+        snap = copy.deepcopy(reading)
+        snap.taken_at = last - (len(timeline) - 1 - step)
+        snapshots.append(snap)
+    out = Path(args.out)
+    for size in SCREENSHOT_SIZES:
+        path = out / f"gpu-pane-h200-real-{size[0]}x{size[1]}.svg"
+        path.write_text(_pane_svg(size, snapshots))
+        print(f"saved {path}")
     return 0
 
 
@@ -170,6 +205,13 @@ def main() -> int:
     p.add_argument("out")
     p.add_argument("--seconds", type=float, default=20.0)
     p.set_defaults(func=screenshot)
+    p = sub.add_parser("replay-screenshot")
+    p.add_argument("reading")
+    p.add_argument("out")
+    p.add_argument("--count", type=int, default=40)
+    p.add_argument("--before", help="a reading shown first (the idle GPU)")
+    p.add_argument("--before-count", type=int, default=20)
+    p.set_defaults(func=replay_screenshot)
     args = parser.parse_args()
     return args.func(args)
 

@@ -1,14 +1,16 @@
 """GpuPane replaying fixture snapshots: compact and detailed rows, trends, processes, zombies, NVML missing."""
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
 from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Sparkline, Static
+from textual.widgets import DataTable, Label, Static
 
 from tui.gpu.model import GpuProcess, GpuSnapshot
 from widgets.gpu_pane import GpuPane, GpuRow
+from widgets.gpu_trend import TrendChart, bar_lines, columns
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 
@@ -61,8 +63,9 @@ async def test_eight_gpus_get_compact_rows_and_a_process_table():
         assert [r.index for r in rows] == list(range(8))
         assert all(r.size.height == 1 for r in rows)
         assert "8 × NVIDIA H200" in header_text(app) and "1 zombie holds 2.1 GiB" in header_text(app)
-        util = rows[0].query_one(".util-trend", Sparkline)
-        assert list(util.data) == [float((88 + 7 * s) % 101) for s in range(5)]
+        assert "trends: util | mem, last 4 s" in header_text(app)
+        assert rows[0].trend("util") == [float((88 + 7 * s) % 101) for s in range(5)]
+        assert [c.size.height for c in rows[0].query(TrendChart)] == [1, 1]  # util and memory, one line each
         table = app.query_one("#gpu-processes", DataTable)
         assert table.row_count == 9
         zombie = table.get_row("3:2869913")
@@ -86,20 +89,96 @@ async def test_a_snapshot_shown_before_mount_is_rendered_on_mount():
         assert app.query_one("#gpu-processes", DataTable).row_count == 1
 
 
-async def test_one_gpu_gets_detail_lines():
+def info_lines(widget) -> list[str]:
+    info = widget.query_one(".gpu-info", Static)
+    return [line.text.rstrip() for line in info.render_lines(info.region.reset_offset)]
+
+
+async def test_one_gpu_gets_detail_lines_and_tall_charts():
     app = PaneApp([load("h200x1-torch-load.json")])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         pane = app.query_one(GpuPane)
         assert not pane.has_class("-compact")
         row = app.query_one(GpuRow)
-        assert row.size.height == 3
-        info = app.query_one(".gpu-info", Static)
-        lines = [line.text for line in info.render_lines(info.region.reset_offset)]
+        lines = info_lines(row)
         text = "\n".join(lines)
-        assert "GPU 0 NVIDIA H200" in lines[0]
+        assert len(lines) == 4 and "GPU 0 NVIDIA H200" in lines[0]
         for part in ("20.3/140.4 GiB", "util 97%", "431/700 W", "47°C", "SM 1980 MHz", "PCIe ↑1 MB/s ↓830 KB/s"):
             assert part in text, part
+        charts = list(row.query(TrendChart))
+        assert len(charts) == 4 and all(c.size.height >= 8 for c in charts)  # the room left by one GPU
+        labels = [str(label.render()) for label in row.query(".chart-label").results(Label)]
+        assert labels == ["util 97%", "mem 20.3/140.4 GiB", "power 431/700 W", "temp 47°C"]
+        table = app.query_one("#gpu-processes", DataTable)
+        assert table.region.y > max(c.region.bottom for c in charts)  # nothing overlaps the process table
+
+
+async def test_at_80_columns_no_reading_is_cut_or_overlapped():
+    real = load("h200-real-torch-20g.json")
+    app = PaneApp([real])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        row = app.query_one(GpuRow)
+        assert not any("…" in line for line in info_lines(row))
+        info = row.query_one(".gpu-info", Static)
+        charts = row.query_one(".gpu-charts")
+        assert info.region.right <= 80 and charts.region.y >= info.region.bottom
+        for label in row.query(".chart-label").results(Label):
+            assert len(str(label.render())) <= label.size.width, str(label.render())
+
+
+async def test_four_gpus_share_the_height_and_sixteen_keep_one_line_each():
+    four = load("h200x8-sglang-tp8.json")
+    four.gpus = four.gpus[:4]
+    app = PaneApp([four])
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        rows = list(app.query(GpuRow))
+        assert len(rows) == 4 and not app.query_one(GpuPane).has_class("-compact")
+        heights = {c.size.height for r in rows for c in r.query(TrendChart)}
+        assert len(heights) == 1 and heights.pop() >= 2
+        assert max(r.region.bottom for r in rows) <= app.query_one("#gpu-processes").region.y
+        sixteen = load("h200x8-sglang-tp8.json")
+        sixteen.gpus = sixteen.gpus + [dataclasses.replace(g, index=g.index + 8, processes=[]) for g in sixteen.gpus]
+        app.query_one(GpuPane).show(sixteen)
+        await pilot.pause()
+        await pilot.pause()
+        rows = list(app.query(GpuRow))
+        assert len(rows) == 16 and all(r.size.height == 1 for r in rows)
+
+
+async def test_constant_memory_draws_a_low_flat_bar_on_a_fixed_scale():
+    real = load("h200-real-torch-20g.json")
+    app = PaneApp(replay_constant(real, 30))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        row = app.query_one(GpuRow)
+        mem = row.query_one(".mem-trend", TrendChart)
+        assert mem.top == 143771.0 and len(set(mem.values)) == 1
+        lines = mem.render().plain.split("\n")
+        assert len(lines) == mem.size.height >= 8
+        assert lines[-1] == "█" * mem.size.width  # 20.5 of 140 GiB fills the bottom line or so, every column
+        assert all(line.strip() == "" for line in lines[:-2])  # and nothing near the top
+        util = row.query_one(".util-trend", TrendChart)
+        assert util.top == 100.0 and util.render().plain.split("\n") == ["█" * util.size.width] * util.size.height
+
+
+def test_bar_lines_use_a_fixed_scale_and_average_extra_points():
+    assert bar_lines([50.0, 100.0], 100.0, 4, 1) == ["  ▄█"]
+    assert bar_lines([0.5], 100.0, 2, 2) == ["  ", " ▁"]  # above zero never draws as nothing
+    assert bar_lines([75.0], 100.0, 1, 2) == ["▄", "█"]
+    assert bar_lines([200.0, -5.0], 100.0, 2, 1) == ["█ "]
+    assert columns([1.0, 3.0, 5.0, 7.0], 2) == [2.0, 6.0]
+
+
+def replay_constant(snapshot: GpuSnapshot, count: int) -> list[GpuSnapshot]:
+    out = []
+    for step in range(count):
+        snap = copy.deepcopy(snapshot)
+        snap.taken_at += step
+        out.append(snap)
+    return out
 
 
 async def test_unavailable_nvml_shows_the_reason_and_hides_the_rest():

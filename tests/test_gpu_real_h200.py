@@ -117,11 +117,16 @@ async def test_the_pane_shows_the_real_reading_at_80x24():
         assert [r.index for r in rows] == [0]
         info = rows[0].query_one(".gpu-info", Static)
         text = "\n".join(s.text for s in info.render_lines(info.region.reset_offset))
-        for part in ("GPU 0 NVIDIA H200", "power cap", "20.5/140.4 GiB", "util 100%", "692/700 W", "59°C",
-                     "SM 1455 MHz", "PCIe ↑21 MB/s ↓27 MB/s"):
+        for part in ("GPU 0 NVIDIA H200", "20.5/140.4 GiB", "util 100%", "692/700 W", "59°C",
+                     "SM 1455 MHz", "PCIe ↑21 MB/s ↓27 MB/s", "clocks: power cap"):
             assert part in text, part
+        strips = info.render_lines(info.region.reset_offset)
+        flagged = [seg for strip in strips for seg in strip if seg.text.strip() == "power cap"]
+        assert len(flagged) == 2 and all(seg.style.bold for seg in flagged)  # the flag and the clocks line
+        plain = next(seg for strip in strips for seg in strip if "20.5/140.4 GiB" in seg.text)
+        assert all(seg.style.color != plain.style.color for seg in flagged)  # in a warning colour
         header = app.query_one("#gpu-header", Static)
-        assert "driver 580.159.04" in str(header.render())
+        assert str(header.render()).startswith("1 × NVIDIA H200  ·  driver 580.159.04  ·  trends")
         table = app.query_one("#gpu-processes", DataTable)
         assert table.row_count == 1
         gpu, pid, user, memory, state, command = (str(c) for c in table.get_row(f"0:{LOAD_PID}"))

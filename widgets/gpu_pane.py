@@ -16,14 +16,27 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
-from textual.widgets import DataTable, Label, Sparkline, Static
+from textual.widget import Widget
+from textual.widgets import DataTable, Label, Static
 
 from tui.gpu import format as fmt
 from tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+from widgets.gpu_trend import TrendChart
 
 COMPACT_FROM = 8
 WIDE_FROM = 120  # columns from which rows keep a fixed width and the trends take the rest
 TREND_POINTS = 180  # three minutes at the sampler's default 1 Hz
+SEPARATOR = "  ·  "
+DETAIL_INFO_LINES = 4
+MIN_CHART_LINES, MAX_CHART_LINES = 1, 16
+ROWS_SHARE = 0.7  # the #gpu-rows max-height in gpu_pane.tcss
+MIN_PROCESS_ROWS, MAX_PROCESS_ROWS = 2, 8  # room kept for the process table when sizing the charts
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
 
 
 def _memory_bar(reading: GpuReading, width: int) -> Bar | Text:
@@ -48,48 +61,116 @@ def _flags(reading: GpuReading) -> Text:
     return Text("  ").join(parts)
 
 
-class GpuRow(Horizontal):
-    """One GPU: its readings on the left, utilization and memory trends on the right."""
+def _clock_events(reading: GpuReading) -> Text:
+    """Every clock-event reason in words: slowdowns in yellow, the others (idle, sync boost) dim."""
+    if not reading.throttle_reasons:
+        return Text("clocks: no limit active", style="dim")
+    text = Text("clocks: ", style="dim")
+    slow = set(reading.slowdowns)
+    text.append_text(Text(", ").join(
+        Text(reason, style="bold yellow" if reason in slow else "dim") for reason in reading.throttle_reasons))
+    return text
 
-    def __init__(self, index: int) -> None:
-        super().__init__(classes="gpu-row")
+
+# The trends a detailed row charts: (key, label). Each is drawn from 0 to a fixed top (see `_trend_top`).
+DETAIL_TRENDS = (("util", "util"), ("mem", "mem"), ("power", "power"), ("temp", "temp"))
+COMPACT_TRENDS = ("util", "mem")
+TEMP_TOP_C = 100.0
+
+
+class GpuRow(Widget):
+    """One GPU. Compact (8+ GPUs): one line of readings, then utilization and memory trends on the right.
+    Detailed (fewer GPUs): four lines of readings, then charts of utilization, memory, power and temperature
+    over the last minutes, each on a fixed scale."""
+
+    def __init__(self, index: int, compact: bool = False) -> None:
+        super().__init__(classes="gpu-row -compact-row" if compact else "gpu-row -detailed-row")
         self.index = index
-        self._util: deque[float] = deque(maxlen=TREND_POINTS)
-        self._mem: deque[float] = deque(maxlen=TREND_POINTS)
-        self._latest: tuple[GpuReading, bool, bool] | None = None
+        self.compact = compact
+        self.chart_lines = MIN_CHART_LINES
+        self._history: dict[str, deque[float]] = {key: deque(maxlen=TREND_POINTS) for key, _ in DETAIL_TRENDS}
+        self._latest: tuple[GpuReading, bool] | None = None
 
     def compose(self) -> ComposeResult:
+        if self.compact:
+            with Horizontal(classes="gpu-line"):
+                yield Static(classes="gpu-info")
+                with Horizontal(classes="gpu-trends"):
+                    for key in COMPACT_TRENDS:
+                        yield TrendChart(classes=f"trend {key}-trend")
+            return
         yield Static(classes="gpu-info")
-        with Vertical(classes="gpu-trends"):
-            with Horizontal(classes="trend"):
-                yield Label("util", classes="trend-label")
-                yield Sparkline([], classes="util-trend")
-            with Horizontal(classes="trend"):
-                yield Label("mem", classes="trend-label")
-                yield Sparkline([], classes="mem-trend")
+        with Horizontal(classes="gpu-charts"):
+            for key, _ in DETAIL_TRENDS:
+                with Vertical(classes="chart"):
+                    yield Label(classes=f"chart-label {key}-label")
+                    yield TrendChart(classes=f"trend {key}-trend")
+
+    def set_chart_lines(self, lines: int) -> None:
+        """How tall a detailed row's charts are (the pane shares its spare height between the GPUs)."""
+        if lines == self.chart_lines or self.compact:
+            return
+        self.chart_lines = lines
+        self._apply_chart_lines()
+
+    def _apply_chart_lines(self) -> None:
+        for chart in self.query(TrendChart):
+            chart.styles.height = self.chart_lines
 
     def on_mount(self) -> None:
+        if not self.compact:
+            self._apply_chart_lines()
         self._render_latest()
 
-    def show(self, reading: GpuReading, compact: bool, wide: bool = False) -> None:
+    def show(self, reading: GpuReading, wide: bool = False) -> None:
         """Add the reading to the trends and render it (once mounted)."""
-        if reading.util_gpu_pct is not None:
-            self._util.append(reading.util_gpu_pct)
         fraction = reading.memory_fraction
-        if fraction is not None:
-            self._mem.append(round(fraction * 100))
-        self._latest = (reading, compact, wide)
+        values = {
+            "util": reading.util_gpu_pct,
+            "mem": None if fraction is None else reading.memory_used_mib,
+            "power": reading.power_w,
+            "temp": reading.temp_c,
+        }
+        for key, value in values.items():
+            if value is not None:
+                self._history[key].append(value)
+        self._latest = (reading, wide)
         if self.is_mounted:
             self._render_latest()
+
+    def trend(self, key: str) -> list[float]:
+        """The readings kept for one trend ("util", "mem" in MiB, "power" in W, "temp" in °C), oldest first."""
+        return list(self._history[key])
+
+    def _trend_top(self, key: str, r: GpuReading) -> float:
+        history = self._history[key]
+        if key == "util":
+            return 100.0
+        if key == "mem":
+            return r.memory_total_mib or max(history, default=1.0)
+        if key == "power":
+            return r.power_limit_w or max(history, default=1.0)
+        return max(TEMP_TOP_C, max(history, default=0.0))
 
     def _render_latest(self) -> None:
         if self._latest is None:
             return
-        reading, compact, wide = self._latest
-        self.query_one(".util-trend", Sparkline).data = list(self._util)
-        self.query_one(".mem-trend", Sparkline).data = list(self._mem)
-        info = self._compact(reading, wide) if compact else self._detailed(reading)
-        self.query_one(".gpu-info", Static).update(info)
+        reading, wide = self._latest
+        for chart in self.query(TrendChart):
+            key = next(c for c in chart.classes if c.endswith("-trend")).removesuffix("-trend")
+            chart.show(self._history[key], self._trend_top(key, reading))
+        if self.compact:
+            self.query_one(".gpu-info", Static).update(self._compact(reading, wide))
+            return
+        self.query_one(".gpu-info", Static).update(self._detailed(reading))
+        labels = {
+            "util": f"util {fmt.pct(reading.util_gpu_pct)}",
+            "mem": f"mem {fmt.memory(reading)}",
+            "power": f"power {fmt.power(reading)}",
+            "temp": f"temp {fmt.temp(reading.temp_c)}",
+        }
+        for key, text in labels.items():
+            self.query_one(f".{key}-label", Label).update(text)
 
     def _compact(self, r: GpuReading, wide: bool = False) -> Table:
         grid = Table.grid(padding=(0, 1), expand=True)
@@ -118,7 +199,7 @@ class GpuRow(Horizontal):
         return grid
 
     def _detailed(self, r: GpuReading) -> Table:
-        grid = Table.grid(padding=(0, 1), expand=True)
+        grid = Table.grid(expand=True)
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         head = Text.assemble((f"GPU {r.index}", "bold"), " ", (r.name or fmt.NA, "bold"), "  ")
         flags = _flags(r)
@@ -137,9 +218,9 @@ class GpuRow(Horizontal):
         mem_line.add_row(_memory_bar(r, 12), fmt.memory(r), util)
         grid.add_row(mem_line)
         grid.add_row(
-            f"{fmt.power(r)}  {fmt.temp(r.temp_c)}  SM {fmt.mhz(r.sm_clock_mhz)}  PCIe {fmt.pcie(r)}  "
-            f"mem {fmt.mhz(r.mem_clock_mhz)}"
+            f"{fmt.power(r)}  {fmt.temp(r.temp_c)}  SM {fmt.mhz(r.sm_clock_mhz)}  mem {fmt.mhz(r.mem_clock_mhz)}"
         )
+        grid.add_row(Text.assemble(f"PCIe {fmt.pcie(r)}  ", _clock_events(r)))
         return grid
 
 
@@ -157,6 +238,7 @@ class GpuPane(Vertical):
         self._rows: dict[int, GpuRow] = {}
         self._process_keys: set[str] = set()
         self._composed = False
+        self._taken: deque[float] = deque(maxlen=TREND_POINTS)
 
     def compose(self) -> ComposeResult:
         yield Static("Waiting for the first GPU reading…", id="gpu-header")
@@ -174,6 +256,8 @@ class GpuPane(Vertical):
     def show(self, snapshot: GpuSnapshot) -> None:
         """Render one snapshot (keeping trends from the previous ones)."""
         self.snapshot = snapshot
+        if snapshot.available and (not self._taken or snapshot.taken_at > self._taken[-1]):
+            self._taken.append(snapshot.taken_at)
         if not self._composed:
             return  # rendered on mount
         self.set_class(not snapshot.available, "-unavailable")
@@ -197,19 +281,20 @@ class GpuPane(Vertical):
             text.append(" (emulated)", style="italic")
         lost = sum(1 for g in snapshot.gpus if g.error)
         if lost:
-            text.append(f"  {lost} lost", style="bold red")
+            text.append(f"{SEPARATOR}{lost} lost", style="bold red")
         zombies = [p for p in snapshot.processes if p.zombie]
         if zombies:
             held = sum(p.used_mib or 0 for p in zombies) / 1024
             noun = "zombie holds" if len(zombies) == 1 else "zombies hold"
-            text.append(f"  {len(zombies)} {noun} {held:.1f} GiB", style="bold red")
+            text.append(f"{SEPARATOR}{len(zombies)} {noun} {held:.1f} GiB", style="bold red")
         links = {link.kind for link in snapshot.topology}
         if links:
-            text.append("  " + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
+            text.append(SEPARATOR + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
         if snapshot.driver:
-            text.append(f"  driver {snapshot.driver}")
-        if len(snapshot.gpus) >= COMPACT_FROM:
-            text.append("   trends: util | mem", style="dim")
+            text.append(f"{SEPARATOR}driver {snapshot.driver}")
+        span = self._taken[-1] - self._taken[0] if len(self._taken) > 1 else 0.0
+        what = "trends: util | mem" if len(snapshot.gpus) >= COMPACT_FROM else "trends"
+        text.append(f"{SEPARATOR}{what}, last {_duration(span)}", style="dim")
         return text
 
     def on_resize(self, event: Resize) -> None:
@@ -218,19 +303,35 @@ class GpuPane(Vertical):
             self.set_class(wide, "-wide")
             if self.snapshot is not None and self.snapshot.available:
                 self.show(self.snapshot)
+        self._size_charts(event.size.height)
 
     def _show_rows(self, snapshot: GpuSnapshot, compact: bool, wide: bool) -> None:
         container = self.query_one("#gpu-rows", VerticalScroll)
         indices = [g.index for g in snapshot.gpus]
-        if list(self._rows) != indices:
+        if list(self._rows) != indices or any(row.compact != compact for row in self._rows.values()):
             container.remove_children()
-            self._rows = {i: GpuRow(i) for i in indices}
+            self._rows = {i: GpuRow(i, compact) for i in indices}
             for reading in snapshot.gpus:
-                self._rows[reading.index].show(reading, compact, wide)
+                self._rows[reading.index].show(reading, wide)
             container.mount_all(self._rows.values())
+            self.call_after_refresh(lambda: self._size_charts(self.size.height))
+        else:
+            for reading in snapshot.gpus:
+                self._rows[reading.index].show(reading, wide)
+        self._size_charts(self.size.height)
+
+    def _size_charts(self, pane_lines: int) -> None:
+        """Give detailed rows' charts the height the pane has to spare, shared between the GPUs."""
+        if not self._rows or self.has_class("-compact") or pane_lines <= 0:
             return
-        for reading in snapshot.gpus:
-            self._rows[reading.index].show(reading, compact, wide)
+        processes = len(self.snapshot.processes) if self.snapshot else 0
+        table_rows = 1 + max(MIN_PROCESS_ROWS, min(processes, MAX_PROCESS_ROWS))
+        # the rows' box may take ROWS_SHARE of the pane, and leaves the header line and the process table
+        spare = min(int(pane_lines * ROWS_SHARE), pane_lines - 1 - table_rows)
+        per_gpu = spare // len(self._rows) - DETAIL_INFO_LINES - 2  # readings, chart labels, the gap
+        height = max(MIN_CHART_LINES, min(MAX_CHART_LINES, per_gpu))
+        for row in self._rows.values():
+            row.set_chart_lines(height)
 
     def _show_processes(self, processes: list[GpuProcess]) -> None:
         table = self.query_one("#gpu-processes", DataTable)

@@ -1,4 +1,4 @@
-"""`specmon demo` end to end: the emulator as a real child process, the app headless, a screenshot, cleanup."""
+"""`specmon demo` and `specmon monitor` end to end: real child processes, the app headless, screenshots, cleanup."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import psutil
+
+REPLAY = Path(__file__).parent / "serving_replay.py"
+LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 DEMO_PRESET = """
 description = "smoke test of specmon demo"
@@ -75,3 +79,25 @@ def test_demo_stops_the_emulator_when_interrupted(tmp_path):
     while _emulators(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _emulators(marker)
+
+
+def test_headless_monitor_attaches_to_a_running_server_and_its_log(tmp_path):
+    replay = subprocess.Popen(
+        [sys.executable, str(REPLAY), "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(replay.stdout.readline().split()[1])
+        log = tmp_path / "server.log"
+        log.write_bytes((LOGS / "h200-0.5.16-standalone-ready.log").read_bytes().split(b"SIGTERM received")[0])
+        shot = tmp_path / "monitor.svg"
+        argv = [sys.executable, "-m", "tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
+                "--headless", "--duration", "3", "--screenshot", str(shot)]
+        env = {**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-2000:]
+        svg = shot.read_text()
+        assert "ready" in svg and "EAGLE3" in svg and "EMULATOR" not in svg
+        assert "fired up and ready to roll" in svg.replace("&#160;", " ")
+    finally:
+        replay.kill()
+        replay.wait(5)

@@ -71,7 +71,8 @@ def test_demo_stops_the_emulator_when_interrupted(tmp_path):
             time.sleep(0.1)
         assert _emulators(marker), "the demo launched its emulator"
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(20) in (0, 130)
+        code = proc.wait(20)
+        assert code in (0, 130), proc.stderr.read().decode(errors="replace")[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -142,6 +142,7 @@ class SpecmonApp(App[int]):
         self._main_screen: MainScreen | None = None
         self._started = False
         self._gpu_shown_at = 0.0
+        self._rendered_once = False
         self._log_written_at = 0.0
         self._server_pane: ServerPane | None = None
         self.theme = DARK_THEME
@@ -235,6 +236,8 @@ class SpecmonApp(App[int]):
         """Move pending log lines into the log pane (one batch) and re-render the server state."""
         if not self._ui_ready():
             return
+        if not self._rendered_once:
+            self._rendered_once = force = True
         if not force and self._defer_trickle():
             return
         batch = self.feed.take()
@@ -272,7 +275,7 @@ class SpecmonApp(App[int]):
         with self.feed.lock:
             state = self.feed.state
             rows, notes = self._live_rows()
-            self.main.server_pane.show(state, rows, notes)
+            self.main.server_pane.show(state, rows, notes, has_log=bool(self.log_path))
             header = (self.config.url, self._preset_name(), self.current_state(), self.config.emulator)
         if header != self._last_header:
             self._last_header = header
@@ -290,7 +293,10 @@ class SpecmonApp(App[int]):
                 rows.append(("server", "checking…"))
         else:
             health = status.state
-            if health == "unreachable":
+            starting_up = bool(self.log_path) and self.feed.state.state == "starting"
+            if health == "unreachable" and starting_up:
+                rows.append(("HTTP", "not up yet (the server is starting)"))
+            elif health == "unreachable":
                 since = time.strftime("%H:%M:%S", time.localtime(status.since))
                 notes.append((f"Server unreachable at {status.url} since {since}", "bold red"))
             elif health == "unhealthy":

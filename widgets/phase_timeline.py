@@ -40,14 +40,14 @@ class PhaseTimeline(Static):
 
     _shown: tuple | None = ("unset",)
 
-    def show(self, phases: Sequence) -> None:
-        """Show these phases (oldest first); a no-op when nothing visible changed."""
-        key = tuple((p.name, p.status, p.elapsed_s) for p in phases)
+    def show(self, phases: Sequence, placeholder: str = "waiting for the server log…") -> None:
+        """Show these phases (oldest first), or ``placeholder`` while there are none. No-op when unchanged."""
+        key = (tuple((p.name, p.status, p.elapsed_s) for p in phases), placeholder)
         if key == self._shown:
             return
         self._shown = key
         if not phases:
-            self.update(Text("waiting for the server log…", style="dim"))
+            self.update(Text(placeholder, style="dim"))
             return
         text = Text()
         for i, phase in enumerate(phases):

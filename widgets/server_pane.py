@@ -40,9 +40,10 @@ class ServerPane(Vertical):
     def log_view(self) -> LogView:
         return self.query_one(LogView)
 
-    def show(self, state, live_rows=(), notes=()) -> None:
-        """Render the startup state and the live server rows."""
-        self.query_one(PhaseTimeline).show(state.phases)
+    def show(self, state, live_rows=(), notes=(), has_log: bool = True) -> None:
+        """Render the startup state and the live server rows (``has_log``: whether a log is followed)."""
+        placeholder = "waiting for the server log…" if has_log else "no log followed (monitor --log PATH shows the startup)"
+        self.query_one(PhaseTimeline).show(state.phases, placeholder)
         capture = latest_capture(state) if state.state in ("starting", "failed") else None
         self.query_one(CaptureProgress).show(capture)
         self.query_one(ErrorPanel).show(state.error)
@@ -51,10 +52,10 @@ class ServerPane(Vertical):
     def open_search(self) -> None:
         """Show the search box and focus it."""
         search = self.query_one("#search", Input)
-        search.display = True
+        search.add_class("-open")
         search.focus()
 
     def close_search(self) -> None:
         search = self.query_one("#search", Input)
-        search.display = False
+        search.remove_class("-open")
         self.log_view.focus()

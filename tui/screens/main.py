@@ -62,7 +62,6 @@ class MainScreen(Screen):
         self.query_one("#pane-server").border_title = "Server"
         self.query_one("#pane-gpus").border_title = "GPUs"
         self.query_one("#pane-bench").border_title = "Benchmark"
-        self.query_one("#search", Input).display = False
         self.call_after_refresh(self.app.start_sources)
 
     @property
@@ -110,7 +109,7 @@ class MainScreen(Screen):
         self.server_pane.close_search()
 
     def key_escape(self) -> None:
-        if self.query_one("#search", Input).display:
+        if self.query_one("#search", Input).has_class("-open"):
             self.server_pane.close_search()
 
     def show_gpus(self, snapshot) -> None:

@@ -143,6 +143,7 @@ class SpecmonApp(App[int]):
         self._started = False
         self._gpu_shown_at = 0.0
         self._rendered_once = False
+        self._spec_stale = False
         self._log_written_at = 0.0
         self._server_pane: ServerPane | None = None
         self.theme = DARK_THEME
@@ -295,15 +296,16 @@ class SpecmonApp(App[int]):
             health = status.state
             starting_up = bool(self.log_path) and self.feed.state.state == "starting"
             if health == "unreachable" and starting_up:
-                rows.append(("HTTP", "not up yet (the server is starting)"))
+                rows.append(("health", "HTTP not up yet (the server is starting)"))
             elif health == "unreachable":
                 since = time.strftime("%H:%M:%S", time.localtime(status.since))
                 notes.append((f"Server unreachable at {status.url} since {since}", "bold red"))
             elif health == "unhealthy":
                 notes.append((f"Server unhealthy: {status.last_error or 'no answer'}", "bold red"))
-            latency = f" ({status.latency_s * 1000:.0f} ms)" if status.latency_s is not None else ""
-            rows.append(("health", f"{health}{latency}"))
-            spec_r, spec_n = spec_rows(status.spec, self.preset)
+            if not (health == "unreachable" and starting_up):
+                latency = f" ({status.latency_s * 1000:.0f} ms)" if status.latency_s is not None else ""
+                rows.append(("health", f"{health}{latency}"))
+            spec_r, spec_n = spec_rows(None if self._spec_stale else status.spec, self.preset)
             rows.extend(spec_r)
             notes.extend(spec_n)
         if self.sanity_note is not None:
@@ -344,6 +346,7 @@ class SpecmonApp(App[int]):
     def _server_status_changed(self, message: ServerStatusChanged) -> None:
         self.server_status = message.status
         if message.status.state == "ready":
+            self._spec_stale = False
             self._maybe_sanity_check()
         self.render_state()
 
@@ -478,6 +481,7 @@ class SpecmonApp(App[int]):
         if preset is None or self.config.supervisor is None:
             return
         self.switching_to = name
+        self._spec_stale = True  # the poller keeps the old server's settings until the new one is ready
         self.sanity_note = None
         self.server_status = None
         if self._follow_stop is not None:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
+from tui.format import format_seconds
 from tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
 from tui.logs.model import (
     CaptureProgressed,
@@ -179,14 +180,14 @@ class ChangePrinter:
             phase = event.phase
             if phase.status == "running":
                 return f"{_clock(phase.started)}  {phase.name:<22} started"
-            return f"{_clock(phase.ended)}  {phase.name:<22} {phase.status} {_paren(_duration(phase.elapsed_s))}"
+            return f"{_clock(phase.ended)}  {phase.name:<22} {phase.status} {_paren(format_seconds(phase.elapsed_s))}"
         if isinstance(event, CaptureProgressed):
             capture = event.capture
             progress = f"{capture.done}/{capture.total}" if capture.total else str(capture.done)
             if not self._due(("capture", capture.graph + capture.label), (capture.status, capture.done)):
                 return None
             bs = f"  bs={capture.current_bs}" if capture.current_bs is not None and capture.status == "running" else ""
-            took = f" {_paren(_duration(capture.elapsed_s))}" if capture.status != "running" else ""
+            took = f" {_paren(format_seconds(capture.elapsed_s))}" if capture.status != "running" else ""
             name = capture.label or capture.graph
             return f"{_clock(capture.ended or state.last_ts)}  capture {name:<14} {capture.status:<7} {progress}{bs}{took}"
         if isinstance(event, WeightsProgressed):
@@ -200,7 +201,7 @@ class ChangePrinter:
             text = "  ".join(d for d in detail if d)
             return f"{_clock(weights.ended or state.last_ts)}  weights {weights.model:<14} {weights.status:<7} {text}".rstrip()
         if isinstance(event, ServerBecameReady):
-            return f"{_clock(event.at)}  READY after {_duration(event.after_s) or '?'}"
+            return f"{_clock(event.at)}  READY after {format_seconds(event.after_s) or '?'}"
         if isinstance(event, StartupFailed):
             error = event.error
             return f"{_clock(error.at)}  FAILED: {error.kind}: {error.message}"
@@ -236,7 +237,7 @@ def format_summary(state: StartupState) -> str:
             out += _wrap(error.hint, "   hint: ", "         ")
     if state.phases:
         rows = [
-            [p.name, p.status, _clock(p.started), _clock(p.ended), _duration(p.elapsed_s)] for p in state.phases
+            [p.name, p.status, _clock(p.started), _clock(p.ended), format_seconds(p.elapsed_s)] for p in state.phases
         ]
         out += ["", "Phases", *_table(["phase", "status", "started", "ended", "took"], rows, right={4})]
     if state.weights:
@@ -249,7 +250,7 @@ def format_summary(state: StartupState) -> str:
                 _shards(w.shards_done, w.shards_total),
                 _num(w.mem_usage_gb, " GB"),
                 _num(w.avail_gb, " GB"),
-                _duration(w.elapsed_s),
+                format_seconds(w.elapsed_s),
             ]
             for w in state.weights
         ]
@@ -264,7 +265,7 @@ def format_summary(state: StartupState) -> str:
                 _batch_sizes(c.batch_sizes),
                 _num(c.mem_usage_gb, " GB"),
                 _num(c.avail_gb, " GB"),
-                _duration(c.elapsed_s),
+                format_seconds(c.elapsed_s),
             ]
             for c in state.captures
         ]
@@ -291,9 +292,9 @@ def format_summary(state: StartupState) -> str:
     if state.max_total_num_tokens is not None:
         facts.append(("max_total_num_tokens", f"{state.max_total_num_tokens:,}"))
     if state.ready_after_s is not None:
-        ready = _duration(state.ready_after_s) + " from the log's first line"
+        ready = format_seconds(state.ready_after_s) + " from the log's first line"
         if state.ready_after_server_args_s not in (None, state.ready_after_s):
-            ready += f" ({_duration(state.ready_after_server_args_s)} from server_args)"
+            ready += f" ({format_seconds(state.ready_after_server_args_s)} from server_args)"
         facts.append(("time to ready", ready))
     if facts:
         width = max(len(name) for name, _ in facts)
@@ -305,9 +306,9 @@ def _headline(state: StartupState) -> str:
     title = STATE_TITLES.get(state.state, state.state.upper())
     parts = [f"SGLang startup: {title}"]
     if state.state == "ready" and state.ready_after_s is not None:
-        parts.append(f"after {_duration(state.ready_after_s)}")
+        parts.append(f"after {format_seconds(state.ready_after_s)}")
     elif state.state == "stopped" and state.ready_after_s is not None:
-        parts.append(f"(had been ready after {_duration(state.ready_after_s)})")
+        parts.append(f"(had been ready after {format_seconds(state.ready_after_s)})")
     elif state.state == "starting" and state.current_phase is not None:
         parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
     if state.first_ts is not None:
@@ -341,18 +342,6 @@ def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset
 
 def _clock(ts: datetime | None) -> str:
     return ts.strftime("%H:%M:%S") if ts is not None else "--:--:--"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s"
 
 
 def _paren(text: str) -> str:

@@ -197,12 +197,7 @@ def test_topk_1_rewrites_draft_tokens_with_sglangs_warning(tmp_path):
 
 def track(log_text: str) -> StartupTracker:
     tracker = StartupTracker()
-    splitter = LineSplitter()
-    for item in splitter.feed(log_text.encode()):
-        if item.kind == "line":
-            tracker.feed_line(item.text)
-        else:
-            tracker.feed_frame(item.text)
+    tracker.feed_items(LineSplitter().feed(log_text.encode()))
     return tracker
 
 

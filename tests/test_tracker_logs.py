@@ -32,11 +32,7 @@ def track(path: Path, chunk_bytes: int = 65536) -> tuple[StartupState, list]:
     events: list = []
     with path.open("rb") as stream:
         for items in read_items(stream, chunk_bytes=chunk_bytes):
-            for item in items:
-                if item.kind == "line":
-                    tracker.feed_line(item.text)
-                else:
-                    tracker.feed_frame(item.text)
+            tracker.feed_items(items)
             events.extend(tracker.drain_events())
     return tracker.state, events
 

@@ -14,7 +14,7 @@ import shutil
 import sys
 import textwrap
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
@@ -63,21 +63,11 @@ def exit_code(state: StartupState) -> int:
     return 1 if state.state == "failed" else 0
 
 
-def feed_items(tracker: StartupTracker, items: Iterable[LogItem]) -> None:
-    """Feed follower items to the tracker: lines as lines, progress frames as frames."""
-    feed_line, feed_frame = tracker.feed_line, tracker.feed_frame
-    for kind, text in items:
-        if kind == "line":
-            feed_line(text)
-        else:
-            feed_frame(text)
-
-
 def summarize_stream(stream: BinaryIO, tracker: StartupTracker | None = None) -> StartupState:
     """Read a whole binary stream into a tracker (a new one by default) and return its state."""
     tracker = tracker or StartupTracker()
     for items in read_items(stream, DEFAULT_CHUNK_BYTES):
-        feed_items(tracker, items)
+        tracker.feed_items(items)
         tracker.drain_events()  # nobody listens here; don't let them pile up
     return tracker.state
 

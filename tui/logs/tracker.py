@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from tui.logs import formats as fmt
 from tui.logs.errors import classify_exception, hint_for, precedence
@@ -24,6 +26,9 @@ from tui.logs.model import (
     WeightLoad,
     WeightsProgressed,
 )
+
+if TYPE_CHECKING:
+    from tui.logs.follower import LogItem
 
 _STEADY = ("Decode batch", "Prefill batch")
 _INFERRED_ORDER = (("target", "target"), ("draft", "draft"), ("draft_extend", "draft"))
@@ -166,6 +171,15 @@ class StartupTracker:
             self._on_frame(frame)
         except (ValueError, IndexError, OverflowError):
             return
+
+    def feed_items(self, items: Iterable[LogItem]) -> None:
+        """Feed the follower's items: lines as lines, progress frames as frames."""
+        feed_line, feed_frame = self.feed_line, self.feed_frame
+        for kind, text in items:
+            if kind == "line":
+                feed_line(text)
+            else:
+                feed_frame(text)
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""

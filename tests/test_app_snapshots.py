@@ -38,3 +38,7 @@ def test_failed_with_hint(snap_compare, size):
 
 def test_gpus_tab_at_80x24(snap_compare):
     assert snap_compare(ready_app(), terminal_size=(80, 24), press=["2"], run_before=_settle)
+
+
+def test_light_theme_at_80x24(snap_compare):
+    assert snap_compare(failed_app(), terminal_size=(80, 24), press=["t"], run_before=_settle)

@@ -96,9 +96,9 @@ class SpecmonApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "specmon"
     BINDINGS = [
-        Binding("1", "show_pane('server')", "Server", id="pane-server"),
-        Binding("2", "show_pane('gpus')", "GPUs", id="pane-gpus"),
-        Binding("3", "show_pane('bench')", "Bench", id="pane-bench"),
+        Binding("1", "show_pane('server')", "Server", show=False, id="pane-server"),
+        Binding("2", "show_pane('gpus')", "GPUs", show=False, id="pane-gpus"),
+        Binding("3", "show_pane('bench')", "Bench", show=False, id="pane-bench"),
         Binding("slash", "search", "Search", id="search"),
         Binding("n", "search_next", "Next match", show=False, id="search-next"),
         Binding("N", "search_previous", "Previous match", show=False, id="search-previous"),

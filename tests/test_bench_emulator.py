@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 
 ROOT = Path(__file__).parents[1]
 EAGLE3 = [
@@ -22,15 +22,9 @@ EAGLE3 = [
 ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def emulator(tmp_path):
-    port = _free_port()
+    port = free_port()
     with (tmp_path / "emulator.log").open("wb") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tui.emulator", "--model-path", "/models/llama-8b", "--port", str(port), *EAGLE3,

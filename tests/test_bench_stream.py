@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 
 from tui.bench.loopback import LoopbackConfig, LoopbackServer
 from tui.bench.stream import error_message, generate_payload, stream_generate
@@ -109,10 +109,7 @@ async def test_a_stream_cut_short_is_an_error_with_its_partial_figures():
 
 
 async def test_connection_refused_is_an_error_not_a_crash():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{free_port()}", timeout=5) as client:
         result = await stream_generate(client, generate_payload("hi", 8), 3, "p3")
     assert not result.ok and result.error.startswith("ConnectError")
     assert result.index == 3 and result.prompt_id == "p3"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from collections import deque
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from serving_replay import ReplayServer
 
 from tui.cli import main
@@ -20,12 +20,6 @@ from tui.cli import main
 def _check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     code = main(["check", *args])
     return code, capsys.readouterr().out
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_real_tiny_eagle3_answer_warns_about_acceptance_near_one(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,7 +134,7 @@ def test_missing_key_file_fails(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 def test_unreachable_server_exits_2_as_a_process() -> None:
     env = {**os.environ, "SPECMON_API_KEY": "sk-never-shown"}
     proc = subprocess.run(
-        [sys.executable, "-m", "tui", "check", "--url", f"http://localhost:{_free_port()}", "--json"],
+        [sys.executable, "-m", "tui", "check", "--url", f"http://localhost:{free_port()}", "--json"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -171,7 +165,7 @@ def test_low_acceptance_hint_names_the_key_mismatch_only_where_sglang_skips_keys
 
 
 def test_check_against_the_emulator_flags_a_draft_that_accepts_nothing(tmp_path: Path) -> None:
-    port, gpu_port = _free_port(), _free_port()
+    port, gpu_port = free_port(), free_port()
     emulator = subprocess.Popen(
         [sys.executable, "-m", "tui.emulator", "--model-path", "/tmp/tiny/target", "--port", str(port),
          "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/tmp/tiny/eagle3",

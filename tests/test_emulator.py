@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port_pair
 from prometheus_client.parser import text_string_to_metric_families
 
 from tui.emulator.speed_model import SpecShape, SpeedModel
@@ -31,23 +32,6 @@ EAGLE3 = [
     "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
 ]
 FAST = ["--emulator-speed", "50", "--emulator-decode-speed", "20"]
-
-
-def _free_port_pair() -> int:
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port >= 65535:
-            continue
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair")
 
 
 @dataclass
@@ -88,7 +72,7 @@ class Emulator:
 
 
 def launch(tmp_path: Path, *flags: str, port: int | None = None, name: str = "server.log") -> Emulator:
-    port = port or _free_port_pair()
+    port = port or free_port_pair()
     log_path = tmp_path / name
     with log_path.open("wb") as sink:
         proc = subprocess.Popen(
@@ -499,7 +483,7 @@ def test_gpu_memory_rises_during_startup(tmp_path):
 
 
 def test_port_in_use_fails_after_the_whole_load_like_uvicorn(tmp_path):
-    port = _free_port_pair()
+    port = free_port_pair()
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", port))
         holder.listen()

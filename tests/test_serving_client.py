@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections import deque
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from serving_replay import API_FIXTURES, ReplayServer, first_stream
 
 from tui.serving.client import (
@@ -19,12 +19,6 @@ from tui.serving.client import (
     resolve_api_key,
     spec_settings,
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _final_meta(name: str) -> dict:
@@ -59,7 +53,7 @@ async def test_health_goes_from_starting_to_ready() -> None:
 
 
 async def test_health_of_a_closed_port_is_unreachable() -> None:
-    async with SGLangClient(f"http://127.0.0.1:{_free_port()}") as client:
+    async with SGLangClient(f"http://127.0.0.1:{free_port()}") as client:
         health = await client.health()
     assert (health.ok, health.status_code, health.error, health.state) == (False, None, "unreachable", "unreachable")
 
@@ -244,8 +238,8 @@ async def test_unparsable_answers_raise_sglang_errors(tmp_path: Path) -> None:
 
 async def test_loopback_servers_bypass_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     # A proxy that does not exist: a client that used it for 127.0.0.1 would find the server unreachable.
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{_free_port()}")
-    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{free_port()}")
     with ReplayServer() as server:
         async with SGLangClient(f"http://localhost:{server.port}") as client:
             assert (await client.health()).ok

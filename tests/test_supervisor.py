@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ports import free_port
 
 from tui.presets import Preset
 from tui.supervisor import (
@@ -84,12 +85,6 @@ def script(tmp_path) -> Path:
 @pytest.fixture
 def run_dir(tmp_path) -> Path:
     return tmp_path / "state" / "runs"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def fake_preset(script: Path, name: str = "fake", **args) -> Preset:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port_pair
 
 from tui.presets import load_presets
 from tui.supervisor import ServerSupervisor, port_is_free
@@ -16,17 +16,6 @@ from tui.supervisor import ServerSupervisor, port_is_free
 pytestmark = pytest.mark.timeout(90)
 
 READY = "The server is fired up and ready to roll!"
-
-
-def free_port_pair() -> int:
-    """A port whose successor is free too (the emulator serves its GPU JSON on port + 1)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port < 65535 and port_is_free(port + 1):
-            return port
-    raise RuntimeError("no free port pair")
 
 
 def fast(name: str):

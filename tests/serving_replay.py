@@ -4,7 +4,8 @@ Used in a thread (`ReplayServer(...).start()`) or as a process (`python tests/se
 which prints `LISTENING <port>` once it accepts connections) so tests can kill it for real.
 Behaviour knobs: /health answers from a queue of status codes then 200; /server_info can 404 (old servers,
 only /get_server_info); /flush_cache answers 400 a given number of times; /metrics can 404; an API key makes
-every route but /health* and /metrics answer 401 without `Authorization: Bearer <key>`, as SGLang does.
+every route but /health* and /metrics answer 401 without `Authorization: Bearer <key>`, as SGLang does;
+`gpus`/`gpus_status` make it answer the emulator's `GET /_emulator/gpus` (404 by default, like SGLang).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class ReplayBehaviour:
     # Added to the recorded counters by each /generate answered, as a live server counts.
     generated_tokens: int = 0
     verify_calls: int = 0
+    gpus: bytes | None = None  # the body of GET /_emulator/gpus; None: 404
+    gpus_status: int = 200
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -77,6 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _not_found(self) -> None:
+        self._send(404, json.dumps({"detail": "Not Found"}))
 
     def _authorized(self) -> bool:
         key = self.behaviour.api_key
@@ -101,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         route = getattr(self, "route_" + self.path.split("?")[0].strip("/").replace("/", "_"), None)
         if route is None:
-            self._send(404, json.dumps({"detail": "Not Found"}))
+            self._not_found()
             return
         route(method, body)
 
@@ -120,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def route_server_info(self, method: str, body: bytes) -> None:
         if self.behaviour.legacy_info_only:
-            self._send(404, json.dumps({"detail": "Not Found"}))
+            self._not_found()
             return
         self.route_get_server_info(method, body)
 
@@ -129,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def route_model_info(self, method: str, body: bytes) -> None:
         if self.behaviour.legacy_info_only:
-            self._send(404, json.dumps({"detail": "Not Found"}))
+            self._not_found()
             return
         self.route_get_model_info(method, body)
 
@@ -137,6 +143,12 @@ class _Handler(BaseHTTPRequestHandler):
         info = json.loads((API_FIXTURES / self.behaviour.server_info).read_text())
         self._send(200, json.dumps({"model_path": info["model_path"], "tokenizer_path": info["tokenizer_path"],
                                     "is_generation": True}))
+
+    def route__emulator_gpus(self, method: str, body: bytes) -> None:
+        if self.behaviour.gpus is None:
+            self._not_found()
+        else:
+            self._send(self.behaviour.gpus_status, self.behaviour.gpus)
 
     def route_flush_cache(self, method: str, body: bytes) -> None:
         if self.behaviour.flush_busy_times > 0:
@@ -147,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def route_metrics(self, method: str, body: bytes) -> None:
         if self.behaviour.metrics is None:
-            self._send(404, json.dumps({"detail": "Not Found"}))
+            self._not_found()
             return
         text = (API_FIXTURES / self.behaviour.metrics).read_text()
         for name, added in (
@@ -215,6 +227,10 @@ class ReplayServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop answering and close the port (again: no-op)."""
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(5)

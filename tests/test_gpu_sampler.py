@@ -3,10 +3,10 @@
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from serving_replay import ReplayServer
 
 from tui.gpu.demo import DemoGpuSource
 from tui.gpu.fake import FakeNvml
@@ -134,49 +134,28 @@ def test_summarize_keeps_clocks_temperature_and_slowdowns_of_the_window():
     assert gpu0.to_json()["slowdowns"] == ["power cap", "thermal"]
 
 
-class _GpuFeed(BaseHTTPRequestHandler):
-    body = b""
-    status = 200
-
-    def do_GET(self):  # noqa: N802 - http.server's name
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def feed():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GpuFeed)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with ReplayServer() as server:
+        yield server
 
 
 def test_demo_source_reads_the_emulator_endpoint(feed):
-    _GpuFeed.body = (FIXTURES / "h200x8-sglang-tp8.json").read_bytes()
-    _GpuFeed.status = 200
-    source = DemoGpuSource(f"http://127.0.0.1:{feed.server_port}/_emulator/gpus")
+    feed.behaviour.gpus = (FIXTURES / "h200x8-sglang-tp8.json").read_bytes()
+    source = DemoGpuSource(f"{feed.url}/_emulator/gpus")
     snapshot = source.read()
     source.close()
     assert snapshot.available and snapshot.source == "emulator"
     assert len(snapshot.gpus) == 8 and snapshot.gpus[5].slowdowns == ["power cap"]
-    assert snapshot.to_json()["gpus"] == json.loads(_GpuFeed.body)["gpus"]
+    assert snapshot.to_json()["gpus"] == json.loads(feed.behaviour.gpus)["gpus"]
 
 
 def test_demo_source_failures_are_states(feed):
-    url = f"http://127.0.0.1:{feed.server_port}/_emulator/gpus"
-    _GpuFeed.body, _GpuFeed.status = b"not json", 200
+    url = f"{feed.url}/_emulator/gpus"
+    feed.behaviour.gpus = b"not json"
     assert "malformed" in DemoGpuSource(url).read().reason
-    _GpuFeed.body, _GpuFeed.status = b"{}", 503
+    feed.behaviour.gpus, feed.behaviour.gpus_status = b"{}", 503
     assert not DemoGpuSource(url).read().available
-    feed.shutdown()
-    feed.server_close()
+    feed.stop()
     gone = DemoGpuSource(url, timeout_s=0.5).read()
     assert not gone.available and "unreachable" in gone.reason

@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from tui.presets import Preset
+from tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05
 
@@ -148,34 +149,6 @@ def group_members(pgid: int) -> list[ProcessInfo]:
             continue
         members.append(ProcessInfo.of(proc.pid))
     return [m for m in members if m.status not in ("gone", psutil.STATUS_ZOMBIE)]
-
-
-def make_private_dir(path: Path) -> Path:
-    """Create `path` and any missing parents with mode 0700; an existing directory is left as it is."""
-    missing = []
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            break
-        missing.append(candidate)
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        os.chmod(directory, 0o700)
-    if not path.is_dir():
-        raise SupervisorError(f"{path} is not a directory")
-    return path
-
-
-def open_private_log(path: Path, exclusive: bool = False) -> int:
-    """Open `path` for writing, created (or reset) with mode 0600; never through a symlink."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    if exclusive:
-        flags |= os.O_EXCL
-    fd = os.open(path, flags, 0o600)
-    os.fchmod(fd, 0o600)
-    return fd
 
 
 class ServerSupervisor:
@@ -350,13 +323,13 @@ class ServerSupervisor:
         if self._first_log is not None:
             path, self._first_log = self._first_log, None
             make_private_dir(path.parent)
-            return path, open_private_log(path)
+            return path, open_private_file(path)
         make_private_dir(self._run_dir)
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{self._preset.name}"
         for n in range(1, 1000):
             path = self._run_dir / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
             try:
-                return path, open_private_log(path, exclusive=True)
+                return path, open_private_file(path, exclusive=True)
             except FileExistsError:
                 continue
         raise SupervisorError(f"cannot create a log file in {self._run_dir}")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.bench.model import BenchResult, RequestResult
+from tui.private_files import make_private_dir, open_private_file
 
 RESULTS_SUBDIR = "results"
 
@@ -33,16 +34,11 @@ class ResultStore:
     def path_for(self, run_id: str) -> Path:
         return self.directory / f"{run_id}.jsonl"
 
-    def _ensure_dir(self) -> None:
-        if not self.directory.parent.exists():
-            self.directory.parent.mkdir(mode=0o700, parents=True)
-        self.directory.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(self.directory, 0o700)
-
     def _append(self, run_id: str, record: dict[str, Any]) -> None:
-        self._ensure_dir()
+        make_private_dir(self.directory)
+        os.chmod(self.directory, 0o700)  # specmon's own directory: tightened even if it was there before
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        fd = os.open(self.path_for(run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = open_private_file(self.path_for(run_id), append=True)
         try:
             os.write(fd, line.encode("utf-8"))
         finally:

@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app_harness import failed_app, fixture_app, ready_app, screen_text, wait_for
-from textual.widgets import Tabs
+from app_harness import capturing_app, failed_app, fixture_app, ready_app, screen_text, wait_for
+from textual.widgets import Label, ProgressBar, Tabs
 
 from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
+from widgets.server_pane import latest_capture
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
 READY_LOG = "h200-0.5.16-standalone-ready.log"
@@ -216,3 +217,34 @@ async def test_ready_server_shows_asked_and_effective_speculative_settings():
         text = screen_text(app)
         assert "EAGLE3" in text and app.current_state() == "ready"
         assert not app.screen.query_one("#error-panel").display
+
+
+async def test_mid_capture_the_progress_bar_and_label_follow_the_tqdm_frames():
+    app = capturing_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        bar = app.screen.query_one("#capture-bar", ProgressBar)
+        assert await wait_for(pilot, lambda: app.screen.query_one("#capture").display and bar.total == 8)
+        capture = latest_capture(app.feed.state)
+        assert capture.status == "running" and capture.total == 8
+        assert (bar.total, bar.progress) == (capture.total, capture.done)
+        label = str(app.screen.query_one("#capture-label", Label).render())
+        assert f"{capture.done}/8" in label and f"bs {capture.current_bs}" in label and "avail" in label
+        assert app.current_state() == f"capturing {capture.done}/8"
+        log = app.screen.query_one("#log")
+        assert not any("bs=5" in line for line in log.lines), "frames drive the bar, not the log"
+
+
+async def test_log_pane_follows_a_rotated_log(tmp_path):
+    log_path = tmp_path / "server.log"
+    log_path.write_text("[2026-11-29 10:46:55] before rotation\n")
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        log = app.screen.query_one("#log")
+        assert await wait_for(pilot, lambda: log.lines and log.lines[-1].endswith("before rotation"))
+        log_path.rename(tmp_path / "server.log.1")
+        log_path.write_text("[2026-11-29 10:47:00] after rotation\n")
+        assert await wait_for(pilot, lambda: log.lines[-1].endswith("after rotation"))
+        log_path.unlink()
+        await pilot.pause(0.2)
+        log_path.write_text("[2026-11-29 10:48:00] recreated\n")
+        assert await wait_for(pilot, lambda: log.lines[-1].endswith("recreated"))

@@ -261,7 +261,7 @@ class BenchRun:
             self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
-        from tui.serving.client import SGLangClient, SGLangError, is_loopback, spec_settings
+        from tui.serving.client import SGLangClient, SGLangError, http_client, spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
@@ -278,13 +278,10 @@ class BenchRun:
                 result.notes.append(f"server_info unavailable: {exc}")
                 result.server = {"error": str(exc)}
             self._save(self.store.start_run, result)
-            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
             streams = max(1, self.settings.concurrency)
             limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
             timeout = httpx.Timeout(self._request_timeout_s, connect=10.0)
-            async with httpx.AsyncClient(
-                base_url=self.url, headers=headers, limits=limits, timeout=timeout, trust_env=not is_loopback(self.url)
-            ) as http:
+            async with http_client(self.url, self._api_key, limits=limits, timeout=timeout) as http:
                 if self.settings.warmup > 0:
                     self._set_phase("warmup")
                     warm = [(i, prompts[-1 - (i % len(prompts))]) for i in range(self.settings.warmup)]

@@ -255,6 +255,12 @@ def is_loopback(base_url: str) -> bool:
         return False
 
 
+def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
+    """An httpx client of one server: the API key as a Bearer header, no proxy for loopback URLs."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.AsyncClient(base_url=base_url, headers=headers, trust_env=not is_loopback(base_url), **options)
+
+
 def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
     """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
 
@@ -285,10 +291,7 @@ class SGLangClient:
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
         self.base_url = normalize_base_url(base_url)
         self.timeout = timeout
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, headers=headers, timeout=timeout, trust_env=not is_loopback(self.base_url)
-        )
+        self._http = http_client(self.base_url, api_key, timeout=timeout)
         self._server_info_paths = _EndpointChoice(("/server_info", "/get_server_info"))
         self._model_info_paths = _EndpointChoice(("/model_info", "/get_model_info"))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.emulator.launch_args import SpeculativeArgsError, capture_batch_sizes, parse_launch_args
+from tui.emulator.launch_args import SpeculativeArgsError, capture_batch_sizes, parse_launch_args, public_args
 from tui.emulator.sglang_log import tqdm_frame
 from tui.emulator.speed_model import SpecShape, SpeedModel, TextModel, acceptance_rng
 
@@ -119,3 +119,9 @@ def test_flags_aliases_and_emulator_options():
     assert any("'--cuda-graph-max-bs' is deprecated" in text for _, text in config.pre_log)
     plain = parse_launch_args(["--model-path", "/m"]).server_args
     assert plain["enable_metrics"] is False and plain["port"] == 30000 and plain["speculative_algorithm"] is None
+
+
+def test_public_args_mask_the_keys_that_are_set_and_leave_the_args_alone():
+    args = {"api_key": "s3cret-key", "admin_api_key": None, "port": 30000}
+    assert public_args(args) == {"api_key": "***", "admin_api_key": None, "port": 30000}
+    assert args["api_key"] == "s3cret-key"

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from tui.emulator.launch_args import public_args
 from tui.emulator.metrics import EmulatorMetrics
 from tui.emulator.scheduler import EmulatedScheduler, GenRequest
 from tui.emulator.sglang_log import SGLangLogWriter
@@ -20,7 +21,6 @@ FLUSH_BODY = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, "
     "the operation will not be performed.)\n"
 )
-SECRET_MASK = "***"
 
 
 @dataclass
@@ -43,15 +43,8 @@ class ServerState:
     def version(self) -> str:
         return "0.5.16-emulated" if self.family == "new" else "0.5.3-emulated"
 
-    def public_args(self) -> dict[str, Any]:
-        args = dict(self.server_args)
-        for secret in ("api_key", "admin_api_key"):
-            if args.get(secret):
-                args[secret] = SECRET_MASK
-        return args
-
     def server_info(self) -> dict[str, Any]:
-        args = self.public_args()
+        args = public_args(self.server_args)
         internal = dict(args)
         internal["last_gen_throughput"] = self.scheduler.last_gen_throughput
         internal["memory_usage"] = dict(self.memory_usage)

@@ -24,6 +24,8 @@ KNOWN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH",
 LEGACY_ALGORITHM_CHOICES = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
 # Aliases SGLang accepts besides the option string its usage shows.
+SECRET_ARGS = ("api_key", "admin_api_key")
+SECRET_MASK = "***"
 _ALIASES = {
     "--model-path": ("--model",),
     "--tp-size": ("--tp",),
@@ -327,6 +329,15 @@ def _resolve_defaults(args: dict[str, Any]) -> None:
         args["random_seed"] = int.from_bytes(os.urandom(4), "little") >> 2
     if args.get("cuda_graph_max_bs_decode") is None:
         args["cuda_graph_max_bs_decode"] = min(256, args["max_running_requests"])
+
+
+def public_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The server args with the API keys that are set masked (for the log and /server_info)."""
+    public = dict(args)
+    for secret in SECRET_ARGS:
+        if public.get(secret):
+            public[secret] = SECRET_MASK
+    return public
 
 
 def capture_batch_sizes(max_bs: int, speculative: bool) -> list[int]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.emulator.gpus import SimulatedGpus
-from tui.emulator.launch_args import LaunchConfig, capture_batch_sizes
+from tui.emulator.launch_args import LaunchConfig, capture_batch_sizes, public_args
 from tui.emulator.sglang_log import SGLangLogWriter, tqdm_frame
 
 GIB = 1024**3
@@ -202,11 +202,7 @@ class StartupScript:
         )
 
     def _server_args_line(self) -> str:
-        public = dict(self.args)
-        for secret in ("api_key", "admin_api_key"):
-            if public.get(secret):
-                public[secret] = "***"
-        body = ", ".join(f"{key}={value!r}" for key, value in public.items())
+        body = ", ".join(f"{key}={value!r}" for key, value in public_args(self.args).items())
         return f"server_args=ServerArgs({body})"
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""Classifying fatal SGLang startup errors and saying what to do about them."""
+"""Fatal SGLang startup errors: reading tracebacks, classifying the error, saying what to do about it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,57 @@ ERROR_PRECEDENCE = (
 _RANK = {kind: i for i, kind in enumerate(ERROR_PRECEDENCE)}
 
 _CUDA_ERROR_MARKS = ("cuda error", "cudaerror", "cublas_status", "cudnn_status", "nccl error", "ncclerror")
+
+
+# Traceback frame text -> the phase it shows (checked in order; the deepest matching frame wins).
+_FRAME_PHASES = (
+    ("speculative_hook", "server_args"),
+    ("server_args.py", "server_args"),
+    ("prepare_server_args", "server_args"),
+    ("_wait_and_warmup", "warmup"),
+    ("eagle_draft_extend_cuda_graph_runner", "capture_draft_extend"),
+    ("eagle_draft_cuda_graph_runner", "capture_draft"),
+    ("piecewise_cuda_graph_runner", "capture_prefill"),
+    ("prefill_cuda_graph_runner", "capture_prefill"),
+    ("cuda_graph_runner", "capture"),
+    ("init_cuda_graphs", "capture"),
+    ("weight_utils", "load_weights"),
+    ("model_loader", "load_weights"),
+    ("load_weights", "load_weights"),
+    ("load_model", "load_weights"),
+    ("memory_pool", "kv_cache"),
+    ("init_memory_pool", "kv_cache"),
+    ("pool_configurator", "kv_cache"),
+)
+_DRAFT_FRAME_MARKS = ("EAGLEWorker", "draft_worker", "eagle_worker", "draft_model_runner", "DraftWorker")
+
+
+class TracebackReader:
+    """A Python traceback being read: where it came from and what its frames show."""
+
+    __slots__ = ("origin", "phase", "draft", "speculative", "lines")
+
+    def __init__(self, origin: str | None) -> None:
+        self.origin = origin
+        self.phase: str | None = "warmup" if origin == "warmup" else None
+        self.draft = False
+        self.speculative = False
+        self.lines = 0
+
+    def see_frame(self, text: str) -> None:
+        """Read one indented frame line (``File ...`` or its source line)."""
+        if not self.draft and any(mark in text for mark in _DRAFT_FRAME_MARKS):
+            self.draft = True
+        if not self.speculative and ("specul" in text or "eagle" in text.lower()):
+            self.speculative = True
+        for mark, phase in _FRAME_PHASES:
+            if mark in text:
+                if self.draft and phase == "capture":
+                    phase = "capture_draft"
+                elif self.draft and phase == "load_weights":
+                    phase = "load_draft_weights"
+                self.phase = phase
+                return
 
 
 def precedence(kind: str) -> int:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tui.logs import formats as fmt
-from tui.logs.errors import classify_exception, hint_for, precedence
+from tui.logs.errors import TracebackReader, classify_exception, hint_for, precedence
 from tui.logs.model import (
     Capture,
     CaptureProgressed,
@@ -47,57 +47,9 @@ _CAPTURE_PHASE = {
     ("draft", "draft"): "capture_draft",
     ("draft_extend", "draft"): "capture_draft_extend",
 }
-# Traceback frame text -> the phase it shows (checked in order; the deepest matching frame wins).
-_FRAME_PHASES = (
-    ("speculative_hook", "server_args"),
-    ("server_args.py", "server_args"),
-    ("prepare_server_args", "server_args"),
-    ("_wait_and_warmup", "warmup"),
-    ("eagle_draft_extend_cuda_graph_runner", "capture_draft_extend"),
-    ("eagle_draft_cuda_graph_runner", "capture_draft"),
-    ("piecewise_cuda_graph_runner", "capture_prefill"),
-    ("prefill_cuda_graph_runner", "capture_prefill"),
-    ("cuda_graph_runner", "capture"),
-    ("init_cuda_graphs", "capture"),
-    ("weight_utils", "load_weights"),
-    ("model_loader", "load_weights"),
-    ("load_weights", "load_weights"),
-    ("load_model", "load_weights"),
-    ("memory_pool", "kv_cache"),
-    ("init_memory_pool", "kv_cache"),
-    ("pool_configurator", "kv_cache"),
-)
-_DRAFT_FRAME_MARKS = ("EAGLEWorker", "draft_worker", "eagle_worker", "draft_model_runner", "DraftWorker")
 _MAX_EVENTS = 2000
 _MAX_RANKS = 256
 _MAX_TRACEBACK_LINES = 400
-
-
-class _Traceback:
-    """A Python traceback being read: where it came from and what its frames show."""
-
-    __slots__ = ("origin", "phase", "draft", "speculative", "lines")
-
-    def __init__(self, origin: str | None) -> None:
-        self.origin = origin
-        self.phase: str | None = "warmup" if origin == "warmup" else None
-        self.draft = False
-        self.speculative = False
-        self.lines = 0
-
-    def see_frame(self, text: str) -> None:
-        if not self.draft and any(mark in text for mark in _DRAFT_FRAME_MARKS):
-            self.draft = True
-        if not self.speculative and ("specul" in text or "eagle" in text.lower()):
-            self.speculative = True
-        for mark, phase in _FRAME_PHASES:
-            if mark in text:
-                if self.draft and phase == "capture":
-                    phase = "capture_draft"
-                elif self.draft and phase == "load_weights":
-                    phase = "load_draft_weights"
-                self.phase = phase
-                return
 
 
 class StartupTracker:
@@ -114,7 +66,7 @@ class StartupTracker:
         self._ts: datetime | None = None
         self._ready = False
         self._over = False  # failed or stopped: only errors are still read
-        self._tb: _Traceback | None = None
+        self._tb: TracebackReader | None = None
         self._provisional = False  # the current error awaits its traceback's exception line
         self._seen_rank0 = False
         self._load_count: dict[str, int] = {}
@@ -277,7 +229,7 @@ class StartupTracker:
                 self._enter("warmup")
                 self._fail("warmup_failed", msg, "warmup", provisional="Traceback" in msg)
                 if "Traceback" in msg:
-                    self._tb = _Traceback("warmup")
+                    self._tb = TracebackReader("warmup")
                 return "error"
             return None
         if head == "T":
@@ -295,7 +247,7 @@ class StartupTracker:
     def _failure_line(self, level: str | None, msg: str) -> LineKind | None:
         if "Traceback (most recent call last)" in msg:
             origin = "warmup" if "warmup" in msg else None
-            self._tb = _Traceback(origin)
+            self._tb = TracebackReader(origin)
             self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
             return "error"
         if "address already in use" in msg:
@@ -331,7 +283,7 @@ class StartupTracker:
                 return "error"
         return None
 
-    def _traceback_line(self, tb: _Traceback, tags: str, level: str | None, msg: str) -> LineKind | None:
+    def _traceback_line(self, tb: TracebackReader, tags: str, level: str | None, msg: str) -> LineKind | None:
         """Read a line while a traceback is open; returns None when the line is not part of it."""
         tb.lines += 1
         if tb.lines > _MAX_TRACEBACK_LINES:
@@ -360,7 +312,7 @@ class StartupTracker:
         self._fail(kind, message, phase, speculative=tb.speculative, from_traceback=True)
         return "error"
 
-    def _refine_provisional(self, tb: _Traceback) -> None:
+    def _refine_provisional(self, tb: TracebackReader) -> None:
         """A traceback with no exception line yet: let its frames say where it happened."""
         error = self._state.error
         if error is None or not self._provisional or error.kind != "exception" or tb.phase is None:
@@ -386,7 +338,7 @@ class StartupTracker:
             return "phase"
         if level == "ERROR" or level == "CRITICAL" or "Traceback (most recent call last)" in msg:
             if "Traceback" in msg:
-                self._tb = _Traceback(None)
+                self._tb = TracebackReader(None)
             return "error"
         if level == "WARNING" or "arning" in msg:
             return "warning"

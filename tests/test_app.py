@@ -248,3 +248,23 @@ async def test_log_pane_follows_a_rotated_log(tmp_path):
         await pilot.pause(0.2)
         log_path.write_text("[2026-11-29 10:48:00] recreated\n")
         assert await wait_for(pilot, lambda: log.lines[-1].endswith("recreated"))
+
+
+async def test_b_runs_the_benchmark_and_the_panel_shows_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    server = subprocess.Popen([sys.executable, str(REPLAY), "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        app = SpecmonApp(AppConfig(url=f"http://127.0.0.1:{port}", poll=False))
+        async with app.run_test(size=(200, 50)) as pilot:
+            await pilot.pause()
+            await pilot.press("b")
+            assert app.bench_running
+            assert await wait_for(pilot, lambda: bool(app.bench_results), timeout=30)
+            assert app.bench_results[0].status == "finished" and not app.bench_running
+            await pilot.pause(0.3)
+            assert "finished" in screen_text(app)
+        assert list(tmp_path.rglob("*.jsonl")), "the run is saved in the state directory"
+    finally:
+        server.kill()
+        server.wait(5)

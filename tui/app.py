@@ -516,10 +516,11 @@ class SpecmonApp(App[int]):
         self.bench_running = True
         self._bench = BenchRun(
             self.config.url,
-            preset.name if preset is not None else "unknown",
+            preset.name if preset is not None else None,
             settings,
             api_key=self.config.api_key,
             on_update=lambda progress: self.post_message(BenchProgressed(progress)),
+            gpu_sampler=self._gpu_sampler,
         )
         self._bench.start()
         self._wait_bench(self._bench)

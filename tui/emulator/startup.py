@@ -311,10 +311,12 @@ class StartupScript:
         return gib
 
     # --- CUDA graphs --------------------------------------------------------------------------
-    def _capture(self, begin: str, end_prefix: str, descs: list[str], seconds: float, gib: float,
+    def _capture(self, begin: str | None, end_prefix: str, descs: list[str], seconds: float, gib: float,
                  *, oom: bool = False) -> float:
+        """Log one graph capture: its begin line (None: already logged), a frame per item, its end line."""
         start = self.avail()
-        self.log.all_ranks(begin.format(avail=start))
+        if begin is not None:
+            self.log.all_ranks(begin.format(avail=start))
         per_item = gib / max(1, len(descs))
 
         def captured(index: int) -> None:
@@ -369,21 +371,22 @@ class StartupScript:
         total = 0.0
         scale = min(3.0, max(0.5, params_b / 8.0) ** 0.5)
         draft_tokens = int(args.get("speculative_num_draft_tokens") or 1)
+        batch_descs = [f"Capturing batches (bs={bs} avail_mem={{avail:.2f}} GB)" for bs in reversed(bs_list)]
         if self.family == "legacy":
             self.log.all_ranks(f"Capture cuda graph begin. This can take up to several minutes. avail mem={self.avail():.2f} GB")
             self.log.all_ranks(f"Capture cuda graph bs {bs_list}")
-            total += self._capture_body("Capture cuda graph", bs_list, 3.0, 0.4 * scale, oom=oom)
+            total += self._capture(None, "Capture cuda graph", self._fill(batch_descs), 3.0, 0.4 * scale, oom=oom)
             if spec in ("EAGLE", "EAGLE3", "STANDALONE"):
                 self._init_distributed(draft=True)
                 self._load_weights(draft_gib, self._draft_type(spec), shards=1, draft=True)
                 self._draft_kv(tokens, params_b)
-                self.log.all_ranks(f"Capture draft cuda graph begin. This can take up to several minutes. avail mem={self.avail():.2f} GB")
-                total += self._capture_body("Capture draft cuda graph", bs_list, 2.5, 0.3)
-                self.log.all_ranks(f"Capture draft extend cuda graph begin. This can take up to several minutes. avail mem={self.avail():.2f} GB")
-                total += self._capture_body("Capture draft extend cuda graph", bs_list, 1.5, 0.2)
+                for graph, seconds, gib in (("draft", 2.5, 0.3), ("draft extend", 1.5, 0.2)):
+                    total += self._capture(
+                        f"Capture {graph} cuda graph begin. This can take up to several minutes. avail mem={{avail:.2f}} GB",
+                        f"Capture {graph} cuda graph", self._fill(batch_descs), seconds, gib,
+                    )
             return total
         prefill_descs = [f"Capturing num tokens (num_tokens={n} avail_mem={{avail:.2f}} GB)" for n in reversed(PREFILL_NUM_TOKENS)]
-        batch_descs = [f"Capturing batches (bs={bs} avail_mem={{avail:.2f}} GB)" for bs in reversed(bs_list)]
         total += self._capture(
             f"Capture target prefill CUDA graph begin. backend=breakable, num_tokens={PREFILL_NUM_TOKENS}, avail mem={{avail:.2f}} GB",
             "Capture target prefill CUDA graph", self._fill(prefill_descs), 3.0, 0.24 * scale,
@@ -413,23 +416,6 @@ class StartupScript:
     def _fill(self, descs: list[str]) -> list[str]:
         """Descriptions whose avail_mem is read when each frame is written."""
         return [_LiveDesc(d, self.gpus) for d in descs]  # type: ignore[misc]
-
-    def _capture_body(self, end_prefix: str, bs_list: list[int], seconds: float, gib: float, *, oom: bool = False) -> float:
-        start = self.avail()
-        descs = self._fill([f"Capturing batches (bs={bs} avail_mem={{avail:.2f}} GB)" for bs in reversed(bs_list)])
-        per_item = gib / max(1, len(descs))
-
-        def captured(index: int) -> None:
-            self.gpus.add_gib(per_item)
-            if oom and index == 1:
-                self.gpus.add_gib(max(0.0, self.avail() - 0.6))
-                self.log.end_frames()
-                self._oom_crash()
-
-        self._progress(descs, seconds, on_item=captured)
-        end = self.avail()
-        self.log.all_ranks(f"{end_prefix} end. Time elapsed: {seconds:.2f} s. mem usage={start - end:.2f} GB. avail mem={end:.2f} GB.")
-        return start - end
 
 
 class _LiveDesc(str):

@@ -436,6 +436,15 @@ def test_api_key_is_required_except_for_health_and_never_logged(tmp_path):
     assert "s3cret-key" not in emu.log()
 
 
+def test_bodies_that_are_not_a_json_object_are_answered_400(servers):
+    spec, _plain = servers
+    for path in ("/generate", "/v1/completions", "/v1/chat/completions"):
+        bad = httpx.post(spec.url + path, content=b"{not json", headers={"Content-Type": "application/json"})
+        assert (bad.status_code, bad.json()) == (400, {"error": {"message": "The request body must be JSON."}})
+        listed = httpx.post(spec.url + path, json=["a list"])
+        assert (listed.status_code, listed.json()) == (400, {"error": {"message": "The request body must be a JSON object."}})
+
+
 def test_gpu_endpoint_shows_memory_and_utilization(servers):
     spec, _plain = servers
     snapshot = GpuSnapshot.from_json(httpx.get(spec.gpu_url).json())

@@ -131,12 +131,21 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         return self.rfile.read(length) if length > 0 else b""
 
-    def _read_json(self) -> Any:
+    def _read_json_object(self) -> dict[str, Any] | None:
+        """The request's JSON object; None after answering 400 when the body is not one."""
         body = self._read_body()
         content_type = (self.headers.get("content-type") or "").lower()
-        if content_type.startswith("application/x-www-form-urlencoded"):
-            raise ValueError("form-encoded body")
-        return json.loads(body or b"{}")
+        try:
+            if content_type.startswith("application/x-www-form-urlencoded"):
+                raise ValueError("form-encoded body")
+            parsed = json.loads(body or b"{}")
+        except ValueError:
+            self._error(400, "The request body must be JSON.")
+            return None
+        if not isinstance(parsed, dict):
+            self._error(400, "The request body must be a JSON object.")
+            return None
+        return parsed
 
     def _authorized(self, path: str) -> bool:
         key = self.state.server_args.get("api_key")
@@ -266,13 +275,8 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         return None
 
     def _generate(self) -> None:
-        try:
-            body = self._read_json()
-        except ValueError:
-            self._error(400, "The request body must be JSON.")
-            return
-        if not isinstance(body, dict):
-            self._error(400, "The request body must be a JSON object.")
+        body = self._read_json_object()
+        if body is None:
             return
         prompts = self._prompts(body)
         if not prompts:
@@ -358,13 +362,8 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         self._openai(chat=True)
 
     def _openai(self, *, chat: bool) -> None:
-        try:
-            body = self._read_json()
-        except ValueError:
-            self._error(400, "The request body must be JSON.")
-            return
-        if not isinstance(body, dict):
-            self._error(400, "The request body must be a JSON object.")
+        body = self._read_json_object()
+        if body is None:
             return
         if chat:
             messages = body.get("messages")

@@ -6,9 +6,9 @@ from datetime import datetime
 
 import pytest
 
-from tui.logs.errors import ERROR_PRECEDENCE, classify_exception, hint_for
+from tui.logs.errors import classify_exception, hint_for
 from tui.logs.formats import KNOWN_FLAGS, parse_prefix, suggest_flag
-from tui.logs.model import CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed
+from tui.logs.model import ERROR_KINDS, CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed
 from tui.logs.tracker import StartupTracker
 
 TS = "[2025-10-01 12:00:00]"
@@ -298,7 +298,7 @@ def test_hints_differ_for_the_two_memory_errors() -> None:
     assert classify_exception("Exception: Capture cuda graph failed: mat1 and mat2", "capture", None) == "capture_failed"
     assert classify_exception("KeyError: 'x'", "load_draft_weights", None) == "weight_load"
     assert classify_exception("ValueError: x", None, None) == "exception"
-    assert set(ERROR_PRECEDENCE) == {
+    assert set(ERROR_KINDS) == {
         "unrecognized_arguments", "invalid_server_args", "cuda_oom", "not_enough_memory", "port_in_use",
         "weight_load", "capture_failed", "cuda_error", "warmup_failed", "killed", "exception",
     }  # fmt: skip

@@ -3,22 +3,9 @@
 from __future__ import annotations
 
 from tui.logs.formats import BIND_PORT, MEM_FRACTION, suggest_flag
+from tui.logs.model import ERROR_KINDS
 
-# Most specific first: a more specific cause replaces a less specific one already reported.
-ERROR_PRECEDENCE = (
-    "unrecognized_arguments",
-    "invalid_server_args",
-    "port_in_use",
-    "cuda_oom",
-    "not_enough_memory",
-    "cuda_error",
-    "weight_load",
-    "capture_failed",
-    "warmup_failed",
-    "exception",
-    "killed",
-)
-_RANK = {kind: i for i, kind in enumerate(ERROR_PRECEDENCE)}
+_RANK = {kind: i for i, kind in enumerate(ERROR_KINDS)}
 
 _CUDA_ERROR_MARKS = ("cuda error", "cudaerror", "cublas_status", "cudnn_status", "nccl error", "ncclerror")
 
@@ -75,7 +62,7 @@ class TracebackReader:
 
 
 def precedence(kind: str) -> int:
-    """Lower is more specific."""
+    """Lower is more specific (the order of ``ERROR_KINDS``)."""
     return _RANK.get(kind, len(_RANK))
 
 

@@ -29,18 +29,19 @@ PHASE_NAMES = (
     "shutdown",
 )
 GRAPH_KINDS = ("target", "draft", "draft_extend", "prefill")
+# Most specific first: a more specific cause replaces a less specific one already reported.
 ERROR_KINDS = (
     "unrecognized_arguments",
     "invalid_server_args",
+    "port_in_use",
     "cuda_oom",
     "not_enough_memory",
-    "port_in_use",
+    "cuda_error",
     "weight_load",
     "capture_failed",
-    "cuda_error",
     "warmup_failed",
-    "killed",
     "exception",
+    "killed",
 )
 
 

@@ -21,10 +21,8 @@ from tui.gpu.processes import ProcessInspector
 
 # NVML return codes (nvml.h); fixed by the C API, so they are spelled out here rather than looked up.
 ERR_UNINITIALIZED = 1
-ERR_INVALID_ARGUMENT = 2
 ERR_NOT_SUPPORTED = 3
 ERR_NO_PERMISSION = 4
-ERR_NOT_FOUND = 6
 ERR_DRIVER_NOT_LOADED = 9
 ERR_LIBRARY_NOT_FOUND = 12
 ERR_FUNCTION_NOT_FOUND = 13

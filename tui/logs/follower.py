@@ -64,11 +64,6 @@ class LineSplitter:
         self._overflow = False  # the carried segment was cut: discard until its \r or \n
         self._held_cr = False  # input ended on \r: it may be half of \r\n
 
-    @property
-    def in_frames(self) -> bool:
-        """Whether the incomplete line is a progress bar being redrawn."""
-        return self._in_frames
-
     def pending_frame(self) -> str | None:
         """The latest, possibly still growing, frame of an incomplete redrawn line (for live progress)."""
         if not self._in_frames or not self._carry.strip():

@@ -107,7 +107,6 @@ KV_ALLOC = re.compile(
     r"(?:K size: " + FLOAT + r" GB, V size: " + FLOAT + r" GB|KV size: " + FLOAT + r" GB)"
 )
 MAX_TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
-INT_LIST = re.compile(r"\[([\d, ]*)\]")
 # Any capture line: `Capture cuda graph begin.`, `Capture target verify CUDA graph end.`, `Capture draft extend
 # cuda graph begin.`, `Capture piecewise CUDA graph begin.`, `Capture Frozen-KV MTP draft cuda graph begin.`
 CAPTURE_LINE = re.compile(

@@ -24,6 +24,8 @@ __all__ = ["DemoGpuSource", "GpuSampler", "GpuSource", "NvmlSource"]
 
 
 class GpuSource(Protocol):
+    """What a sampler reads: a snapshot per `read()`, and `close()` when done."""
+
     def read(self) -> GpuSnapshot: ...
 
     def close(self) -> None: ...

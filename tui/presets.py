@@ -54,14 +54,8 @@ class BenchSettings:
     concurrency: int = 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "prompts": self.prompts,
-            "requests": self.requests,
-            "max-new-tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "warmup": self.warmup,
-            "concurrency": self.concurrency,
-        }
+        """The `[bench]` table's keys and values."""
+        return {key: getattr(self, name) for key, (name, _types, _minimum) in _BENCH_KEYS.items()}
 
 
 # TOML key -> (BenchSettings field, accepted types, minimum value or None)

@@ -10,7 +10,8 @@ import pytest
 from ports import free_port
 
 from tui.bench.loopback import LoopbackConfig, LoopbackServer
-from tui.bench.stream import error_message, generate_payload, stream_generate
+from tui.bench.stream import error_message, stream_generate
+from tui.serving.client import generate_payload
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
 

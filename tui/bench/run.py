@@ -23,7 +23,7 @@ from tui.bench.model import BenchProgress, BenchResult, RequestResult
 from tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
 from tui.bench.results import ResultStore
 from tui.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference, summarize
-from tui.bench.stream import generate_payload, stream_generate
+from tui.bench.stream import stream_generate
 
 __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSettings", "new_run_id"]
 
@@ -325,6 +325,8 @@ class BenchRun:
         return flushed
 
     async def _run_requests(self, http: httpx.AsyncClient, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
+        from tui.serving.client import generate_payload
+
         queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
         for job in jobs:
             queue.put_nowait(job)

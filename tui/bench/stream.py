@@ -19,21 +19,6 @@ class StreamError(Exception):
     """The stream broke: an HTTP error, a non-JSON body, garbled SSE, or an error event from the server."""
 
 
-def generate_payload(
-    text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True
-) -> dict[str, Any]:
-    """The JSON body of a streamed `/generate` request."""
-    return {
-        "text": text,
-        "sampling_params": {
-            "max_new_tokens": max_new_tokens,
-            "temperature": temperature,
-            "ignore_eos": ignore_eos,
-        },
-        "stream": True,
-    }
-
-
 def error_message(status: int, body: bytes) -> str:
     """A short message for an HTTP error response, from SGLang's `{"error": ...}` body when it has one."""
     text = body.decode("utf-8", "replace").strip()

@@ -261,6 +261,21 @@ def http_client(base_url: str, api_key: str | None = None, **options: Any) -> ht
     return httpx.AsyncClient(base_url=base_url, headers=headers, trust_env=not is_loopback(base_url), **options)
 
 
+def generate_payload(
+    text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True
+) -> dict[str, Any]:
+    """The JSON body of a `/generate` request (streamed by default)."""
+    return {
+        "text": text,
+        "sampling_params": {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+        },
+        "stream": stream,
+    }
+
+
 def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
     """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
 
@@ -405,15 +420,7 @@ class SGLangClient:
         ignore_eos: bool = False,
     ) -> GenerateResult:
         """One POST /generate (JSON body); with `stream` the SSE chunks are read to [DONE] and TTFT measured."""
-        body = {
-            "text": text,
-            "sampling_params": {
-                "max_new_tokens": max_new_tokens,
-                "temperature": temperature,
-                "ignore_eos": ignore_eos,
-            },
-            "stream": stream,
-        }
+        body = generate_payload(text, max_new_tokens, temperature, ignore_eos, stream)
         started = time.perf_counter()
         if not stream:
             response = await self._request("POST", "/generate", json=body)

@@ -149,7 +149,7 @@ def test_stop_joins_promptly_even_with_a_long_interval() -> None:
         started = time.monotonic()
         poller.stop()
         assert time.monotonic() - started < 1.0
-        assert poller._thread is not None and not poller._thread.is_alive()
+        assert poller._runner.thread is not None and not poller._runner.thread.is_alive()
 
 
 def test_a_failing_callback_does_not_stop_polling() -> None:

@@ -24,6 +24,7 @@ from tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_
 from tui.bench.results import ResultStore
 from tui.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference, summarize
 from tui.bench.stream import stream_generate
+from tui.loop_thread import LoopThread
 
 __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSettings", "new_run_id"]
 
@@ -117,39 +118,26 @@ class BenchRun:
         self._dirty = True
         self._throttle: list[str] = []
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._cancel_requested = False
+        self._runner = LoopThread(f"bench-{self.result.run_id}")
         self._stop_reason: str | None = None
 
     # -- control (any thread) -------------------------------------------------------------------------
     def start(self) -> None:
         """Start the run on its own thread."""
-        if self._thread is not None:
-            raise RuntimeError("a BenchRun runs once")
-        self._thread = threading.Thread(target=self.run_blocking, name=f"bench-{self.result.run_id}", daemon=True)
-        self._thread.start()
+        self._runner.start(self._main)
 
     def run_blocking(self) -> BenchResult:
-        """Run to the end on the calling thread (used by `specmon bench` and by `start()`)."""
-        asyncio.run(self._main())
+        """Run to the end on the calling thread (used by `specmon bench`)."""
+        self._runner.run(self._main)
         return self.result
 
     def cancel(self) -> None:
         """Stop the run: requests in flight are abandoned, finished ones stay saved."""
-        self._cancel_requested = True
-        loop, task = self._loop, self._task
-        if loop is not None and task is not None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
+        self._runner.cancel()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Join the run's thread; True when it has finished."""
-        if self._thread is None:
-            return False
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._runner.join(timeout)
 
     @property
     def done(self) -> bool:
@@ -201,11 +189,9 @@ class BenchRun:
 
     # -- the run ---------------------------------------------------------------------------------------
     async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         coalescer = asyncio.create_task(self._coalesce_updates())
         try:
-            if self._cancel_requested:
+            if self._runner.cancel_requested:
                 raise asyncio.CancelledError
             await self._run()
             self.result.status = "failed" if self._stop_reason or not self.result.measured else "finished"

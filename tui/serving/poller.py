@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -11,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tui.loop_thread import LoopThread
 from tui.serving.client import (
     AuthenticationFailed,
     HealthState,
@@ -76,11 +76,8 @@ class ServerPoller:
         self.use_health_generate = use_health_generate
         self._on_status = on_status
         self._api_key = api_key
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._runner = LoopThread("specmon-server-poller")
         self._stopping = threading.Event()
-        self._started = threading.Event()
         self._status: ServerStatus | None = None
         self._emitted_key: tuple[Any, ...] | None = None
         self._emitted_at = 0.0
@@ -95,34 +92,14 @@ class ServerPoller:
         return self._status
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("ServerPoller already started")
-        self._thread = threading.Thread(target=self._thread_main, name="specmon-server-poller", daemon=True)
-        self._thread.start()
-        self._started.wait(timeout=5.0)
+        """Start polling on the poller's own thread."""
+        self._runner.start(self._run)
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop polling and join the thread (an in-flight request is cancelled)."""
         self._stopping.set()
-        loop, task = self._loop, self._task
-        if loop is not None and task is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already closed
-                loop.call_soon_threadsafe(task.cancel)
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            self._task = loop.create_task(self._run())
-            self._started.set()
-            loop.run_until_complete(self._task)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            self._started.set()
-            loop.close()
+        self._runner.cancel()
+        self._runner.join(timeout)
 
     async def _run(self) -> None:
         async with SGLangClient(self.url, api_key=self._api_key, timeout=self.health_timeout_s) as client:

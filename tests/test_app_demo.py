@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+from ports import free_port
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -102,3 +103,52 @@ def test_headless_monitor_attaches_to_a_running_server_and_its_log(tmp_path):
     finally:
         replay.kill()
         replay.wait(5)
+
+
+def _svg_text(path) -> str:
+    return path.read_text().replace("&#160;", " ")
+
+
+def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
+    """A server starting while the monitor watches: a screenshot mid-capture, one at ready, then exit 0."""
+    whole = (LOGS / "h200-0.5.16-standalone-ready.log").read_bytes().split(b"SIGTERM received")[0]
+    marker = b"[2026-11-29 10:48:28] Capture target prefill CUDA graph end."
+    head, tail = whole.split(marker)
+    port = free_port()
+    log = tmp_path / "server.log"
+    log.write_bytes(head)
+    mid, ready = tmp_path / "mid.svg", tmp_path / "ready.svg"
+    argv = [sys.executable, "-m", "tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
+            "--headless", "--duration", "60", "--screenshot-at", f"capture:{mid}",
+            "--screenshot-at", f"ready:{ready}", "--exit-on", "ready,failed"]
+    monitor = subprocess.Popen(argv, env={**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    replay = None
+    try:
+        deadline = time.monotonic() + 30
+        while not mid.exists() and time.monotonic() < deadline and monitor.poll() is None:
+            time.sleep(0.1)
+        assert mid.exists(), "no screenshot while the prefill graphs were being captured"
+        assert not ready.exists() and monitor.poll() is None  # still capturing: no ready screenshot, no exit
+        # As with SGLang, the HTTP server comes up only after the captures.
+        replay = subprocess.Popen([sys.executable, str(REPLAY), "--port", str(port)], stdout=subprocess.PIPE,
+                                  text=True)
+        replay.stdout.readline()
+        with log.open("ab") as out:
+            out.write(marker + tail)
+        _, err = monitor.communicate(timeout=30)
+        assert monitor.returncode == 0, err[-2000:]
+        assert "capturing" in _svg_text(mid) and "prefill" in _svg_text(mid)
+        assert "fired up and ready to roll" in _svg_text(ready)
+    finally:
+        monitor.kill()
+        if replay is not None:
+            replay.kill()
+            replay.wait(5)
+
+
+def test_screenshot_at_rejects_an_unknown_event(tmp_path):
+    argv = [sys.executable, "-m", "tui", "monitor", "--url", "http://127.0.0.1:9", "--headless",
+            "--screenshot-at", f"booting:{tmp_path / 'x.svg'}"]
+    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "EVENT:PATH" in done.stderr

@@ -62,6 +62,16 @@ class AppConfig:
     exit_after_s: float | None = None
     """Headless runs: exit (code 0) after this many seconds, saving ``screenshot_path`` first."""
     screenshot_path: str | None = None
+    screenshots_at: dict[str, str] = field(default_factory=dict)
+    """Headless runs: an SVG screenshot the first time the server reaches a milestone ("capture": a graph
+    capture is running, "ready": ready and answering, "failed"), event name to path."""
+    exit_on: frozenset[str] = frozenset()
+    """Headless runs: exit once these milestones are reached and their screenshots saved ("ready" exits 0,
+    "failed" exits 1)."""
+
+
+MILESTONE_SETTLE_S = 1.5
+"""A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
 
 
 def spec_rows(spec, preset) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -141,6 +151,7 @@ class SpecmonApp(App[int]):
         self._last_header: tuple | None = None
         self._main_screen: MainScreen | None = None
         self._started = False
+        self._milestones_seen: set[str] = set()
         self._gpu_shown_at = 0.0
         self._rendered_once = False
         self._spec_stale = False
@@ -173,9 +184,35 @@ class SpecmonApp(App[int]):
     def _finish_headless(self) -> None:
         self.flush_feed()
         if self.config.screenshot_path:
-            path = os.path.abspath(self.config.screenshot_path)
-            self.save_screenshot(filename=os.path.basename(path), path=os.path.dirname(path))
+            self._save_svg(self.config.screenshot_path)
         self.exit(0)
+
+    def _save_svg(self, path: str) -> None:
+        path = os.path.abspath(path)
+        self.save_screenshot(filename=os.path.basename(path), path=os.path.dirname(path))
+
+    def _milestone(self) -> str | None:
+        """The milestone the server is at now: "capture", "ready", "failed" or None."""
+        state = self.current_state()
+        if state in ("failed", "ready"):
+            return state
+        return "capture" if state.startswith("capturing") else None
+
+    def _check_milestones(self) -> None:
+        milestone = self._milestone()
+        wanted = milestone in self.config.screenshots_at or milestone in self.config.exit_on
+        if milestone is None or milestone in self._milestones_seen or not wanted:
+            return
+        self._milestones_seen.add(milestone)
+        self.set_timer(MILESTONE_SETTLE_S, lambda: self._reach_milestone(milestone))
+
+    def _reach_milestone(self, milestone: str) -> None:
+        self.flush_feed(force=True)
+        path = self.config.screenshots_at.get(milestone)
+        if path:
+            self._save_svg(path)
+        if milestone in self.config.exit_on:
+            self.exit(1 if milestone == "failed" else 0)
 
     def on_unmount(self) -> None:
         self._stop_sources()
@@ -281,6 +318,7 @@ class SpecmonApp(App[int]):
         if header != self._last_header:
             self._last_header = header
             self.main.header.show(*header)
+        self._check_milestones()
 
     def _preset_name(self) -> str | None:
         return self.switching_to or (self.preset.name if self.preset is not None else None)
@@ -336,6 +374,9 @@ class SpecmonApp(App[int]):
         capture = latest_capture(state)
         if capture is not None and capture.status == "running":
             return f"capturing {capture.done}/{capture.total or '?'}"
+        phase = state.current_phase
+        if phase is not None and phase.name.startswith("capture") and phase.status == "running":
+            return "capturing"  # between a bar's last frame and the capture's end line
         if http == "starting":
             return "warming up"
         return "starting"

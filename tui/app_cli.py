@@ -67,12 +67,28 @@ def _demo_gpu_source(port: int):
     return DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus")
 
 
+MILESTONES = ("capture", "ready", "failed")
+
+
+def milestone_screenshots(specs: list[str]) -> dict[str, str]:
+    """``["ready:/tmp/r.svg", ...]`` as ``{"ready": "/tmp/r.svg"}``; an unknown event is an error."""
+    shots = {}
+    for spec in specs:
+        event, _, path = spec.partition(":")
+        if event not in MILESTONES or not path:
+            raise SystemExit(f"specmon: --screenshot-at wants EVENT:PATH with EVENT one of {', '.join(MILESTONES)}")
+        shots[event] = path
+    return shots
+
+
 def _run_app(config, args: argparse.Namespace) -> int:
     from tui.app import SpecmonApp
 
     if args.headless:
         config.exit_after_s = args.duration
         config.screenshot_path = args.screenshot
+        config.screenshots_at = milestone_screenshots(args.screenshot_at)
+        config.exit_on = frozenset(e.strip() for e in args.exit_on.split(",") if e.strip())
     app = SpecmonApp(config)
     if args.headless:
         app.run(headless=True, size=headless_size())
@@ -88,9 +104,18 @@ def run_monitor(args: argparse.Namespace) -> int:
 
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
+    preset = None
+    if args.preset:
+        from tui.presets import load_presets
+
+        preset = load_presets(args.presets).get(args.preset)
+        if preset is None:
+            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            return 2
     config = AppConfig(
         url=normalize_base_url(args.url),
         log_path=args.log,
+        preset=preset,
         gpu_source=_nvml_source(),
         api_key=resolve_api_key(None),
     )

@@ -38,6 +38,8 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--log", help="the server's log file (followed from its start)")
+    p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     _add_headless(p)
     p.set_defaults(handler="tui.app_cli:run_monitor")
 
@@ -46,6 +48,19 @@ def _add_headless(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
     p.add_argument("--duration", type=float, default=20.0, help="with --headless: seconds to run")
     p.add_argument("--screenshot", metavar="PATH.svg", help="with --headless: save an SVG screenshot at the end")
+    p.add_argument(
+        "--screenshot-at",
+        metavar="EVENT:PATH.svg",
+        action="append",
+        default=[],
+        help="with --headless: an SVG screenshot when the server first reaches EVENT (capture, ready or failed)",
+    )
+    p.add_argument(
+        "--exit-on",
+        metavar="EVENTS",
+        default="",
+        help="with --headless: exit at the first of these comma-separated events (ready: 0, failed: 1)",
+    )
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:

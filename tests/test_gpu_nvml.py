@@ -237,6 +237,18 @@ def test_processes_are_live_gone_or_defunct_with_their_memory():
         quitter.wait()
 
 
+def test_a_padded_process_title_is_shown_without_its_padding():
+    # On a real H200, SGLang's scheduler (`setproctitle("sglang::scheduler")`) read back padded with spaces.
+    padded = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", " " * 40])
+    try:
+        fake = FakeNvml([FakeGpu(processes=[(padded.pid, 1_000 * MIB)])])
+        name = source_for(fake).read().processes[0].name
+    finally:
+        padded.kill()
+        padded.wait()
+    assert name.endswith("time.sleep(30)")
+
+
 def test_in_a_container_host_pids_are_not_visible_rather_than_gone():
     reaped = subprocess.Popen([sys.executable, "-c", "pass"])
     reaped.wait()

@@ -202,3 +202,37 @@ def test_settings_are_read_again_every_info_refresh_s() -> None:
         finally:
             poller.stop()
     assert changed.state == "ready" and changed.spec.num_draft_tokens == 2
+
+
+def test_once_ready_it_polls_model_info_not_the_health_generation() -> None:
+    # Seen on a real SGLang 0.5.16: every GET /health runs a one-token generation (a `Prefill batch` line in
+    # the server log each second, and a request in its counters). Once ready, /model_info is the probe.
+    with ReplayServer() as server:
+        log = StatusLog()
+        poller = ServerPoller(server.url, log, interval_s=0.05, info_refresh_s=None, health_refresh_s=60.0)
+        poller.start()
+        try:
+            log.wait_for(lambda s: s.state == "ready")
+            time.sleep(1.0)
+        finally:
+            poller.stop()
+        paths = [r["path"] for r in server.behaviour.requests]
+    assert paths.count("/health") == 1
+    assert paths.count("/model_info") >= 10
+
+
+def test_a_ready_server_is_asked_health_again_every_health_refresh_s() -> None:
+    with ReplayServer() as server:
+        log = StatusLog()
+        poller = ServerPoller(server.url, log, interval_s=0.05, info_refresh_s=None, health_refresh_s=0.3)
+        poller.start()
+        try:
+            log.wait_for(lambda s: s.state == "ready")
+            time.sleep(1.0)
+            server.behaviour.health_codes.extend([503] * 1000)  # the scheduler stopped answering generations
+            _, unhealthy = log.wait_for(lambda s: s.state != "ready", timeout=3.0)
+        finally:
+            poller.stop()
+        health_calls = [r["path"] for r in server.behaviour.requests].count("/health")
+    assert unhealthy.state == "starting"
+    assert 3 <= health_calls <= 8

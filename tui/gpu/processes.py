@@ -71,7 +71,8 @@ class ProcessInspector:
     @staticmethod
     def _command_and_user(ps: psutil.Process) -> tuple[str, str | None]:
         try:
-            cmdline = " ".join(ps.cmdline())
+            # setproctitle (SGLang's `sglang::scheduler`) pads the title with spaces: strip them.
+            cmdline = " ".join(ps.cmdline()).strip()
         except psutil.Error:
             cmdline = ""
         if not cmdline:

@@ -108,9 +108,9 @@ def hint_for(kind: str, message: str, phase: str | None, *, speculative: bool = 
         for flag in unrecognized_flags(message):
             right = suggest_flag(flag)
             if right:
-                fixes.append(f"{flag} -> {right}")
+                fixes.append(f"use {right} instead of {flag}")
         if fixes:
-            return "Unknown flag; did you mean: " + ", ".join(fixes) + "?"
+            return "Not an SGLang flag: " + "; ".join(fixes) + "."
         return "Remove the unknown flag, or check `--help` of this SGLang version (flags change between versions)."
     if kind == "invalid_server_args":
         if speculative and message.strip() in ("AssertionError", "AssertionError:"):

@@ -354,6 +354,26 @@ class SGLangClient:
             return HealthStatus(False, code, "starting", latency)
         return HealthStatus(False, code, f"HTTP {code}", latency)
 
+    async def alive(self, timeout: float | None = None) -> HealthStatus:
+        """A liveness check that costs the server nothing: GET /model_info (or /get_model_info).
+
+        On SGLang 0.4.10+ `/health` is `/health_generate`: every call injects a one-token generation, which
+        shows in the server log as a `Prefill batch` line and in its request counters. Once a server is ready,
+        poll this instead, and /health only now and then.
+        """
+        started = time.perf_counter()
+        limit = timeout if timeout is not None else self.timeout
+        try:
+            async with asyncio.timeout(limit):
+                await self.model_info()
+        except TimeoutError:
+            return HealthStatus(False, None, f"no answer within {limit:g} s", None)
+        except ServerUnreachable:
+            return HealthStatus(False, None, "unreachable", None)
+        except SGLangError as exc:
+            return HealthStatus(False, exc.status_code, str(exc), time.perf_counter() - started)
+        return HealthStatus(True, 200, None, time.perf_counter() - started)
+
     async def _get_json_with_fallback(self, choice: _EndpointChoice) -> dict[str, Any]:
         for path in choice.order():
             response = await self._request("GET", path)

@@ -48,7 +48,11 @@ class ServerStatus:
 
 
 class ServerPoller:
-    """Polls /health every `interval_s` on its own thread (with its own event loop).
+    """Polls the server every `interval_s` on its own thread (with its own event loop).
+
+    Until the server is ready it asks /health (503 until warmup is done). Once ready it asks /model_info, which
+    costs the server nothing, and /health only every `health_refresh_s`: on SGLang 0.4.10+ every /health call
+    runs a one-token generation (a `Prefill batch` line in the server log, and a request in its counters).
 
     Reads /server_info once the server is ready, again after it went away and came back, and every
     `info_refresh_s` while ready (the live avg_spec_accept_length / last_gen_throughput; None: never). Calls `on_status(ServerStatus)` from the poller thread when the state, error,
@@ -66,6 +70,7 @@ class ServerPoller:
         heartbeat_s: float = 10.0,
         health_timeout_s: float = 5.0,
         info_refresh_s: float | None = 10.0,
+        health_refresh_s: float = 30.0,
         use_health_generate: bool = False,
     ) -> None:
         self.url = normalize_base_url(base_url)
@@ -73,6 +78,8 @@ class ServerPoller:
         self.heartbeat_s = heartbeat_s
         self.health_timeout_s = health_timeout_s
         self.info_refresh_s = info_refresh_s
+        self.health_refresh_s = health_refresh_s
+        self._health_at: float | None = None
         self.use_health_generate = use_health_generate
         self._on_status = on_status
         self._api_key = api_key
@@ -112,9 +119,17 @@ class ServerPoller:
 
     async def poll_once(self, client: SGLangClient) -> ServerStatus:
         """One health check (and server_info read when due); reports the status if it changed."""
-        health = await client.health(generate=self.use_health_generate, timeout=self.health_timeout_s)
-        now = time.time()
         previous = self._status
+        ready_before = previous is not None and previous.state == "ready"
+        health_due = self._health_at is None or time.monotonic() - self._health_at >= self.health_refresh_s
+        if ready_before and not health_due:
+            health = await client.alive(timeout=self.health_timeout_s)
+            if health.status_code not in (None, 200):  # an odd answer: ask /health itself
+                health_due = True
+        if not ready_before or health_due:
+            health = await client.health(generate=self.use_health_generate, timeout=self.health_timeout_s)
+            self._health_at = time.monotonic()
+        now = time.time()
         state = health.state
         last_error = None if health.ok else health.error
         spec = previous.spec if previous else None

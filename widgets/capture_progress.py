@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, ProgressBar
 
-from widgets.phase_timeline import format_seconds
+from tui.format import format_seconds
 
 GRAPH_LABELS = {
     "target": "target decode graphs",

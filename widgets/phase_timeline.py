@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
+from tui.format import format_seconds
+
 PHASE_LABELS = {
     "server_args": "args",
     "init_distributed": "dist init",
@@ -23,16 +25,6 @@ PHASE_LABELS = {
     "shutdown": "shutdown",
 }
 STATUS_MARKS = {"done": ("✔", "green"), "running": ("▶", "bold yellow"), "failed": ("✘", "bold red")}
-
-
-def format_seconds(seconds: float | None) -> str:
-    """``3.2s``, ``1m05s`` or ``""`` when unknown."""
-    if seconds is None:
-        return ""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    return f"{minutes}m{secs:02d}s"
 
 
 class PhaseTimeline(Static):

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from widgets.phase_timeline import format_seconds
+from tui.format import format_seconds
 
 
 def startup_rows(state) -> list[tuple[str, str]]:

@@ -46,7 +46,7 @@ def load(args: argparse.Namespace) -> int:
     return 0
 
 
-def _csv_rows(path: Path) -> list[dict[str, str]]:
+def csv_rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         rows = list(csv.reader(fh))
     if not rows:
@@ -55,7 +55,7 @@ def _csv_rows(path: Path) -> list[dict[str, str]]:
     return [dict(zip(header, (v.strip() for v in row), strict=False)) for row in rows[1:] if row]
 
 
-def _number(text: str | None) -> float | None:
+def number(text: str | None) -> float | None:
     if text is None:
         return None
     word = text.strip().split(" ")[0]
@@ -65,13 +65,11 @@ def _number(text: str | None) -> float | None:
         return None
 
 
-def compare(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    specmon = json.loads((out / "specmon-gpus.json").read_text())
-    smi_gpus = _csv_rows(out / "nvidia-smi-gpu.csv")
-    smi_apps = _csv_rows(out / "nvidia-smi-apps.csv")
-    load_pid = int((out / "load.ready").read_text().split()[0]) if (out / "load.ready").exists() else None
-    checks = []
+def gpu_checks(specmon: dict, smi_gpus: list[dict[str, str]]) -> list[dict]:
+    """specmon's reading of every GPU against nvidia-smi's `--query-gpu` rows of the same moment:
+    NVML seen, each GPU present (by UUID), memory used within 1 % or 64 MiB, total within 1 MiB,
+    utilization within 15 points. Each check is {"check": label, "ok": bool, ...detail}."""
+    checks: list[dict] = []
 
     def check(label: str, ok: bool, **detail: object) -> None:
         checks.append({"check": label, "ok": bool(ok), **detail})
@@ -83,9 +81,9 @@ def compare(args: argparse.Namespace) -> int:
         check(f"GPU {row.get('index')} present", gpu is not None, uuid=row.get("uuid"))
         if gpu is None:
             continue
-        smi_used = _number(row.get("memory.used [MiB]"))
-        smi_total = _number(row.get("memory.total [MiB]"))
-        smi_util = _number(row.get("utilization.gpu [%]"))
+        smi_used = number(row.get("memory.used [MiB]"))
+        smi_total = number(row.get("memory.total [MiB]"))
+        smi_util = number(row.get("utilization.gpu [%]"))
         used = gpu.get("memory_used_mib")
         check(f"GPU {gpu['index']} memory used (MiB) within 1% or 64 MiB of nvidia-smi",
               used is not None and smi_used is not None and abs(used - smi_used) <= max(64, 0.01 * smi_used),
@@ -98,13 +96,27 @@ def compare(args: argparse.Namespace) -> int:
         check(f"GPU {gpu['index']} utilization within 15 points of nvidia-smi",
               util is not None and smi_util is not None and abs(util - smi_util) <= 15,
               specmon=util, nvidia_smi=smi_util)
+    return checks
+
+
+def compare(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    specmon = json.loads((out / "specmon-gpus.json").read_text())
+    smi_gpus = csv_rows(out / "nvidia-smi-gpu.csv")
+    smi_apps = csv_rows(out / "nvidia-smi-apps.csv")
+    load_pid = int((out / "load.ready").read_text().split()[0]) if (out / "load.ready").exists() else None
+    checks = gpu_checks(specmon, smi_gpus)
+
+    def check(label: str, ok: bool, **detail: object) -> None:
+        checks.append({"check": label, "ok": bool(ok), **detail})
+
     specmon_procs = {p["pid"]: p for g in specmon.get("gpus", []) for p in g.get("processes", [])}
-    smi_pids = {int(_number(r.get("pid")) or -1): r for r in smi_apps}
+    smi_pids = {int(number(r.get("pid")) or -1): r for r in smi_apps}
     check("same compute pids as nvidia-smi", set(smi_pids) <= set(specmon_procs),
           specmon=sorted(specmon_procs), nvidia_smi=sorted(smi_pids))
     for pid, row in smi_pids.items():
         proc = specmon_procs.get(pid)
-        smi_mib = _number(row.get("used_gpu_memory [MiB]"))
+        smi_mib = number(row.get("used_gpu_memory [MiB]"))
         if proc is not None:
             check(f"pid {pid} memory within 64 MiB of nvidia-smi",
                   proc.get("used_mib") is not None and smi_mib is not None
@@ -126,7 +138,7 @@ SCREENSHOT_SIZES = ((80, 24), (200, 50))
 SCREENSHOT_TITLE = "specmon GPU pane on a real H200"
 
 
-def _pane_svg(size: tuple[int, int], snapshots: list) -> str:
+def pane_svg(size: tuple[int, int], snapshots: list, title: str = SCREENSHOT_TITLE) -> str:
     """The GpuPane alone at `size`, fed `snapshots` in turn, as an SVG screenshot."""
     from textual.app import App, ComposeResult
 
@@ -144,7 +156,7 @@ def _pane_svg(size: tuple[int, int], snapshots: list) -> str:
                 pane.show(snap)
                 await pilot.pause()
             await pilot.pause()
-            return app.export_screenshot(title=SCREENSHOT_TITLE)
+            return app.export_screenshot(title=title)
 
     return asyncio.run(run())
 
@@ -161,7 +173,7 @@ def screenshot(args: argparse.Namespace) -> int:
     source.close()
     (out / "gpu-pane-live-last.json").write_text(json.dumps(snapshots[-1].to_json(), indent=2))
     for size in SCREENSHOT_SIZES:
-        (out / f"gpu-pane-h200-{size[0]}x{size[1]}.svg").write_text(_pane_svg(size, snapshots))
+        (out / f"gpu-pane-h200-{size[0]}x{size[1]}.svg").write_text(pane_svg(size, snapshots))
     print(f"saved screenshots from {len(snapshots)} live readings")
     return 0
 
@@ -185,7 +197,7 @@ def replay_screenshot(args: argparse.Namespace) -> int:
     out = Path(args.out)
     for size in SCREENSHOT_SIZES:
         path = out / f"gpu-pane-h200-real-{size[0]}x{size[1]}.svg"
-        path.write_text(_pane_svg(size, snapshots))
+        path.write_text(pane_svg(size, snapshots))
         print(f"saved {path}")
     return 0
 

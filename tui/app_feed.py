@@ -51,16 +51,10 @@ class LogFeed:
         with self.lock:
             if generation is not None and generation != self.generation:
                 return
-            tracker = self.tracker
-            pending = self._pending
-            for item in items:
-                if item.kind == "frame":
-                    tracker.feed_frame(item.text)
-                else:
-                    if len(pending) == self._max_pending:
-                        self._dropped += 1
-                    pending.append((item.text, tracker.feed_line(item.text)))
-                    self.lines_fed += 1
+            lines = self.tracker.feed_items(items)
+            self._dropped += max(0, len(self._pending) + len(lines) - self._max_pending)
+            self._pending.extend(lines)
+            self.lines_fed += len(lines)
             self._changed = True
 
     @property

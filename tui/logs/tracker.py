@@ -124,14 +124,16 @@ class StartupTracker:
         except (ValueError, IndexError, OverflowError):
             return
 
-    def feed_items(self, items: Iterable[LogItem]) -> None:
-        """Feed the follower's items: lines as lines, progress frames as frames."""
+    def feed_items(self, items: Iterable[LogItem]) -> list[tuple[str, LineKind | None]]:
+        """Feed the follower's items: lines as lines, progress frames as frames. Returns each line with its kind."""
         feed_line, feed_frame = self.feed_line, self.feed_frame
+        lines: list[tuple[str, LineKind | None]] = []
         for kind, text in items:
             if kind == "line":
-                feed_line(text)
+                lines.append((text, feed_line(text)))
             else:
                 feed_frame(text)
+        return lines
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""

@@ -24,7 +24,6 @@ class FeedBatch:
     kinds: list[LineKind | None] = field(default_factory=list)
     events: list[TrackerEvent] = field(default_factory=list)
     changed: bool = False
-    dropped: int = 0
     generation: int = 0
 
 
@@ -39,7 +38,6 @@ class LogFeed:
         self._max_pending = max_pending
         self._pending: deque[tuple[str, LineKind | None]] = deque(maxlen=max_pending)
         self._changed = False
-        self._dropped = 0
 
     @property
     def state(self) -> StartupState:
@@ -52,7 +50,6 @@ class LogFeed:
             if generation is not None and generation != self.generation:
                 return
             lines = self.tracker.feed_items(items)
-            self._dropped += max(0, len(self._pending) + len(lines) - self._max_pending)
             self._pending.extend(lines)
             self.lines_fed += len(lines)
             self._changed = True
@@ -73,11 +70,9 @@ class LogFeed:
                 kinds=[kind for _, kind in pending],
                 events=self.tracker.drain_events(),
                 changed=True,
-                dropped=self._dropped,
                 generation=self.generation,
             )
             self._changed = False
-            self._dropped = 0
             return batch
 
     def reset(self) -> None:
@@ -85,7 +80,6 @@ class LogFeed:
         with self.lock:
             self.tracker = StartupTracker()
             self._pending.clear()
-            self._dropped = 0
             self._changed = True
             self.lines_fed = 0
             self.generation += 1

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,16 +25,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from app_harness import screen_text  # noqa: E402
+from ports import free_port  # noqa: E402
 
 from tui.app import AppConfig, SpecmonApp  # noqa: E402
 
 REPLAY = ROOT / "tests" / "serving_replay.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _start_replay(port: int) -> subprocess.Popen:
@@ -54,7 +48,7 @@ async def _until(pilot, predicate, timeout: float = 10.0) -> float:
 
 
 async def server_rounds(rounds: int) -> dict[str, list[float]]:
-    port = _free_port()
+    port = free_port()
     server = _start_replay(port)
     app = SpecmonApp(AppConfig(url=f"http://127.0.0.1:{port}"))
     killed: list[float] = []

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from app_harness import capturing_app, failed_app, fixture_app, ready_app, screen_text, wait_for
+from ports import free_port
 from textual.widgets import Label, ProgressBar, Tabs
 
 from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
@@ -147,14 +147,8 @@ async def test_tqdm_frames_do_not_flood_the_log(tmp_path):
         assert len([line for line in log.lines if "Capturing batches" in line]) == 1
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 async def test_unreachable_server_is_shown_within_two_seconds_and_recovers():
-    port = _closed_port()
+    port = free_port()
     app = SpecmonApp(AppConfig(url=f"http://127.0.0.1:{port}", poll=True, poll_interval_s=0.5))
     async with app.run_test(size=(80, 24)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "unreachable", timeout=2.0)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 
 from app_harness import screen_text, wait_for
+from ports import free_port
 
 from tui.app import AppConfig, SpecmonApp
 from tui.presets import Preset
@@ -29,15 +29,9 @@ def _preset(name: str) -> Preset:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_path):
     presets = {name: _preset(name) for name in ("alpha", "beta")}
-    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", _free_port())
+    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
     first_log = supervisor.start()
     first_pid = supervisor.pid
     app = SpecmonApp(
@@ -72,7 +66,7 @@ async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_pat
 
 async def test_escape_closes_the_picker_without_switching(tmp_path):
     presets = {name: _preset(name) for name in ("alpha", "beta")}
-    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", _free_port())
+    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
     supervisor.start()
     pid = supervisor.pid
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", presets=presets, supervisor=supervisor,

@@ -60,6 +60,8 @@ def test_headless_demo_saves_a_screenshot_and_leaves_no_emulator(tmp_path):
     assert not _emulators(marker), "quitting the demo stops the emulator"
     logs = list((tmp_path / "state").rglob("*.log"))
     assert logs and all(oct(p.stat().st_mode & 0o777) == "0o600" for p in logs)
+    made = [p for p in (tmp_path / "state").rglob("*") if p.is_dir()] + [tmp_path / "state"]
+    assert all(oct(p.stat().st_mode & 0o777) == "0o700" for p in made), "the state dirs it made are private"
 
 
 def test_demo_stops_the_emulator_when_interrupted(tmp_path):

@@ -26,29 +26,25 @@ def headless_size() -> tuple[int, int]:
 
 def _free_port_pair() -> int:
     """A port P with P and P+1 free on 127.0.0.1 (the emulator serves its GPUs on P+1)."""
+    from tui.supervisor import port_is_free
+
     for _ in range(50):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        if port >= 65535:
-            continue
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+        if port < 65535 and port_is_free(port + 1):
+            return port
     raise RuntimeError("no free port pair on 127.0.0.1")
 
 
 def demo_log_dir() -> Path:
-    """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700)."""
+    """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700, as are the
+    parents it creates)."""
     from platformdirs import user_state_dir
 
-    path = Path(user_state_dir("specmon")) / "demo"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    from tui.private_files import make_private_dir
+
+    return make_private_dir(Path(user_state_dir("specmon")) / "demo")
 
 
 def _nvml_source():

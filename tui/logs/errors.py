@@ -101,8 +101,13 @@ def unrecognized_flags(what: str) -> list[str]:
     return [token.split("=", 1)[0] for token in rest.split() if token.startswith("-")][:20]
 
 
-def hint_for(kind: str, message: str, phase: str | None, *, speculative: bool = False) -> str:
-    """One or two sentences on what to do about an error of ``kind``."""
+def hint_for(
+    kind: str, message: str, phase: str | None, *, speculative: bool = False, mem_fraction: float | None = None
+) -> str:
+    """One or two sentences on what to do about an error of ``kind``.
+
+    ``mem_fraction`` is the server's --mem-fraction-static when the log showed it (its server_args line).
+    """
     if kind == "unrecognized_arguments":
         fixes = []
         for flag in unrecognized_flags(message):
@@ -128,8 +133,11 @@ def hint_for(kind: str, message: str, phase: str | None, *, speculative: bool = 
         )
     if kind == "cuda_oom":
         if phase is not None and phase.startswith("capture"):
+            lower = "e.g. 0.8 -> 0.7"
+            if mem_fraction is not None:
+                lower = f"now {mem_fraction:g}; e.g. {max(0.5, round(mem_fraction - 0.05, 2)):g}"
             return (
-                "CUDA ran out of memory while capturing graphs: lower --mem-fraction-static (e.g. 0.8 -> 0.7) "
+                f"CUDA ran out of memory while capturing graphs: lower --mem-fraction-static ({lower}) "
                 "or --cuda-graph-max-bs (e.g. 16) to leave room for the graphs."
             )
         if phase in ("load_weights", "load_draft_weights"):

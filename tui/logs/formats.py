@@ -106,6 +106,7 @@ KV_ALLOC = re.compile(
     r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), "
     r"(?:K size: " + FLOAT + r" GB, V size: " + FLOAT + r" GB|KV size: " + FLOAT + r" GB)"
 )
+MEM_FRACTION_ARG = re.compile(r"mem_fraction_static'?[=:] ?([\d.]+)")
 MAX_TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
 # Any capture line: `Capture cuda graph begin.`, `Capture target verify CUDA graph end.`, `Capture draft extend
 # cuda graph begin.`, `Capture piecewise CUDA graph begin.`, `Capture Frozen-KV MTP draft cuda graph begin.`

@@ -96,6 +96,8 @@ class Capture:
     label: str = ""
     mem_usage_gb: float | None = None
     rank: int | None = None
+    awaiting_end: bool = False
+    """Its begin line was seen and its end line (with SGLang's own elapsed time) not yet."""
 
     @property
     def fraction(self) -> float | None:
@@ -233,6 +235,7 @@ class StartupState:
     stopped_at: datetime | None = None
     log_family: str | None = None  # "legacy" (0.4.x-0.5.9) or "new" (0.5.16+), when recognisable
     speculative_algorithm: str | None = None  # from the server_args line, e.g. "EAGLE3"
+    mem_fraction_static: float | None = None  # from the server_args line
     lines_seen: int = 0
 
     @property

@@ -173,13 +173,15 @@ class ChangePrinter:
             return f"{_clock(phase.ended)}  {phase.name:<22} {phase.status} {_paren(format_seconds(phase.elapsed_s))}"
         if isinstance(event, CaptureProgressed):
             capture = event.capture
+            # A finished bar is not the end: SGLang's end line, with its own elapsed time, follows.
+            status = "running" if capture.status == "done" and capture.awaiting_end else capture.status
             progress = f"{capture.done}/{capture.total}" if capture.total else str(capture.done)
-            if not self._due(("capture", capture.graph + capture.label), (capture.status, capture.done)):
+            if not self._due(("capture", capture.graph + capture.label), (status, capture.done)):
                 return None
-            bs = f"  bs={capture.current_bs}" if capture.current_bs is not None and capture.status == "running" else ""
-            took = f" {_paren(format_seconds(capture.elapsed_s))}" if capture.status != "running" else ""
+            bs = f"  bs={capture.current_bs}" if capture.current_bs is not None and status == "running" else ""
+            took = f" {_paren(format_seconds(capture.elapsed_s))}" if status != "running" else ""
             name = capture.label or capture.graph
-            return f"{_clock(capture.ended or state.last_ts)}  capture {name:<14} {capture.status:<7} {progress}{bs}{took}"
+            return f"{_clock(capture.ended or state.last_ts)}  capture {name:<14} {status:<7} {progress}{bs}{took}"
         if isinstance(event, WeightsProgressed):
             weights = event.weights
             shards = f"{weights.shards_done}/{weights.shards_total}" if weights.shards_total else ""

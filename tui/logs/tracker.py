@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -320,7 +321,8 @@ class StartupTracker:
         if error is None or not self._provisional or error.kind != "exception" or tb.phase is None:
             return
         kind = classify_exception("", tb.phase, tb.origin)
-        self._state.error = replace(error, kind=kind, phase=tb.phase, hint=hint_for(kind, error.message, tb.phase))
+        self._state.error = replace(error, kind=kind, phase=tb.phase, hint=self._hint(kind, error.message, tb.phase))
+        self._blame(tb.phase)
         self._emit(StartupFailed(error=replace(self._state.error)))
 
     def _after_ready(self, level: str | None, msg: str) -> LineKind | None:
@@ -369,6 +371,10 @@ class StartupTracker:
         m = fmt.SPEC_ALGORITHM.search(msg)
         if m is not None and m.group(1) not in ("None", "none"):
             self._state.speculative_algorithm = m.group(1)
+        m = fmt.MEM_FRACTION_ARG.search(msg)
+        if m is not None:
+            with contextlib.suppress(ValueError):
+                self._state.mem_fraction_static = float(m.group(1))
         if msg.startswith("server_args={"):
             self._state.log_family = "new"
         return "phase"
@@ -607,6 +613,7 @@ class StartupTracker:
             st.captures.append(capture)
             self._enter(_CAPTURE_PHASE.get((graph, role), "capture"))
         if begin_msg is not None:
+            capture.awaiting_end = True
             m = fmt.AVAIL_MEM.search(begin_msg)
             if m is not None and capture.status == "running":
                 capture.avail_gb = float(m.group(1))
@@ -622,6 +629,7 @@ class StartupTracker:
 
     def _finish_capture(self, capture: Capture, end_msg: str | None) -> None:
         if end_msg is not None:
+            capture.awaiting_end = False
             elapsed = fmt.ELAPSED.search(end_msg)
             usage = fmt.MEM_USAGE.search(end_msg)
             avail = fmt.AVAIL_MEM.search(end_msg)
@@ -805,7 +813,7 @@ class StartupTracker:
             kind=kind,
             message=message,
             phase=phase,
-            hint=hint_for(kind, message, phase, speculative=speculative),
+            hint=self._hint(kind, message, phase, speculative=speculative),
             at=self._ts,
         )
         self._provisional = provisional
@@ -822,12 +830,24 @@ class StartupTracker:
                 weight.status = "failed"
                 weight.ended = self._ts
                 self._weights_event(weight)
+        self._blame(phase)
+        self._emit(StartupFailed(error=replace(st.error)))
+
+    def _hint(self, kind: str, message: str, phase: str | None, *, speculative: bool = False) -> str:
+        fraction = self._state.mem_fraction_static
+        return hint_for(kind, message, phase, speculative=speculative, mem_fraction=fraction)
+
+    def _blame(self, phase: str | None) -> None:
+        """Fail `phase` (and whatever still runs); a phase before it that a provisional error failed was done."""
+        st = self._state
         if phase is not None and st.phase(phase) is None:
             self._enter(phase)
-        for entry in st.phases:
+        blamed = next((i for i, entry in enumerate(st.phases) if entry.name == phase), None)
+        for i, entry in enumerate(st.phases):
             if entry.status == "running":
                 self._finish_phase(entry, "failed")
-        self._emit(StartupFailed(error=replace(st.error)))
+            elif entry.status == "failed" and blamed is not None and i < blamed:
+                entry.status = "done"
 
     # --- events -------------------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Label, Static
 
 from tui.gpu.model import GpuProcess, GpuSnapshot
-from widgets.gpu_pane import GpuPane, GpuRow
+from widgets.gpu_pane import DETAIL_INFO_LINES, GpuPane, GpuRow
 from widgets.gpu_trend import TrendChart, bar_lines, columns
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
@@ -189,9 +189,12 @@ async def test_unavailable_nvml_shows_the_reason_and_hides_the_rest():
         assert header_text(app) == f"NVML unavailable: {reason}"
         assert app.query_one("#gpu-rows").styles.display == "none"
         assert app.query_one("#gpu-processes").styles.display == "none"
+        header = app.query_one("#gpu-header", Static)
+        assert header.region.height > 1, "the reason wraps, with padding"
         app.query_one(GpuPane).show(load("h200x1-torch-load.json"))
         await pilot.pause()
         assert app.query_one("#gpu-processes").styles.display == "block"
+        assert header.region.height == 1
 
 
 async def test_processes_update_in_place_and_leave_when_gone():
@@ -236,11 +239,16 @@ async def test_rows_follow_a_change_in_gpu_count_and_lost_gpus():
         await pilot.pause()
         await pilot.pause()
         assert [r.index for r in app.query(GpuRow)] == [0] and not pane.has_class("-compact")
+        info = app.query_one(".gpu-info", Static)
+        assert info.region.height == DETAIL_INFO_LINES
         pane.show(lost)
         await pilot.pause()
         assert "1 lost" in header_text(app)
-        info = app.query_one(".gpu-info", Static)
         assert "GPU is lost" in "\n".join(s.text for s in info.render_lines(info.region.reset_offset))
+        assert info.region.height == 1, "the error's one line replaces the readings' four"
+        pane.show(one)
+        await pilot.pause()
+        assert info.region.height == DETAIL_INFO_LINES, "the readings come back with their height"
 
 
 def test_snapshot_eight_h200s_80x24(snap_compare):

@@ -90,6 +90,7 @@ class GpuRow(Widget):
         self.chart_lines = MIN_CHART_LINES
         self._history: dict[str, deque[float]] = {key: deque(maxlen=TREND_POINTS) for key, _ in DETAIL_TRENDS}
         self._latest: tuple[GpuReading, bool] | None = None
+        self._info_failed: bool | None = None  # whether the shown readings are an error (fewer lines)
 
     def compose(self) -> ComposeResult:
         if self.compact:
@@ -159,10 +160,15 @@ class GpuRow(Widget):
         for chart in self.query(TrendChart):
             key = next(c for c in chart.classes if c.endswith("-trend")).removesuffix("-trend")
             chart.show(self._history[key], self._trend_top(key, reading))
+        # Only a change of height needs a layout of the screen (costly at 1 Hz): the readings' line count
+        # changes only when an error replaces them; the chart labels are one line.
+        failed = bool(reading.error)
+        relayout, self._info_failed = failed != self._info_failed, failed
+        info = self.query_one(".gpu-info", Static)
         if self.compact:
-            self.query_one(".gpu-info", Static).update(self._compact(reading, wide))
+            info.update(self._compact(reading, wide), layout=relayout)
             return
-        self.query_one(".gpu-info", Static).update(self._detailed(reading))
+        info.update(self._detailed(reading), layout=relayout)
         labels = {
             "util": f"util {fmt.pct(reading.util_gpu_pct)}",
             "mem": f"mem {fmt.memory(reading)}",
@@ -170,7 +176,7 @@ class GpuRow(Widget):
             "temp": f"temp {fmt.temp(reading.temp_c)}",
         }
         for key, text in labels.items():
-            self.query_one(f".{key}-label", Label).update(text)
+            self.query_one(f".{key}-label", Label).update(text, layout=False)
 
     def _compact(self, r: GpuReading, wide: bool = False) -> Table:
         grid = Table.grid(padding=(0, 1), expand=True)
@@ -260,8 +266,10 @@ class GpuPane(Vertical):
             self._taken.append(snapshot.taken_at)
         if not self._composed:
             return  # rendered on mount
+        # the header is one line unless NVML is (or was) unavailable: only then may its height change
+        relayout = not snapshot.available or self.has_class("-unavailable")
         self.set_class(not snapshot.available, "-unavailable")
-        self.query_one("#gpu-header", Static).update(self._header(snapshot))
+        self.query_one("#gpu-header", Static).update(self._header(snapshot), layout=relayout)
         if not snapshot.available:
             return
         compact = len(snapshot.gpus) >= COMPACT_FROM

@@ -124,3 +124,14 @@ def test_degenerate_repetition_is_detected_in_the_real_eagle3_stream():
     prose = (Path(__file__).parents[1] / "docs" / "CONTRACTS.md").read_text()[:2000]
     assert not is_degenerate(prose)
     assert not is_degenerate("short")
+
+
+def test_a_failed_run_says_failed_once_in_its_flags():
+    from tui.bench.model import BenchResult
+    from tui.bench.report import run_flags
+
+    failed = BenchResult("r1", "p", "http://127.0.0.1:1", 0.0, status="failed",
+                         summary={"flags": ["failed", "no-flush", "aborted"]})
+    cancelled = BenchResult("r2", "p", "http://127.0.0.1:1", 0.0, status="cancelled", summary={"flags": ["unstable"]})
+    assert run_flags(failed) == ["failed", "no-flush", "aborted"]
+    assert run_flags(cancelled) == ["cancelled", "unstable"]

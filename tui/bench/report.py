@@ -28,7 +28,7 @@ def run_flags(result: BenchResult, comparison: Comparison | None = None) -> list
     flags = list((result.summary or {}).get("flags", []))
     if comparison is not None:
         flags += [f for f in comparison.flags if f not in flags]
-    if result.status != "finished":
+    if result.status != "finished" and result.status not in flags:
         flags.insert(0, result.status)
     return flags
 

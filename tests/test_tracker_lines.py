@@ -120,6 +120,12 @@ def test_capture_eta_from_the_rate_so_far() -> None:
     assert capture.fraction == 1.0
 
 
+def test_no_eta_before_tqdm_has_counted_a_second() -> None:
+    tracker = feed(f"{TS} Capture cuda graph begin. This can take up to several minutes. avail mem=20.00 GB")
+    tracker.feed_frame("Capturing batches (bs=8 avail_mem=20.12 GB):  17%|█▋        | 10/58 [00:00<?, ?it/s]")
+    assert tracker.state.captures[0].eta_s is None  # 0 s elapsed gives no rate, not an ETA of 0 s
+
+
 def test_num_tokens_list_belongs_to_the_prefill_capture_not_the_decode_batch_sizes() -> None:
     tracker = feed(
         f"{TS} Capture cuda graph begin. This can take up to several minutes. avail mem=20.00 GB",

@@ -713,7 +713,7 @@ class StartupTracker:
                 capture.status = "done"
                 capture.ended = self._ts
             capture.eta_s = 0.0
-        elif n > 0 and capture.elapsed_s is not None:
+        elif n > 0 and capture.elapsed_s:  # tqdm's elapsed is whole seconds: 0 says nothing about the rate
             capture.eta_s = capture.elapsed_s / n * (total - n)
         else:
             capture.eta_s = None

@@ -176,7 +176,9 @@ class GpuRow(Widget):
             "temp": f"temp {fmt.temp(reading.temp_c)}",
         }
         for key, text in labels.items():
-            self.query_one(f".{key}-label", Label).update(text, layout=False)
+            label = self.query_one(f".{key}-label", Label)
+            if label.content != text:
+                label.update(text, layout=False)
 
     def _compact(self, r: GpuReading, wide: bool = False) -> Table:
         grid = Table.grid(padding=(0, 1), expand=True)
@@ -242,7 +244,7 @@ class GpuPane(Vertical):
         super().__init__(id=id, classes=classes)
         self.snapshot: GpuSnapshot | None = None
         self._rows: dict[int, GpuRow] = {}
-        self._process_keys: set[str] = set()
+        self._process_cells: dict[str, tuple[Text, ...]] = {}
         self._composed = False
         self._taken: deque[float] = deque(maxlen=TREND_POINTS)
 
@@ -342,25 +344,27 @@ class GpuPane(Vertical):
             row.set_chart_lines(height)
 
     def _show_processes(self, processes: list[GpuProcess]) -> None:
+        """Add, update and remove the table's rows; a cell is touched only when its text or style changed."""
         table = self.query_one("#gpu-processes", DataTable)
-        keys = set()
+        shown: dict[str, tuple[Text, ...]] = {}
         for proc in sorted(processes, key=lambda p: (p.gpu_index or 0, p.pid)):
             key = f"{proc.gpu_index}:{proc.pid}"
-            keys.add(key)
             style = "bold red" if proc.zombie else ("dim" if not proc.alive else "")
-            cells = {
-                "gpu": Text(str(proc.gpu_index if proc.gpu_index is not None else "?"), style=style),
-                "pid": Text(str(proc.pid), style=style),
-                "user": Text(proc.user or "", style=style),
-                "memory": Text(fmt.process_memory(proc), style=style, justify="right"),
-                "state": Text(fmt.process_state(proc), style=style),
-                "command": Text(proc.name, style=style),
-            }
-            if key in self._process_keys:
-                for column, value in cells.items():
-                    table.update_cell(key, column, value, update_width=True)
-            else:
-                table.add_row(*cells.values(), key=key)
-        for key in self._process_keys - keys:
+            cells = shown[key] = (
+                Text(str(proc.gpu_index if proc.gpu_index is not None else "?"), style=style),
+                Text(str(proc.pid), style=style),
+                Text(proc.user or "", style=style),
+                Text(fmt.process_memory(proc), style=style, justify="right"),
+                Text(fmt.process_state(proc), style=style),
+                Text(proc.name, style=style),
+            )
+            before = self._process_cells.get(key)
+            if before is None:
+                table.add_row(*cells, key=key)
+                continue
+            for (column, _), old, new in zip(self.PROCESS_COLUMNS, before, cells, strict=True):
+                if (old.plain, old.style) != (new.plain, new.style):
+                    table.update_cell(key, column, new, update_width=True)
+        for key in self._process_cells.keys() - shown.keys():
             table.remove_row(key)
-        self._process_keys = keys
+        self._process_cells = shown

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prove specmon's GPU readings on a machine with several NVIDIA GPUs (issue 6): run from the repository
-# root on the device machine. One NCCL all-reduce worker per GPU (separate processes, init_method file://,
+# root on the device machine (OUT=<folder>, default /tmp/multi-gpu-out). One NCCL all-reduce worker per GPU (separate processes, init_method file://,
 # no torchrun) loops all_reduce on a 256 MiB tensor while a second process holds 10 GiB on GPUs 0 and 1.
 # Meanwhile `python3 -m tui gpus --json`, nvidia-smi and NVML's NVLink counters read the GPUs at the same
 # moment, a `--watch 1` run records about 10 s, and scripts/multi_gpu_check.py compares everything. Then
@@ -11,10 +11,12 @@ set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUDA_DEVICE_ORDER=PCI_BUS_ID  # CUDA's device numbers = NVML's (and nvidia-smi's) indices
 export NCCL_DEBUG="${NCCL_DEBUG:-INFO}"
+export PYTHONFAULTHANDLER=1  # a crash in a C library (NVML, NCCL) leaves a Python traceback in the step's .err
 OUT="${OUT:-/tmp/multi-gpu-out}"
 WORK="${WORK:-/tmp/multi-gpu-check}"
 LOAD_SECONDS="${LOAD_SECONDS:-240}"
 HOLD_GIB="${HOLD_GIB:-10}"
+HOLD_GPUS="${HOLD_GPUS:-0,1}"  # HOLD_GPUS=0 rehearses the script on a one-GPU machine
 cd "$(dirname "$0")/.."
 rm -rf "$WORK"
 mkdir -p "$OUT" "$WORK/workers"
@@ -66,7 +68,8 @@ fi
 nvidia-smi -L >"$WORK/nvidia-smi-L.txt" 2>&1
 GPUS=$(grep -c '^GPU ' "$WORK/nvidia-smi-L.txt")
 [ "$GPUS" -ge 1 ] || fail "no NVIDIA GPU: nvidia-smi lists none ($(head -c 300 "$WORK/nvidia-smi-L.txt"))" 2
-[ "$GPUS" -ge 2 ] || fail "needs at least 2 GPUs (the holder takes GPUs 0 and 1), nvidia-smi lists $GPUS" 2
+NEEDED=$(( $(tr ',' '\n' <<<"$HOLD_GPUS" | sort -n | tail -n 1) + 1 ))
+[ "$GPUS" -ge "$NEEDED" ] || fail "needs at least $NEEDED GPUs (the holder takes GPUs $HOLD_GPUS), nvidia-smi lists $GPUS" 2
 echo "$GPUS GPUs" | tee -a "$WORK/environment.txt"
 
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -88,7 +91,7 @@ for rank in $(seq 0 $((GPUS - 1))); do
         --ready "$WORK/workers" --mib 256 --seconds "$LOAD_SECONDS" >"$WORK/workers/rank-$rank.log" 2>&1 &
     CHILDREN+=("$!")
 done
-python3 scripts/multi_gpu_check.py hold --gpus 0,1 --gib "$HOLD_GIB" --seconds "$LOAD_SECONDS" \
+python3 scripts/multi_gpu_check.py hold --gpus "$HOLD_GPUS" --gib "$HOLD_GIB" --seconds "$LOAD_SECONDS" \
     --ready "$WORK/holder.ready" >"$WORK/holder.log" 2>&1 &
 CHILDREN+=("$!")
 for _ in $(seq 1 360); do
@@ -118,7 +121,12 @@ nvidia-smi dmon -s pucvmet -c 5 >"$WORK/nvidia-smi-dmon.txt" 2>&1
 
 timeout -s INT 10.5 python3 -m tui gpus --json --watch 1 >"$WORK/specmon-watch.jsonl" 2>"$WORK/specmon-watch.err"
 python3 -m tui gpus >"$WORK/specmon-gpus.txt" 2>&1
-python3 benchmarks/nvml_poll.py >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"
+if ! python3 benchmarks/nvml_poll.py >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"; then
+    # it crashed once in the one-GPU rehearsal (a segfault): keep that run's output and try once more
+    mv "$WORK/nvml_poll.json" "$WORK/nvml_poll-failed.json"
+    mv "$WORK/nvml_poll.err" "$WORK/nvml_poll-failed.err"
+    python3 benchmarks/nvml_poll.py >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"
+fi
 python3 scripts/multi_gpu_check.py screenshot "$WORK" --seconds 20 >"$WORK/screenshot.log" 2>&1
 
 python3 scripts/multi_gpu_check.py compare "$WORK" --holder-gib "$HOLD_GIB" >"$WORK/compare.log" 2>&1

@@ -43,6 +43,7 @@ PROCESS_MIB_TOLERANCE = 64
 UI_TICK_S = 0.05
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 NVLINK_DATA_TX, NVLINK_DATA_RX, NVLINK_LINK_COUNT = 138, 139, 91  # NVML_FI_DEV_NVLINK_{THROUGHPUT_DATA_*,LINK_COUNT}
+HOPPER_NVLINKS = 18
 
 
 def allreduce(args: argparse.Namespace) -> int:
@@ -99,21 +100,23 @@ def hold(args: argparse.Namespace) -> int:
 
 
 def read_nvlink_counters(module: Any, handle: Any) -> tuple[int, int, int]:
-    """(links, TX KiB, RX KiB): NVML's NVLink data counters summed over the GPU's links."""
+    """(links that answered, TX KiB, RX KiB): NVML's NVLink data counters summed over the GPU's links.
+    When NVML does not say how many links the GPU has, Hopper's 18 are asked."""
     count = module.nvmlDeviceGetFieldValues(handle, [NVLINK_LINK_COUNT])[0]
-    links = int(count.value.uiVal) if count.nvmlReturn == 0 else 0
+    links = int(count.value.uiVal) if count.nvmlReturn == 0 else HOPPER_NVLINKS
     if links == 0:
         return 0, 0, 0
     fields = [(field, link) for link in range(links) for field in (NVLINK_DATA_TX, NVLINK_DATA_RX)]
-    tx = rx = 0
+    tx = rx = answered = 0
     for value in module.nvmlDeviceGetFieldValues(handle, fields):
         if value.nvmlReturn != 0:
             continue
         if value.fieldId == NVLINK_DATA_TX:
             tx += int(value.value.ullVal)
+            answered += 1
         else:
             rx += int(value.value.ullVal)
-    return links, tx, rx
+    return answered, tx, rx
 
 
 def nvlink(args: argparse.Namespace) -> int:
@@ -172,7 +175,11 @@ def _ready_files(run: Path) -> tuple[dict[int, int], tuple[int, list[int]] | Non
 
 
 def _json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else None
+    """A run file's JSON, or None when the step that writes it did not (missing, empty or cut short)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def compare_run(run: Path, target_ms: float = 100.0, holder_gib: float = 10.0) -> dict[str, Any]:

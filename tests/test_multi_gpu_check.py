@@ -217,5 +217,59 @@ def test_the_dry_run_with_one_gpu_says_it_needs_two(tmp_path):
     done = run_shell(tmp_path, [str(fake_bin), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
     assert done.returncode == 2
     files = archived(tmp_path)
-    assert files["work/FAILED"] == "needs at least 2 GPUs (the holder takes GPUs 0 and 1), nvidia-smi lists 1\n"
+    assert files["work/FAILED"] == "needs at least 2 GPUs (the holder takes GPUs 0,1), nvidia-smi lists 1\n"
     assert "work/workers/rank-0.log" not in files  # nothing was started
+
+
+def test_a_step_that_crashed_before_writing_its_json_fails_its_check_only(tmp_path):
+    run = run_copy(tmp_path)
+    (run / "nvml_poll.json").write_text("")  # what the one-GPU rehearsal's segfaulted nvml_poll.py left
+    assert failed(check_script.compare_run(run)) == {
+        "one full poll of all GPUs (PCIe in the background, as the sampler does) under 100 ms"}
+
+
+class FieldValueNvml:
+    """nvmlDeviceGetFieldValues answering with pynvml's own c_nvmlFieldValue_t structures: `counters` maps
+    (field, link) to a value; a field it lacks answers NVML_ERROR_NOT_SUPPORTED."""
+
+    def __init__(self, counters: dict[tuple[int, int], int], link_count: int | None):
+        self.counters = counters
+        self.link_count = link_count
+        self.asked: list[list] = []
+
+    def nvmlDeviceGetFieldValues(self, handle, fields):
+        import pynvml
+
+        self.asked.append(list(fields))
+        values = (pynvml.c_nvmlFieldValue_t * len(fields))()
+        for value, field in zip(values, fields, strict=True):
+            field_id, link = field if isinstance(field, tuple) else (field, 0)
+            value.fieldId, value.scopeId = field_id, link
+            if field_id == check_script.NVLINK_LINK_COUNT and self.link_count is not None:
+                value.value.uiVal = self.link_count
+            elif (field_id, link) in self.counters:
+                value.value.ullVal = self.counters[(field_id, link)]
+            else:
+                value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+
+def test_nvlink_counters_are_summed_over_the_links_that_answer():
+    tx, rx = check_script.NVLINK_DATA_TX, check_script.NVLINK_DATA_RX
+    nvml = FieldValueNvml({(tx, 0): 100, (rx, 0): 40, (tx, 1): 5, (rx, 1): 7}, link_count=3)
+    assert check_script.read_nvlink_counters(nvml, None) == (2, 105, 47)  # link 2 did not answer
+    assert len(nvml.asked[1]) == 6
+    no_count = FieldValueNvml({(tx, 17): 9, (rx, 17): 1}, link_count=None)
+    assert check_script.read_nvlink_counters(no_count, None) == (1, 9, 1)
+    assert len(no_count.asked[1]) == 2 * check_script.HOPPER_NVLINKS
+    assert check_script.read_nvlink_counters(FieldValueNvml({}, link_count=0), None) == (0, 0, 0)
+
+
+def test_the_real_one_gpu_rehearsal_gets_the_same_verdict_again():
+    """The real one-H200 rehearsal (see its README): everything agrees but topology, which needs GPU pairs."""
+    run = ROOT / "tests" / "fixtures" / "gpu" / "multi-gpu-rehearsal-1gpu-2026-11-29"
+    result = check_script.compare_run(run)
+    assert result == json.loads((run / "compare.json").read_text())
+    assert failed(result) == {"topology: every GPU pair as nvidia-smi topo -m says"}
+    holder = next(c for c in result["checks"] if c["check"].startswith("holder (pid 1004) listed on GPU 0"))
+    assert holder["found"]["used_mib"] == 10850.0 and "multi_gpu_check.py hold" in holder["found"]["name"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prove specmon's GPU readings on a machine with several NVIDIA GPUs (issue 6): run from the repository
-# root on the device machine (OUT=<folder>, default /tmp/multi-gpu-out). One NCCL all-reduce worker per GPU (separate processes, init_method file://,
-# no torchrun) loops all_reduce on a 256 MiB tensor while a second process holds 10 GiB on GPUs 0 and 1.
+# root on the device machine (OUT=<folder>, default /tmp/multi-gpu-out). One NCCL all-reduce worker per
+# GPU (separate processes, init_method file://, no torchrun) loops all_reduce on a 256 MiB tensor while a
+# second process holds 10 GiB on GPUs 0 and 1 (HOLD_GPUS, HOLD_GIB).
 # Meanwhile `python3 -m tui gpus --json`, nvidia-smi and NVML's NVLink counters read the GPUs at the same
 # moment, a `--watch 1` run records about 10 s, and scripts/multi_gpu_check.py compares everything. Then
 # benchmarks/nvml_poll.py times a full poll and the GPU pane, fed by the sampler's thread, is saved as SVG.
@@ -54,7 +55,7 @@ fail() {
     date -u +"%Y-%m-%dT%H:%M:%SZ"
     uname -a
     python3 --version
-    git rev-parse HEAD 2>/dev/null
+    git rev-parse --verify -q HEAD || echo "not a git checkout"
     env | grep -E '^(NCCL_|TORCH_SYMM|NVSHMEM_|CUDA_)' | sort
 } >"$WORK/environment.txt" 2>&1
 

@@ -273,3 +273,15 @@ def test_the_real_one_gpu_rehearsal_gets_the_same_verdict_again():
     assert failed(result) == {"topology: every GPU pair as nvidia-smi topo -m says"}
     holder = next(c for c in result["checks"] if c["check"].startswith("holder (pid 1004) listed on GPU 0"))
     assert holder["found"]["used_mib"] == 10850.0 and "multi_gpu_check.py hold" in holder["found"]["name"]
+
+
+REAL_RUNS = sorted((ROOT / "tests" / "fixtures" / "gpu").glob("multi-gpu-real-*"))
+
+
+@pytest.mark.parametrize("run", REAL_RUNS, ids=[path.name for path in REAL_RUNS])
+def test_a_saved_real_multi_gpu_run_passes_again(run):
+    """Each real multi-GPU run saved from scripts/multi-gpu-check.sh (none until a multi-GPU machine is
+    lent): the compare reaches the device run's verdict again, and that verdict is a pass on 2+ GPUs."""
+    result = check_script.compare_run(run)
+    assert result == json.loads((run / "compare.json").read_text())
+    assert result["ok"] and result["gpu_count"] >= 2, sorted(failed(result))

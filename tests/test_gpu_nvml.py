@@ -256,3 +256,28 @@ def test_in_a_container_host_pids_are_not_visible_rather_than_gone():
     snapshot = NvmlSource(fake, inspector=ProcessInspector(container=lambda: True)).read()
     proc = snapshot.processes[0]
     assert proc.state == "not visible" and not proc.zombie
+
+
+def test_close_waits_for_pcie_calls_in_flight_before_shutting_nvml_down():
+    # A background PCIe round still inside NVML while nvmlShutdown runs crashed a process once on a real H200.
+    class Recording(FakeNvml):
+        in_flight = 0
+        overlapped = False
+
+        def nvmlDeviceGetPcieThroughput(self, handle, counter):
+            type(self).in_flight += 1
+            try:
+                return super().nvmlDeviceGetPcieThroughput(handle, counter)
+            finally:
+                type(self).in_flight -= 1
+
+        def nvmlShutdown(self):
+            type(self).overlapped |= type(self).in_flight > 0
+            super().nvmlShutdown()
+
+    fake = Recording([FakeGpu(), FakeGpu()], pcie_delay_s=0.2)
+    source = source_for(fake, pcie="background")
+    source.read()  # leaves the PCIe round running in the background
+    assert Recording.in_flight > 0
+    source.close()
+    assert not Recording.overlapped and Recording.in_flight == 0

@@ -226,12 +226,15 @@ class NvmlSource:
         return snapshot
 
     def close(self) -> None:
-        self._reset()
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)  # no PCIe call may outlive nvmlShutdown
             self._pool = None
+        self._reset()
 
     def _reset(self) -> None:
+        # An NVML call still running on the PCIe pool while nvmlShutdown runs can crash the process (seen once
+        # on a real H200): let the in-flight ones (~20 ms each) finish first.
+        wait([f for f in self._pcie_pending.values() if not f.cancel()], timeout=2.0)
         self.nvml.shutdown()
         self._topology = None
         self._pcie_pending.clear()

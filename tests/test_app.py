@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from app_harness import capturing_app, failed_app, fixture_app, ready_app, screen_text, wait_for
+from app_harness import (
+    capturing_app,
+    failed_app,
+    fixture_app,
+    fixture_bytes,
+    ready_app,
+    screen_text,
+    wait_for,
+)
 from ports import free_port
 from textual.widgets import Label, ProgressBar, Tabs
 
@@ -262,3 +271,38 @@ async def test_b_runs_the_benchmark_and_the_panel_shows_it(tmp_path, monkeypatch
     finally:
         server.kill()
         server.wait(5)
+
+
+def _running_phase_s(app: SpecmonApp) -> float:
+    """The seconds the timeline shows for the running target-graph capture (``▶ graphs 3.0s``)."""
+    shown = re.search(r"▶ graphs (\d+\.\d)s", str(app.screen.query_one("#timeline").render()))
+    assert shown, str(app.screen.query_one("#timeline").render())
+    return float(shown.group(1))
+
+
+async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_them(tmp_path):
+    log_path = tmp_path / "server.log"
+    log_path.write_bytes(fixture_bytes(READY_LOG, until="Capturing batches (bs=5", mid_line=True))
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: "▶ graphs" in str(app.screen.query_one("#timeline").render()))
+        logged = _running_phase_s(app)
+        for second in range(6):  # a slow capture: a frame every half second, no timestamped line
+            with log_path.open("ab") as log:
+                log.write(f"\rCapturing batches (bs=5 avail_mem=96.05 GB):  12%| | 1/8 [00:{second:02d}<00:13]".encode())
+            await pilot.pause(0.5)
+        assert await wait_for(pilot, lambda: _running_phase_s(app) >= logged + 2.0, timeout=2.0)
+        grown = _running_phase_s(app)
+        await pilot.pause(2.2)
+        assert _running_phase_s(app) == grown, "with no sign of life the duration stops counting"
+
+
+async def test_an_old_log_read_at_once_does_not_count_on(tmp_path):
+    log_path = tmp_path / "server.log"
+    log_path.write_bytes(fixture_bytes(READY_LOG, until="Capturing batches (bs=5", mid_line=True))
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: "▶ graphs" in str(app.screen.query_one("#timeline").render()))
+        logged = _running_phase_s(app)
+        await pilot.pause(2.5)
+        assert _running_phase_s(app) == logged

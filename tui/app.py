@@ -171,6 +171,7 @@ class SpecmonApp(App[int]):
             return
         self._started = True
         self.set_interval(1 / self.config.flush_hz, self.flush_feed)
+        self.set_interval(1.0, self._tick_running_phase)
         if self.log_path:
             self._start_following(self.log_path)
         if self.config.poll:
@@ -313,12 +314,30 @@ class SpecmonApp(App[int]):
         with self.feed.lock:
             state = self.feed.state
             rows, notes = self._live_rows()
-            self.main.server_pane.show(state, rows, notes, has_log=bool(self.log_path))
+            self.main.server_pane.show(state, rows, notes, bool(self.log_path), self._running_extra_s())
             header = (self.config.url, self._preset_name(), self.current_state(), self.config.emulator)
         if header != self._last_header:
             self._last_header = header
             self.main.header.show(*header)
         self._check_milestones()
+
+    def _running_extra_s(self) -> float:
+        """Whole seconds a running phase went on past the log's newest timestamp (a prefill capture prints only
+        \\r frames for a minute): until now while the server is alive (its process runs or its HTTP answers),
+        else until the log last grew, so an old log replayed never counts on."""
+        supervisor = self.config.supervisor
+        status = self.server_status
+        alive = (supervisor is not None and supervisor.is_running) or (
+            status is not None and status.state != "unreachable"
+        )
+        return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
+
+    def _tick_running_phase(self) -> None:
+        """Once a second, let a running phase's duration count on even when the log brings no new line."""
+        with self.feed.lock:
+            running = any(phase.status == "running" for phase in self.feed.state.phases)
+        if running:
+            self.render_state()
 
     def _preset_name(self) -> str | None:
         return self.switching_to or (self.preset.name if self.preset is not None else None)

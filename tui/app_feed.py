@@ -8,6 +8,7 @@ oldest pending lines are dropped (they would have been pruned from the bounded l
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ class LogFeed:
         self._max_pending = max_pending
         self._pending: deque[tuple[str, LineKind | None]] = deque(maxlen=max_pending)
         self._changed = False
+        self.grew_at: float | None = None
+        """When (``time.monotonic()``) the log last grew: lines or progress frames arrived."""
+        self.stamped_at: float | None = None
+        """When the log's newest timestamp arrived (progress frames carry none)."""
 
     @property
     def state(self) -> StartupState:
@@ -49,10 +54,25 @@ class LogFeed:
         with self.lock:
             if generation is not None and generation != self.generation:
                 return
+            stamp = self.tracker.state.last_ts
             lines = self.tracker.feed_items(items)
+            self.grew_at = time.monotonic()
+            if self.tracker.state.last_ts != stamp:
+                self.stamped_at = self.grew_at
             self._pending.extend(lines)
             self.lines_fed += len(lines)
             self._changed = True
+
+    def unstamped_s(self, alive_at: float | None = None) -> float:
+        """Seconds the server went on past the log's newest timestamp (a long capture prints only frames).
+
+        Measured up to ``alive_at`` (a ``time.monotonic()`` when the server was known to be alive), else up to
+        the log's last growth: 0 for a finished log read at once, however old.
+        """
+        end = alive_at if alive_at is not None else self.grew_at
+        if end is None or self.stamped_at is None:
+            return 0.0
+        return max(0.0, end - self.stamped_at)
 
     @property
     def pending(self) -> int:
@@ -82,6 +102,7 @@ class LogFeed:
             self._pending.clear()
             self._changed = True
             self.lines_fed = 0
+            self.grew_at = self.stamped_at = None
             self.generation += 1
 
 

@@ -32,9 +32,13 @@ class PhaseTimeline(Static):
 
     _shown: tuple | None = ("unset",)
 
-    def show(self, phases: Sequence, placeholder: str = "waiting for the server log…") -> None:
-        """Show these phases (oldest first), or ``placeholder`` while there are none. No-op when unchanged."""
-        key = (tuple((p.name, p.status, p.elapsed_s) for p in phases), placeholder)
+    def show(self, phases: Sequence, placeholder: str = "waiting for the server log…", running_extra_s: float = 0.0) -> None:
+        """Show these phases (oldest first), or ``placeholder`` while there are none. No-op when unchanged.
+
+        ``running_extra_s`` is added to running phases' durations: time the server went on past the log's
+        newest timestamp.
+        """
+        key = (tuple((p.name, p.status, p.elapsed_s) for p in phases), placeholder, running_extra_s)
         if key == self._shown:
             return
         self._shown = key
@@ -48,7 +52,10 @@ class PhaseTimeline(Static):
                 text.append("  ")
             text.append(mark + " ", style=style)
             text.append(PHASE_LABELS.get(phase.name, phase.name), style="bold" if phase.status == "running" else "")
-            duration = format_seconds(phase.elapsed_s)
+            elapsed = phase.elapsed_s
+            if phase.status == "running" and running_extra_s:
+                elapsed = (elapsed or 0.0) + running_extra_s
+            duration = format_seconds(elapsed)
             if duration:
                 text.append(f" {duration}", style="dim")
         self.update(text)

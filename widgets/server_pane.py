@@ -40,10 +40,11 @@ class ServerPane(Vertical):
     def log_view(self) -> LogView:
         return self.query_one(LogView)
 
-    def show(self, state, live_rows=(), notes=(), has_log: bool = True) -> None:
-        """Render the startup state and the live server rows (``has_log``: whether a log is followed)."""
+    def show(self, state, live_rows=(), notes=(), has_log: bool = True, running_extra_s: float = 0.0) -> None:
+        """Render the startup state and the live server rows (``has_log``: whether a log is followed;
+        ``running_extra_s``: how long the running phase went on past the log's newest timestamp)."""
         placeholder = "waiting for the server log…" if has_log else "no log followed (monitor --log PATH shows the startup)"
-        self.query_one(PhaseTimeline).show(state.phases, placeholder)
+        self.query_one(PhaseTimeline).show(state.phases, placeholder, running_extra_s)
         capture = latest_capture(state) if state.state in ("starting", "failed") else None
         self.query_one(CaptureProgress).show(capture)
         self.query_one(ErrorPanel).show(state.error)

@@ -273,19 +273,28 @@ async def test_b_runs_the_benchmark_and_the_panel_shows_it(tmp_path, monkeypatch
         server.wait(5)
 
 
+def _timeline(app: SpecmonApp) -> str:
+    return str(app.screen.query_one("#timeline").render())
+
+
 def _running_phase_s(app: SpecmonApp) -> float:
     """The seconds the timeline shows for the running target-graph capture (``▶ graphs 3.0s``)."""
-    shown = re.search(r"▶ graphs (\d+\.\d)s", str(app.screen.query_one("#timeline").render()))
-    assert shown, str(app.screen.query_one("#timeline").render())
+    shown = re.search(r"▶ graphs (\d+\.\d)s", _timeline(app))
+    assert shown, _timeline(app)
     return float(shown.group(1))
 
 
-async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_them(tmp_path):
+def _mid_capture_log_app(tmp_path) -> tuple[SpecmonApp, Path]:
+    """An app following a real file that ends inside the target graphs' tqdm frames (no server)."""
     log_path = tmp_path / "server.log"
     log_path.write_bytes(fixture_bytes(READY_LOG, until="Capturing batches (bs=5", mid_line=True))
-    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    return SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False)), log_path
+
+
+async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_them(tmp_path):
+    app, log_path = _mid_capture_log_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        assert await wait_for(pilot, lambda: "▶ graphs" in str(app.screen.query_one("#timeline").render()))
+        assert await wait_for(pilot, lambda: "▶ graphs" in _timeline(app))
         logged = _running_phase_s(app)
         for second in range(6):  # a slow capture: a frame every half second, no timestamped line
             with log_path.open("ab") as log:
@@ -298,11 +307,9 @@ async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_t
 
 
 async def test_an_old_log_read_at_once_does_not_count_on(tmp_path):
-    log_path = tmp_path / "server.log"
-    log_path.write_bytes(fixture_bytes(READY_LOG, until="Capturing batches (bs=5", mid_line=True))
-    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    app, _ = _mid_capture_log_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        assert await wait_for(pilot, lambda: "▶ graphs" in str(app.screen.query_one("#timeline").render()))
+        assert await wait_for(pilot, lambda: "▶ graphs" in _timeline(app))
         logged = _running_phase_s(app)
         await pilot.pause(2.5)
         assert _running_phase_s(app) == logged

@@ -45,6 +45,11 @@ def fixture_app(
     return app
 
 
+def following_app(log_path: Path) -> SpecmonApp:
+    """An app following a real log file as ``monitor --log`` does, polling no server."""
+    return SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+
+
 def fixture_status(server_info: str = "h200-0.5.16-server-info-eagle3.json", state: str = "ready"):
     """A ServerStatus as the poller reports it, from a recorded /server_info answer (fixed times)."""
     from tui.serving.client import spec_settings

@@ -12,6 +12,7 @@ from app_harness import (
     failed_app,
     fixture_app,
     fixture_bytes,
+    following_app,
     ready_app,
     screen_text,
     wait_for,
@@ -112,7 +113,7 @@ async def test_theme_toggles_between_light_and_dark():
 async def test_log_pane_follows_a_file_that_grows(tmp_path):
     log_path = tmp_path / "server.log"
     log_path.write_text("[2026-11-29 10:46:55] first line\n")
-    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    app = following_app(log_path)
     async with app.run_test(size=(80, 24)) as pilot:
         log = app.screen.query_one("#log")
         assert await wait_for(pilot, lambda: "first line" in "".join(log.lines))
@@ -149,7 +150,7 @@ async def test_tqdm_frames_do_not_flood_the_log(tmp_path):
     log_path = tmp_path / "server.log"
     frames = "".join(f"\rCapturing batches (bs=8 avail_mem=10.00 GB): {i}/52" for i in range(52))
     log_path.write_bytes(f"[2026-11-29 10:47:00] before\n{frames}\n[2026-11-29 10:47:05] after\n".encode())
-    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    app = following_app(log_path)
     async with app.run_test(size=(80, 24)) as pilot:
         log = app.screen.query_one("#log")
         assert await wait_for(pilot, lambda: log.lines and log.lines[-1].endswith("after"))
@@ -240,7 +241,7 @@ async def test_mid_capture_the_progress_bar_and_label_follow_the_tqdm_frames():
 async def test_log_pane_follows_a_rotated_log(tmp_path):
     log_path = tmp_path / "server.log"
     log_path.write_text("[2026-11-29 10:46:55] before rotation\n")
-    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
+    app = following_app(log_path)
     async with app.run_test(size=(80, 24)) as pilot:
         log = app.screen.query_one("#log")
         assert await wait_for(pilot, lambda: log.lines and log.lines[-1].endswith("before rotation"))
@@ -288,7 +289,7 @@ def _mid_capture_log_app(tmp_path) -> tuple[SpecmonApp, Path]:
     """An app following a real file that ends inside the target graphs' tqdm frames (no server)."""
     log_path = tmp_path / "server.log"
     log_path.write_bytes(fixture_bytes(READY_LOG, until="Capturing batches (bs=5", mid_line=True))
-    return SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False)), log_path
+    return following_app(log_path), log_path
 
 
 async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_them(tmp_path):

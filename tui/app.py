@@ -192,15 +192,15 @@ class SpecmonApp(App[int]):
         path = os.path.abspath(path)
         self.save_screenshot(filename=os.path.basename(path), path=os.path.dirname(path))
 
-    def _milestone(self) -> str | None:
-        """The milestone the server is at now: "capture", "ready", "failed" or None."""
-        state = self.current_state()
+    @staticmethod
+    def _milestone(state: str) -> str | None:
+        """The milestone a header state is at: "capture", "ready", "failed" or None."""
         if state in ("failed", "ready"):
             return state
         return "capture" if state.startswith("capturing") else None
 
-    def _check_milestones(self) -> None:
-        milestone = self._milestone()
+    def _check_milestones(self, state: str) -> None:
+        milestone = self._milestone(state)
         wanted = milestone in self.config.screenshots_at or milestone in self.config.exit_on
         if milestone is None or milestone in self._milestones_seen or not wanted:
             return
@@ -319,7 +319,7 @@ class SpecmonApp(App[int]):
         if header != self._last_header:
             self._last_header = header
             self.main.header.show(*header)
-        self._check_milestones()
+        self._check_milestones(header[2])
 
     def _running_extra_s(self) -> float:
         """Whole seconds a running phase went on past the log's newest timestamp (a prefill capture prints only

@@ -8,34 +8,32 @@ from typing import Any
 from textual.message import Message
 
 
+class LatestOnly(Message):
+    """A message of which only the newest matters: one still queued is replaced by the next of its kind."""
+
+    def can_replace(self, message: Message) -> bool:
+        return type(message) is type(self)
+
+
 @dataclass
-class ServerStatusChanged(Message):
+class ServerStatusChanged(LatestOnly):
     """The poller reported the server's HTTP status (coalesced: only the latest one matters)."""
 
     status: Any
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ServerStatusChanged)
-
 
 @dataclass
-class GpuSampled(Message):
+class GpuSampled(LatestOnly):
     """A GPU snapshot was taken (coalesced)."""
 
     snapshot: Any
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, GpuSampled)
-
 
 @dataclass
-class BenchProgressed(Message):
+class BenchProgressed(LatestOnly):
     """A running benchmark reported progress (coalesced)."""
 
     progress: Any
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, BenchProgressed)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from textual_plotext import PlotextPlot
 from tui.bench.compare import Comparison, compare_all
 from tui.bench.model import BenchProgress, BenchResult
 from tui.bench.report import describe_progress, fmt, fmt_range, run_figures
+from widgets.gpu_trend import columns
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100
@@ -33,17 +34,10 @@ IDLE_TEXT = "No benchmark yet: press b to benchmark the current server."
 
 def downsample(values: list[float], width: int) -> tuple[list[float], list[float]]:
     """(x, y) with at most `width` points: buckets of consecutive values averaged, x at bucket centres."""
-    n = len(values)
-    if n <= width or width < 1:
-        return [float(i + 1) for i in range(n)], list(values)
-    xs, ys = [], []
-    for b in range(width):
-        lo, hi = b * n // width, (b + 1) * n // width
-        if hi > lo:
-            chunk = values[lo:hi]
-            xs.append((lo + hi + 1) / 2)
-            ys.append(sum(chunk) / len(chunk))
-    return xs, ys
+    xs = [float(i + 1) for i in range(len(values))]
+    if width < 1:
+        return xs, list(values)
+    return columns(xs, width), columns(values, width)
 
 
 def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1) -> dict[str, str]:

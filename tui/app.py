@@ -565,11 +565,8 @@ class SpecmonApp(App[int]):
         if self.bench_running:
             self.notify("A benchmark is already running", severity="warning")
             return
-        try:
-            from tui.bench.run import BenchRun
-        except ImportError:
-            self.notify("The benchmark is not available in this build", severity="warning")
-            return
+        from tui.bench.run import BenchRun
+
         preset = self.preset
         settings = getattr(preset, "bench", None)
         self.main.show_pane("bench")

@@ -47,22 +47,6 @@ def demo_log_dir() -> Path:
     return make_private_dir(Path(user_state_dir("specmon")) / "demo")
 
 
-def _nvml_source():
-    try:
-        from tui.gpu.nvml import NvmlSource
-    except ImportError:
-        return None
-    return NvmlSource()
-
-
-def _demo_gpu_source(port: int):
-    try:
-        from tui.gpu.demo import DemoGpuSource
-    except ImportError:
-        return None
-    return DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus")
-
-
 MILESTONES = ("capture", "ready", "failed")
 
 
@@ -96,6 +80,7 @@ def _run_app(config, args: argparse.Namespace) -> int:
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from tui.app import AppConfig
+    from tui.gpu.nvml import NvmlSource
     from tui.serving.client import normalize_base_url, resolve_api_key
 
     if args.log and not os.path.exists(args.log):
@@ -112,7 +97,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         url=normalize_base_url(args.url),
         log_path=args.log,
         preset=preset,
-        gpu_source=_nvml_source(),
+        gpu_source=NvmlSource(),
         api_key=resolve_api_key(None),
     )
     return _run_app(config, args)
@@ -130,6 +115,7 @@ def _with_speed(preset, speed: float):
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from tui.app import AppConfig
+    from tui.gpu.demo import DemoGpuSource
     from tui.presets import load_presets
     from tui.supervisor import ServerSupervisor
 
@@ -160,7 +146,7 @@ def run_demo(args: argparse.Namespace) -> int:
             presets=demos,
             supervisor=supervisor,
             emulator=True,
-            gpu_source=_demo_gpu_source(port),
+            gpu_source=DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus"),
         )
         return _run_app(config, args)
     finally:

@@ -7,29 +7,15 @@ from textual.app import ComposeResult
 from textual.containers import Container
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, Tab, Tabs
+from textual.widgets import Footer, Input, Tab, Tabs
 
+from widgets.bench_panel import BenchPanel
+from widgets.gpu_pane import GpuPane
 from widgets.server_pane import ServerPane
 from widgets.status_header import StatusHeader
 
 PANES = ("server", "gpus", "bench")
 WIDE_COLUMNS = 160
-
-
-def _gpu_pane():
-    try:
-        from widgets.gpu_pane import GpuPane
-    except ImportError:
-        return Static("GPU pane not available in this build.", classes="placeholder")
-    return GpuPane(id="gpu-pane")
-
-
-def _bench_panel():
-    try:
-        from widgets.bench_panel import BenchPanel
-    except ImportError:
-        return Static("Benchmark panel not available in this build.", classes="placeholder")
-    return BenchPanel(id="bench-panel")
 
 
 class MainScreen(Screen):
@@ -53,9 +39,9 @@ class MainScreen(Screen):
         with Container(id="panes"):
             yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
             with Container(id="pane-gpus", classes="pane"):
-                yield _gpu_pane()
+                yield GpuPane(id="gpu-pane")
             with Container(id="pane-bench", classes="pane"):
-                yield _bench_panel()
+                yield BenchPanel(id="bench-panel")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -333,9 +333,10 @@ class SpecmonApp(App[int]):
         return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
 
     def _tick_running_phase(self) -> None:
-        """Once a second, let a running phase's duration count on even when the log brings no new line."""
+        """Once a second during startup, let the running phase's duration count on when the log brings no line."""
         with self.feed.lock:
-            running = any(phase.status == "running" for phase in self.feed.state.phases)
+            state = self.feed.state
+            running = state.state == "starting" and any(phase.status == "running" for phase in state.phases)
         if running:
             self.render_state()
 

@@ -154,3 +154,11 @@ def test_screenshot_at_rejects_an_unknown_event(tmp_path):
             "--screenshot-at", f"booting:{tmp_path / 'x.svg'}"]
     done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "EVENT:PATH" in done.stderr
+
+
+def test_an_unknown_preset_is_refused_before_anything_starts(tmp_path):
+    for command in (["demo"], ["monitor", "--url", "http://127.0.0.1:9"]):
+        argv = [sys.executable, "-m", "tui", *command, "--preset", "no-such-preset", "--headless", "--duration", "1"]
+        done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2, done.stderr
+        assert "no preset named 'no-such-preset' (see `specmon presets`)" in done.stderr

@@ -77,6 +77,14 @@ def _run_app(config, args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
+def _named_preset(preset_set, name: str):
+    """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
+    preset = preset_set.get(name)
+    if preset is None:
+        print(f"specmon: no preset named {name!r} (see `specmon presets`)", file=sys.stderr)
+    return preset
+
+
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from tui.app import AppConfig
@@ -89,9 +97,8 @@ def run_monitor(args: argparse.Namespace) -> int:
     if args.preset:
         from tui.presets import load_presets
 
-        preset = load_presets(args.presets).get(args.preset)
+        preset = _named_preset(load_presets(args.presets), args.preset)
         if preset is None:
-            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
             return 2
     config = AppConfig(
         url=normalize_base_url(args.url),
@@ -122,9 +129,8 @@ def run_demo(args: argparse.Namespace) -> int:
     preset_set = load_presets(args.presets)
     demos = {p.name: _with_speed(p, args.speed) for p in preset_set.demo_presets()}
     if args.preset:
-        preset = preset_set.get(args.preset)
+        preset = _named_preset(preset_set, args.preset)
         if preset is None:
-            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
             return 2
         preset = _with_speed(preset, args.speed)
     else:

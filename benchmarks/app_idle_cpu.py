@@ -1,7 +1,7 @@
 """CPU use of the app while idle: the server is ready and nothing runs.
 
 Runs the real `specmon demo --headless` (the emulator as its child; poller at 1 Hz, GPU sampler at 1 Hz,
-log follower, 15 Hz flush timer) and, once the emulated server is ready, measures the CPU time of the
+log follower, 10 Hz flush timer) and, once the emulated server is ready, measures the CPU time of the
 app's own process (not the emulator's) over a window, as a percentage of one core.
 
     .venv/bin/python benchmarks/app_idle_cpu.py [--window 30] [--warmup 12]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from app_harness import (
     capturing_app,
     failed_app,
@@ -21,6 +23,8 @@ from ports import free_port
 from textual.widgets import Label, ProgressBar, Tabs
 
 from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
+from tui.gpu.model import GpuSnapshot
+from tui.messages import GpuSampled
 from widgets.server_pane import latest_capture
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
@@ -314,3 +318,20 @@ async def test_an_old_log_read_at_once_does_not_count_on(tmp_path):
         logged = _running_phase_s(app)
         await pilot.pause(2.5)
         assert _running_phase_s(app) == logged
+
+
+
+@pytest.mark.parametrize(("make_app", "shows_second"), [(ready_app, False), (capturing_app, True)])
+async def test_gpu_pane_repaints_every_few_seconds_only_while_ready_and_idle(make_app, shows_second):
+    reading = json.loads((Path(__file__).parent / "fixtures" / "gpu" / "h200-real-torch-20g.json").read_text())
+    first, second = GpuSnapshot.from_json(reading), GpuSnapshot.from_json(reading)
+    second.taken_at += 1
+    app = make_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause(0.2)
+        pane = app.screen.query_one("#gpu-pane")
+        app.post_message(GpuSampled(first))
+        assert await wait_for(pilot, lambda: pane.snapshot is first)
+        app.post_message(GpuSampled(second))
+        await pilot.pause(0.3)
+        assert (pane.snapshot is second) == shows_second, app.current_state()

@@ -415,7 +415,8 @@ class SpecmonApp(App[int]):
     def _gpu_sampled(self, message: GpuSampled) -> None:
         # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
         now = time.monotonic()
-        idle = not self.bench_running and self.current_state() == "ready"
+        shown_state = self._last_header[2] if self._last_header is not None else None
+        idle = not self.bench_running and shown_state == "ready"
         if idle and now - self._gpu_shown_at < self.config.gpu_idle_refresh_s:
             return
         self._gpu_shown_at = now

@@ -304,8 +304,10 @@ class SpecmonApp(App[int]):
         """
         if self.feed.generation != self._shown_generation or self.feed.pending >= TRICKLE_LINES:
             return False
-        recent = time.monotonic() - self._log_written_at < self.config.trickle_s
-        return recent and self.feed.state.state == "ready"
+        if time.monotonic() - self._log_written_at >= self.config.trickle_s:
+            return False
+        with self.feed.lock:  # the follower thread may be feeding the tracker
+            return self.feed.state.state == "ready"
 
     def render_state(self) -> None:
         """Re-render the header and the Server pane from the current state."""

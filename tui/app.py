@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -215,7 +217,15 @@ class SpecmonApp(App[int]):
         if milestone in self.config.exit_on:
             self.exit(1 if milestone == "failed" else 0)
 
+    def on_load(self) -> None:
+        # SIGINT (kill -INT; Ctrl+C where the terminal sends it) ends the app as q does, even mid-mount, where a
+        # KeyboardInterrupt raised inside a handler would end it as a crash (exit code 1, a traceback).
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self.exit, None, 130)
+
     def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
         self._stop_sources()
 
     def _stop_sources(self) -> None:

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 from ports import free_port
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
@@ -64,7 +65,8 @@ def test_headless_demo_saves_a_screenshot_and_leaves_no_emulator(tmp_path):
     assert all(oct(p.stat().st_mode & 0o777) == "0o700" for p in made), "the state dirs it made are private"
 
 
-def test_demo_stops_the_emulator_when_interrupted(tmp_path):
+@pytest.mark.parametrize(("signum", "codes"), [(signal.SIGINT, (0, 130)), (signal.SIGTERM, (143,))])
+def test_demo_stops_the_emulator_when_interrupted(tmp_path, signum, codes):
     marker = f"smoke-{uuid.uuid4().hex[:8]}"
     argv = _demo_argv(tmp_path, marker, "--headless", "--duration", "60")
     proc = subprocess.Popen(argv, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -73,16 +75,18 @@ def test_demo_stops_the_emulator_when_interrupted(tmp_path):
         while not _emulators(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _emulators(marker), "the demo launched its emulator"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         code = proc.wait(20)
-        assert code in (0, 130), proc.stderr.read().decode(errors="replace")[-3000:]
+        assert code in codes, proc.stderr.read().decode(errors="replace")[-3000:]
+        deadline = time.monotonic() + 5
+        while _emulators(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _emulators(marker), "the demo stopped its emulator"
     finally:
         if proc.poll() is None:
             proc.kill()
-    deadline = time.monotonic() + 5
-    while _emulators(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _emulators(marker)
+        for orphan in _emulators(marker):  # a failed run must not leave its emulator behind
+            orphan.kill()
 
 
 def test_headless_monitor_attaches_to_a_running_server_and_its_log(tmp_path):

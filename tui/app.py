@@ -31,6 +31,7 @@ from tui.screens.main import MainScreen
 from widgets.server_pane import ServerPane, latest_capture
 
 TRICKLE_LINES = 50
+EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
 
@@ -218,14 +219,18 @@ class SpecmonApp(App[int]):
             self.exit(1 if milestone == "failed" else 0)
 
     def on_load(self) -> None:
-        # SIGINT (kill -INT; Ctrl+C where the terminal sends it) ends the app as q does, even mid-mount, where a
-        # KeyboardInterrupt raised inside a handler would end it as a crash (exit code 1, a traceback).
+        # SIGINT (kill -INT; Ctrl+C where the terminal sends it) and SIGTERM end the app as q does, even
+        # mid-mount, where a KeyboardInterrupt raised inside a handler would end it as a crash (exit code 1).
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self.exit, None, 130)
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.add_signal_handler(signum, self.exit, None, 128 + signum)
 
     def on_unmount(self) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.remove_signal_handler(signum)
         self._stop_sources()
 
     def _stop_sources(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -119,6 +120,10 @@ def _with_speed(preset, speed: float):
     return dataclasses.replace(preset, args={**preset.args, "emulator-speed": speed})
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from tui.app import AppConfig
@@ -143,6 +148,7 @@ def run_demo(args: argparse.Namespace) -> int:
     log_path = demo_log_dir() / f"{preset.name}-{port}.log"
     supervisor = ServerSupervisor(preset, log_path, port)
     atexit.register(supervisor.stop)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the finally below stops the server (the app, too)
     try:
         supervisor.start()
         config = AppConfig(

@@ -393,3 +393,11 @@ def test_metrics_after_the_bench_cover_its_delta_and_show_the_effective_draft_to
     # Counted since start: SGLang's warmup, two checks and nine bench requests (all 64 tokens but the warmup's).
     assert after.num_requests == 12
     assert after.totals["sglang:spec_num_draft_tokens"] == bench["server"]["speculative"]["num_draft_tokens"]
+
+
+@pytest.mark.parametrize("config", READY)
+def test_shutdown_ends_with_sglangs_kill_process_tree_line(config: str) -> None:
+    _, got = summary(config)
+    assert log_text(config).rstrip().splitlines()[-1].split("] ", 1)[1].startswith("kill_process_tree called")
+    (shutdown,) = [p for p in got["phases"] if p["name"] == "shutdown"]
+    assert shutdown["status"] == "done" and shutdown["ended"] is not None

@@ -349,6 +349,12 @@ class StartupTracker:
         return None
 
     def _after_end(self, level: str | None, msg: str) -> LineKind | None:
+        st = self._state
+        if st.state == "stopped" and msg.startswith("kill_process_tree called"):
+            shutdown = st.current_phase
+            if shutdown is not None and shutdown.name == "shutdown" and shutdown.status == "running":
+                self._finish_phase(shutdown, "done")  # SGLang's last line: the process tree is gone
+            return "phase"
         if self._state.state == "failed":
             if "address already in use" in msg:
                 self._fail("port_in_use", msg.strip(), self._state.error.phase if self._state.error else None)

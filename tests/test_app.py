@@ -279,7 +279,7 @@ async def test_b_runs_the_benchmark_and_the_panel_shows_it(tmp_path, monkeypatch
 
 
 def _timeline(app: SpecmonApp) -> str:
-    return str(app.screen.query_one("#timeline").render())
+    return app.screen.query_one("#timeline").plain
 
 
 def _running_phase_s(app: SpecmonApp) -> float:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.content import Content
+from textual.css.styles import RulesMap
+from textual.strip import Strip
+from textual.style import Style
+from textual.visual import RenderOptions, Visual
 from textual.widgets import Static
 
 from tui.format import format_seconds
@@ -25,37 +30,89 @@ PHASE_LABELS = {
     "shutdown": "shutdown",
 }
 STATUS_MARKS = {"done": ("✔", "green"), "running": ("▶", "bold yellow"), "failed": ("✘", "bold red")}
+PHASE_GAP = "  "
+
+
+class PhaseRow(Visual):
+    """Phases laid out in lines of the width given, breaking only between phases, never inside one."""
+
+    def __init__(self, phases: Sequence[Content]) -> None:
+        self.phases = list(phases)
+
+    def __str__(self) -> str:
+        return PHASE_GAP.join(phase.plain for phase in self.phases)
+
+    def lines(self, width: int) -> list[Content]:
+        """The phases packed greedily into lines of at most ``width`` cells (a phase wider than that alone)."""
+        lines: list[Content] = []
+        for phase in self.phases:
+            if lines and lines[-1].cell_length + len(PHASE_GAP) + phase.cell_length <= width:
+                lines[-1] = lines[-1] + PHASE_GAP + phase
+            else:
+                lines.append(phase)
+        return lines
+
+    def _packed(self, width: int) -> Content:
+        return Content("\n").join(self.lines(width))
+
+    def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
+        return self._packed(width).render_strips(width, height, style, options)
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return len(str(self))
+
+    def get_minimal_width(self, rules: RulesMap) -> int:
+        return max((phase.cell_length for phase in self.phases), default=1)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return self._packed(width).get_height(rules, width)
 
 
 class PhaseTimeline(Static):
     """Renders a list of ``tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ graphs``."""
 
     _shown: tuple | None = ("unset",)
+    row: PhaseRow | None = None
+    """The phases shown (None while the placeholder is)."""
 
-    def show(self, phases: Sequence, placeholder: str = "waiting for the server log…", running_extra_s: float = 0.0) -> None:
+    @property
+    def plain(self) -> str:
+        """The text shown, phases separated by two spaces."""
+        return str(self.row) if self.row is not None else str(self.visual)
+
+    def show(
+        self,
+        phases: Sequence,
+        placeholder: str = "waiting for the server log…",
+        running_extra_s: float = 0.0,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         """Show these phases (oldest first), or ``placeholder`` while there are none. No-op when unchanged.
 
         ``running_extra_s`` is added to running phases' durations: time the server went on past the log's
-        newest timestamp.
+        newest timestamp. ``labels`` override ``PHASE_LABELS`` by phase name.
         """
-        key = (tuple((p.name, p.status, p.elapsed_s) for p in phases), placeholder, running_extra_s)
+        labels = {**PHASE_LABELS, **(labels or {})}
+        key = (tuple((p.name, p.status, p.elapsed_s) for p in phases), placeholder, running_extra_s, tuple(labels.items()))
         if key == self._shown:
             return
         self._shown = key
         if not phases:
+            self.row = None
             self.update(Text(placeholder, style="dim"))
             return
-        text = Text()
-        for i, phase in enumerate(phases):
+        row = []
+        for phase in phases:
             mark, style = STATUS_MARKS.get(phase.status, ("·", ""))
-            if i:
-                text.append("  ")
+            text = Text()
             text.append(mark + " ", style=style)
-            text.append(PHASE_LABELS.get(phase.name, phase.name), style="bold" if phase.status == "running" else "")
+            text.append(labels.get(phase.name, phase.name), style="bold" if phase.status == "running" else "")
             elapsed = phase.elapsed_s
             if phase.status == "running" and running_extra_s:
                 elapsed = (elapsed or 0.0) + running_extra_s
             duration = format_seconds(elapsed)
             if duration:
                 text.append(f" {duration}", style="dim")
-        self.update(text)
+            row.append(Content.from_rich_text(text, console=self.app.console))
+        self.row = PhaseRow(row)
+        self.update(self.row)

@@ -1,0 +1,54 @@
+"""The phase strip: a phase (mark, label, time) never breaks across lines, at any width."""
+
+from __future__ import annotations
+
+from app_harness import READY_LOG, fixture_bytes
+from textual.app import App
+
+from tui.logs.tracker import StartupTracker
+from widgets.phase_timeline import PhaseTimeline
+
+
+def _ready_phases():
+    tracker = StartupTracker()
+    for line in fixture_bytes(READY_LOG, until="SIGTERM received").decode().splitlines():
+        tracker.feed_line(line)
+    return tracker.state.phases
+
+
+def _phase_texts(timeline: PhaseTimeline) -> list[str]:
+    return [phase.plain for phase in timeline.row.phases]
+
+
+class _TimelineApp(App):
+    def compose(self):
+        yield PhaseTimeline()
+
+
+async def test_each_line_holds_whole_phases_at_every_width():
+    phases = _ready_phases()
+    assert len(phases) > 6
+    app = _TimelineApp()
+    async with app.run_test(size=(120, 20)):
+        timeline = app.query_one(PhaseTimeline)
+        timeline.show(phases)
+        whole = _phase_texts(timeline)
+        assert any(" " in text.split(" ", 1)[1] for text in whole), "some phase has a label and a time"
+        widest = max(len(text) for text in whole)
+        for width in range(widest, 121):
+            lines = [line.plain for line in timeline.row.lines(width)]
+            assert all(len(line) <= width for line in lines), (width, lines)
+            rebuilt = [part for line in lines for part in line.split("  ")]
+            assert rebuilt == whole, (width, lines)
+
+
+async def test_the_widget_is_as_tall_as_its_lines_at_80_columns():
+    app = _TimelineApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        timeline = app.query_one(PhaseTimeline)
+        timeline.show(_ready_phases())
+        await pilot.pause(0.1)
+        shown = [strip.text.rstrip() for strip in app.screen._compositor.render_strips()][: timeline.size.height]
+        assert len(shown) >= 2 and all(shown), shown
+        rebuilt = [part for line in shown for part in line.split("  ")]
+        assert rebuilt == _phase_texts(timeline), shown

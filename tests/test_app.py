@@ -283,8 +283,8 @@ def _timeline(app: SpecmonApp) -> str:
 
 
 def _running_phase_s(app: SpecmonApp) -> float:
-    """The seconds the timeline shows for the running target-graph capture (``▶ graphs 3.0s``)."""
-    shown = re.search(r"▶ graphs (\d+\.\d)s", _timeline(app))
+    """The seconds the timeline shows for the running target-graph capture (``▶ verify graphs 3.0s``)."""
+    shown = re.search(r"▶ verify graphs (\d+\.\d)s", _timeline(app))
     assert shown, _timeline(app)
     return float(shown.group(1))
 
@@ -299,7 +299,7 @@ def _mid_capture_log_app(tmp_path) -> tuple[SpecmonApp, Path]:
 async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_them(tmp_path):
     app, log_path = _mid_capture_log_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        assert await wait_for(pilot, lambda: "▶ graphs" in _timeline(app))
+        assert await wait_for(pilot, lambda: "▶ verify graphs" in _timeline(app))
         logged = _running_phase_s(app)
         for second in range(6):  # a slow capture: a frame every half second, no timestamped line
             with log_path.open("ab") as log:
@@ -314,7 +314,7 @@ async def test_running_phase_counts_on_while_only_frames_arrive_and_stops_with_t
 async def test_an_old_log_read_at_once_does_not_count_on(tmp_path):
     app, _ = _mid_capture_log_app(tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        assert await wait_for(pilot, lambda: "▶ graphs" in _timeline(app))
+        assert await wait_for(pilot, lambda: "▶ verify graphs" in _timeline(app))
         logged = _running_phase_s(app)
         await pilot.pause(2.5)
         assert _running_phase_s(app) == logged

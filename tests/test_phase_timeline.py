@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from app_harness import READY_LOG, fixture_bytes
 from textual.app import App
 
 from tui.logs.tracker import StartupTracker
-from widgets.phase_timeline import PhaseTimeline
+from widgets.phase_timeline import PhaseTimeline, phase_labels
 
 
 def _ready_phases():
@@ -52,3 +53,29 @@ async def test_the_widget_is_as_tall_as_its_lines_at_80_columns():
         assert len(shown) >= 2 and all(shown), shown
         rebuilt = [part for line in shown for part in line.split("  ")]
         assert rebuilt == _phase_texts(timeline), shown
+
+
+def _state(log: str):
+    tracker = StartupTracker()
+    for line in fixture_bytes(log).decode(errors="replace").splitlines():
+        tracker.feed_line(line)
+    return tracker.state
+
+
+@pytest.mark.parametrize(
+    ("log", "shown"),
+    [
+        ("h200-0.5.16-standalone-ready.log", "verify graphs"),  # "Capture cuda graph begin" names target verify
+        ("h200-0.5.16-plain-ready.log", "decode graphs"),
+        ("01-qwq32b-tp4-l4-v0.4.3-ready.log", "target graphs"),  # an older log does not say which
+    ],
+)
+async def test_the_target_capture_is_named_from_what_the_log_says(log, shown):
+    state = _state(log)
+    app = _TimelineApp()
+    async with app.run_test(size=(200, 10)):
+        timeline = app.query_one(PhaseTimeline)
+        timeline.show(state.phases, labels=phase_labels(state))
+        target = [text for text in _phase_texts(timeline) if text.startswith("✔ ") and "graphs" in text]
+        assert any(text.startswith(f"✔ {shown} ") for text in target), target
+        assert not any(text.startswith("✔ graphs") for text in target), target

@@ -20,7 +20,7 @@ PHASE_LABELS = {
     "load_weights": "weights",
     "load_draft_weights": "draft weights",
     "kv_cache": "KV cache",
-    "capture": "graphs",
+    "capture": "target graphs",
     "capture_draft": "draft graphs",
     "capture_draft_extend": "draft-extend graphs",
     "capture_prefill": "prefill graphs",
@@ -31,6 +31,17 @@ PHASE_LABELS = {
 }
 STATUS_MARKS = {"done": ("✔", "green"), "running": ("▶", "bold yellow"), "failed": ("✘", "bold red")}
 PHASE_GAP = "  "
+
+
+def phase_labels(state) -> dict[str, str]:
+    """Labels a ``StartupState``'s log names: the target graphs as "verify graphs" or "decode graphs"."""
+    target = state.capture("target", "target")
+    if target is None or state.log_family != "new":  # older logs do not say; their label is a guess
+        return {}
+    for kind in ("verify", "decode"):
+        if kind in target.label:
+            return {"capture": f"{kind} graphs"}
+    return {}
 
 
 class PhaseRow(Visual):
@@ -69,7 +80,7 @@ class PhaseRow(Visual):
 
 
 class PhaseTimeline(Static):
-    """Renders a list of ``tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ graphs``."""
+    """Renders a list of ``tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ verify graphs 3.0s``."""
 
     _shown: tuple | None = ("unset",)
     row: PhaseRow | None = None

@@ -9,7 +9,7 @@ from textual.widgets import Input
 from widgets.capture_progress import CaptureProgress
 from widgets.error_panel import ErrorPanel
 from widgets.log_view import LogView
-from widgets.phase_timeline import PhaseTimeline
+from widgets.phase_timeline import PhaseTimeline, phase_labels
 from widgets.server_facts import ServerFacts, startup_rows
 
 
@@ -44,7 +44,7 @@ class ServerPane(Vertical):
         """Render the startup state and the live server rows (``has_log``: whether a log is followed;
         ``running_extra_s``: how long the running phase went on past the log's newest timestamp)."""
         placeholder = "waiting for the server log…" if has_log else "no log followed (monitor --log PATH shows the startup)"
-        self.query_one(PhaseTimeline).show(state.phases, placeholder, running_extra_s)
+        self.query_one(PhaseTimeline).show(state.phases, placeholder, running_extra_s, phase_labels(state))
         capture = latest_capture(state) if state.state in ("starting", "failed") else None
         self.query_one(CaptureProgress).show(capture)
         self.query_one(ErrorPanel).show(state.error)

@@ -11,6 +11,14 @@ from textual.widgets import Static
 
 from tui.format import format_seconds
 
+MEMORY_AFTER = {
+    "load_weights": "weights",
+    "load_draft_weights": "draft weights",
+    "kv_cache": "KV cache",
+    "kv_cache_draft": "draft KV cache",
+}
+"""What a memory step comes after; the others (graph captures, max_total_num_tokens) come after both."""
+
 
 def startup_rows(state) -> list[tuple[str, str]]:
     """Label/value rows summarising a ``StartupState``: weights, KV pools, memory, time to ready."""
@@ -33,7 +41,8 @@ def startup_rows(state) -> list[tuple[str, str]]:
         rows.append(("max tokens", f"{state.max_total_num_tokens:,}"))
     if state.memory:
         last = state.memory[-1]
-        rows.append(("avail mem", f"{last.avail_gb:.2f} GB after {last.step.replace('_', ' ')}"))
+        after = MEMORY_AFTER.get(last.step, "KV cache and graphs")
+        rows.append(("free GPU mem", f"{last.avail_gb:.2f} GB after {after}"))
     if state.ready_after_s is not None:
         rows.append(("ready after", format_seconds(state.ready_after_s)))
     return rows

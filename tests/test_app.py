@@ -21,6 +21,7 @@ from app_harness import (
 )
 from ports import free_port
 from textual.widgets import Label, ProgressBar, Tabs
+from textual.widgets._footer import FooterKey
 
 from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
 from tui.gpu.model import GpuSnapshot
@@ -194,12 +195,29 @@ async def test_command_palette_has_every_action_and_runs_them():
         titles = {command.title for command in app.get_system_commands(app.screen)}
         for title in ("Show the GPUs pane", "Search the log", "Toggle light/dark theme", "Run the benchmark"):
             assert title in titles
+        assert "Quit" in titles  # Textual's own
+        for binding in SpecmonApp.BINDINGS:
+            if binding.action not in ("quit", "pick_preset"):
+                assert SpecmonApp.ACTION_HELP[binding.action][0] in titles, binding
         assert not any(t.startswith("Switch preset") for t in titles), "attached mode offers no switching"
         await pilot.press("ctrl+p", *"Show the Benchmark pane")
         await pilot.pause(0.5)
         await pilot.press("enter")
         await pilot.pause()
         assert _active_panes(app) == ["pane-bench"]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_the_footer_shows_every_key_binding_within_80_columns(size):
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False))
+    app.check_action = lambda action, parameters: True  # every action offered, switching too, as in the demo
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.3)
+        shown = {key.action for key in app.screen.query(FooterKey) if key.region.right <= size[0]}
+        assert shown >= {binding.action for binding in SpecmonApp.BINDINGS} | {"command_palette"}
+        footer = screen_text(app).splitlines()[-1]
+        for words in ("123 Pane", "/nN Search", "p Preset", "F8 Shot", "q Quit", "^p palette"):
+            assert words in footer, footer
 
 
 async def test_failed_startup_shows_the_error_panel_with_its_hint():

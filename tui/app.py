@@ -108,25 +108,30 @@ class SpecmonApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "specmon"
+    PANES = Binding.Group("Pane", compact=True)
+    SEARCH = Binding.Group("Search", compact=True)
     BINDINGS = [
-        Binding("1", "show_pane('server')", "Server", show=False, id="pane-server"),
-        Binding("2", "show_pane('gpus')", "GPUs", show=False, id="pane-gpus"),
-        Binding("3", "show_pane('bench')", "Bench", show=False, id="pane-bench"),
-        Binding("slash", "search", "Search", id="search"),
-        Binding("n", "search_next", "Next match", show=False, id="search-next"),
-        Binding("N", "search_previous", "Previous match", show=False, id="search-previous"),
+        Binding("1", "show_pane('server')", "Server", id="pane-server", group=PANES),
+        Binding("2", "show_pane('gpus')", "GPUs", id="pane-gpus", group=PANES),
+        Binding("3", "show_pane('bench')", "Bench", id="pane-bench", group=PANES),
+        Binding("slash", "search", "Search", id="search", group=SEARCH),
+        Binding("n", "search_next", "Next match", id="search-next", group=SEARCH),
+        Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
         Binding("f", "follow_tail", "Follow", id="follow-tail"),
         Binding("p", "pick_preset", "Preset", id="pick-preset"),
-        Binding("b", "run_bench", "Run bench", id="run-bench"),
+        Binding("b", "run_bench", "Bench", id="run-bench"),
         Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
-        Binding("f8", "screenshot", "Screenshot", show=False, id="screenshot"),
+        Binding("f8", "screenshot", "Shot", id="screenshot", key_display="F8"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
+
     ACTION_HELP = {
         "show_pane('server')": ("Show the Server pane", "The startup log, timeline and server state"),
         "show_pane('gpus')": ("Show the GPUs pane", "Per-GPU memory, utilisation and processes"),
         "show_pane('bench')": ("Show the Benchmark pane", "Decode tok/s and acceptance length per preset"),
         "search": ("Search the log", "Find text in the server log (n / N: next / previous)"),
+        "search_next": ("Next match", "Jump to the next match of the log search (n)"),
+        "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),
         "follow_tail": ("Follow the log tail", "Jump to the end of the log and keep following it"),
         "pick_preset": ("Switch preset…", "Restart the server with another preset"),
         "run_bench": ("Run the benchmark", "Benchmark the running server with its preset's settings"),

@@ -42,7 +42,7 @@ class MainScreen(Screen):
                 yield GpuPane(id="gpu-pane")
             with Container(id="pane-bench", classes="pane"):
                 yield BenchPanel(id="bench-panel")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#pane-server").border_title = "Server"

@@ -285,3 +285,17 @@ async def test_every_fixture_replays_through_the_pane():
                     info = rows[gpu.index].query_one(".gpu-info", Static)
                     text = "\n".join(s.text for s in info.render_lines(info.region.reset_offset))
                     assert f"{gpu.memory_used_mib / 1024:.1f}/" in text, path.name
+
+
+async def test_the_header_leaves_out_the_driver_rather_than_be_cut_at_80_columns():
+    snapshot = load("h200x8-sglang-tp8.json")
+    snapshot.driver = "570.133.20-emulated"
+    for size, driver_shown in (((80, 24), False), ((200, 50), True)):
+        app = PaneApp(replay(snapshot, 3))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            header = app.query_one("#gpu-header", Static)
+            text = header_text(app)
+            assert ("driver 570.133.20-emulated" in text) == ("NVLink" in text) == driver_shown, text
+            assert text.startswith("8 × NVIDIA H200") and text.endswith("trends: util | mem, last 2 s"), text
+            assert len(text) <= header.content_size.width, text

@@ -271,7 +271,7 @@ class GpuPane(Vertical):
         # the header is one line unless NVML is (or was) unavailable: only then may its height change
         relayout = not snapshot.available or self.has_class("-unavailable")
         self.set_class(not snapshot.available, "-unavailable")
-        self.query_one("#gpu-header", Static).update(self._header(snapshot), layout=relayout)
+        self._show_header(snapshot, layout=relayout)
         if not snapshot.available:
             return
         compact = len(snapshot.gpus) >= COMPACT_FROM
@@ -279,7 +279,11 @@ class GpuPane(Vertical):
         self._show_rows(snapshot, compact, self.has_class("-wide"))
         self._show_processes(snapshot.processes)
 
-    def _header(self, snapshot: GpuSnapshot) -> Text:
+    def _show_header(self, snapshot: GpuSnapshot, layout: bool = False) -> None:
+        self.query_one("#gpu-header", Static).update(self._header(snapshot, self.content_size.width), layout=layout)
+
+    def _header(self, snapshot: GpuSnapshot, width: int = 0) -> Text:
+        """The header line; where it would overflow ``width``, the driver version, then the links, are left out."""
         if not snapshot.available:
             what = "Emulated GPUs unavailable" if snapshot.source == "emulator" else "NVML unavailable"
             return Text.assemble((f"{what}: ", "bold red"), snapshot.reason or "unknown reason")
@@ -298,13 +302,18 @@ class GpuPane(Vertical):
             noun = "zombie holds" if len(zombies) == 1 else "zombies hold"
             text.append(f"{SEPARATOR}{len(zombies)} {noun} {held:.1f} GiB", style="bold red")
         links = {link.kind for link in snapshot.topology}
+        optional = []  # left out from the last when the line would overflow
         if links:
-            text.append(SEPARATOR + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
+            optional.append(SEPARATOR + ("NVLink" if links == {"NVLink"} else "/".join(sorted(links))))
         if snapshot.driver:
-            text.append(f"{SEPARATOR}driver {snapshot.driver}")
+            optional.append(f"{SEPARATOR}driver {snapshot.driver}")
         span = self._taken[-1] - self._taken[0] if len(self._taken) > 1 else 0.0
         what = "trends: util | mem" if len(snapshot.gpus) >= COMPACT_FROM else "trends"
-        text.append(f"{SEPARATOR}{what}, last {_duration(span)}", style="dim")
+        trends = f"{SEPARATOR}{what}, last {_duration(span)}"
+        while optional and width and text.cell_len + sum(map(len, optional)) + len(trends) > width:
+            optional.pop()
+        text.append("".join(optional))
+        text.append(trends, style="dim")
         return text
 
     def on_resize(self, event: Resize) -> None:
@@ -313,6 +322,8 @@ class GpuPane(Vertical):
             self.set_class(wide, "-wide")
             if self.snapshot is not None and self.snapshot.available:
                 self.show(self.snapshot)
+        elif self.snapshot is not None and self.snapshot.available:
+            self._show_header(self.snapshot)
         self._size_charts(event.size.height)
 
     def _show_rows(self, snapshot: GpuSnapshot, compact: bool, wide: bool) -> None:

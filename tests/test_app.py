@@ -353,3 +353,13 @@ async def test_gpu_pane_repaints_every_few_seconds_only_while_ready_and_idle(mak
         app.post_message(GpuSampled(second))
         await pilot.pause(0.3)
         assert (pane.snapshot is second) == shows_second, app.current_state()
+
+
+async def test_at_80x24_the_whole_phase_strip_shows_through_ready():
+    app = ready_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        timeline = app.screen.query_one("#timeline")
+        lines = timeline.row.lines(timeline.content_size.width)
+        assert len(lines) >= 4 and timeline.size.height == len(lines)
+        assert "✔ ready" in screen_text(app)

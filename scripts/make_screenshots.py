@@ -1,6 +1,6 @@
 """Regenerate screenshots/*.svg: the main screen starting, mid-capture, ready and failed (80x24 and 200x50),
-from the same fixture-fed apps the snapshot tests use (with a real H200 GPU reading in the GPU pane), plus
-a live `specmon demo` at 200x50.
+from the same fixture-fed apps the snapshot tests use (with a real H200 GPU reading in the GPU pane), the
+GPU pane alone on the GPU fixtures (as its snapshot tests show it), plus a live `specmon demo` at 200x50.
 
     .venv/bin/python scripts/make_screenshots.py [--no-demo]
 """
@@ -50,6 +50,32 @@ async def shoot(name: str, factory, size: tuple[int, int], press: tuple[str, ...
     return OUT / filename
 
 
+async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
+    import test_gpu_pane
+
+    app = test_gpu_pane.PaneApp(snapshots)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(0.3)
+        filename = f"gpu-pane-{name}-{size[0]}x{size[1]}.svg"
+        app.save_screenshot(filename=filename, path=str(OUT))
+    return OUT / filename
+
+
+def gpu_pane_shots():
+    """(name, snapshots, size) for the GPU pane screenshots."""
+    from test_gpu_pane import load, replay
+
+    from tui.gpu.model import GpuSnapshot
+
+    reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
+              "the GPU driver libraries")
+    return [
+        ("fixture-8xh200", replay(load("h200x8-sglang-tp8.json")), (80, 24)),
+        ("fixture-1xh200", replay(load("h200x1-torch-load.json")), (200, 50)),
+        ("nvml-unavailable", [GpuSnapshot.unavailable(reason)], (80, 24)),
+    ]
+
+
 def shoot_demo(seconds: float) -> Path:
     target = OUT / "demo-200x50.svg"
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,6 +98,8 @@ def main() -> int:
         for size in SIZES:
             written.append(asyncio.run(shoot(name, factory, size)))
     written.append(asyncio.run(shoot("ready-gpus-tab", app_harness.ready_app, (80, 24), press=("2",))))
+    for name, snapshots, size in gpu_pane_shots():
+        written.append(asyncio.run(shoot_gpu_pane(name, snapshots, size)))
     if not args.no_demo:
         written.append(shoot_demo(12.0))
     for path in written:

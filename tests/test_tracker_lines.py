@@ -300,6 +300,12 @@ def test_hints_differ_for_the_two_memory_errors() -> None:
     assert "lower --mem-fraction-static" in oom and "--cuda-graph-max-bs" in oom
     nem = hint_for("not_enough_memory", "RuntimeError: Not enough memory. Current value: mem_fraction_static=0.6", "kv_cache")
     assert "raise --mem-fraction-static (now 0.6)" in nem
+    # SGLang <= 0.4.10 prints no current value: the server_args line (either form) supplies it.
+    old = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    assert "(now 0.7)" in hint_for("not_enough_memory", old, "kv_cache", mem_fraction=0.7)
+    assert "(now" not in hint_for("not_enough_memory", old, "kv_cache")
+    tracker = feed(f"{TS} server_args={{'model_path': 'm', 'mem_fraction_static': 0.88}}")
+    assert tracker.state.mem_fraction_static == 0.88
     assert classify_exception("Exception: Capture cuda graph failed: CUDA out of memory.", "capture", None) == "cuda_oom"
     assert classify_exception("Exception: Capture cuda graph failed: mat1 and mat2", "capture", None) == "capture_failed"
     assert classify_exception("KeyError: 'x'", "load_draft_weights", None) == "weight_load"

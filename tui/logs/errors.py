@@ -151,7 +151,8 @@ def hint_for(
         )
     if kind == "not_enough_memory":
         m = MEM_FRACTION.search(message)
-        current = f" (now {m.group(1)})" if m else ""
+        value = m.group(1) if m else (f"{mem_fraction:g}" if mem_fraction is not None else None)
+        current = f" (now {value})" if value else ""
         return (
             f"The KV cache does not fit in what is left: raise --mem-fraction-static{current}, "
             "or use more GPUs or a shorter --context-length."

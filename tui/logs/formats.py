@@ -106,7 +106,6 @@ KV_ALLOC = re.compile(
     r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), "
     r"(?:K size: " + FLOAT + r" GB, V size: " + FLOAT + r" GB|KV size: " + FLOAT + r" GB)"
 )
-MEM_FRACTION_ARG = re.compile(r"mem_fraction_static'?[=:] ?([\d.]+)")
 MAX_TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
 # Any capture line: `Capture cuda graph begin.`, `Capture target verify CUDA graph end.`, `Capture draft extend
 # cuda graph begin.`, `Capture piecewise CUDA graph begin.`, `Capture Frozen-KV MTP draft cuda graph begin.`
@@ -155,7 +154,8 @@ def int_list(text: str) -> list[int]:
 EXCEPTION_LINE = re.compile(r"((?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt|Exit))(?:: ?(.*))?$")
 ARGPARSE_ERROR = re.compile(r"(?:usage: )?[\w.\- ]{1,60}: error: (.*)$")
 BIND_PORT = re.compile(r"address \('?([^',]*)'?, (\d+)\)")
-MEM_FRACTION = re.compile(r"mem_fraction_static=([\d.]+)")
+# `mem_fraction_static=0.85` (ServerArgs repr, error text) or `'mem_fraction_static': 0.85` (0.5.23's dict)
+MEM_FRACTION = re.compile(r"mem_fraction_static'?[=:] ?([\d.]+)")
 KILL_EVIDENCE = re.compile(r"^Killed\s*$|SIGKILL|signal 9\b|exit code:? -9\b|Received sigquit", re.IGNORECASE)
 
 # --- Flags ----------------------------------------------------------------------------------------------

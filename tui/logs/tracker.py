@@ -377,7 +377,7 @@ class StartupTracker:
         m = fmt.SPEC_ALGORITHM.search(msg)
         if m is not None and m.group(1) not in ("None", "none"):
             self._state.speculative_algorithm = m.group(1)
-        m = fmt.MEM_FRACTION_ARG.search(msg)
+        m = fmt.MEM_FRACTION.search(msg)
         if m is not None:
             with contextlib.suppress(ValueError):
                 self._state.mem_fraction_static = float(m.group(1))

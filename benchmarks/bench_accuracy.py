@@ -1,6 +1,6 @@
 """Accuracy and overhead of the benchmark client against a loopback server with known timing.
 
-The loopback SGLang stand-in (`python -m tui.bench.loopback`) runs as its own process, streams
+The loopback SGLang stand-in (`python -m specmon.tui.bench.loopback`) runs as its own process, streams
 `/generate` in SGLang 0.5.16's shape (several tokens per chunk, cumulative text and completion_tokens,
 spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk. This script runs
 `BenchRun` against it in this process and compares:
@@ -30,8 +30,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tui.bench.prompts import load_prompts  # noqa: E402
-from tui.bench.run import BenchRun, RunSettings  # noqa: E402
+from specmon.tui.bench.prompts import load_prompts  # noqa: E402
+from specmon.tui.bench.run import BenchRun, RunSettings  # noqa: E402
 
 CHUNKS = "3,2,4,1,3"  # tokens per verify step, cycled: mean 2.6
 
@@ -41,7 +41,7 @@ class LoopbackProcess:
 
     def __init__(self, tokens_per_s: float) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.bench.loopback", "--port", "0", "--tokens-per-s", str(tokens_per_s),
+            [sys.executable, "-m", "specmon.tui.bench.loopback", "--port", "0", "--tokens-per-s", str(tokens_per_s),
              "--chunk-tokens", CHUNKS],
             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent,
         )  # fmt: skip

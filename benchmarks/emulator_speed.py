@@ -47,7 +47,7 @@ def _launch(flags: list[str], speed: float) -> tuple[subprocess.Popen, str, floa
     port = _free_port()
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.emulator", *MODEL, "--port", str(port), "--emulator-speed", str(speed), *flags],
+        [sys.executable, "-m", "specmon.tui.emulator", *MODEL, "--port", str(port), "--emulator-speed", str(speed), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

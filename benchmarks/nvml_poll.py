@@ -1,7 +1,7 @@
 """Time each NVML call specmon makes, per GPU, and one full poll of every GPU (PCIe included).
 
 Prints a JSON report. On a GPU machine it uses the real NVML; with `--fake` it uses the fake NVML module
-(tui.gpu.fake) whose PCIe call sleeps `--pcie-delay-ms` (default 20 ms, as measured on an H200).
+(specmon.tui.gpu.fake) whose PCIe call sleeps `--pcie-delay-ms` (default 20 ms, as measured on an H200).
 Full polls are timed in both PCIe modes of NvmlSource: "background" (the sampler's: the PCIe round runs
 between polls) and "inline" (one-shot `specmon gpus`: the round runs in parallel inside the poll).
 `sequential_pcie_round_ms` against `parallel_pcie_round_ms` shows whether the driver lets PCIe calls
@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tui.gpu.nvml import NvmlSource  # noqa: E402
+from specmon.tui.gpu.nvml import NvmlSource  # noqa: E402
 
 TARGET_POLL_MS = 100.0
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.fake:
-        from tui.gpu.fake import FakeNvml
+        from specmon.tui.gpu.fake import FakeNvml
 
         module = FakeNvml.h200s(args.gpus, pcie_delay_s=args.pcie_delay_ms / 1000.0, serialized=args.serialized)
     else:

@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tui.presets import Preset, load_presets
-from tui.supervisor import ServerSupervisor, port_is_free
+from specmon.tui.presets import Preset, load_presets
+from specmon.tui.supervisor import ServerSupervisor, port_is_free
 
 SERVER = """
 import argparse, signal, socket, time
@@ -75,7 +75,7 @@ def main() -> int:
     cli = []
     for _ in range(n):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tui", "presets"], capture_output=True, check=True)  # noqa: S603
+        subprocess.run([sys.executable, "-m", "specmon.tui", "presets"], capture_output=True, check=True)  # noqa: S603
         cli.append(time.perf_counter() - t)
     print(f"`specmon presets` process: {median_ms(cli)}")
 

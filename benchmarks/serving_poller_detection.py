@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REPLAY = ROOT / "tests" / "serving_replay.py"
 sys.path.insert(0, str(ROOT))
 
-from tui.serving.poller import ServerPoller, ServerStatus  # noqa: E402
+from specmon.tui.serving.poller import ServerPoller, ServerStatus  # noqa: E402
 
 
 def start_replay(port: int = 0) -> tuple[subprocess.Popen[str], int]:
@@ -94,7 +94,7 @@ def main() -> int:
     for _ in range(3):
         started = time.monotonic()
         subprocess.run(
-            [sys.executable, "-m", "tui", "check", "--url", f"http://127.0.0.1:{port}"],
+            [sys.executable, "-m", "specmon.tui", "check", "--url", f"http://127.0.0.1:{port}"],
             cwd=ROOT,
             capture_output=True,
             check=False,

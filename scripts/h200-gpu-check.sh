@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prove specmon's GPU readings on a real NVIDIA GPU (an H200): run from the repository root on the device
-# machine. A PyTorch process holds about 20 GiB on GPU 0 and computes; meanwhile `python3 -m tui gpus
+# machine. A PyTorch process holds about 20 GiB on GPU 0 and computes; meanwhile `python3 -m specmon.tui gpus
 # --json` and nvidia-smi read the GPUs at the same moment, and the two are compared (memory, utilization,
 # processes and the load's own pid). Then benchmarks/nvml_poll.py times every NVML call and a full poll,
 # and the GPU pane, fed live readings, is saved as SVG. Everything goes under $OUT.
@@ -25,7 +25,7 @@ fi
 } >"$OUT/environment.txt" 2>&1
 nvidia-smi >"$OUT/nvidia-smi-before.txt" 2>&1
 nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1
-python3 -m tui gpus --json >"$OUT/specmon-gpus-idle.json" 2>"$OUT/specmon-gpus-idle.err"
+python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus-idle.json" 2>"$OUT/specmon-gpus-idle.err"
 
 rm -f "$OUT/load.ready"
 python3 scripts/h200_gpu_check.py load --gib 20 --seconds 150 --ready "$OUT/load.ready" >"$OUT/load.log" 2>&1 &
@@ -42,7 +42,7 @@ fi
 sleep 5  # utilization is averaged over the last sample period: let it settle at the load's level
 
 # The same moment: all three readers start together.
-python3 -m tui gpus --json >"$OUT/specmon-gpus.json" 2>"$OUT/specmon-gpus.err" &
+python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus.json" 2>"$OUT/specmon-gpus.err" &
 P1=$!
 nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,utilization.memory,power.draw,power.limit,temperature.gpu,clocks.sm,clocks.mem \
     --format=csv >"$OUT/nvidia-smi-gpu.csv" 2>&1 &
@@ -53,7 +53,7 @@ wait "$P1" "$P2" "$P3"
 nvidia-smi --query-gpu=index,clocks_event_reasons.active --format=csv >"$OUT/nvidia-smi-clock-events.csv" 2>&1 \
     || nvidia-smi --query-gpu=index,clocks_throttle_reasons.active --format=csv >"$OUT/nvidia-smi-clock-events.csv" 2>&1
 
-python3 -m tui gpus >"$OUT/specmon-gpus.txt" 2>&1
+python3 -m specmon.tui gpus >"$OUT/specmon-gpus.txt" 2>&1
 python3 scripts/h200_gpu_check.py compare "$OUT" >"$OUT/compare.log" 2>&1
 echo "compare exit $?" >>"$OUT/compare.log"
 
@@ -64,7 +64,7 @@ python3 scripts/h200_gpu_check.py screenshot "$OUT" --seconds 20 >"$OUT/screensh
 kill "$LOAD_PID" 2>/dev/null
 wait "$LOAD_PID" 2>/dev/null
 sleep 2
-python3 -m tui gpus --json >"$OUT/specmon-gpus-after.json" 2>&1
+python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus-after.json" 2>&1
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv >"$OUT/nvidia-smi-apps-after.csv" 2>&1
 echo "done: $(ls "$OUT" | tr '\n' ' ')"
 cat "$OUT/compare.log"

@@ -142,7 +142,7 @@ def pane_svg(size: tuple[int, int], snapshots: list, title: str = SCREENSHOT_TIT
     """The GpuPane alone at `size`, fed `snapshots` in turn, as an SVG screenshot."""
     from textual.app import App, ComposeResult
 
-    from widgets.gpu_pane import GpuPane
+    from specmon.widgets.gpu_pane import GpuPane
 
     class PaneApp(App):
         def compose(self) -> ComposeResult:
@@ -162,7 +162,7 @@ def pane_svg(size: tuple[int, int], snapshots: list, title: str = SCREENSHOT_TIT
 
 
 def screenshot(args: argparse.Namespace) -> int:
-    from tui.gpu.nvml import NvmlSource
+    from specmon.tui.gpu.nvml import NvmlSource
 
     out = Path(args.out)
     source = NvmlSource()
@@ -181,7 +181,7 @@ def screenshot(args: argparse.Namespace) -> int:
 def replay_screenshot(args: argparse.Namespace) -> int:
     import copy
 
-    from tui.gpu.model import GpuSnapshot
+    from specmon.tui.gpu.model import GpuSnapshot
 
     def load(path: str) -> GpuSnapshot:
         return GpuSnapshot.from_json(json.loads(Path(path).read_text()))

@@ -36,7 +36,7 @@ GPU_READING = ROOT / "tests" / "fixtures" / "gpu" / "h200-real-torch-20g.json"
 
 
 async def shoot(name: str, factory, size: tuple[int, int], press: tuple[str, ...] = ()) -> Path:
-    from tui.gpu.model import GpuSnapshot
+    from specmon.tui.gpu.model import GpuSnapshot
 
     app = factory()
     async with app.run_test(size=size) as pilot:
@@ -65,7 +65,7 @@ def gpu_pane_shots():
     """(name, snapshots, size) for the GPU pane screenshots."""
     from test_gpu_pane import load, replay
 
-    from tui.gpu.model import GpuSnapshot
+    from specmon.tui.gpu.model import GpuSnapshot
 
     reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
               "the GPU driver libraries")
@@ -81,7 +81,7 @@ def shoot_demo(seconds: float) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
         subprocess.run(  # noqa: S603 (a fixed argv: this interpreter running specmon)
-            [sys.executable, "-m", "tui", "demo", "--headless", "--speed", "10", "--duration", str(seconds),
+            [sys.executable, "-m", "specmon.tui", "demo", "--headless", "--speed", "10", "--duration", str(seconds),
              "--screenshot", str(target)],
             env=env, check=True, timeout=seconds + 60,
         )

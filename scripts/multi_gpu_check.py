@@ -317,13 +317,13 @@ class ThreadNotingSource:
 def screenshot(args: argparse.Namespace) -> int:
     from textual.app import App, ComposeResult
 
-    from tui.gpu.nvml import NvmlSource
-    from tui.gpu.sampler import GpuSampler
-    from tui.messages import GpuSampled
-    from widgets.gpu_pane import GpuPane
+    from specmon.tui.gpu.nvml import NvmlSource
+    from specmon.tui.gpu.sampler import GpuSampler
+    from specmon.tui.messages import GpuSampled
+    from specmon.widgets.gpu_pane import GpuPane
 
     if args.fake:
-        from tui.gpu.fake import FakeNvml
+        from specmon.tui.gpu.fake import FakeNvml
 
         source = ThreadNotingSource(NvmlSource(FakeNvml.h200s(args.fake, pcie_delay_s=0.02)))
     else:

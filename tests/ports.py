@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from tui.supervisor import port_is_free
+from specmon.tui.supervisor import port_is_free
 
 
 def free_port() -> int:

@@ -23,10 +23,10 @@ from ports import free_port
 from textual.widgets import Label, ProgressBar, Tabs
 from textual.widgets._footer import FooterKey
 
-from tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
-from tui.gpu.model import GpuSnapshot
-from tui.messages import GpuSampled
-from widgets.server_pane import latest_capture
+from specmon.tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
+from specmon.tui.gpu.model import GpuSnapshot
+from specmon.tui.messages import GpuSampled
+from specmon.widgets.server_pane import latest_capture
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
 READY_LOG = "h200-0.5.16-standalone-ready.log"

@@ -31,7 +31,7 @@ def _emulators(marker: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "tui.emulator" in cmdline and marker in cmdline:
+        if "specmon.tui.emulator" in cmdline and marker in cmdline:
             found.append(proc)
     return found
 
@@ -40,7 +40,7 @@ def _demo_argv(tmp_path, marker: str, *extra: str) -> list[str]:
     (tmp_path / "presets").mkdir()
     (tmp_path / "presets" / f"{marker}.toml").write_text(DEMO_PRESET.format(name=marker))
     return [
-        sys.executable, "-m", "tui", "demo", "--presets", str(tmp_path / "presets"), "--preset", marker,
+        sys.executable, "-m", "specmon.tui", "demo", "--presets", str(tmp_path / "presets"), "--preset", marker,
         "--speed", "20", *extra,
     ]
 
@@ -98,7 +98,7 @@ def test_headless_monitor_attaches_to_a_running_server_and_its_log(tmp_path):
         log = tmp_path / "server.log"
         log.write_bytes((LOGS / "h200-0.5.16-standalone-ready.log").read_bytes().split(b"SIGTERM received")[0])
         shot = tmp_path / "monitor.svg"
-        argv = [sys.executable, "-m", "tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
+        argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
                 "--headless", "--duration", "3", "--screenshot", str(shot)]
         env = {**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"}
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
@@ -124,7 +124,7 @@ def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(head)
     mid, ready = tmp_path / "mid.svg", tmp_path / "ready.svg"
-    argv = [sys.executable, "-m", "tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
+    argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
             "--headless", "--duration", "60", "--screenshot-at", f"capture:{mid}",
             "--screenshot-at", f"ready:{ready}", "--exit-on", "ready,failed"]
     monitor = subprocess.Popen(argv, env={**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"},
@@ -154,7 +154,7 @@ def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
 
 
 def test_screenshot_at_rejects_an_unknown_event(tmp_path):
-    argv = [sys.executable, "-m", "tui", "monitor", "--url", "http://127.0.0.1:9", "--headless",
+    argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", "http://127.0.0.1:9", "--headless",
             "--screenshot-at", f"booting:{tmp_path / 'x.svg'}"]
     done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "EVENT:PATH" in done.stderr
@@ -162,7 +162,7 @@ def test_screenshot_at_rejects_an_unknown_event(tmp_path):
 
 def test_an_unknown_preset_is_refused_before_anything_starts(tmp_path):
     for command in (["demo"], ["monitor", "--url", "http://127.0.0.1:9"]):
-        argv = [sys.executable, "-m", "tui", *command, "--preset", "no-such-preset", "--headless", "--duration", "1"]
+        argv = [sys.executable, "-m", "specmon.tui", *command, "--preset", "no-such-preset", "--headless", "--duration", "1"]
         done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
         assert done.returncode == 2, done.stderr
         assert "no preset named 'no-such-preset' (see `specmon presets`)" in done.stderr

@@ -7,10 +7,10 @@ import sys
 from app_harness import screen_text, wait_for
 from ports import free_port
 
-from tui.app import AppConfig, SpecmonApp
-from tui.presets import Preset
-from tui.screens.preset_picker import PresetPicker
-from tui.supervisor import ServerSupervisor
+from specmon.tui.app import AppConfig, SpecmonApp
+from specmon.tui.presets import Preset
+from specmon.tui.screens.preset_picker import PresetPicker
+from specmon.tui.supervisor import ServerSupervisor
 
 CHILD = (
     "import sys, time\n"

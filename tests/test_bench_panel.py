@@ -8,9 +8,9 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
-from tui.bench.model import BenchProgress
-from tui.bench.results import ResultStore
-from widgets.bench_panel import BenchPanel, downsample
+from specmon.tui.bench.model import BenchProgress
+from specmon.tui.bench.results import ResultStore
+from specmon.widgets.bench_panel import BenchPanel, downsample
 
 RECORDED = Path(__file__).parent / "fixtures" / "bench"
 
@@ -110,8 +110,8 @@ def test_snapshot(snap_compare, size):
 
 
 async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
-    from tui.bench.loopback import LoopbackConfig, LoopbackServer
-    from tui.bench.run import BenchRun, RunSettings
+    from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
+    from specmon.tui.bench.run import BenchRun, RunSettings
 
     with LoopbackServer(LoopbackConfig(fail_status=500)) as server:
         bench = BenchRun(server.url, "broken", RunSettings(requests=6, max_new_tokens=8, warmup=0),

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from ports import free_port
 
-from tui.bench.loopback import LoopbackConfig, LoopbackServer
-from tui.bench.stream import error_message, stream_generate
-from tui.serving.client import generate_payload
+from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
+from specmon.tui.bench.stream import error_message, stream_generate
+from specmon.tui.serving.client import generate_payload
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tui.emulator.launch_args import SpeculativeArgsError, capture_batch_sizes, parse_launch_args, public_args
-from tui.emulator.sglang_log import tqdm_frame
-from tui.emulator.speed_model import SpecShape, SpeedModel, TextModel, acceptance_rng
+from specmon.tui.emulator.launch_args import SpeculativeArgsError, capture_batch_sizes, parse_launch_args, public_args
+from specmon.tui.emulator.sglang_log import tqdm_frame
+from specmon.tui.emulator.speed_model import SpecShape, SpeedModel, TextModel, acceptance_rng
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 FRAME = re.compile(

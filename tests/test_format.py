@@ -1,10 +1,10 @@
-"""tui.format: the one duration formatter of the headless commands (and, later, the widgets)."""
+"""specmon.tui.format: the one duration formatter of the headless commands (and, later, the widgets)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tui.format import format_seconds
+from specmon.tui.format import format_seconds
 
 
 @pytest.mark.parametrize(

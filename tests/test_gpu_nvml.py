@@ -8,9 +8,9 @@ import psutil
 import pynvml
 import pytest
 
-from tui.gpu.fake import MIB, FakeGpu, FakeNvml
-from tui.gpu.nvml import NvmlSource
-from tui.gpu.processes import ProcessInspector
+from specmon.tui.gpu.fake import MIB, FakeGpu, FakeNvml
+from specmon.tui.gpu.nvml import NvmlSource
+from specmon.tui.gpu.processes import ProcessInspector
 
 
 def source_for(fake, **kwargs):

@@ -8,9 +8,9 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Label, Static
 
-from tui.gpu.model import GpuProcess, GpuSnapshot
-from widgets.gpu_pane import DETAIL_INFO_LINES, GpuPane, GpuRow
-from widgets.gpu_trend import TrendChart, bar_lines, columns
+from specmon.tui.gpu.model import GpuProcess, GpuSnapshot
+from specmon.widgets.gpu_pane import DETAIL_INFO_LINES, GpuPane, GpuRow
+from specmon.widgets.gpu_trend import TrendChart, bar_lines, columns
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
-from tui.gpu.model import GpuSnapshot
-from widgets.gpu_pane import GpuPane, GpuRow
+from specmon.tui.gpu.model import GpuSnapshot
+from specmon.widgets.gpu_pane import GpuPane, GpuRow
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from serving_replay import ReplayServer
 
-from tui.gpu.demo import DemoGpuSource
-from tui.gpu.fake import FakeNvml
-from tui.gpu.model import GpuReading, GpuSnapshot
-from tui.gpu.nvml import NvmlSource
-from tui.gpu.processes import ProcessInspector
-from tui.gpu.sampler import GpuSampler
+from specmon.tui.gpu.demo import DemoGpuSource
+from specmon.tui.gpu.fake import FakeNvml
+from specmon.tui.gpu.model import GpuReading, GpuSnapshot
+from specmon.tui.gpu.nvml import NvmlSource
+from specmon.tui.gpu.processes import ProcessInspector
+from specmon.tui.gpu.sampler import GpuSampler
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

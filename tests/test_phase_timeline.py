@@ -6,8 +6,8 @@ import pytest
 from app_harness import READY_LOG, fixture_bytes
 from textual.app import App
 
-from tui.logs.tracker import StartupTracker
-from widgets.phase_timeline import PhaseTimeline, phase_labels
+from specmon.tui.logs.tracker import StartupTracker
+from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
 
 
 def _ready_phases():

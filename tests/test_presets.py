@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from presets import BUILTIN_DIR
-from tui.presets import (
+from specmon.presets import BUILTIN_DIR
+from specmon.tui.presets import (
     DEFAULT_LAUNCHER,
     DEFAULT_PORT,
     BenchSettings,
@@ -94,7 +94,7 @@ def test_demo_presets_run_the_emulator_with_the_real_presets_flags():
     assert loaded.default_demo().name == "demo-eagle3-10"
     for demo in demos:
         argv = demo.argv()
-        assert argv[:3] == [sys.executable, "-m", "tui.emulator"]
+        assert argv[:3] == [sys.executable, "-m", "specmon.tui.emulator"]
         assert demo.port == 30000
         real = loaded.presets[demo.name.removeprefix("demo-")]
         assert demo.speculative.effective_draft_tokens == real.speculative.effective_draft_tokens
@@ -109,12 +109,12 @@ def test_builtin_tomls_are_package_data():
     if not installed:  # the editable dev install imports the source tree
         pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
         package_data = pyproject["tool"]["setuptools"]["package-data"]
-        assert "*.toml" in package_data["presets"]
-        assert "presets" in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+        assert "*.toml" in package_data["specmon.presets"]
+        assert "specmon.presets" in pyproject["tool"]["setuptools"]["packages"]
     else:
-        dist = next(metadata.distributions(name="specmon", path=[str(BUILTIN_DIR.parent)]))
+        dist = next(metadata.distributions(name="specmon", path=[str(BUILTIN_DIR.parents[1])]))
         shipped = {str(f) for f in dist.files or ()}
-        assert {f"presets/{name}" for name in tomls} <= shipped
+        assert {f"specmon/presets/{name}" for name in tomls} <= shipped
 
 
 # ------------------------------------------------------------------------------------------------- argv
@@ -123,7 +123,7 @@ def test_builtin_tomls_are_package_data():
 def test_argv_flag_forms_and_python_placeholder():
     preset = Preset(
         name="x",
-        launcher=("{python}", "-m", "tui.emulator"),
+        launcher=("{python}", "-m", "specmon.tui.emulator"),
         args={
             "model-path": "/m",
             "tp-size": 8,
@@ -136,7 +136,7 @@ def test_argv_flag_forms_and_python_placeholder():
         },
     )
     assert preset.argv() == [
-        sys.executable, "-m", "tui.emulator",
+        sys.executable, "-m", "specmon.tui.emulator",
         "--model-path", "/m", "--tp-size", "8", "--mem-fraction-static", "0.85", "--trust-remote-code",
         "--cuda-graph-bs", "1", "2", "4", "--port", "30000",
     ]  # fmt: skip
@@ -333,7 +333,7 @@ def test_any_mix_of_files_never_raises_and_errors_point_into_the_file(tmp_path_f
 @pytest.mark.parametrize("name", sorted(BUILTIN_NAMES | DEMO_NAMES))
 def test_builtin_flags_are_sglang_flags_and_keep_their_draft_tokens(name):
     """The emulator parses flags with SGLang 0.5.16's own flag list and speculative rules."""
-    from tui.emulator.launch_args import parse_launch_args
+    from specmon.tui.emulator.launch_args import parse_launch_args
 
     preset = load_presets(user_dir=None).presets[name]
     launch = parse_launch_args(preset.argv()[len(preset.launcher) :])
@@ -344,7 +344,7 @@ def test_builtin_flags_are_sglang_flags_and_keep_their_draft_tokens(name):
 
 
 def test_the_emulator_check_sees_a_rewritten_draft_token_count():
-    from tui.emulator.launch_args import parse_launch_args
+    from specmon.tui.emulator.launch_args import parse_launch_args
 
     sloppy = load_presets(user_dir=None).presets["eagle3-16"]
     sloppy = Preset(name="sloppy", args={**sloppy.args, "speculative-num-steps": 1})
@@ -354,7 +354,7 @@ def test_the_emulator_check_sees_a_rewritten_draft_token_count():
 
 
 def test_a_flag_sglang_does_not_know_is_caught_by_that_check():
-    from tui.emulator.launch_args import parse_launch_args
+    from specmon.tui.emulator.launch_args import parse_launch_args
 
     preset = Preset(name="typo", args={"model-path": "/m", "num-speculative-tokens": 16})
     with pytest.raises(SystemExit) as exited:

@@ -1,4 +1,4 @@
-"""tui.private_files on real files: 0700 directories, 0600 files, no symlinks followed."""
+"""specmon.tui.private_files on real files: 0700 directories, 0600 files, no symlinks followed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from tui.private_files import make_private_dir, open_private_file
+from specmon.tui.private_files import make_private_dir, open_private_file
 
 
 def mode(path) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from app_harness import fixture_bytes
 
-from tui.logs.tracker import StartupTracker
-from widgets.server_facts import startup_rows
+from specmon.tui.logs.tracker import StartupTracker
+from specmon.widgets.server_facts import startup_rows
 
 
 def _rows(log: str, until: str | None = None) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 from ports import free_port
 from serving_replay import API_FIXTURES, ReplayServer, first_stream
 
-from tui.serving.client import (
+from specmon.tui.serving.client import (
     AuthenticationFailed,
     SGLangClient,
     SGLangError,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from serving_replay import API_FIXTURES
 
-from tui.serving.metrics import MetricsSnapshot, delta, parse_metrics
+from specmon.tui.serving.metrics import MetricsSnapshot, delta, parse_metrics
 
 LABELS_0523 = 'engine_type="unified",model_name="m"'
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from serving_replay import ReplayServer
 
-from tui.serving.poller import ServerPoller, ServerStatus
+from specmon.tui.serving.poller import ServerPoller, ServerStatus
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
 

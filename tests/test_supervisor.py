@@ -17,8 +17,8 @@ import psutil
 import pytest
 from ports import free_port
 
-from tui.presets import Preset
-from tui.supervisor import (
+from specmon.tui.presets import Preset
+from specmon.tui.supervisor import (
     PortInUseError,
     ServerSupervisor,
     SupervisorError,

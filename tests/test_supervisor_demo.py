@@ -10,8 +10,8 @@ import httpx
 import pytest
 from ports import free_port_pair
 
-from tui.presets import load_presets
-from tui.supervisor import ServerSupervisor, port_is_free
+from specmon.tui.presets import load_presets
+from specmon.tui.supervisor import ServerSupervisor, port_is_free
 
 pytestmark = pytest.mark.timeout(90)
 

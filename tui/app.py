@@ -17,9 +17,9 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from tui.app_feed import LogFeed, follow_log
-from tui.logs.model import ServerBecameReady, StartupFailed
-from tui.messages import (
+from specmon.tui.app_feed import LogFeed, follow_log
+from specmon.tui.logs.model import ServerBecameReady, StartupFailed
+from specmon.tui.messages import (
     BenchFinished,
     BenchProgressed,
     GpuSampled,
@@ -27,8 +27,8 @@ from tui.messages import (
     SanityChecked,
     ServerStatusChanged,
 )
-from tui.screens.main import MainScreen
-from widgets.server_pane import ServerPane, latest_capture
+from specmon.tui.screens.main import MainScreen
+from specmon.widgets.server_pane import ServerPane, latest_capture
 
 TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -43,7 +43,7 @@ class AppConfig:
     url: str
     log_path: str | None = None
     preset: Any = None
-    """The running server's preset (``tui.presets.Preset``), when known."""
+    """The running server's preset (``specmon.tui.presets.Preset``), when known."""
     presets: dict[str, Any] = field(default_factory=dict)
     """Presets offered for switching (only used with a supervisor)."""
     supervisor: Any = None
@@ -259,7 +259,7 @@ class SpecmonApp(App[int]):
         follow_log(path, self.feed, stop)
 
     def _start_poller(self) -> None:
-        from tui.serving.poller import ServerPoller
+        from specmon.tui.serving.poller import ServerPoller
 
         self._poller = ServerPoller(
             self.config.url,
@@ -271,7 +271,7 @@ class SpecmonApp(App[int]):
         self._poller.start()
 
     def _start_gpu_sampler(self) -> None:
-        from tui.gpu.sampler import GpuSampler
+        from specmon.tui.gpu.sampler import GpuSampler
 
         self._gpu_sampler = GpuSampler(
             self.config.gpu_source, interval_s=1.0, on_sample=lambda s: self.post_message(GpuSampled(s))
@@ -493,7 +493,7 @@ class SpecmonApp(App[int]):
 
     @work(exclusive=True, group="sanity", exit_on_error=False)
     async def _sanity_check(self) -> None:
-        from tui.serving.client import SGLangClient, SGLangError
+        from specmon.tui.serving.client import SGLangClient, SGLangError
 
         try:
             async with SGLangClient(self.config.url, api_key=self.config.api_key, timeout=30.0) as client:
@@ -550,7 +550,7 @@ class SpecmonApp(App[int]):
         if self.config.supervisor is None or not self.config.presets:
             self.notify("Preset switching needs a server specmon launched (specmon demo)", severity="warning")
             return
-        from tui.screens.preset_picker import PresetPicker
+        from specmon.tui.screens.preset_picker import PresetPicker
 
         current = self.preset.name if self.preset is not None else None
         self.push_screen(PresetPicker(self.config.presets, current), self._preset_picked)
@@ -589,7 +589,7 @@ class SpecmonApp(App[int]):
         if self.bench_running:
             self.notify("A benchmark is already running", severity="warning")
             return
-        from tui.bench.run import BenchRun
+        from specmon.tui.bench.run import BenchRun
 
         preset = self.preset
         settings = getattr(preset, "bench", None)

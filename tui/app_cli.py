@@ -27,7 +27,7 @@ def headless_size() -> tuple[int, int]:
 
 def _free_port_pair() -> int:
     """A port P with P and P+1 free on 127.0.0.1 (the emulator serves its GPUs on P+1)."""
-    from tui.supervisor import port_is_free
+    from specmon.tui.supervisor import port_is_free
 
     for _ in range(50):
         with socket.socket() as probe:
@@ -43,7 +43,7 @@ def demo_log_dir() -> Path:
     parents it creates)."""
     from platformdirs import user_state_dir
 
-    from tui.private_files import make_private_dir
+    from specmon.tui.private_files import make_private_dir
 
     return make_private_dir(Path(user_state_dir("specmon")) / "demo")
 
@@ -63,7 +63,7 @@ def milestone_screenshots(specs: list[str]) -> dict[str, str]:
 
 
 def _run_app(config, args: argparse.Namespace) -> int:
-    from tui.app import SpecmonApp
+    from specmon.tui.app import SpecmonApp
 
     if args.headless:
         config.exit_after_s = args.duration
@@ -88,15 +88,15 @@ def _named_preset(preset_set, name: str):
 
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
-    from tui.app import AppConfig
-    from tui.gpu.nvml import NvmlSource
-    from tui.serving.client import normalize_base_url, resolve_api_key
+    from specmon.tui.app import AppConfig
+    from specmon.tui.gpu.nvml import NvmlSource
+    from specmon.tui.serving.client import normalize_base_url, resolve_api_key
 
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
     preset = None
     if args.preset:
-        from tui.presets import load_presets
+        from specmon.tui.presets import load_presets
 
         preset = _named_preset(load_presets(args.presets), args.preset)
         if preset is None:
@@ -126,10 +126,10 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
-    from tui.app import AppConfig
-    from tui.gpu.demo import DemoGpuSource
-    from tui.presets import load_presets
-    from tui.supervisor import ServerSupervisor
+    from specmon.tui.app import AppConfig
+    from specmon.tui.gpu.demo import DemoGpuSource
+    from specmon.tui.presets import load_presets
+    from specmon.tui.supervisor import ServerSupervisor
 
     preset_set = load_presets(args.presets)
     demos = {p.name: _with_speed(p, args.speed) for p in preset_set.demo_presets()}

@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tui.logs.model import LineKind, StartupState, TrackerEvent
-from tui.logs.tracker import StartupTracker
+from specmon.tui.logs.model import LineKind, StartupState, TrackerEvent
+from specmon.tui.logs.tracker import StartupTracker
 
 
 @dataclass
@@ -111,7 +111,7 @@ def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: 
 
     Runs on a worker thread; a ``reset()`` of the feed makes the rest of this follower's lines ignored.
     """
-    from tui.logs.follower import follow
+    from specmon.tui.logs.follower import follow
 
     generation = feed.generation
     follow(path, lambda items: feed.feed(items, generation), stop_event, interval=interval, from_start=True)
@@ -122,7 +122,7 @@ def feed_text(feed: LogFeed, data: bytes, final: bool = True) -> None:
 
     ``final=False`` leaves an incomplete last line unsaid, as a live follower would.
     """
-    from tui.logs.follower import LineSplitter
+    from specmon.tui.logs.follower import LineSplitter
 
     splitter = LineSplitter()
     items = splitter.feed(data)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from presets import BUILTIN_DIR
+from specmon.presets import BUILTIN_DIR
 
 ArgValue = str | int | float | bool | list[str | int | float]
 

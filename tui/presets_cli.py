@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TextIO
 
-from tui.presets import Preset, PresetSet, load_presets
+from specmon.tui.presets import Preset, PresetSet, load_presets
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import psutil
 
-from tui.presets import Preset
-from tui.private_files import make_private_dir, open_private_file
+from specmon.tui.presets import Preset
+from specmon.tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05
 

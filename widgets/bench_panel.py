@@ -12,10 +12,10 @@ from textual.events import Resize
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from tui.bench.compare import Comparison, compare_all
-from tui.bench.model import BenchProgress, BenchResult
-from tui.bench.report import describe_progress, fmt, fmt_range, run_figures
-from widgets.gpu_trend import columns
+from specmon.tui.bench.compare import Comparison, compare_all
+from specmon.tui.bench.model import BenchProgress, BenchResult
+from specmon.tui.bench.report import describe_progress, fmt, fmt_range, run_figures
+from specmon.widgets.gpu_trend import columns
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100

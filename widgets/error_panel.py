@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from widgets.phase_timeline import PHASE_LABELS
+from specmon.widgets.phase_timeline import PHASE_LABELS
 
 
 class ErrorPanel(Static):
@@ -14,7 +14,7 @@ class ErrorPanel(Static):
     _shown: tuple | None = ("unset",)
 
     def show(self, error) -> None:
-        """Show a ``tui.logs.model.StartupError`` (or hide when None); a no-op when it did not change."""
+        """Show a ``specmon.tui.logs.model.StartupError`` (or hide when None); a no-op when it did not change."""
         key = (error.kind, error.message, error.phase, error.hint) if error is not None else None
         if key == self._shown:
             return

@@ -19,9 +19,9 @@ from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, Static
 
-from tui.gpu import format as fmt
-from tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
-from widgets.gpu_trend import TrendChart
+from specmon.tui.gpu import format as fmt
+from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+from specmon.widgets.gpu_trend import TrendChart
 
 COMPACT_FROM = 8
 WIDE_FROM = 120  # columns from which rows keep a fixed width and the trends take the rest

@@ -12,7 +12,7 @@ from textual.style import Style
 from textual.visual import RenderOptions, Visual
 from textual.widgets import Static
 
-from tui.format import format_seconds
+from specmon.tui.format import format_seconds
 
 PHASE_LABELS = {
     "server_args": "args",
@@ -80,7 +80,7 @@ class PhaseRow(Visual):
 
 
 class PhaseTimeline(Static):
-    """Renders a list of ``tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ verify graphs 3.0s``."""
+    """Renders a list of ``specmon.tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ verify graphs 3.0s``."""
 
     _shown: tuple | None = ("unset",)
     row: PhaseRow | None = None

@@ -6,11 +6,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input
 
-from widgets.capture_progress import CaptureProgress
-from widgets.error_panel import ErrorPanel
-from widgets.log_view import LogView
-from widgets.phase_timeline import PhaseTimeline, phase_labels
-from widgets.server_facts import ServerFacts, startup_rows
+from specmon.widgets.capture_progress import CaptureProgress
+from specmon.widgets.error_panel import ErrorPanel
+from specmon.widgets.log_view import LogView
+from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
+from specmon.widgets.server_facts import ServerFacts, startup_rows
 
 
 def latest_capture(state):

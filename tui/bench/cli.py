@@ -7,16 +7,16 @@ import json
 import sys
 from typing import Any
 
-from tui.bench.model import BenchProgress, BenchResult
-from tui.bench.report import accept_bound, describe_progress, fmt, fmt_range
-from tui.bench.run import BenchRun, RunSettings
+from specmon.tui.bench.model import BenchProgress, BenchResult
+from specmon.tui.bench.report import accept_bound, describe_progress, fmt, fmt_range
+from specmon.tui.bench.run import BenchRun, RunSettings
 
 
 def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     """The run's settings: the preset's [bench] table (when --preset names one), then the flags."""
     base = RunSettings()
     if args.preset:
-        from tui.presets import load_presets
+        from specmon.tui.presets import load_presets
 
         preset = load_presets(args.presets or ()).get(args.preset)
         if preset is not None:
@@ -111,8 +111,8 @@ def format_result(result: BenchResult, saved_to: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
-    from tui.bench.prompts import PromptError, load_prompts
-    from tui.serving.client import resolve_api_key
+    from specmon.tui.bench.prompts import PromptError, load_prompts
+    from specmon.tui.serving.client import resolve_api_key
 
     try:
         api_key = resolve_api_key(args.api_key_file)
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _gpu_sampler() -> Any:
     """A running GpuSampler on this machine's NVML (to flag throttling), or None where NVML is absent."""
-    from tui.gpu.sampler import GpuSampler, NvmlSource
+    from specmon.tui.gpu.sampler import GpuSampler, NvmlSource
 
     source = NvmlSource(pcie="off")
     if not source.read().available:

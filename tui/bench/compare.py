@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.bench.model import BenchResult
-from tui.bench.stats import paired_speedup
+from specmon.tui.bench.model import BenchResult
+from specmon.tui.bench.stats import paired_speedup
 
 DIVERGENCE_TOLERANCE_WORDS = 4
 

@@ -79,7 +79,7 @@ def load_prompts(spec: str = DEFAULT_PROMPTS) -> list[Prompt]:
         name = spec[len(BUILTIN_PREFIX) :]
         if name not in BUILTIN_SETS:
             raise PromptError(f"unknown built-in prompt set {spec!r} (known: builtin:{', builtin:'.join(BUILTIN_SETS)})")
-        text = resources.files("tui.bench").joinpath(BUILTIN_SETS[name]).read_text(encoding="utf-8")
+        text = resources.files("specmon.tui.bench").joinpath(BUILTIN_SETS[name]).read_text(encoding="utf-8")
         return parse_prompts(text, spec)
     path = Path(spec).expanduser()
     try:

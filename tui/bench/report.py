@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tui.bench.compare import Comparison
-from tui.bench.model import BenchProgress, BenchResult
+from specmon.tui.bench.compare import Comparison
+from specmon.tui.bench.model import BenchProgress, BenchResult
 
 FIGURE_COLUMNS = (
     "run_id", "preset", "status", "started", "requests_ok", "requests_failed",

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tui.bench.model import BenchResult, RequestResult
-from tui.private_files import make_private_dir, open_private_file
+from specmon.tui.bench.model import BenchResult, RequestResult
+from specmon.tui.private_files import make_private_dir, open_private_file
 
 RESULTS_SUBDIR = "results"
 
@@ -101,7 +101,7 @@ class ResultStore:
 
 def read_run_file(path: Path) -> BenchResult:
     """A BenchResult from one run's JSONL file; a torn last line (a crash mid-write) is ignored."""
-    from tui.bench.stats import summarize
+    from specmon.tui.bench.stats import summarize
 
     result: BenchResult | None = None
     summary_record: dict[str, Any] | None = None

@@ -9,10 +9,10 @@ import json
 import sys
 from typing import Any
 
-from tui.bench.compare import compare_all
-from tui.bench.model import BenchResult
-from tui.bench.report import FIGURE_COLUMNS, fmt, fmt_range, run_figures
-from tui.bench.results import ResultStore
+from specmon.tui.bench.compare import compare_all
+from specmon.tui.bench.model import BenchResult
+from specmon.tui.bench.report import FIGURE_COLUMNS, fmt, fmt_range, run_figures
+from specmon.tui.bench.results import ResultStore
 
 TABLE_HEADERS = ("run", "preset", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms", "speedup", "flags")
 

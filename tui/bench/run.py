@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 
-from tui.bench.model import BenchProgress, BenchResult, RequestResult
-from tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
-from tui.bench.results import ResultStore
-from tui.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference, summarize
-from tui.bench.stream import stream_generate
-from tui.loop_thread import LoopThread
+from specmon.tui.bench.model import BenchProgress, BenchResult, RequestResult
+from specmon.tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
+from specmon.tui.bench.results import ResultStore
+from specmon.tui.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference, summarize
+from specmon.tui.bench.stream import stream_generate
+from specmon.tui.loop_thread import LoopThread
 
 __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSettings", "new_run_id"]
 
@@ -73,7 +73,7 @@ class BenchRun:
     `start()` runs it on a daemon thread; `cancel()` stops it (partial results are kept); `result` is the
     BenchResult (growing while it runs); `wait()` joins. `on_update(BenchProgress)` is called from the
     benchmark's thread, coalesced, so it must only hand the progress on (e.g. `post_message`).
-    With `gpu_sampler` (a running `tui.gpu.sampler.GpuSampler`) the GPUs' clocks and slowdowns over the
+    With `gpu_sampler` (a running `specmon.tui.gpu.sampler.GpuSampler`) the GPUs' clocks and slowdowns over the
     measured window are stored and a slowdown flags the run "throttled"; `note_gpu_throttle()` does the same
     by hand.
     """
@@ -94,7 +94,7 @@ class BenchRun:
         flush_retries: int = 5,
         flush_delay_s: float = 0.5,
     ) -> None:
-        from tui.serving.client import normalize_base_url
+        from specmon.tui.serving.client import normalize_base_url
 
         self.url = normalize_base_url(url)
         self.settings = RunSettings.of(settings)
@@ -247,7 +247,7 @@ class BenchRun:
             self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
-        from tui.serving.client import SGLangClient, SGLangError, http_client, spec_settings
+        from specmon.tui.serving.client import SGLangClient, SGLangError, http_client, spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
@@ -297,7 +297,7 @@ class BenchRun:
         self._dirty = True
 
     async def _flush(self, api: Any) -> bool:
-        from tui.serving.client import SGLangError
+        from specmon.tui.serving.client import SGLangError
 
         try:
             flushed = await api.flush_cache(retries=self._flush_retries, delay=self._flush_delay_s)
@@ -311,7 +311,7 @@ class BenchRun:
         return flushed
 
     async def _run_requests(self, http: httpx.AsyncClient, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
-        from tui.serving.client import generate_payload
+        from specmon.tui.serving.client import generate_payload
 
         queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
         for job in jobs:
@@ -347,8 +347,8 @@ class BenchRun:
 
     async def _cross_check(self, api: Any, before: Any, flushed: bool) -> None:
         """Compare the client's acceptance length with the server's own figures; >5% apart is flagged."""
-        from tui.serving.client import SGLangError, spec_settings
-        from tui.serving.metrics import delta
+        from specmon.tui.serving.client import SGLangError, spec_settings
+        from specmon.tui.serving.metrics import delta
 
         checks = self.result.cross_checks
         mismatches: dict[str, str] = {}
@@ -397,7 +397,7 @@ def server_label(spec: Any) -> str:
 
 
 async def _metrics_or_none(api: Any) -> Any:
-    from tui.serving.client import SGLangError
+    from specmon.tui.serving.client import SGLangError
 
     try:
         return await api.metrics()

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tui.bench.model import RequestResult
+from specmon.tui.bench.model import RequestResult
 
 UNSTABLE_REL_MAD = 0.10
 CROSS_CHECK_TOLERANCE = 0.05

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from tui.bench.model import RequestResult
-from tui.bench.stats import is_degenerate
+from specmon.tui.bench.model import RequestResult
+from specmon.tui.bench.stats import is_degenerate
 
 MAX_ERROR_CHARS = 300
 MAX_EVENT_BYTES = 16 * 1024 * 1024

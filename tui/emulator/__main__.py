@@ -1,4 +1,4 @@
-"""`python -m tui.emulator <SGLang flags>` (and `specmon emulate ...`): an SGLang server stand-in.
+"""`python -m specmon.tui.emulator <SGLang flags>` (and `specmon emulate ...`): an SGLang server stand-in.
 
 Startup log on stderr and access log on stdout, like SGLang; SGLang's HTTP API on --port once the emulated
 load is done; simulated GPUs as JSON on `--emulator-gpu-port` (default port+1) from the start.
@@ -13,14 +13,14 @@ import signal
 import sys
 import threading
 
-from tui.emulator.launch_args import (
+from specmon.tui.emulator.launch_args import (
     LaunchConfig,
     SpeculativeArgsError,
     _peek_family,
     parse_launch_args,
     print_launch_warning,
 )
-from tui.emulator.sglang_log import SGLangLogWriter
+from specmon.tui.emulator.sglang_log import SGLangLogWriter
 
 
 def _write_pre_log(log: SGLangLogWriter, entries: list[tuple[str, str]]) -> None:
@@ -48,12 +48,12 @@ def main(argv: list[str] | None = None, *, module_launch: bool = True) -> int:
 
 def serve(config: LaunchConfig) -> int:
     """The launch after argument parsing: startup log, then the HTTP API until SIGTERM/SIGINT."""
-    from tui.emulator.gpus import GpuEndpoint, SimulatedGpus
-    from tui.emulator.http_api import ServerState, SGLangHTTPServer
-    from tui.emulator.scheduler import EmulatedScheduler
-    from tui.emulator.speed_model import SpecShape, SpeedModel
-    from tui.emulator.startup import StartupFailed, StartupScript, die
-    from tui.emulator.warmup import run_warmup
+    from specmon.tui.emulator.gpus import GpuEndpoint, SimulatedGpus
+    from specmon.tui.emulator.http_api import ServerState, SGLangHTTPServer
+    from specmon.tui.emulator.scheduler import EmulatedScheduler
+    from specmon.tui.emulator.speed_model import SpecShape, SpeedModel
+    from specmon.tui.emulator.startup import StartupFailed, StartupScript, die
+    from specmon.tui.emulator.warmup import run_warmup
 
     args = config.server_args
     options = config.options
@@ -71,7 +71,7 @@ def serve(config: LaunchConfig) -> int:
         log.raw(f"specmon emulator: GPU endpoint unavailable on port {options.gpu_port}: {error.strerror}")
     metrics = None
     if args.get("enable_metrics"):
-        from tui.emulator.metrics import EmulatorMetrics
+        from specmon.tui.emulator.metrics import EmulatorMetrics
 
         metrics = EmulatorMetrics(str(args.get("served_model_name")))
     try:

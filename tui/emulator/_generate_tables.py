@@ -1,6 +1,6 @@
 """Regenerate sglang_tables.py from the real SGLang 0.5.16 fixtures (a developer tool, not imported at run time).
 
-Run from the repository root: `.venv/bin/python -m tui.emulator._generate_tables`.
+Run from the repository root: `.venv/bin/python -m specmon.tui.emulator._generate_tables`.
 """
 
 from __future__ import annotations

@@ -11,11 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from tui.emulator.launch_args import public_args
-from tui.emulator.metrics import EmulatorMetrics
-from tui.emulator.scheduler import EmulatedScheduler, GenRequest
-from tui.emulator.sglang_log import SGLangLogWriter
-from tui.emulator.speed_model import count_prompt_tokens
+from specmon.tui.emulator.launch_args import public_args
+from specmon.tui.emulator.metrics import EmulatorMetrics
+from specmon.tui.emulator.scheduler import EmulatedScheduler, GenRequest
+from specmon.tui.emulator.sglang_log import SGLangLogWriter
+from specmon.tui.emulator.speed_model import count_prompt_tokens
 
 FLUSH_BODY = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, "

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.emulator.sglang_tables import FLAG_USAGE, SERVER_ARGS_DEFAULTS
+from specmon.tui.emulator.sglang_tables import FLAG_USAGE, SERVER_ARGS_DEFAULTS
 
 NEW_PROG = "sglang serve"
 LEGACY_PROG = "launch_server.py"

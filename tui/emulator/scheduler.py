@@ -18,10 +18,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.emulator.gpus import SimulatedGpus
-from tui.emulator.metrics import EmulatorMetrics
-from tui.emulator.sglang_log import SGLangLogWriter
-from tui.emulator.speed_model import EOS_TOKEN_ID, SpeedModel, TextModel, acceptance_rng
+from specmon.tui.emulator.gpus import SimulatedGpus
+from specmon.tui.emulator.metrics import EmulatorMetrics
+from specmon.tui.emulator.sglang_log import SGLangLogWriter
+from specmon.tui.emulator.speed_model import EOS_TOKEN_ID, SpeedModel, TextModel, acceptance_rng
 
 PREFILL_BASE_S = 0.006
 PREFILL_PER_TOKEN_S = 0.00002

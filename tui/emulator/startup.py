@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tui.emulator.gpus import SimulatedGpus
-from tui.emulator.launch_args import LaunchConfig, capture_batch_sizes, public_args
-from tui.emulator.sglang_log import SGLangLogWriter, tqdm_frame
+from specmon.tui.emulator.gpus import SimulatedGpus
+from specmon.tui.emulator.launch_args import LaunchConfig, capture_batch_sizes, public_args
+from specmon.tui.emulator.sglang_log import SGLangLogWriter, tqdm_frame
 
 GIB = 1024**3
 PREFILL_NUM_TOKENS = [4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240,

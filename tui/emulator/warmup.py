@@ -9,7 +9,7 @@ import time
 import traceback
 import urllib.request
 
-from tui.emulator.http_api import ServerState
+from specmon.tui.emulator.http_api import ServerState
 
 WARMUP_BODY = {"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
 

@@ -13,9 +13,9 @@ import sys
 import time
 from typing import TextIO
 
-from tui.gpu import format as fmt
-from tui.gpu.model import GpuSnapshot
-from tui.gpu.nvml import NvmlSource
+from specmon.tui.gpu import format as fmt
+from specmon.tui.gpu.model import GpuSnapshot
+from specmon.tui.gpu.nvml import NvmlSource
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # with --watch on a terminal, each table replaces the last, like watch(1)
 

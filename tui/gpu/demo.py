@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from tui.gpu.model import GpuSnapshot
+from specmon.tui.gpu.model import GpuSnapshot
 
 
 class DemoGpuSource:

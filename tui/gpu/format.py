@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.gpu.model import GpuProcess, GpuReading
+from specmon.tui.gpu.model import GpuProcess, GpuReading
 
 NA = "N/A"
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from tui.gpu.model import MIB, GpuLink, GpuProcess, GpuReading, GpuSnapshot, decode_throttle_reasons
-from tui.gpu.processes import ProcessInspector
+from specmon.tui.gpu.model import MIB, GpuLink, GpuProcess, GpuReading, GpuSnapshot, decode_throttle_reasons
+from specmon.tui.gpu.processes import ProcessInspector
 
 # NVML return codes (nvml.h); fixed by the C API, so they are spelled out here rather than looked up.
 ERR_UNINITIALIZED = 1

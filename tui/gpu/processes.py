@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 import psutil
 
-from tui.gpu.model import GpuReading
+from specmon.tui.gpu.model import GpuReading
 
 
 class ProcessInspector:
@@ -23,7 +23,7 @@ class ProcessInspector:
 
     def __init__(self, container: Callable[[], bool] | None = None) -> None:
         if container is None:
-            from tui.gpu.nvml import in_container
+            from specmon.tui.gpu.nvml import in_container
 
             container = in_container
         self._container = container

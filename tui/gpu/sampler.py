@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from tui.gpu.demo import DemoGpuSource
-from tui.gpu.model import GpuReading, GpuSnapshot, GpuThrottle, GpuWindowSummary
-from tui.gpu.nvml import NvmlSource
+from specmon.tui.gpu.demo import DemoGpuSource
+from specmon.tui.gpu.model import GpuReading, GpuSnapshot, GpuThrottle, GpuWindowSummary
+from specmon.tui.gpu.nvml import NvmlSource
 
 __all__ = ["DemoGpuSource", "GpuSampler", "GpuSource", "NvmlSource"]
 

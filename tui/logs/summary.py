@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
-from tui.format import format_seconds
-from tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
-from tui.logs.model import (
+from specmon.tui.format import format_seconds
+from specmon.tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
+from specmon.tui.logs.model import (
     CaptureProgressed,
     PhaseChanged,
     ServerBecameReady,
@@ -30,7 +30,7 @@ from tui.logs.model import (
     TrackerEvent,
     WeightsProgressed,
 )
-from tui.logs.tracker import StartupTracker
+from specmon.tui.logs.tracker import StartupTracker
 
 FOLLOW_POLL_S = 0.1
 PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model

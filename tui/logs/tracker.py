@@ -8,9 +8,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tui.logs import formats as fmt
-from tui.logs.errors import TracebackReader, classify_exception, hint_for, precedence
-from tui.logs.model import (
+from specmon.tui.logs import formats as fmt
+from specmon.tui.logs.errors import TracebackReader, classify_exception, hint_for, precedence
+from specmon.tui.logs.model import (
     Capture,
     CaptureProgressed,
     KvPool,
@@ -29,7 +29,7 @@ from tui.logs.model import (
 )
 
 if TYPE_CHECKING:
-    from tui.logs.follower import LogItem
+    from specmon.tui.logs.follower import LogItem
 
 _STEADY = ("Decode batch", "Prefill batch")
 _INFERRED_ORDER = (("target", "target"), ("draft", "draft"), ("draft_extend", "draft"))

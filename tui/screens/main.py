@@ -9,10 +9,10 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Tab, Tabs
 
-from widgets.bench_panel import BenchPanel
-from widgets.gpu_pane import GpuPane
-from widgets.server_pane import ServerPane
-from widgets.status_header import StatusHeader
+from specmon.widgets.bench_panel import BenchPanel
+from specmon.widgets.gpu_pane import GpuPane
+from specmon.widgets.server_pane import ServerPane
+from specmon.widgets.status_header import StatusHeader
 
 PANES = ("server", "gpus", "bench")
 WIDE_COLUMNS = 160

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.serving.client import (
+from specmon.tui.serving.client import (
     AuthenticationFailed,
     GenerateResult,
     HealthStatus,
@@ -26,7 +26,7 @@ from tui.serving.client import (
     resolve_api_key,
     spec_settings,
 )
-from tui.serving.metrics import MetricsSnapshot, delta
+from specmon.tui.serving.metrics import MetricsSnapshot, delta
 
 CheckLevel = Literal["ok", "info", "warn", "fail"]
 
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     asked = None
     if args.preset:
-        from tui.presets import load_presets
+        from specmon.tui.presets import load_presets
 
         preset = load_presets(args.presets).get(args.preset)
         if preset is None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import httpx
 
-from tui.serving.metrics import MetricsSnapshot, parse_metrics
+from specmon.tui.serving.metrics import MetricsSnapshot, parse_metrics
 
 API_KEY_ENV = "SPECMON_API_KEY"
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tui.loop_thread import LoopThread
-from tui.serving.client import (
+from specmon.tui.loop_thread import LoopThread
+from specmon.tui.serving.client import (
     AuthenticationFailed,
     HealthState,
     SGLangClient,

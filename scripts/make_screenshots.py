@@ -63,9 +63,8 @@ async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
 
 def gpu_pane_shots():
     """(name, snapshots, size) for the GPU pane screenshots."""
-    from test_gpu_pane import load, replay
-
     from specmon.tui.gpu.model import GpuSnapshot
+    from test_gpu_pane import load, replay
 
     reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
               "the GPU driver libraries")

@@ -20,13 +20,12 @@ from app_harness import (
     wait_for,
 )
 from ports import free_port
-from textual.widgets import Label, ProgressBar, Tabs
-from textual.widgets._footer import FooterKey
-
 from specmon.tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.messages import GpuSampled
 from specmon.widgets.server_pane import latest_capture
+from textual.widgets import Label, ProgressBar, Tabs
+from textual.widgets._footer import FooterKey
 
 REPLAY = Path(__file__).parent / "serving_replay.py"
 READY_LOG = "h200-0.5.16-standalone-ready.log"

@@ -6,7 +6,6 @@ import sys
 
 from app_harness import screen_text, wait_for
 from ports import free_port
-
 from specmon.tui.app import AppConfig, SpecmonApp
 from specmon.tui.presets import Preset
 from specmon.tui.screens.preset_picker import PresetPicker

@@ -6,8 +6,13 @@ import json
 from collections import Counter
 
 import pytest
-
-from specmon.tui.bench.prompts import PromptError, load_prompts, parse_prompts, prompt_set_hash, render_messages
+from specmon.tui.bench.prompts import (
+    PromptError,
+    load_prompts,
+    parse_prompts,
+    prompt_set_hash,
+    render_messages,
+)
 
 
 def test_builtin_chat_set_is_about_forty_varied_prompts():

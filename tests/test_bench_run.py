@@ -8,7 +8,6 @@ import threading
 import time
 
 import pytest
-
 from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.tui.bench.prompts import Prompt
 from specmon.tui.bench.results import ResultStore

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from ports import free_port
 from serving_replay import ReplayServer
-
 from specmon.tui.cli import main
 
 

@@ -7,8 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from specmon.tui.emulator.launch_args import SpeculativeArgsError, capture_batch_sizes, parse_launch_args, public_args
+from specmon.tui.emulator.launch_args import (
+    SpeculativeArgsError,
+    capture_batch_sizes,
+    parse_launch_args,
+    public_args,
+)
 from specmon.tui.emulator.sglang_log import tqdm_frame
 from specmon.tui.emulator.speed_model import SpecShape, SpeedModel, TextModel, acceptance_rng
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from specmon.tui.format import format_seconds
 
 

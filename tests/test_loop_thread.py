@@ -6,7 +6,6 @@ import asyncio
 import threading
 
 import pytest
-
 from specmon.tui.loop_thread import LoopThread
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from specmon.presets import BUILTIN_DIR
 from specmon.tui.presets import (
     DEFAULT_LAUNCHER,

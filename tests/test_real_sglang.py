@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from serving_replay import ReplayServer
-
 from specmon.tui.format import format_seconds
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.logs.follower import LogFollower

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from ports import free_port
 from serving_replay import API_FIXTURES, ReplayServer, first_stream
-
 from specmon.tui.serving.client import (
     AuthenticationFailed,
     SGLangClient,

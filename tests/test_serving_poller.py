@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from serving_replay import ReplayServer
-
 from specmon.tui.serving.poller import ServerPoller, ServerStatus
 
 REPLAY = Path(__file__).parent / "serving_replay.py"

@@ -16,7 +16,6 @@ from pathlib import Path
 import psutil
 import pytest
 from ports import free_port
-
 from specmon.tui.presets import Preset
 from specmon.tui.supervisor import (
     PortInUseError,

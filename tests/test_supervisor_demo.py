@@ -9,7 +9,6 @@ from pathlib import Path
 import httpx
 import pytest
 from ports import free_port_pair
-
 from specmon.tui.presets import load_presets
 from specmon.tui.supervisor import ServerSupervisor, port_is_free
 

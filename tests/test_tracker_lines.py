@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-
 from specmon.tui.logs.errors import classify_exception, hint_for
 from specmon.tui.logs.formats import KNOWN_FLAGS, parse_prefix, suggest_flag
 from specmon.tui.logs.model import ERROR_KINDS, CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed

@@ -12,11 +12,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from textual import on, work
-from textual.app import App, SystemCommand
-from textual.binding import Binding
-from textual.screen import Screen
-
 from specmon.tui.app_feed import LogFeed, follow_log
 from specmon.tui.logs.model import ServerBecameReady, StartupFailed
 from specmon.tui.messages import (
@@ -29,6 +24,10 @@ from specmon.tui.messages import (
 )
 from specmon.tui.screens.main import MainScreen
 from specmon.widgets.server_pane import ServerPane, latest_capture
+from textual import on, work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
 
 TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -42,7 +42,6 @@ def demo_log_dir() -> Path:
     """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700, as are the
     parents it creates)."""
     from platformdirs import user_state_dir
-
     from specmon.tui.private_files import make_private_dir
 
     return make_private_dir(Path(user_state_dir("specmon")) / "demo")

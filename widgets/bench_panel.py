@@ -6,16 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from specmon.tui.bench.compare import Comparison, compare_all
+from specmon.tui.bench.model import BenchProgress, BenchResult
+from specmon.tui.bench.report import describe_progress, fmt, fmt_range, run_figures
+from specmon.widgets.gpu_trend import columns
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
-
-from specmon.tui.bench.compare import Comparison, compare_all
-from specmon.tui.bench.model import BenchProgress, BenchResult
-from specmon.tui.bench.report import describe_progress, fmt, fmt_range, run_figures
-from specmon.widgets.gpu_trend import columns
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100

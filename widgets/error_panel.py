@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
-
 from specmon.widgets.phase_timeline import PHASE_LABELS
+from textual.widgets import Static
 
 
 class ErrorPanel(Static):

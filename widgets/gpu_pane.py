@@ -13,15 +13,14 @@ from pathlib import Path
 from rich.bar import Bar
 from rich.table import Table
 from rich.text import Text
+from specmon.tui.gpu import format as fmt
+from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+from specmon.widgets.gpu_trend import TrendChart
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, Static
-
-from specmon.tui.gpu import format as fmt
-from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
-from specmon.widgets.gpu_trend import TrendChart
 
 COMPACT_FROM = 8
 WIDE_FROM = 120  # columns from which rows keep a fixed width and the trends take the rest

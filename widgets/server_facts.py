@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
-
 from specmon.tui.format import format_seconds
+from textual.widgets import Static
 
 MEMORY_AFTER = {
     "load_weights": "weights",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Input
-
 from specmon.widgets.capture_progress import CaptureProgress
 from specmon.widgets.error_panel import ErrorPanel
 from specmon.widgets.log_view import LogView
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
 from specmon.widgets.server_facts import ServerFacts, startup_rows
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input
 
 
 def latest_capture(state):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import httpx
-
 from specmon.tui.gpu.model import GpuSnapshot
 
 

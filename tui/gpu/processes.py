@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import psutil
-
 from specmon.tui.gpu.model import GpuReading
 
 

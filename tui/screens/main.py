@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from specmon.widgets.bench_panel import BenchPanel
+from specmon.widgets.gpu_pane import GpuPane
+from specmon.widgets.server_pane import ServerPane
+from specmon.widgets.status_header import StatusHeader
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Container
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Tab, Tabs
-
-from specmon.widgets.bench_panel import BenchPanel
-from specmon.widgets.gpu_pane import GpuPane
-from specmon.widgets.server_pane import ServerPane
-from specmon.widgets.status_header import StatusHeader
 
 PANES = ("server", "gpus", "bench")
 WIDE_COLUMNS = 160

@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from specmon.tui.app import AppConfig, SpecmonApp  # noqa: E402
 from test_gpu_pane import load, replay  # noqa: E402
 from textual.screen import Screen  # noqa: E402
+
+from specmon.tui.app.app import AppConfig, SpecmonApp  # noqa: E402
 
 FIXTURES = {"1 GPU (detailed rows)": "h200x1-torch-load.json", "8 GPUs (compact rows)": "h200x8-sglang-tp8.json"}
 PAUSE_S = 0.05

@@ -21,7 +21,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specmon.tui.app import AppConfig, SpecmonApp  # noqa: E402
+from specmon.tui.app.app import AppConfig, SpecmonApp  # noqa: E402
 
 WRITER = r"""
 import sys, time

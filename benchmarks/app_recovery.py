@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from app_harness import screen_text  # noqa: E402
-from ports import free_port  # noqa: E402
-from specmon.tui.app import AppConfig, SpecmonApp  # noqa: E402
+from support.app_harness import screen_text  # noqa: E402
+
+from specmon.tui.app.app import AppConfig, SpecmonApp  # noqa: E402
+from specmon.tui.ports import free_port  # noqa: E402
 
 REPLAY = ROOT / "tests" / "serving_replay.py"
 

@@ -10,13 +10,14 @@ import argparse
 import contextlib
 import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 import httpx
+
+from specmon.tui.ports import free_port
 
 MODEL = ["--model-path", "demo/Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.85"]
 SETTINGS = {
@@ -37,14 +38,8 @@ def _spec_flags(triple: list[str]) -> list[str]:
             "--speculative-num-draft-tokens", draft]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _launch(flags: list[str], speed: float) -> tuple[subprocess.Popen, str, float]:
-    port = _free_port()
+    port = free_port()
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "specmon.tui.emulator", *MODEL, "--port", str(port), "--emulator-speed", str(speed), *flags],

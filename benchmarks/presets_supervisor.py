@@ -14,7 +14,6 @@ The stand-in server is a tiny Python process that listens on --port, like the on
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from specmon.tui.presets import Preset, load_presets
-from specmon.tui.supervisor import ServerSupervisor, port_is_free
+from specmon.tui.launch.presets import Preset, load_presets
+from specmon.tui.launch.supervisor import ServerSupervisor, port_is_free
+from specmon.tui.ports import free_port
 
 SERVER = """
 import argparse, signal, socket, time
@@ -40,12 +40,6 @@ s.listen()
 while True:
     time.sleep(1)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_listening(port: int, timeout: float = 10.0) -> None:

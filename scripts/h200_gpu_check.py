@@ -140,8 +140,9 @@ SCREENSHOT_TITLE = "specmon GPU pane on a real H200"
 
 def pane_svg(size: tuple[int, int], snapshots: list, title: str = SCREENSHOT_TITLE) -> str:
     """The GpuPane alone at `size`, fed `snapshots` in turn, as an SVG screenshot."""
-    from specmon.widgets.gpu_pane import GpuPane
     from textual.app import App, ComposeResult
+
+    from specmon.widgets.gpu_pane import GpuPane
 
     class PaneApp(App):
         def compose(self) -> ComposeResult:

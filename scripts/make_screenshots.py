@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import app_harness  # noqa: E402
+import support.app_harness as app_harness  # noqa: E402
 
 OUT = ROOT / "screenshots"
 STATES = {
@@ -63,8 +63,9 @@ async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
 
 def gpu_pane_shots():
     """(name, snapshots, size) for the GPU pane screenshots."""
-    from specmon.tui.gpu.model import GpuSnapshot
     from test_gpu_pane import load, replay
+
+    from specmon.tui.gpu.model import GpuSnapshot
 
     reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
               "the GPU driver libraries")

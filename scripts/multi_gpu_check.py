@@ -315,11 +315,12 @@ class ThreadNotingSource:
 
 
 def screenshot(args: argparse.Namespace) -> int:
+    from textual.app import App, ComposeResult
+
+    from specmon.tui.app.messages import GpuSampled
     from specmon.tui.gpu.nvml import NvmlSource
     from specmon.tui.gpu.sampler import GpuSampler
-    from specmon.tui.messages import GpuSampled
     from specmon.widgets.gpu_pane import GpuPane
-    from textual.app import App, ComposeResult
 
     if args.fake:
         from specmon.tui.gpu.fake import FakeNvml

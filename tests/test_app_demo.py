@@ -12,9 +12,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ports import free_port
 
-REPLAY = Path(__file__).parent / "serving_replay.py"
+from specmon.tui.ports import free_port
+
+REPLAY = Path(__file__).parent / "support" / "serving_replay.py"
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 DEMO_PRESET = """

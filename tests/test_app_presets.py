@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from app_harness import screen_text, wait_for
-from ports import free_port
-from specmon.tui.app import AppConfig, SpecmonApp
-from specmon.tui.presets import Preset
-from specmon.tui.screens.preset_picker import PresetPicker
-from specmon.tui.supervisor import ServerSupervisor
+from support.app_harness import screen_text, wait_for
+
+from specmon.tui.app.app import AppConfig, SpecmonApp
+from specmon.tui.app.screens.preset_picker import PresetPicker
+from specmon.tui.launch.presets import Preset
+from specmon.tui.launch.supervisor import ServerSupervisor
+from specmon.tui.ports import free_port
 
 CHILD = (
     "import sys, time\n"
@@ -50,11 +51,11 @@ async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_pat
             await pilot.press("p")
             assert isinstance(app.screen, PresetPicker)
             await pilot.press("down", "enter")
-            assert app.switching_to == "beta" or app.preset.name == "beta"
+            assert app.watch.switching_to == "beta" or app.watch.preset.name == "beta"
             assert await wait_for(pilot, lambda: any("hello from beta" in line for line in log.lines), 10)
             assert not any("hello from alpha" in line for line in log.lines), "the log pane starts over"
             assert supervisor.preset.name == "beta" and supervisor.pid != first_pid
-            assert app.preset.name == "beta" and app.switching_to is None
+            assert app.watch.preset.name == "beta" and app.watch.switching_to is None
             assert any("Switched to beta" in str(n.message) for n in app._notifications)
             await pilot.pause(0.2)
             assert "beta" in screen_text(app).splitlines()[0]
@@ -76,7 +77,7 @@ async def test_escape_closes_the_picker_without_switching(tmp_path):
             assert isinstance(app.screen, PresetPicker)
             await pilot.press("escape")
             assert not isinstance(app.screen, PresetPicker)
-            assert supervisor.pid == pid and app.switching_to is None
+            assert supervisor.pid == pid and app.watch.switching_to is None
             titles = {c.title for c in app.get_system_commands(app.screen)}
             assert {"Switch preset: alpha", "Switch preset: beta"} <= titles
     finally:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from specmon.tui.bench.compare import compare, compare_all
 from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.tui.bench.prompts import Prompt

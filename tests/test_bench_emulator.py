@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ports import free_port
+
+from specmon.tui.ports import free_port
 
 ROOT = Path(__file__).parents[1]
 EAGLE3 = [

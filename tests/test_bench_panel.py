@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable, Static
+
 from specmon.tui.bench.model import BenchProgress
 from specmon.tui.bench.results import ResultStore
 from specmon.widgets.bench_panel import BenchPanel, downsample
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Static
 
 RECORDED = Path(__file__).parent / "fixtures" / "bench"
 

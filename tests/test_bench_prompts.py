@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 import pytest
+
 from specmon.tui.bench.prompts import (
     PromptError,
     load_prompts,

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+
 from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.tui.bench.prompts import Prompt
 from specmon.tui.bench.results import ResultStore
@@ -170,7 +171,7 @@ def test_a_run_without_a_preset_is_labelled_by_the_server_settings(tmp_path):
 
 
 def test_settings_come_from_a_preset_bench_table():
-    from specmon.tui.presets import BenchSettings
+    from specmon.tui.launch.presets import BenchSettings
 
     settings = RunSettings.of(BenchSettings(requests=7, max_new_tokens=99, concurrency=2))
     assert (settings.requests, settings.max_new_tokens, settings.concurrency, settings.ignore_eos) == (7, 99, 2, True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from specmon.tui.bench.model import RequestResult
 from specmon.tui.bench.stats import (
     bootstrap_ci,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ports import free_port
+
 from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.tui.bench.stream import error_message, stream_generate
+from specmon.tui.ports import free_port
 from specmon.tui.serving.client import generate_payload
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ports import free_port_pair
 from prometheus_client.parser import text_string_to_metric_families
+
 from specmon.tui.emulator.speed_model import SpecShape, SpeedModel
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.logs.follower import LineSplitter
 from specmon.tui.logs.tracker import StartupTracker
+from specmon.tui.ports import free_port_pair
 
 pytestmark = pytest.mark.timeout(60)
 

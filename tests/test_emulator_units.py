@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from specmon.tui.emulator.launch_args import (
     SpeculativeArgsError,
     capture_batch_sizes,

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from specmon.tui.gpu.cli import render_table
 from specmon.tui.gpu.model import GpuSnapshot
 

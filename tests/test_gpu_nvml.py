@@ -7,6 +7,7 @@ import time
 import psutil
 import pynvml
 import pytest
+
 from specmon.tui.gpu.fake import MIB, FakeGpu, FakeNvml
 from specmon.tui.gpu.nvml import NvmlSource
 from specmon.tui.gpu.processes import ProcessInspector

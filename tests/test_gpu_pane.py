@@ -5,11 +5,12 @@ import dataclasses
 import json
 from pathlib import Path
 
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable, Label, Static
+
 from specmon.tui.gpu.model import GpuProcess, GpuSnapshot
 from specmon.widgets.gpu_pane import DETAIL_INFO_LINES, GpuPane, GpuRow
 from specmon.widgets.gpu_trend import TrendChart, bar_lines, columns
-from textual.app import App, ComposeResult
-from textual.widgets import DataTable, Label, Static
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

@@ -11,10 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specmon.tui.gpu.model import GpuSnapshot
-from specmon.widgets.gpu_pane import GpuPane, GpuRow
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
+
+from specmon.tui.gpu.model import GpuSnapshot
+from specmon.widgets.gpu_pane import GpuPane, GpuRow
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu"

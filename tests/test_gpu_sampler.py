@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-from serving_replay import ReplayServer
+from support.serving_replay import ReplayServer
+
 from specmon.tui.gpu.demo import DemoGpuSource
 from specmon.tui.gpu.fake import FakeNvml
 from specmon.tui.gpu.model import GpuReading, GpuSnapshot

@@ -6,6 +6,7 @@ import asyncio
 import threading
 
 import pytest
+
 from specmon.tui.loop_thread import LoopThread
 
 

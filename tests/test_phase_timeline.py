@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from app_harness import READY_LOG, fixture_bytes
+from support.app_harness import READY_LOG, fixture_bytes
+from textual.app import App
+
 from specmon.tui.logs.tracker import StartupTracker
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
-from textual.app import App
 
 
 def _ready_phases():

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from specmon.presets import BUILTIN_DIR
-from specmon.tui.presets import (
+from specmon.tui.launch.presets import (
     DEFAULT_LAUNCHER,
     DEFAULT_PORT,
     BenchSettings,

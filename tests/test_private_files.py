@@ -7,6 +7,7 @@ import os
 import stat
 
 import pytest
+
 from specmon.tui.private_files import make_private_dir, open_private_file
 
 

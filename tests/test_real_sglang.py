@@ -19,14 +19,15 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from serving_replay import ReplayServer
-from specmon.tui.format import format_seconds
+from support.serving_replay import ReplayServer
+
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.logs.follower import LogFollower
 from specmon.tui.logs.summary import ChangePrinter
 from specmon.tui.logs.tracker import StartupTracker
 from specmon.tui.serving.client import spec_settings
 from specmon.tui.serving.metrics import parse_metrics
+from specmon.tui.units import format_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = Path(__file__).parent / "fixtures" / "real-sglang-0.5.16"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from app_harness import fixture_bytes
+from support.app_harness import fixture_bytes
+
 from specmon.tui.logs.tracker import StartupTracker
 from specmon.widgets.server_facts import startup_rows
 

@@ -7,8 +7,9 @@ from collections import deque
 from pathlib import Path
 
 import pytest
-from ports import free_port
-from serving_replay import API_FIXTURES, ReplayServer, first_stream
+from support.serving_replay import API_FIXTURES, ReplayServer, first_stream
+
+from specmon.tui.ports import free_port
 from specmon.tui.serving.client import (
     AuthenticationFailed,
     SGLangClient,

@@ -7,7 +7,8 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from serving_replay import API_FIXTURES
+from support.serving_replay import API_FIXTURES
+
 from specmon.tui.serving.metrics import MetricsSnapshot, delta, parse_metrics
 
 LABELS_0523 = 'engine_type="unified",model_name="m"'

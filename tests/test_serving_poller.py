@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from serving_replay import ReplayServer
+from support.serving_replay import ReplayServer
+
 from specmon.tui.serving.poller import ServerPoller, ServerStatus
 
-REPLAY = Path(__file__).parent / "serving_replay.py"
+REPLAY = Path(__file__).parent / "support" / "serving_replay.py"
 
 
 class StatusLog:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ports import free_port
-from specmon.tui.presets import Preset
-from specmon.tui.supervisor import (
+
+from specmon.tui.launch.presets import Preset
+from specmon.tui.launch.supervisor import (
     PortInUseError,
     ServerSupervisor,
     SupervisorError,
@@ -25,6 +25,7 @@ from specmon.tui.supervisor import (
     group_members,
     port_is_free,
 )
+from specmon.tui.ports import free_port
 
 pytestmark = pytest.mark.timeout(60)
 

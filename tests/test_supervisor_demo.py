@@ -8,9 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ports import free_port_pair
-from specmon.tui.presets import load_presets
-from specmon.tui.supervisor import ServerSupervisor, port_is_free
+
+from specmon.tui.launch.presets import load_presets
+from specmon.tui.launch.supervisor import ServerSupervisor, port_is_free
+from specmon.tui.ports import free_port_pair
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+
 from specmon.tui.logs.errors import classify_exception, hint_for
-from specmon.tui.logs.formats import KNOWN_FLAGS, parse_prefix, suggest_flag
 from specmon.tui.logs.model import ERROR_KINDS, CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed
+from specmon.tui.logs.patterns import KNOWN_FLAGS, parse_prefix, suggest_flag
 from specmon.tui.logs.tracker import StartupTracker
 
 TS = "[2025-10-01 12:00:00]"

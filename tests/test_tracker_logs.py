@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from specmon.tui.logs.follower import read_items
 from specmon.tui.logs.model import (
     CaptureProgressed,

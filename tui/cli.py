@@ -26,7 +26,7 @@ def _add_log_summary(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--follow", action="store_true", help="keep reading as the file grows, until ready or failure"
     )
-    p.set_defaults(handler="specmon.tui.logs.summary:run")
+    p.set_defaults(handler="specmon.tui.logs.cli:run_log_summary")
 
 
 def _add_monitor(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     _add_headless(p)
-    p.set_defaults(handler="specmon.tui.app_cli:run_monitor")
+    p.set_defaults(handler="specmon.tui.app.cli:run_monitor")
 
 
 def _add_headless(p: argparse.ArgumentParser) -> None:
@@ -73,7 +73,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", type=float, default=1.0, help="emulator speed factor (2 = twice as fast)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     _add_headless(p)
-    p.set_defaults(handler="specmon.tui.app_cli:run_demo")
+    p.set_defaults(handler="specmon.tui.app.cli:run_demo")
 
 
 def _add_presets(sub: argparse._SubParsersAction) -> None:
@@ -85,7 +85,7 @@ def _add_presets(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.presets_cli:run")
+    p.set_defaults(handler="specmon.tui.launch.cli:run_presets")
 
 
 def _add_emulate(sub: argparse._SubParsersAction) -> None:
@@ -97,13 +97,13 @@ def _add_emulate(sub: argparse._SubParsersAction) -> None:
         add_help=False,
     )
     p.add_argument("sglang_args", nargs=argparse.REMAINDER)
-    p.set_defaults(handler="specmon.tui.emulator.__main__:run_from_cli")
+    p.set_defaults(handler="specmon.tui.emulator.cli:run_emulate")
 
     def _all_args_are_sglangs(args=None, namespace=None):
         # REMAINDER does not take a leading `--flag`; every argument belongs to the SGLang parser.
         namespace = namespace or argparse.Namespace()
         namespace.sglang_args = list(args or [])
-        namespace.handler = "specmon.tui.emulator.__main__:run_from_cli"
+        namespace.handler = "specmon.tui.emulator.cli:run_emulate"
         return namespace, []
 
     p.parse_known_args = _all_args_are_sglangs
@@ -118,7 +118,7 @@ def _add_gpus(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--watch", type=float, metavar="SECONDS", help="print a reading every SECONDS")
-    p.set_defaults(handler="specmon.tui.gpu.cli:run")
+    p.set_defaults(handler="specmon.tui.gpu.cli:run_gpus")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -141,7 +141,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(handler="specmon.tui.bench.cli:run")
+    p.set_defaults(handler="specmon.tui.bench.cli:run_bench")
 
 
 def _add_results(sub: argparse._SubParsersAction) -> None:
@@ -155,7 +155,7 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dir", help="results directory (default: the user state directory)")
     p.add_argument("--baseline", metavar="PRESET", help="speedups against this preset (default: the latest run "
                    "without speculative decoding)")
-    p.set_defaults(handler="specmon.tui.bench.results_cli:run")
+    p.set_defaults(handler="specmon.tui.bench.cli:run_results")
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:
@@ -170,7 +170,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.serving.check:run")
+    p.set_defaults(handler="specmon.tui.serving.cli:run_check")
 
 
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (

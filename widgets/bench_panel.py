@@ -6,15 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specmon.tui.bench.compare import Comparison, compare_all
-from specmon.tui.bench.model import BenchProgress, BenchResult
-from specmon.tui.bench.report import describe_progress, fmt, fmt_range, run_figures
-from specmon.widgets.gpu_trend import columns
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
+
+from specmon.tui.bench.compare import Comparison, compare_all
+from specmon.tui.bench.model import BenchProgress, BenchResult
+from specmon.tui.bench.report import describe_progress, run_figures
+from specmon.tui.units import number, number_range
+from specmon.widgets.gpu_trend import columns
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100
@@ -44,16 +46,16 @@ def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1
     f = run_figures(result, comparison)
     tau, bound = f["accept_length"], f["accept_length_bound"]
     if f["speedup"] is not None:
-        speedup = f"{f['speedup']:.2f}× [{fmt_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')}]"
+        speedup = f"{f['speedup']:.2f}× [{number_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')}]"
     else:
         speedup = "baseline" if comparison is not None and comparison.run_id == comparison.baseline_run_id else "–"
     return {
         "preset": result.preset,
         "runs": f"{f['requests_ok']}" + (f"×{runs}" if runs > 1 else ""),
-        "tok_s": fmt(f["decode_tok_s_median"]),
-        "ci": fmt_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
-        "tau": fmt(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
-        "ttft": fmt(f["ttft_ms_median"], ".0f"),
+        "tok_s": number(f["decode_tok_s_median"]),
+        "ci": number_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
+        "tau": number(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
+        "ttft": number(f["ttft_ms_median"], ".0f"),
         "speedup": speedup,
         "flags": ",".join(f["flags"]) or "ok",
     }
@@ -107,8 +109,8 @@ class BenchPanel(Vertical):
             row.update(
                 preset=progress.preset,
                 runs=f"{progress.done - progress.failed}/{progress.total}",
-                tok_s=fmt(progress.median_tok_s),
-                tau=fmt(progress.accept_length, ".2f"),
+                tok_s=number(progress.median_tok_s),
+                tau=number(progress.accept_length, ".2f"),
                 flags=progress.phase,
             )
             self._set_row(progress.preset, row)

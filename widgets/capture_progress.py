@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from specmon.tui.format import format_seconds
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, ProgressBar
+
+from specmon.tui.units import format_seconds
 
 GRAPH_LABELS = {
     "target": "target decode graphs",

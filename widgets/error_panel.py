@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from specmon.widgets.phase_timeline import PHASE_LABELS
 from textual.widgets import Static
+
+from specmon.widgets.phase_timeline import PHASE_LABELS
 
 
 class ErrorPanel(Static):

@@ -13,14 +13,16 @@ from pathlib import Path
 from rich.bar import Bar
 from rich.table import Table
 from rich.text import Text
-from specmon.tui.gpu import format as fmt
-from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
-from specmon.widgets.gpu_trend import TrendChart
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, Static
+
+from specmon.tui import units
+from specmon.tui.gpu import describe
+from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+from specmon.widgets.gpu_trend import TrendChart
 
 COMPACT_FROM = 8
 WIDE_FROM = 120  # columns from which rows keep a fixed width and the trends take the rest
@@ -41,7 +43,7 @@ def _duration(seconds: float) -> str:
 def _memory_bar(reading: GpuReading, width: int) -> Bar | Text:
     fraction = reading.memory_fraction
     if fraction is None:
-        return Text(fmt.NA.center(width), style="dim")
+        return Text(units.NA.center(width), style="dim")
     color = "green" if fraction < 0.8 else "yellow" if fraction < 0.95 else "red"
     return Bar(1.0, 0.0, min(1.0, fraction), width=width, color=color, bgcolor="grey23")
 
@@ -52,7 +54,7 @@ def _flags(reading: GpuReading) -> Text:
     parts = []
     if reading.slowdowns:
         parts.append(Text(", ".join(reading.slowdowns), style="bold yellow"))
-    ecc = fmt.ecc(reading)
+    ecc = describe.ecc(reading)
     if ecc:
         parts.append(Text(ecc, style="bold red"))
     if reading.zombie_mib:
@@ -169,10 +171,10 @@ class GpuRow(Widget):
             return
         info.update(self._detailed(reading), layout=relayout)
         labels = {
-            "util": f"util {fmt.pct(reading.util_gpu_pct)}",
-            "mem": f"mem {fmt.memory(reading)}",
-            "power": f"power {fmt.power(reading)}",
-            "temp": f"temp {fmt.temp(reading.temp_c)}",
+            "util": f"util {units.pct(reading.util_gpu_pct)}",
+            "mem": f"mem {describe.memory(reading)}",
+            "power": f"power {describe.power(reading)}",
+            "temp": f"temp {units.temp(reading.temp_c)}",
         }
         for key, text in labels.items():
             label = self.query_one(f".{key}-label", Label)
@@ -193,22 +195,22 @@ class GpuRow(Widget):
             grid.add_row(str(r.index), Text(r.error, style="bold red"))
             return grid
         used, total = r.memory_used_mib, r.memory_total_mib
-        memory = f"{fmt.gib(used)}/{fmt.gib(total, 0)}G" if used is not None else fmt.NA
-        watts = fmt.NA if r.power_w is None else f"{r.power_w:.0f}W"
-        clock = fmt.NA if r.sm_clock_mhz is None else f"{r.sm_clock_mhz:.0f}MHz"
+        memory = f"{units.gib(used)}/{units.gib(total, 0)}G" if used is not None else units.NA
+        watts = units.NA if r.power_w is None else f"{r.power_w:.0f}W"
+        clock = units.NA if r.sm_clock_mhz is None else f"{r.sm_clock_mhz:.0f}MHz"
         flags = _flags(r)
         if wide:
-            last = Text.assemble((fmt.pcie(r), "dim"), "  ", flags)
+            last = Text.assemble((describe.pcie(r), "dim"), "  ", flags)
         else:
-            last = flags if flags.plain else Text(fmt.pcie(r), style="dim")
-        grid.add_row(str(r.index), _memory_bar(r, 8), memory, fmt.pct(r.util_gpu_pct), watts, fmt.temp(r.temp_c),
+            last = flags if flags.plain else Text(describe.pcie(r), style="dim")
+        grid.add_row(str(r.index), _memory_bar(r, 8), memory, units.pct(r.util_gpu_pct), watts, units.temp(r.temp_c),
                      clock, last)
         return grid
 
     def _detailed(self, r: GpuReading) -> Table:
         grid = Table.grid(expand=True)
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        head = Text.assemble((f"GPU {r.index}", "bold"), " ", (r.name or fmt.NA, "bold"), "  ")
+        head = Text.assemble((f"GPU {r.index}", "bold"), " ", (r.name or units.NA, "bold"), "  ")
         flags = _flags(r)
         if flags.plain:
             head.append_text(flags)
@@ -221,13 +223,13 @@ class GpuRow(Widget):
         mem_line.add_column(width=12)
         mem_line.add_column(width=15, no_wrap=True)
         mem_line.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        util = f"util {fmt.pct(r.util_gpu_pct)}  membw {fmt.pct(r.util_mem_pct)}"
-        mem_line.add_row(_memory_bar(r, 12), fmt.memory(r), util)
+        util = f"util {units.pct(r.util_gpu_pct)}  membw {units.pct(r.util_mem_pct)}"
+        mem_line.add_row(_memory_bar(r, 12), describe.memory(r), util)
         grid.add_row(mem_line)
         grid.add_row(
-            f"{fmt.power(r)}  {fmt.temp(r.temp_c)}  SM {fmt.mhz(r.sm_clock_mhz)}  mem {fmt.mhz(r.mem_clock_mhz)}"
+            f"{describe.power(r)}  {units.temp(r.temp_c)}  SM {units.mhz(r.sm_clock_mhz)}  mem {units.mhz(r.mem_clock_mhz)}"
         )
-        grid.add_row(Text.assemble(f"PCIe {fmt.pcie(r)}  ", _clock_events(r)))
+        grid.add_row(Text.assemble(f"PCIe {describe.pcie(r)}  ", _clock_events(r)))
         return grid
 
 
@@ -364,8 +366,8 @@ class GpuPane(Vertical):
                 Text(str(proc.gpu_index if proc.gpu_index is not None else "?"), style=style),
                 Text(str(proc.pid), style=style),
                 Text(proc.user or "", style=style),
-                Text(fmt.process_memory(proc), style=style, justify="right"),
-                Text(fmt.process_state(proc), style=style),
+                Text(describe.process_memory(proc), style=style, justify="right"),
+                Text(describe.process_state(proc), style=style),
                 Text(proc.name, style=style),
             )
             before = self._process_cells.get(key)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
-from specmon.tui.format import format_seconds
 from textual.content import Content
 from textual.css.styles import RulesMap
 from textual.strip import Strip
 from textual.style import Style
 from textual.visual import RenderOptions, Visual
 from textual.widgets import Static
+
+from specmon.tui.units import format_seconds
 
 PHASE_LABELS = {
     "server_args": "args",

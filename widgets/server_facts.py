@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from specmon.tui.format import format_seconds
 from textual.widgets import Static
+
+from specmon.tui.units import format_seconds
 
 MEMORY_AFTER = {
     "load_weights": "weights",

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input
+
+from specmon.tui.status import latest_capture
 from specmon.widgets.capture_progress import CaptureProgress
 from specmon.widgets.error_panel import ErrorPanel
 from specmon.widgets.log_view import LogView
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
 from specmon.widgets.server_facts import ServerFacts, startup_rows
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Input
 
-
-def latest_capture(state):
-    """The capture to show: the running one, else the most recent."""
-    for capture in reversed(state.captures):
-        if capture.status == "running":
-            return capture
-    return state.captures[-1] if state.captures else None
+if TYPE_CHECKING:
+    from specmon.tui.logs.model import LineKind
 
 
 class ServerPane(Vertical):
@@ -48,6 +47,25 @@ class ServerPane(Vertical):
         self.query_one(CaptureProgress).show(capture)
         self.query_one(ErrorPanel).show(state.error)
         self.query_one(ServerFacts).show([*live_rows, *startup_rows(state)], notes)
+
+    @property
+    def search_query(self) -> str:
+        """The log's last search, or ""."""
+        return self.log_view.search_query or ""
+
+    def search(self, query: str, forward: bool = True) -> bool:
+        """Jump to the next (or previous) line matching ``query``; False when none matches."""
+        return self.log_view.search(query, forward=forward) is not None
+
+    def write_log(self, lines: list[str], kinds: list[LineKind | None]) -> None:
+        """Append lines (with their highlight kinds) to the log."""
+        self.log_view.write_classified(lines, kinds)
+
+    def clear_log(self) -> None:
+        self.log_view.clear()
+
+    def follow_tail(self) -> None:
+        self.log_view.follow_tail()
 
     def open_search(self) -> None:
         """Show the search box and focus it."""

@@ -8,15 +8,18 @@ import sys
 from typing import Any
 
 from specmon.tui.bench.model import BenchProgress, BenchResult
-from specmon.tui.bench.report import accept_bound, describe_progress, fmt, fmt_range
+from specmon.tui.bench.report import accept_bound, describe_progress
+from specmon.tui.bench.results import ResultStore
+from specmon.tui.bench.results_text import FORMATTERS, select_runs
 from specmon.tui.bench.run import BenchRun, RunSettings
+from specmon.tui.units import number, number_range
 
 
 def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     """The run's settings: the preset's [bench] table (when --preset names one), then the flags."""
     base = RunSettings()
     if args.preset:
-        from specmon.tui.presets import load_presets
+        from specmon.tui.launch.presets import load_presets
 
         preset = load_presets(args.presets or ()).get(args.preset)
         if preset is not None:
@@ -64,7 +67,7 @@ def format_result(result: BenchResult, saved_to: str) -> str:
     d = s.get("decode_tok_s")
     if d:
         lines.append(
-            f"decode tok/s: median {d['median']:.1f} [95% CI {fmt_range(*d['ci95'])}] · p10 {d['p10']:.1f} · "
+            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*d['ci95'])}] · p10 {d['p10']:.1f} · "
             f"p90 {d['p90']:.1f} · mean {d['mean']:.1f} · rel. MAD {d['rel_mad']:.1%}"
         )
     a = s.get("accept_length") or {}
@@ -78,8 +81,8 @@ def format_result(result: BenchResult, saved_to: str) -> str:
     if ttft:
         lines.append(
             f"TTFT: median {ttft['median'] * 1000:.1f} ms, p90 {ttft['p90'] * 1000:.1f} ms · ITL: median "
-            f"{fmt(itl.get('median'), '.2f')} ms/token, p90 {fmt(itl.get('p90'), '.2f')} · chunk gap median "
-            f"{fmt(gap.get('median'), '.2f')} ms, {fmt(s.get('tokens_per_chunk'), '.2f')} tokens/chunk"
+            f"{number(itl.get('median'), '.2f')} ms/token, p90 {number(itl.get('p90'), '.2f')} · chunk gap median "
+            f"{number(gap.get('median'), '.2f')} ms, {number(s.get('tokens_per_chunk'), '.2f')} tokens/chunk"
         )
     checks = result.cross_checks
     parts = []
@@ -91,8 +94,8 @@ def format_result(result: BenchResult, saved_to: str) -> str:
         lines.append("server's figures: " + " · ".join(parts))
     for gpu in result.gpus:
         lines.append(
-            f"GPU {gpu['gpu_index']} during the run: SM clock median {fmt(gpu.get('sm_clock_median_mhz'), '.0f')} MHz "
-            f"(min {fmt(gpu.get('sm_clock_min_mhz'), '.0f')}), max {fmt(gpu.get('temp_max_c'), '.0f')} °C, "
+            f"GPU {gpu['gpu_index']} during the run: SM clock median {number(gpu.get('sm_clock_median_mhz'), '.0f')} MHz "
+            f"(min {number(gpu.get('sm_clock_min_mhz'), '.0f')}), max {number(gpu.get('temp_max_c'), '.0f')} °C, "
             f"slowdowns: {', '.join(gpu.get('slowdowns') or []) or 'none'}"
         )
     for error, count in (s.get("errors") or {}).items():
@@ -109,7 +112,7 @@ def format_result(result: BenchResult, saved_to: str) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.tui.bench.prompts import PromptError, load_prompts
     from specmon.tui.serving.client import resolve_api_key
@@ -177,3 +180,24 @@ def describe_to(stream: Any) -> Any:
             print(f"\r\x1b[2K{line}", end="\n" if progress.finished else "", file=stream, flush=True)
 
     return show
+
+
+def run_results(args: argparse.Namespace) -> int:
+    """Handler of `specmon results`."""
+    store = ResultStore(args.dir)
+    runs, missing = select_runs(store.load_all(), list(args.runs))
+    for run_id in missing:
+        print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
+    if not runs:
+        if args.format == "json":
+            print("[]")
+        elif not missing:
+            print(f"No benchmark runs in {store.directory} yet (run `specmon bench --url URL`).", file=sys.stderr)
+        return 1 if missing else 0
+    baseline = getattr(args, "baseline", None)
+    if baseline and not any(r.preset == baseline for r in runs):
+        print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
+        return 1
+    text = FORMATTERS[args.format](runs, baseline)
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 1 if missing else 0

@@ -74,15 +74,6 @@ def run_figures(result: BenchResult, comparison: Comparison | None = None) -> di
     }
 
 
-def fmt(value: float | None, spec: str = ".1f", missing: str = "–") -> str:
-    """A number formatted with `spec`, or `missing` for None."""
-    return missing if value is None else format(value, spec)
-
-
-def fmt_range(low: float | None, high: float | None, spec: str = ".1f") -> str:
-    return "–" if low is None or high is None else f"{low:{spec}}–{high:{spec}}"
-
-
 def describe_progress(progress: BenchProgress) -> str:
     """One progress line: ``eagle3: measuring 12/40 · 1 failed · median 142.3 tok/s · τ 3.12``."""
     if progress.phase == "warmup":

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
 from specmon.tui.bench.model import BenchProgress, BenchResult, RequestResult
 from specmon.tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
 from specmon.tui.bench.results import ResultStore

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import httpx
+
 from specmon.tui.bench.model import RequestResult
 from specmon.tui.bench.stats import is_degenerate
 

@@ -6,7 +6,6 @@ load is done; simulated GPUs as JSON on `--emulator-gpu-port` (default port+1) f
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -146,11 +145,6 @@ def serve(config: LaunchConfig) -> int:
     )
     server.server_close()
     return 0
-
-
-def run_from_cli(args: argparse.Namespace) -> int:
-    """`specmon emulate <SGLang flags>`."""
-    return main(list(args.sglang_args or []), module_launch=False)
 
 
 if __name__ == "__main__":

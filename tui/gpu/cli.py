@@ -13,7 +13,8 @@ import sys
 import time
 from typing import TextIO
 
-from specmon.tui.gpu import format as fmt
+from specmon.tui import units
+from specmon.tui.gpu import describe
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.gpu.nvml import NvmlSource
 
@@ -26,7 +27,7 @@ def render_table(snapshot: GpuSnapshot) -> str:
     if not snapshot.available:
         return f"available: false  ({stamp})\nreason: {snapshot.reason}\n"
     lines = [
-        f"driver {snapshot.driver or fmt.NA}  NVML {snapshot.nvml_version or fmt.NA}  {stamp}"
+        f"driver {snapshot.driver or units.NA}  NVML {snapshot.nvml_version or units.NA}  {stamp}"
         + (f"  poll {snapshot.poll_ms:.0f} ms" if snapshot.poll_ms is not None else "")
     ]
     header = (
@@ -38,14 +39,14 @@ def render_table(snapshot: GpuSnapshot) -> str:
         if gpu.error:
             lines.append(f"{gpu.index:>3}  {gpu.error}")
             continue
-        flags = fmt.throttle(gpu)
-        ecc = fmt.ecc(gpu)
+        flags = describe.throttle(gpu)
+        ecc = describe.ecc(gpu)
         if ecc:
             flags += f"; {ecc}"
         lines.append(
-            f"{gpu.index:>3}  {(gpu.name or fmt.NA)[:20]:<20} {fmt.memory(gpu):>20} {fmt.pct(gpu.util_gpu_pct):>5} "
-            f"{fmt.pct(gpu.util_mem_pct):>5} {fmt.power(gpu):>11} {fmt.temp(gpu.temp_c):>5} "
-            f"{fmt.mhz(gpu.sm_clock_mhz):>9} {fmt.pcie(gpu):>21}  {flags}"
+            f"{gpu.index:>3}  {(gpu.name or units.NA)[:20]:<20} {describe.memory(gpu):>20} {units.pct(gpu.util_gpu_pct):>5} "
+            f"{units.pct(gpu.util_mem_pct):>5} {describe.power(gpu):>11} {units.temp(gpu.temp_c):>5} "
+            f"{units.mhz(gpu.sm_clock_mhz):>9} {describe.pcie(gpu):>21}  {flags}"
         )
     processes = snapshot.processes
     if processes:
@@ -54,7 +55,7 @@ def render_table(snapshot: GpuSnapshot) -> str:
         for proc in processes:
             lines.append(
                 f"{proc.gpu_index if proc.gpu_index is not None else '?':>3}  {proc.pid:>8}  "
-                f"{(proc.user or '')[:10]:<10} {fmt.process_memory(proc):>10}  {fmt.process_state(proc):<16} "
+                f"{(proc.user or '')[:10]:<10} {describe.process_memory(proc):>10}  {describe.process_state(proc):<16} "
                 f"{proc.name}"
             )
     links = snapshot.topology
@@ -74,7 +75,7 @@ def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO, one_line: 
     out.flush()
 
 
-def run(args: argparse.Namespace) -> int:
+def run_gpus(args: argparse.Namespace) -> int:
     """Handler of `specmon gpus`."""
     source = NvmlSource(pcie="inline")
     watching = args.watch is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import httpx
+
 from specmon.tui.gpu.model import GpuSnapshot
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import psutil
+
 from specmon.tui.gpu.model import GpuReading
 
 

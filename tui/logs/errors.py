@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specmon.tui.logs.formats import BIND_PORT, MEM_FRACTION, suggest_flag
 from specmon.tui.logs.model import ERROR_KINDS
+from specmon.tui.logs.patterns import BIND_PORT, MEM_FRACTION, suggest_flag
 
 _RANK = {kind: i for i, kind in enumerate(ERROR_KINDS)}
 

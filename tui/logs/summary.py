@@ -1,4 +1,4 @@
-"""`specmon log-summary PATH [--json] [--follow]`: an SGLang startup log, summarised.
+"""An SGLang startup log, summarised (the core of `specmon log-summary`; its handler is in logs/cli.py).
 
 Reads the log through the ``LineSplitter`` in large chunks (nothing is kept per line, so memory does not
 grow with the log), feeds the ``StartupTracker`` and prints its state: as aligned plain text, or as the
@@ -8,18 +8,14 @@ or failure (1). Headless: no Textual.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
-from specmon.tui.format import format_seconds
-from specmon.tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
+from specmon.tui.logs.follower import DEFAULT_CHUNK_BYTES, read_items
 from specmon.tui.logs.model import (
     CaptureProgressed,
     PhaseChanged,
@@ -31,31 +27,11 @@ from specmon.tui.logs.model import (
     WeightsProgressed,
 )
 from specmon.tui.logs.tracker import StartupTracker
+from specmon.tui.units import format_seconds
 
-FOLLOW_POLL_S = 0.1
 PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model
-FAILURE_GRACE_S = 0.5  # after a failure, keep reading the rest of the traceback until quiet this long
-FAILURE_GRACE_MAX_S = 5.0
 
 STATE_TITLES = {"starting": "STARTING", "ready": "READY", "failed": "FAILED", "stopped": "STOPPED"}
-
-
-def run(args: argparse.Namespace) -> int:
-    """The `log-summary` handler: 0 unless the log shows a failure (1); 2 when the file cannot be read."""
-    try:
-        if args.follow:
-            return _run_follow(args.path, as_json=args.json, out=sys.stdout)
-        tracker = StartupTracker()
-        if args.path == "-":
-            summarize_stream(sys.stdin.buffer, tracker)
-        else:
-            with open(args.path, "rb", buffering=0) as stream:
-                summarize_stream(stream, tracker)
-    except OSError as exc:
-        print(f"specmon log-summary: {exc.filename or args.path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    _print_state(tracker.state, args.json, sys.stdout)
-    return exit_code(tracker.state)
 
 
 def exit_code(state: StartupState) -> int:
@@ -72,68 +48,7 @@ def summarize_stream(stream: BinaryIO, tracker: StartupTracker | None = None) ->
     return tracker.state
 
 
-def _print_state(state: StartupState, as_json: bool, out: TextIO, compact: bool = False) -> None:
-    if as_json:
-        out.write(json.dumps(state.to_json(), indent=None if compact else 2) + "\n")
-    else:
-        out.write(format_summary(state))
-    out.flush()
-
-
 # --- --follow ------------------------------------------------------------------------------------
-
-
-def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
-    tracker = StartupTracker()
-    printer = ChangePrinter(out, as_json)
-    failed_at: float | None = None
-    try:
-        for items in _follow_batches(path):
-            if items:
-                ready = _feed_until_ready(tracker, items)
-                printer.show(tracker.drain_events(), tracker.state)
-                if ready:
-                    break
-            state = tracker.state.state
-            if state == "failed":
-                failed_at = failed_at or time.monotonic()
-                waited = time.monotonic() - failed_at
-                if (not items and waited >= FAILURE_GRACE_S) or waited >= FAILURE_GRACE_MAX_S:
-                    break
-    except KeyboardInterrupt:
-        printer.finish(tracker.state)
-        return 130
-    printer.finish(tracker.state)
-    return exit_code(tracker.state)
-
-
-def _feed_until_ready(tracker: StartupTracker, items: list[LogItem]) -> bool:
-    """Feed items up to the one that makes the server ready; True if it did."""
-    for kind, text in items:
-        if kind == "line":
-            tracker.feed_line(text)
-        else:
-            tracker.feed_frame(text)
-        if tracker.state.state in ("ready", "stopped"):
-            return True
-    return False
-
-
-def _follow_batches(path: str) -> Iterator[list[LogItem]]:
-    """Batches of items as the log grows; an empty batch means "nothing new for a moment"."""
-    if path == "-":
-        yield from read_items(sys.stdin.buffer, DEFAULT_CHUNK_BYTES)
-        return
-    announced = False
-    with LogFollower(path) as follower:
-        while True:
-            items = follower.poll()
-            if not follower.is_open and not announced:
-                print(f"specmon log-summary: waiting for {path} to appear…", file=sys.stderr, flush=True)
-                announced = True
-            yield items
-            if not items:
-                time.sleep(FOLLOW_POLL_S)
 
 
 class ChangePrinter:
@@ -153,14 +68,14 @@ class ChangePrinter:
         if not lines:
             return
         if self.as_json:
-            _print_state(state, True, self.out, compact=True)
+            print_state(state, True, self.out, compact=True)
         else:
             self.out.write("".join(line + "\n" for line in lines))
             self.out.flush()
 
     def finish(self, state: StartupState) -> None:
         if self.as_json:
-            _print_state(state, True, self.out, compact=True)
+            print_state(state, True, self.out, compact=True)
         else:
             self.out.write("\n" + format_summary(state))
             self.out.flush()
@@ -360,3 +275,11 @@ def _batch_sizes(sizes: list[int]) -> str:
     if len(sizes) <= 8:
         return ", ".join(map(str, sizes))
     return f"{len(sizes)} sizes, {min(sizes)}…{max(sizes)}"
+
+
+def print_state(state: StartupState, as_json: bool, out: TextIO, compact: bool = False) -> None:
+    if as_json:
+        out.write(json.dumps(state.to_json(), indent=None if compact else 2) + "\n")
+    else:
+        out.write(format_summary(state))
+    out.flush()

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from specmon.tui.logs import formats as fmt
+from specmon.tui.logs import patterns
 from specmon.tui.logs.errors import TracebackReader, classify_exception, hint_for, precedence
 from specmon.tui.logs.model import (
     Capture,
@@ -102,7 +102,7 @@ class StartupTracker:
                 self.feed_frame(frame)
         if line[:1] != "[" and ("%|" in line or "% Completed" in line):
             return self._glued(line)
-        ts_text, tags, level, msg = fmt.parse_prefix(line)
+        ts_text, tags, level, msg = patterns.parse_prefix(line)
         if ts_text is not None and ts_text != self._ts_text:
             self._set_ts(ts_text)
         if msg.startswith(_STEADY):
@@ -145,7 +145,7 @@ class StartupTracker:
 
     def _glued(self, line: str) -> LineKind | None:
         """A tqdm frame, possibly with a log line glued after it on the same physical line."""
-        m = fmt.TQDM_COUNTER.search(line)
+        m = patterns.TQDM_COUNTER.search(line)
         if m is None:
             return self._feed_message_only(line)
         self.feed_frame(line[: m.end()])
@@ -156,7 +156,7 @@ class StartupTracker:
         return None
 
     def _feed_message_only(self, line: str) -> LineKind | None:
-        ts_text, tags, level, msg = fmt.parse_prefix(line)
+        ts_text, tags, level, msg = patterns.parse_prefix(line)
         if ts_text is not None and ts_text != self._ts_text:
             self._set_ts(ts_text)
         try:
@@ -165,7 +165,7 @@ class StartupTracker:
             return None
 
     def _set_ts(self, text: str) -> None:
-        ts = fmt.parse_timestamp(text)
+        ts = patterns.parse_timestamp(text)
         if ts is None:
             return
         self._ts_text = text
@@ -257,13 +257,13 @@ class StartupTracker:
             self._fail("port_in_use", msg.strip(), self._phase_name())
             return "error"
         if ": error: " in msg:
-            m = fmt.ARGPARSE_ERROR.match(msg)
+            m = patterns.ARGPARSE_ERROR.match(msg)
             if m is not None:
                 what = m.group(1)
                 kind = "unrecognized_arguments" if "unrecognized arguments" in what else "invalid_server_args"
                 self._fail(kind, msg.strip(), "server_args")
                 return "error"
-        if msg.startswith("Received sigquit") or fmt.KILL_EVIDENCE.search(msg):
+        if msg.startswith("Received sigquit") or patterns.KILL_EVIDENCE.search(msg):
             self._fail("killed", msg.strip(), self._phase_name(), provisional=msg.startswith("Received sigquit"))
             return "error"
         if "SIGTERM received" in msg:
@@ -279,7 +279,7 @@ class StartupTracker:
         if msg[:1] not in (" ", "\t") and (
             "out of memory" in msg or "Not enough memory" in msg or "graph failed" in msg
         ):
-            m = fmt.EXCEPTION_LINE.match(msg.strip())
+            m = patterns.EXCEPTION_LINE.match(msg.strip())
             if m is not None:
                 phase = self._phase_name()
                 self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
@@ -303,7 +303,7 @@ class StartupTracker:
             return "error"
         if not msg or msg.startswith(("Traceback", "During handling", "The above exception")):
             return "error"
-        m = fmt.EXCEPTION_LINE.match(msg.rstrip())
+        m = patterns.EXCEPTION_LINE.match(msg.rstrip())
         if m is None:
             return None
         self._tb = None
@@ -336,7 +336,7 @@ class StartupTracker:
             or "Gracefully exiting" in msg
             or "kill_process_tree" in msg
             or "SIGQUIT received" in msg
-            or fmt.KILL_EVIDENCE.search(msg)
+            or patterns.KILL_EVIDENCE.search(msg)
         ):
             self._stopped()
             return "phase"
@@ -374,10 +374,10 @@ class StartupTracker:
         if self._state.launched_at is None:
             self._state.launched_at = self._ts
         self._enter("server_args")
-        m = fmt.SPEC_ALGORITHM.search(msg)
+        m = patterns.SPEC_ALGORITHM.search(msg)
         if m is not None and m.group(1) not in ("None", "none"):
             self._state.speculative_algorithm = m.group(1)
-        m = fmt.MEM_FRACTION.search(msg)
+        m = patterns.MEM_FRACTION.search(msg)
         if m is not None:
             with contextlib.suppress(ValueError):
                 self._state.mem_fraction_static = float(m.group(1))
@@ -387,7 +387,7 @@ class StartupTracker:
 
     def _rank_ok(self, tags: str) -> bool:
         """Whether to take a per-rank line's figures: rank 0's, or any rank's until rank 0 shows up."""
-        if not tags or fmt.is_rank_zero(tags):
+        if not tags or patterns.is_rank_zero(tags):
             self._seen_rank0 = True
             return True
         return not self._seen_rank0
@@ -407,7 +407,7 @@ class StartupTracker:
         if weight is None:
             weight = WeightLoad(model=model, started=self._ts)
             self._state.weights.append(weight)
-        m = fmt.AVAIL_MEM.search(msg)
+        m = patterns.AVAIL_MEM.search(msg)
         if m is not None:
             weight.avail_gb = float(m.group(1))
         self._weight = weight
@@ -416,12 +416,12 @@ class StartupTracker:
         return "phase"
 
     def _load_end(self, tags: str, msg: str) -> LineKind:
-        m = fmt.WEIGHT_TYPE.search(msg)
+        m = patterns.WEIGHT_TYPE.search(msg)
         wtype = m.group(1) if m else None
         model = self._load_model.get(tags, "target")
-        if wtype and fmt.DRAFT_MODEL_TYPE.search(wtype):
+        if wtype and patterns.DRAFT_MODEL_TYPE.search(wtype):
             model = "draft"
-        rank0 = not tags or fmt.is_rank_zero(tags)
+        rank0 = not tags or patterns.is_rank_zero(tags)
         key = ("weights", model)
         weight = self._state.weight(model)
         if weight is not None and key in self._end_seen and (key in self._final_rank0 or not rank0):
@@ -436,11 +436,11 @@ class StartupTracker:
         if rank0:
             self._final_rank0.add(key)
         weight.type = wtype
-        m = fmt.WEIGHT_DTYPE.search(msg)
+        m = patterns.WEIGHT_DTYPE.search(msg)
         weight.dtype = m.group(1) if m else None
-        avail = fmt.AVAIL_MEM.search(msg)
-        usage = fmt.MEM_USAGE.search(msg)
-        elapsed = fmt.ELAPSED.search(msg)
+        avail = patterns.AVAIL_MEM.search(msg)
+        usage = patterns.MEM_USAGE.search(msg)
+        elapsed = patterns.ELAPSED.search(msg)
         weight.avail_gb = float(avail.group(1)) if avail else None
         weight.mem_usage_gb = float(usage.group(1)) if usage else None
         weight.ended = self._ts
@@ -457,7 +457,7 @@ class StartupTracker:
         return "phase"
 
     def _kv_alloc(self, tags: str, msg: str) -> LineKind:
-        m = fmt.KV_ALLOC.search(msg)
+        m = patterns.KV_ALLOC.search(msg)
         if m is None:
             return "phase"
         st = self._state
@@ -494,7 +494,7 @@ class StartupTracker:
         draft = self._target_pool_ended and st.weight("draft") is not None
         if st.phase("kv_cache") is None and not draft:
             self._enter("kv_cache")
-        m = fmt.AVAIL_MEM.search(msg)
+        m = patterns.AVAIL_MEM.search(msg)
         if m is not None:
             self._memory("kv_cache_draft" if draft else "kv_cache", float(m.group(1)))
         self._target_pool_ended = True
@@ -502,12 +502,12 @@ class StartupTracker:
 
     def _max_total(self, tags: str, msg: str) -> LineKind:
         st = self._state
-        total = fmt.MAX_TOTAL.match(msg)
+        total = patterns.MAX_TOTAL.match(msg)
         if total is None:
             return None
         if st.max_total_num_tokens is None:
             st.max_total_num_tokens = int(total.group(1))
-            m = fmt.AVAIL_MEM.search(msg)
+            m = patterns.AVAIL_MEM.search(msg)
             if m is not None:
                 self._memory("max_total_num_tokens", float(m.group(1)))
         for capture in st.captures:
@@ -552,12 +552,12 @@ class StartupTracker:
     # --- captures -----------------------------------------------------------------------------------------
 
     def _capture_line(self, tags: str, msg: str) -> LineKind | None:
-        m = fmt.CAPTURE_LINE.match(msg)
+        m = patterns.CAPTURE_LINE.match(msg)
         if m is None:
-            lm = fmt.CAPTURE_LIST.match(msg)
+            lm = patterns.CAPTURE_LIST.match(msg)
             if lm is None:
                 return None
-            sizes = fmt.int_list(lm.group(2))
+            sizes = patterns.int_list(lm.group(2))
             if lm.group(1) == "bs":
                 if self._state.log_family is None:
                     self._state.log_family = "legacy"
@@ -584,7 +584,7 @@ class StartupTracker:
             self._capture_for(graph, role, label, msg)
             return "phase"
         capture = self._state.capture(graph, role)
-        rank0 = not tags or fmt.is_rank_zero(tags)
+        rank0 = not tags or patterns.is_rank_zero(tags)
         key = (graph, role)
         if capture is not None and key in self._end_seen and (key in self._final_rank0 or not rank0):
             return "phase"
@@ -620,12 +620,12 @@ class StartupTracker:
             self._enter(_CAPTURE_PHASE.get((graph, role), "capture"))
         if begin_msg is not None:
             capture.awaiting_end = True
-            m = fmt.AVAIL_MEM.search(begin_msg)
+            m = patterns.AVAIL_MEM.search(begin_msg)
             if m is not None and capture.status == "running":
                 capture.avail_gb = float(m.group(1))
-            lm = fmt.BS_IN_LINE.search(begin_msg)
+            lm = patterns.BS_IN_LINE.search(begin_msg)
             if lm is not None and not capture.batch_sizes:
-                capture.batch_sizes = fmt.int_list(lm.group(2))
+                capture.batch_sizes = patterns.int_list(lm.group(2))
                 capture.total = len(capture.batch_sizes) or None
                 self._bs_from_line.add((graph, role))
         if capture.status == "running":
@@ -636,18 +636,18 @@ class StartupTracker:
     def _finish_capture(self, capture: Capture, end_msg: str | None) -> None:
         if end_msg is not None:
             capture.awaiting_end = False
-            elapsed = fmt.ELAPSED.search(end_msg)
-            usage = fmt.MEM_USAGE.search(end_msg)
-            avail = fmt.AVAIL_MEM.search(end_msg)
+            elapsed = patterns.ELAPSED.search(end_msg)
+            usage = patterns.MEM_USAGE.search(end_msg)
+            avail = patterns.AVAIL_MEM.search(end_msg)
             if elapsed is not None:
                 capture.elapsed_s = float(elapsed.group(1))
             if usage is not None:
                 capture.mem_usage_gb = float(usage.group(1))
             if avail is not None:
                 capture.avail_gb = float(avail.group(1))
-            lm = fmt.BS_IN_LINE.search(end_msg)
+            lm = patterns.BS_IN_LINE.search(end_msg)
             if lm is not None and not capture.batch_sizes:
-                capture.batch_sizes = fmt.int_list(lm.group(2))
+                capture.batch_sizes = patterns.int_list(lm.group(2))
                 capture.total = len(capture.batch_sizes) or capture.total
         was_done = capture.status == "done"
         capture.status = "done"
@@ -665,7 +665,7 @@ class StartupTracker:
     # --- progress frames ----------------------------------------------------------------------------------
 
     def _on_frame(self, frame: str) -> None:
-        m = fmt.TQDM_COUNTER.search(frame)
+        m = patterns.TQDM_COUNTER.search(frame)
         if m is None:
             return
         if m.group(1) is not None:
@@ -675,10 +675,10 @@ class StartupTracker:
         if total <= 0 or n > total:
             return
         head = frame[: m.start()]
-        if fmt.WEIGHT_DESC.search(head) is not None:
+        if patterns.WEIGHT_DESC.search(head) is not None:
             self._weight_frame(n, total)
             return
-        desc = fmt.CAPTURE_DESC.search(head)
+        desc = patterns.CAPTURE_DESC.search(head)
         bare = not head.strip(" :")
         if desc is None and not bare:
             return
@@ -708,7 +708,7 @@ class StartupTracker:
                     sizes.append(capture.current_bs)
                     sizes.sort()
             capture.avail_gb = float(desc.group(4))
-        seconds = fmt.clock_seconds(elapsed)
+        seconds = patterns.clock_seconds(elapsed)
         if seconds is not None:
             capture.elapsed_s = seconds
         elif capture.started is not None and self._ts is not None:

@@ -6,12 +6,8 @@ and reports the acceptance length; about 1.0 with speculation on means the draft
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,7 +19,6 @@ from specmon.tui.serving.client import (
     SGLangClient,
     SGLangError,
     SpecSettings,
-    resolve_api_key,
     spec_settings,
 )
 from specmon.tui.serving.metrics import MetricsSnapshot, delta
@@ -68,6 +63,21 @@ class CheckReport:
         if any(item.level in ("warn", "fail") for item in self.items):
             return EXIT_FAILED
         return EXIT_OK
+
+    def summary(self) -> tuple[str, bool]:
+        """One line for the app, and whether all is well: the generation's figures, or the first problem."""
+        problem = next((i for i in self.items if i.level in ("warn", "fail")), None)
+        if problem is not None:
+            return f"sanity check: {problem.name}: {problem.detail}", False
+        result = self.generation
+        if result is None:
+            return "sanity check: no generation ran", False
+        parts = [f"sanity check: {result.completion_tokens} tokens"]
+        if result.tokens_per_s is not None:
+            parts.append(f"{result.tokens_per_s:.1f} tok/s")
+        if result.accept_length is not None:
+            parts.append(f"accept length {result.accept_length:.2f}")
+        return " · ".join(parts), True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -236,28 +246,3 @@ def format_report(report: CheckReport) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    """The `specmon check` handler."""
-    try:
-        api_key = resolve_api_key(args.api_key_file)
-    except OSError as exc:
-        message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
-        if args.json:
-            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
-        print(f"specmon check: {message}", file=sys.stderr)
-        return EXIT_FAILED
-    asked = None
-    if args.preset:
-        from specmon.tui.presets import load_presets
-
-        preset = load_presets(args.presets).get(args.preset)
-        if preset is None:
-            print(f"specmon check: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
-            return EXIT_FAILED
-        asked = dict(preset.args)
-    report = asyncio.run(run_check(args.url, api_key, asked=asked))
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(format_report(report))
-    return report.exit_code

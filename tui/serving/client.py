@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+
 from specmon.tui.serving.metrics import MetricsSnapshot, parse_metrics
 
 API_KEY_ENV = "SPECMON_API_KEY"

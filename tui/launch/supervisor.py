@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from specmon.tui.presets import Preset
+
+from specmon.tui.launch.presets import Preset
 from specmon.tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05

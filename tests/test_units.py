@@ -1,9 +1,10 @@
-"""specmon.tui.format: the one duration formatter of the headless commands (and, later, the widgets)."""
+"""specmon.tui.units: the one duration formatter of the headless commands (and, later, the widgets)."""
 
 from __future__ import annotations
 
 import pytest
-from specmon.tui.format import format_seconds
+
+from specmon.tui.units import format_seconds
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """A small HTTP server on 127.0.0.1 that replays real SGLang 0.5.16 answers from tests/fixtures/api/.
 
-Used in a thread (`ReplayServer(...).start()`) or as a process (`python tests/serving_replay.py --port N`,
+Used in a thread (`ReplayServer(...).start()`) or as a process (`python tests/support/serving_replay.py --port N`,
 which prints `LISTENING <port>` once it accepts connections) so tests can kill it for real.
 Behaviour knobs: /health answers from a queue of status codes then 200; /server_info can 404 (old servers,
 only /get_server_info); /flush_cache answers 400 a given number of times; /metrics can 404; an API key makes
@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-API_FIXTURES = Path(__file__).parent / "fixtures" / "api"
+API_FIXTURES = Path(__file__).parents[1] / "fixtures" / "api"
 FLUSH_BODY = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
     "requests, the operation will not be performed.)\n"

@@ -6,7 +6,6 @@ import argparse
 import atexit
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -25,49 +24,27 @@ def headless_size() -> tuple[int, int]:
     return (width, height) if width >= 20 and height >= 10 else HEADLESS_SIZE
 
 
-def _free_port_pair() -> int:
-    """A port P with P and P+1 free on 127.0.0.1 (the emulator serves its GPUs on P+1)."""
-    from specmon.tui.supervisor import port_is_free
-
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port < 65535 and port_is_free(port + 1):
-            return port
-    raise RuntimeError("no free port pair on 127.0.0.1")
-
-
 def demo_log_dir() -> Path:
     """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700, as are the
     parents it creates)."""
     from platformdirs import user_state_dir
+
     from specmon.tui.private_files import make_private_dir
 
     return make_private_dir(Path(user_state_dir("specmon")) / "demo")
 
 
-MILESTONES = ("capture", "ready", "failed")
-
-
-def milestone_screenshots(specs: list[str]) -> dict[str, str]:
-    """``["ready:/tmp/r.svg", ...]`` as ``{"ready": "/tmp/r.svg"}``; an unknown event is an error."""
-    shots = {}
-    for spec in specs:
-        event, _, path = spec.partition(":")
-        if event not in MILESTONES or not path:
-            raise SystemExit(f"specmon: --screenshot-at wants EVENT:PATH with EVENT one of {', '.join(MILESTONES)}")
-        shots[event] = path
-    return shots
-
-
 def _run_app(config, args: argparse.Namespace) -> int:
-    from specmon.tui.app import SpecmonApp
+    from specmon.tui.app.app import SpecmonApp
+    from specmon.tui.status import parse_milestone_specs
 
     if args.headless:
         config.exit_after_s = args.duration
         config.screenshot_path = args.screenshot
-        config.screenshots_at = milestone_screenshots(args.screenshot_at)
+        try:
+            config.screenshots_at = parse_milestone_specs(args.screenshot_at)
+        except ValueError as exc:
+            raise SystemExit(f"specmon: {exc}") from None
         config.exit_on = frozenset(e.strip() for e in args.exit_on.split(",") if e.strip())
     app = SpecmonApp(config)
     if args.headless:
@@ -87,7 +64,7 @@ def _named_preset(preset_set, name: str):
 
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
-    from specmon.tui.app import AppConfig
+    from specmon.tui.app.config import AppConfig
     from specmon.tui.gpu.nvml import NvmlSource
     from specmon.tui.serving.client import normalize_base_url, resolve_api_key
 
@@ -95,7 +72,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
     preset = None
     if args.preset:
-        from specmon.tui.presets import load_presets
+        from specmon.tui.launch.presets import load_presets
 
         preset = _named_preset(load_presets(args.presets), args.preset)
         if preset is None:
@@ -125,10 +102,11 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
-    from specmon.tui.app import AppConfig
+    from specmon.tui.app.config import AppConfig
     from specmon.tui.gpu.demo import DemoGpuSource
-    from specmon.tui.presets import load_presets
-    from specmon.tui.supervisor import ServerSupervisor
+    from specmon.tui.launch.presets import load_presets
+    from specmon.tui.launch.supervisor import ServerSupervisor
+    from specmon.tui.ports import free_port_pair
 
     preset_set = load_presets(args.presets)
     demos = {p.name: _with_speed(p, args.speed) for p in preset_set.demo_presets()}
@@ -143,7 +121,7 @@ def run_demo(args: argparse.Namespace) -> int:
             print("specmon: no demo preset found", file=sys.stderr)
             return 2
         preset = demos[default.name]
-    port = _free_port_pair()
+    port = free_port_pair()
     log_path = demo_log_dir() / f"{preset.name}-{port}.log"
     supervisor = ServerSupervisor(preset, log_path, port)
     atexit.register(supervisor.stop)

@@ -1,23 +1,14 @@
-"""Short texts for GPU readings, shared by `specmon gpus` and the GPU pane (N/A for what is not reported)."""
+"""GPU readings as short texts, shared by `specmon gpus` and the GPU pane (N/A for what is not reported)."""
 
 from __future__ import annotations
 
 from specmon.tui.gpu.model import GpuProcess, GpuReading
-
-NA = "N/A"
-
-
-def gib(mib: float | None, digits: int = 1) -> str:
-    return NA if mib is None else f"{mib / 1024:.{digits}f}"
+from specmon.tui.units import NA, gib, rate
 
 
 def memory(reading: GpuReading) -> str:
     """`125.4/140.4 GiB`."""
     return f"{gib(reading.memory_used_mib)}/{gib(reading.memory_total_mib)} GiB"
-
-
-def pct(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f}%"
 
 
 def power(reading: GpuReading) -> str:
@@ -27,25 +18,6 @@ def power(reading: GpuReading) -> str:
     if reading.power_limit_w is None:
         return f"{reading.power_w:.0f} W"
     return f"{reading.power_w:.0f}/{reading.power_limit_w:.0f} W"
-
-
-def temp(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f}°C"
-
-
-def mhz(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f} MHz"
-
-
-def rate(kbs: float | None) -> str:
-    """NVML's KB/s as a short rate: `850 KB/s`, `205 MB/s`, `12.3 GB/s`."""
-    if kbs is None:
-        return NA
-    if kbs < 1000:
-        return f"{kbs:.0f} KB/s"
-    if kbs < 1_000_000:
-        return f"{kbs / 1000:.0f} MB/s"
-    return f"{kbs / 1_000_000:.1f} GB/s"
 
 
 def pcie(reading: GpuReading) -> str:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
-import sys
 from typing import Any
 
 from specmon.tui.bench.compare import compare_all
 from specmon.tui.bench.model import BenchResult
-from specmon.tui.bench.report import FIGURE_COLUMNS, fmt, fmt_range, run_figures
-from specmon.tui.bench.results import ResultStore
+from specmon.tui.bench.report import FIGURE_COLUMNS, run_figures
+from specmon.tui.units import number, number_range
 
 TABLE_HEADERS = ("run", "preset", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms", "speedup", "flags")
 
@@ -33,23 +31,23 @@ def table_rows(runs: list[BenchResult], baseline: str | None = None) -> list[lis
     rows = []
     for run in runs:
         f = run_figures(run, comparisons.get(run.run_id))
-        tau = fmt(f["accept_length"], ".2f")
+        tau = number(f["accept_length"], ".2f")
         if f["accept_length_bound"] and f["accept_length"] is not None:
             tau += f"/{f['accept_length_bound']}"
         speedup = "–"
         if f["speedup"] is not None:
-            speedup = f"{f['speedup']:.2f}× ({fmt_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')})"
+            speedup = f"{f['speedup']:.2f}× ({number_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')})"
         rows.append(
             [
                 run.run_id,
                 run.preset,
                 run.status,
                 f"{f['requests_ok']}/{f['requests_failed']}",
-                fmt(f["decode_tok_s_median"]),
-                fmt_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
+                number(f["decode_tok_s_median"]),
+                number_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
                 tau,
-                fmt(f["ttft_ms_median"], ".1f"),
-                fmt(f["itl_ms_median"], ".2f"),
+                number(f["ttft_ms_median"], ".1f"),
+                number(f["itl_ms_median"], ".2f"),
                 speedup,
                 ",".join(f["flags"]) or "ok",
             ]
@@ -96,22 +94,3 @@ def format_json(runs: list[BenchResult], baseline: str | None = None) -> str:
 FORMATTERS = {"table": format_table, "markdown": format_markdown, "csv": format_csv, "json": format_json}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Handler of `specmon results`."""
-    store = ResultStore(args.dir)
-    runs, missing = select_runs(store.load_all(), list(args.runs))
-    for run_id in missing:
-        print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
-    if not runs:
-        if args.format == "json":
-            print("[]")
-        elif not missing:
-            print(f"No benchmark runs in {store.directory} yet (run `specmon bench --url URL`).", file=sys.stderr)
-        return 1 if missing else 0
-    baseline = getattr(args, "baseline", None)
-    if baseline and not any(r.preset == baseline for r in runs):
-        print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
-        return 1
-    text = FORMATTERS[args.format](runs, baseline)
-    print(text, end="" if text.endswith("\n") else "\n")
-    return 1 if missing else 0

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from specmon.tui.bench.model import BenchProgress, BenchResult
+    from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.tui.serving.poller import ServerStatus
 
 
 class LatestOnly(Message):
@@ -19,28 +24,28 @@ class LatestOnly(Message):
 class ServerStatusChanged(LatestOnly):
     """The poller reported the server's HTTP status (coalesced: only the latest one matters)."""
 
-    status: Any
+    status: ServerStatus
 
 
 @dataclass
 class GpuSampled(LatestOnly):
     """A GPU snapshot was taken (coalesced)."""
 
-    snapshot: Any
+    snapshot: GpuSnapshot
 
 
 @dataclass
 class BenchProgressed(LatestOnly):
     """A running benchmark reported progress (coalesced)."""
 
-    progress: Any
+    progress: BenchProgress
 
 
 @dataclass
 class BenchFinished(Message):
     """A benchmark run ended (result, or an error message)."""
 
-    result: Any
+    result: BenchResult | None
     error: str | None = None
 
 

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from specmon.widgets.bench_panel import BenchPanel
-from specmon.widgets.gpu_pane import GpuPane
-from specmon.widgets.server_pane import ServerPane
-from specmon.widgets.status_header import StatusHeader
+from typing import TYPE_CHECKING
+
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Container
 from textual.events import Resize
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Tab, Tabs
+
+from specmon.widgets.bench_panel import BenchPanel
+from specmon.widgets.gpu_pane import GpuPane
+from specmon.widgets.server_pane import ServerPane
+from specmon.widgets.status_header import StatusHeader
+
+if TYPE_CHECKING:
+    from specmon.tui.bench.model import BenchProgress, BenchResult
+    from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.tui.logs.model import LineKind, StartupState
+    from specmon.tui.status import Note, Row
 
 PANES = ("server", "gpus", "bench")
 WIDE_COLUMNS = 160
@@ -20,11 +30,15 @@ WIDE_COLUMNS = 160
 class MainScreen(Screen):
     """The monitor: Server, GPUs and Benchmark panes. Below ``WIDE_COLUMNS`` columns they are tabs."""
 
+    class Composed(Message):
+        """The screen and its panes are mounted: the app may start its sources."""
+
     def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
         super().__init__(**kwargs)
         self._max_lines = max_lines
         self.active_pane = "server"
-        self._pending_gpus = None
+        self.composed = False
+        self._pending_gpus: GpuSnapshot | None = None
         self._failed_panes: set[str] = set()
 
     def compose(self) -> ComposeResult:
@@ -47,7 +61,11 @@ class MainScreen(Screen):
         self.query_one("#pane-server").border_title = "Server"
         self.query_one("#pane-gpus").border_title = "GPUs"
         self.query_one("#pane-bench").border_title = "Benchmark"
-        self.call_after_refresh(self.app.start_sources)
+        self.call_after_refresh(self._composed)
+
+    def _composed(self) -> None:
+        self.composed = True
+        self.post_message(self.Composed())
 
     @property
     def header(self) -> StatusHeader:
@@ -56,6 +74,36 @@ class MainScreen(Screen):
     @property
     def server_pane(self) -> ServerPane:
         return self.query_one(ServerPane)
+
+    def show_header(self, url: str, preset: str | None, state: str, emulator: bool) -> None:
+        self.header.show(url, preset, state, emulator)
+
+    def show_server(self, startup: StartupState, rows: list[Row], notes: list[Note], has_log: bool,
+                    running_extra_s: float) -> None:
+        """Render the startup state and the live rows in the Server pane."""
+        self.server_pane.show(startup, rows, notes, has_log, running_extra_s)
+
+    def write_log(self, lines: list[str], kinds: list[LineKind | None]) -> None:
+        self.server_pane.write_log(lines, kinds)
+
+    def clear_log(self) -> None:
+        self.server_pane.clear_log()
+
+    def follow_tail(self) -> None:
+        self.server_pane.follow_tail()
+
+    def open_search(self) -> None:
+        """Show the Server pane with its search box open."""
+        self.show_pane("server")
+        self.server_pane.open_search()
+
+    def search_again(self, forward: bool) -> None:
+        """The next (or previous) match of the last search; opens the search box when there was none."""
+        query = self.server_pane.search_query
+        if not query:
+            self.open_search()
+        elif not self.server_pane.search(query, forward=forward):
+            self.notify(f"No match for {query!r}", severity="warning")
 
     @property
     def wide(self) -> bool:
@@ -88,8 +136,7 @@ class MainScreen(Screen):
 
     @on(Input.Submitted, "#search")
     def _search_submitted(self, event: Input.Submitted) -> None:
-        log = self.server_pane.log_view
-        if event.value and log.search(event.value) is None:
+        if event.value and not self.server_pane.search(event.value):
             self.notify(f"No match for {event.value!r}", severity="warning")
         self.server_pane.close_search()
 
@@ -97,7 +144,7 @@ class MainScreen(Screen):
         if self.query_one("#search", Input).has_class("-open"):
             self.server_pane.close_search()
 
-    def show_gpus(self, snapshot) -> None:
+    def show_gpus(self, snapshot: GpuSnapshot) -> None:
         """Hand a GPU snapshot to the GPU pane; while the pane is hidden (another tab), keep only the latest."""
         self._pending_gpus = snapshot
         if self.wide or self.active_pane == "gpus":
@@ -109,11 +156,11 @@ class MainScreen(Screen):
             for pane in self.query("#gpu-pane"):
                 self._guarded("GPU pane", pane.show, snapshot)
 
-    def show_bench_progress(self, progress) -> None:
+    def show_bench_progress(self, progress: BenchProgress) -> None:
         for panel in self.query("#bench-panel"):
             self._guarded("Benchmark panel", panel.show_progress, progress)
 
-    def show_bench_results(self, results) -> None:
+    def show_bench_results(self, results: list[BenchResult]) -> None:
         for panel in self.query("#bench-panel"):
             self._guarded("Benchmark panel", panel.show_results, results)
 

@@ -7,10 +7,10 @@ import json
 import sys
 from typing import TextIO
 
-from specmon.tui.presets import Preset, PresetSet, load_presets
+from specmon.tui.launch.presets import Preset, PresetSet, load_presets
 
 
-def run(args: argparse.Namespace) -> int:
+def run_presets(args: argparse.Namespace) -> int:
     """Print the presets (text or `--json`); exit 1 when any preset file is bad."""
     preset_set = load_presets(getattr(args, "presets", None) or ())
     if getattr(args, "json", False):

@@ -6,10 +6,10 @@ import json
 import time
 from pathlib import Path
 
-from specmon.tui.app import AppConfig, SpecmonApp
-from specmon.tui.app_feed import feed_text
+from specmon.tui.app.app import AppConfig, SpecmonApp
+from specmon.tui.feed import feed_text
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 LOGS = FIXTURES / "logs"
 FIXTURE_URL = "http://127.0.0.1:30000"
 READY_LOG = "h200-0.5.16-standalone-ready.log"
@@ -60,7 +60,7 @@ def fixture_status(server_info: str = "h200-0.5.16-server-info-eagle3.json", sta
 
 
 def fixture_preset(name: str = "eagle3-16"):
-    from specmon.tui.presets import load_presets
+    from specmon.tui.launch.presets import load_presets
 
     return load_presets().get(name)
 
@@ -83,7 +83,7 @@ def capturing_app() -> SpecmonApp:
 def ready_app() -> SpecmonApp:
     """Ready, with the live server's effective settings next to the preset's asked values."""
     app = fixture_app(READY_LOG, until="SIGTERM received", preset=fixture_preset())
-    app.server_status = fixture_status()
+    app.watch.http = fixture_status()
     return app
 
 

@@ -1,0 +1,1 @@
+"""Test doubles and harnesses used only by the tests."""

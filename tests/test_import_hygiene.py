@@ -1,0 +1,80 @@
+"""One import name (specmon), and headless commands that never import Textual."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG = ROOT / "tests" / "fixtures" / "logs" / "h200-0.5.16-plain-ready.log"
+
+RUN_AND_REPORT = """
+import sys
+from specmon.tui.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+ui = sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'textual_plotext', 'plotext'})
+ui += sorted(m for m in sys.modules if m.startswith(('specmon.widgets', 'specmon.tui.app')))
+print('UI-MODULES:', ','.join(ui), file=sys.stderr)
+"""
+
+HEADLESS = {
+    "log-summary": ["log-summary", str(LOG), "--json"],
+    "bench": ["bench", "--url", "http://127.0.0.1:9", "--requests", "1", "--warmup", "0", "--json"],
+    "gpus": ["gpus", "--json"],
+    "check": ["check", "--url", "http://127.0.0.1:9", "--json"],
+    "presets": ["presets", "--json"],
+    "results": ["results", "--dir", "{tmp}", "--format", "json"],
+    "emulate": ["emulate", "--model-path", "/m", "--no-such-flag"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(HEADLESS))
+def test_headless_command_never_imports_textual(command: str, tmp_path: Path) -> None:
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in HEADLESS[command]]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_AND_REPORT, *argv], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    report = [line for line in done.stderr.splitlines() if line.startswith("UI-MODULES:")]
+    assert report, done.stderr[-2000:]
+    assert report[-1] == "UI-MODULES: ", f"{command} imported {report[-1]}"
+
+
+def test_every_headless_command_of_the_cli_is_checked() -> None:
+    from specmon.tui.cli import build_parser
+
+    parser = build_parser()
+    commands = set(parser._subparsers._group_actions[0].choices)
+    assert commands - {"demo", "monitor"} == set(HEADLESS)
+
+
+def test_no_generic_top_level_package_is_importable(tmp_path: Path) -> None:
+    for name in ("tui", "widgets", "presets"):
+        done = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, name
+    done = subprocess.run(
+        [sys.executable, "-c", "import specmon.tui.cli, specmon.widgets, specmon.presets"], cwd=tmp_path
+    )
+    assert done.returncode == 0
+
+
+def test_the_wheel_holds_one_top_level_package_with_its_data(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = tmp_path.glob("specmon-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"specmon", "specmon-" + wheel.name.split("-")[1] + ".dist-info"}
+    packages = {str(p.parent.relative_to(ROOT)) for top in ("tui", "widgets", "presets") for p in (ROOT / top).rglob("__init__.py")}
+    for package in packages:
+        assert f"specmon/{package}/__init__.py" in names, package
+    for data in ("specmon/presets/eagle3-16.toml", "specmon/tui/app/app.tcss", "specmon/tui/bench/prompts_chat.jsonl"):
+        assert data in names

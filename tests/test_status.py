@@ -1,0 +1,174 @@
+"""specmon.tui.status: the header state, live rows, capture and milestones, without a terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specmon.tui.launch.presets import load_presets
+from specmon.tui.logs.model import Capture, Phase, StartupError, StartupState
+from specmon.tui.logs.summary import summarize_stream
+from specmon.tui.logs.tracker import StartupTracker
+from specmon.tui.serving.client import SpecSettings
+from specmon.tui.serving.poller import ServerStatus
+from specmon.tui.status import (
+    MonitorState,
+    ServerView,
+    header_state,
+    latest_capture,
+    live_rows,
+    milestone,
+    parse_milestone_specs,
+    server_alive,
+    spec_rows,
+)
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+def http(state: str, spec: SpecSettings | None = None) -> ServerStatus:
+    return ServerStatus(state, since=0.0, last_error=None, spec=spec, version=None, url="http://h:1", latency_s=0.01)
+
+
+def spec(draft_tokens: int = 4, algorithm: str | None = "EAGLE3", steps: int = 3) -> SpecSettings:
+    return SpecSettings(algorithm, "/models/kimi-k25-eagle3", steps, 1, draft_tokens, 2.5, None, "0.5.16", 1000)
+
+
+STARTING = StartupState()
+CAPTURING = StartupState(
+    phases=[Phase("capture_target")], captures=[Capture("target", "running", done=3, total=8)]
+)
+CAPTURE_GAP = StartupState(phases=[Phase("capture_target")], captures=[Capture("target", "done", 8, 8)])
+READY = StartupState(state="ready")
+FAILED = StartupState(state="failed", error=StartupError("cuda_oom", "out of memory"))
+STOPPED = StartupState(state="stopped")
+
+
+@pytest.mark.parametrize(
+    ("view", "expected"),
+    [
+        (ServerView(STARTING), "starting"),
+        (ServerView(STARTING, http=http("unreachable")), "starting"),
+        (ServerView(STARTING, http=http("starting")), "warming up"),
+        (ServerView(CAPTURING), "capturing 3/8"),
+        (ServerView(CAPTURE_GAP), "capturing"),
+        (ServerView(READY), "ready"),
+        (ServerView(READY, http=http("starting")), "warming up"),
+        (ServerView(READY, http=http("ready")), "ready"),
+        (ServerView(READY, http=http("unreachable")), "unreachable"),
+        (ServerView(READY, http=http("unhealthy")), "unhealthy"),
+        (ServerView(STARTING, http=http("unreachable"), following_log=False), "unreachable"),
+        (ServerView(STARTING, http=http("ready")), "ready"),
+        (ServerView(FAILED, http=http("ready")), "failed"),
+        (ServerView(STOPPED), "stopped"),
+        (ServerView(READY, http=http("ready"), process_exit_code=1), "stopped"),
+        (ServerView(CAPTURING, switching_to="eagle3-5"), "switching"),
+    ],
+)
+def test_header_state(view: ServerView, expected: str) -> None:
+    assert header_state(view) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [("ready", "ready"), ("failed", "failed"), ("capturing 2/8", "capture"), ("capturing", "capture"),
+     ("starting", None), ("warming up", None), ("unreachable", None)],
+)  # fmt: skip
+def test_milestone(state: str, expected: str | None) -> None:
+    assert milestone(state) == expected
+
+
+def test_latest_capture_prefers_the_running_one() -> None:
+    first, second = Capture("target", "running", 2, 8), Capture("draft", "done", 8, 8)
+    assert latest_capture(StartupState(captures=[first, second])) is first
+    assert latest_capture(StartupState(captures=[Capture("target", "done", 8, 8), second])) is second
+    assert latest_capture(StartupState()) is None
+
+
+def test_latest_capture_of_a_real_log_is_its_last_finished_capture() -> None:
+    tracker = StartupTracker()
+    with (LOGS / "h200-0.5.16-standalone-ready.log").open("rb") as stream:
+        summarize_stream(stream, tracker)
+    capture = latest_capture(tracker.state)
+    assert capture is tracker.state.captures[-1] and capture.status == "done"
+
+
+def test_spec_rows_show_what_sglang_changed_from_the_preset() -> None:
+    preset = load_presets([]).get("eagle3-16")
+    rows, notes = spec_rows(spec(draft_tokens=2, steps=15), preset)
+    assert ("version", "0.5.16") in rows
+    assert any(label == "speculative" and "draft tokens 2" in value for label, value in rows)
+    assert ("num draft tokens: 16 asked, 2 effective", "bold yellow") in notes
+    rows, notes = spec_rows(spec(draft_tokens=16, steps=15), preset)
+    assert not any("asked" in text for text, _ in notes)
+
+
+def test_spec_rows_without_speculation() -> None:
+    assert spec_rows(spec(algorithm=None), None) == ([("version", "0.5.16"), ("speculative", "off")], [])
+    assert spec_rows(None, None) == ([], [])
+
+
+def test_live_rows_while_starting_and_when_gone() -> None:
+    rows, notes = live_rows(ServerView(STARTING, http=http("unreachable")))
+    assert rows == [("health", "HTTP not up yet (the server is starting)")] and notes == []
+    rows, notes = live_rows(ServerView(READY, http=http("unreachable")))
+    assert notes and notes[0][0].startswith("Server unreachable at http://h:1") and notes[0][1] == "bold red"
+    assert live_rows(ServerView(STARTING))[0] == [("server", "checking…")]
+    assert live_rows(ServerView(STARTING, polling=False)) == ([], [])
+
+
+def test_live_rows_hide_stale_settings_and_show_the_exit_code() -> None:
+    rows, _ = live_rows(ServerView(READY, http=http("ready", spec()), spec_stale=True))
+    assert not any(label == "speculative" for label, _ in rows)
+    _, notes = live_rows(ServerView(READY, http=http("ready", spec()), process_exit_code=137))
+    assert ("Server process exited with code 137", "bold red") in notes
+
+
+def test_monitor_state_runs_the_sanity_check_once_per_server_run() -> None:
+    watch = MonitorState()
+    assert not watch.sanity_due(0)  # not ready yet
+    watch.http_changed(http("ready"))
+    assert watch.sanity_due(0) and watch.sanity == ("sanity check: one short generation…", "dim")
+    assert not watch.sanity_due(0)
+    watch.sanity_checked("sanity check: 64 tokens", ok=True)
+    assert watch.sanity == ("sanity check: 64 tokens", "bold green")
+    assert watch.sanity_due(1)  # a new run of the server
+
+
+def test_monitor_state_switch_forgets_the_old_server() -> None:
+    presets = load_presets([])
+    watch = MonitorState(preset=presets.get("eagle3-10"))
+    watch.http_changed(http("ready", spec()))
+    watch.begin_switch("eagle3-5")
+    assert watch.preset_name == "eagle3-5" and watch.http is None and watch.spec_stale
+    assert header_state(watch.view(READY, True, True, None)) == "switching"
+    watch.end_switch(presets.get("eagle3-5"))
+    assert watch.preset_name == "eagle3-5" and watch.switching_to is None
+    watch.http_changed(http("ready"))
+    assert not watch.spec_stale
+    watch.begin_switch("baseline")
+    watch.end_switch(None)  # failed: the preset stays
+    assert watch.preset_name == "eagle3-5"
+
+
+def test_monitor_state_reports_each_wanted_milestone_once() -> None:
+    watch = MonitorState()
+    assert watch.new_milestone("capturing 1/8", {"ready"}) is None
+    assert watch.new_milestone("capturing 1/8", {"capture", "ready"}) == "capture"
+    assert watch.new_milestone("capturing 2/8", {"capture", "ready"}) is None
+    assert watch.new_milestone("ready", {"capture", "ready"}) == "ready"
+
+
+def test_server_alive() -> None:
+    assert server_alive(True, None)
+    assert server_alive(False, http("starting"))
+    assert not server_alive(False, http("unreachable"))
+    assert not server_alive(False, None)
+
+
+def test_parse_milestone_specs() -> None:
+    assert parse_milestone_specs(["ready:/tmp/r.svg", "capture:m.svg"]) == {"ready": "/tmp/r.svg", "capture": "m.svg"}
+    for bad in (["done:/x.svg"], ["ready"], ["ready:"]):
+        with pytest.raises(ValueError, match="EVENT:PATH"):
+            parse_milestone_specs(bad)

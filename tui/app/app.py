@@ -1,0 +1,408 @@
+"""SpecmonApp: wires sources (threads that post messages) to the main screen. What to show is worked out by
+the UI-free core (``specmon.tui.status``, ``specmon.tui.feed``); the widgets only render it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from specmon.tui import status
+from specmon.tui.app import keys
+from specmon.tui.app.config import AppConfig
+from specmon.tui.app.messages import (
+    BenchFinished,
+    BenchProgressed,
+    GpuSampled,
+    PresetSwitched,
+    SanityChecked,
+    ServerStatusChanged,
+)
+from specmon.tui.app.screens.main import MainScreen
+from specmon.tui.app.sources import AppSources
+from specmon.tui.feed import LogFeed
+from specmon.tui.logs.model import ServerBecameReady, StartupFailed
+
+if TYPE_CHECKING:
+    from specmon.tui.bench.model import BenchResult
+    from specmon.tui.bench.run import BenchRun
+    from specmon.tui.launch.presets import Preset
+
+__all__ = ["DARK_THEME", "LIGHT_THEME", "AppConfig", "SpecmonApp"]
+
+TRICKLE_LINES = 50
+EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+DARK_THEME = "textual-dark"
+LIGHT_THEME = "textual-light"
+MILESTONE_SETTLE_S = 1.5
+"""A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
+
+
+class SpecmonApp(App[int]):
+    """Monitors one SGLang server: its startup log, HTTP state, GPUs and benchmarks."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "specmon"
+    BINDINGS = keys.BINDINGS
+    ACTION_HELP = keys.ACTION_HELP
+
+    def __init__(self, config: AppConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.feed = LogFeed(max_pending=config.max_lines)
+        self.watch = status.MonitorState(preset=config.preset)
+        self.bench_running = False
+        self.bench_results: list[BenchResult] = []
+        self.log_path = config.log_path
+        self.sources = AppSources(
+            config, self.feed, lambda s: self.post_message(ServerStatusChanged(s)),
+            lambda s: self.post_message(GpuSampled(s)),
+        )
+        self._bench: BenchRun | None = None
+        self._shown_generation = self.feed.generation
+        self._last_header: tuple[str, str | None, str, bool] | None = None
+        self._main_screen = MainScreen(max_lines=config.max_lines, id="main")
+        self._started = False
+        self._gpu_shown_at = 0.0
+        self._rendered_once = False
+        self._log_written_at = 0.0
+        self.theme = DARK_THEME
+
+    # ----- lifecycle
+
+    def get_default_screen(self) -> Screen:
+        return self._main_screen
+
+    @property
+    def main(self) -> MainScreen:
+        return self._main_screen
+
+    @on(MainScreen.Composed)
+    def start_sources(self) -> None:
+        """Start following, polling and sampling, once the main screen is composed."""
+        if self._started:
+            return
+        self._started = True
+        self.set_interval(1 / self.config.flush_hz, self.flush_feed)
+        self.set_interval(1.0, self._tick_running_phase)
+        if self.log_path:
+            self.sources.follow(self.log_path)
+        if self.config.poll:
+            self.sources.start_poller()
+        if self.config.gpu_source is not None:
+            self.sources.start_gpu_sampler()
+        self.flush_feed(force=True)
+        if self.config.exit_after_s is not None:
+            self.set_timer(self.config.exit_after_s, self._finish_headless)
+
+    def _finish_headless(self) -> None:
+        self.flush_feed()
+        if self.config.screenshot_path:
+            self._save_svg(self.config.screenshot_path)
+        self.exit(0)
+
+    def _save_svg(self, path: str) -> None:
+        path = os.path.abspath(path)
+        self.save_screenshot(filename=os.path.basename(path), path=os.path.dirname(path))
+
+    def _check_milestones(self, state: str) -> None:
+        wanted = {*self.config.screenshots_at, *self.config.exit_on}
+        milestone = self.watch.new_milestone(state, wanted)
+        if milestone is not None:
+            self.set_timer(MILESTONE_SETTLE_S, lambda: self._reach_milestone(milestone))
+
+    def _reach_milestone(self, milestone: str) -> None:
+        self.flush_feed(force=True)
+        path = self.config.screenshots_at.get(milestone)
+        if path:
+            self._save_svg(path)
+        if milestone in self.config.exit_on:
+            self.exit(1 if milestone == "failed" else 0)
+
+    def on_load(self) -> None:
+        # SIGINT and SIGTERM end the app as q does, even mid-mount, where a KeyboardInterrupt raised inside a
+        # handler would end it as a crash (exit code 1).
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.add_signal_handler(signum, self.exit, None, 128 + signum)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.remove_signal_handler(signum)
+        self.sources.stop()
+        if self._bench is not None:
+            self._bench.cancel()
+
+    # ----- rendering
+
+    def _ui_ready(self) -> bool:
+        """The main screen is composed and still attached (not before start, not during teardown)."""
+        return self._started and self.main.is_attached and self.main.composed
+
+    def flush_feed(self, force: bool = False) -> None:
+        """Move pending log lines into the log pane (one batch) and re-render the server state."""
+        if not self._ui_ready():
+            return
+        if not self._rendered_once:
+            self._rendered_once = force = True
+        if not force and self._defer_trickle():
+            return
+        batch = self.feed.take()
+        if batch.generation != self._shown_generation:
+            self.main.clear_log()
+            self._shown_generation = batch.generation
+            force = True
+        if not batch.changed and not force:
+            return
+        if batch.lines:
+            self.main.write_log(batch.lines, batch.kinds)
+            self._log_written_at = time.monotonic()
+        for event in batch.events:
+            if isinstance(event, StartupFailed):
+                self.notify(event.error.hint or event.error.message, title="Startup failed", severity="error")
+            elif isinstance(event, ServerBecameReady):
+                self._maybe_sanity_check()
+        self.render_state()
+
+    def _defer_trickle(self) -> bool:
+        """Once ready, a few lines (health checks, access lines) wait up to ``trickle_s`` to be written together.
+
+        Each write repaints the whole log pane; bursts and startup lines are written at once.
+        """
+        if self.feed.generation != self._shown_generation or self.feed.pending >= TRICKLE_LINES:
+            return False
+        if time.monotonic() - self._log_written_at >= self.config.trickle_s:
+            return False
+        with self.feed.lock:  # the follower thread may be feeding the tracker
+            return self.feed.state.state == "ready"
+
+    def view(self) -> status.ServerView:
+        """The server as the app knows it now; hold ``feed.lock`` while using it (it holds the tracker's state)."""
+        supervisor = self.config.supervisor
+        exit_code = supervisor.returncode if supervisor is not None else None
+        return self.watch.view(self.feed.state, self.config.poll, bool(self.log_path), exit_code)
+
+    def current_state(self) -> str:
+        """The header's state (see ``status.header_state``)."""
+        with self.feed.lock:
+            return status.header_state(self.view())
+
+    def render_state(self) -> None:
+        """Re-render the header and the Server pane from the current state."""
+        if not self._ui_ready():
+            return
+        with self.feed.lock:
+            view = self.view()
+            rows, notes = status.live_rows(view)
+            self.main.show_server(view.startup, rows, notes, bool(self.log_path), self._running_extra_s())
+            header = (self.config.url, self.watch.preset_name, status.header_state(view), self.config.emulator)
+        if header != self._last_header:
+            self._last_header = header
+            self.main.show_header(*header)
+        self._check_milestones(header[2])
+
+    def _running_extra_s(self) -> float:
+        """Whole seconds a running phase went on past the log's newest timestamp: until now while the server
+        is alive, else until the log last grew, so an old log replayed never counts on."""
+        supervisor = self.config.supervisor
+        alive = status.server_alive(supervisor is not None and supervisor.is_running, self.watch.http)
+        return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
+
+    def _tick_running_phase(self) -> None:
+        """Once a second during startup, let the running phase's duration count on when the log brings no line."""
+        with self.feed.lock:
+            state = self.feed.state
+            running = state.state == "starting" and any(phase.status == "running" for phase in state.phases)
+        if running:
+            self.render_state()
+
+    # ----- messages from sources
+
+    @on(ServerStatusChanged)
+    def _server_status_changed(self, message: ServerStatusChanged) -> None:
+        self.watch.http_changed(message.status)
+        self._maybe_sanity_check()
+        self.render_state()
+
+    @on(GpuSampled)
+    def _gpu_sampled(self, message: GpuSampled) -> None:
+        # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
+        now = time.monotonic()
+        shown_state = self._last_header[2] if self._last_header is not None else None
+        idle = not self.bench_running and shown_state == "ready"
+        if idle and now - self._gpu_shown_at < self.config.gpu_idle_refresh_s:
+            return
+        self._gpu_shown_at = now
+        self.main.show_gpus(message.snapshot)
+
+    @on(BenchProgressed)
+    def _bench_progressed(self, message: BenchProgressed) -> None:
+        self.main.show_bench_progress(message.progress)
+
+    @on(BenchFinished)
+    def _bench_finished(self, message: BenchFinished) -> None:
+        self.bench_running = False
+        self._bench = None
+        if message.result is not None:
+            self.bench_results.append(message.result)
+            self.main.show_bench_results(list(self.bench_results))
+        if message.error:
+            self.notify(message.error, title="Benchmark failed", severity="error")
+        elif message.result is not None:
+            self.notify(f"Benchmark finished: {message.result.preset}", title="Benchmark")
+
+    @on(SanityChecked)
+    def _sanity_checked(self, message: SanityChecked) -> None:
+        self.watch.sanity_checked(message.summary, message.ok)
+        self.render_state()
+
+    @on(PresetSwitched)
+    def _preset_switched(self, message: PresetSwitched) -> None:
+        self.watch.end_switch(None if message.error else self.config.presets.get(message.preset_name))
+        if message.error:
+            self.notify(message.error, title="Preset switch failed", severity="error")
+        else:
+            self.notify(f"Switched to {message.preset_name}", title="Preset")
+            if message.log_path:
+                self.log_path = message.log_path
+                self.sources.follow(message.log_path)
+        self.render_state()
+
+    # ----- the sanity check after ready (only when specmon launched the server): `specmon check`'s core
+
+    def _maybe_sanity_check(self) -> None:
+        if self.config.sanity_check and self.config.supervisor is not None and self.watch.sanity_due(
+            self.feed.generation
+        ):
+            self._sanity_check()
+
+    @work(exclusive=True, group="sanity", exit_on_error=False)
+    async def _sanity_check(self) -> None:
+        from specmon.tui.serving.check import run_check
+
+        preset = self.watch.preset
+        asked = dict(preset.args) if preset is not None else None
+        report = await run_check(self.config.url, self.config.api_key, asked=asked)
+        summary, ok = report.summary()
+        self.post_message(SanityChecked(summary, ok=ok))
+
+    # ----- actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pick_preset":
+            return self.config.supervisor is not None and bool(self.config.presets)
+        return True
+
+    def action_show_pane(self, pane: str) -> None:
+        self.main.show_pane(pane)
+
+    def action_search(self) -> None:
+        self.main.open_search()
+
+    def action_search_next(self) -> None:
+        self.main.search_again(forward=True)
+
+    def action_search_previous(self) -> None:
+        self.main.search_again(forward=False)
+
+    def action_follow_tail(self) -> None:
+        self.main.follow_tail()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME
+
+    def action_screenshot(self) -> None:
+        path = self.save_screenshot()
+        self.notify(f"Saved {path}", title="Screenshot")
+
+    def action_pick_preset(self) -> None:
+        if self.config.supervisor is None or not self.config.presets:
+            self.notify("Preset switching needs a server specmon launched (specmon demo)", severity="warning")
+            return
+        from specmon.tui.app.screens.preset_picker import PresetPicker
+
+        current = self.watch.preset.name if self.watch.preset is not None else None
+        self.push_screen(PresetPicker(self.config.presets, current), self._preset_picked)
+
+    def _preset_picked(self, name: str | None) -> None:
+        if name:
+            self.switch_preset(name)
+
+    def switch_preset(self, name: str) -> None:
+        """Restart the supervised server with preset ``name``; the log pane and tracker start over."""
+        preset = self.config.presets.get(name)
+        if preset is None or self.config.supervisor is None:
+            return
+        self.watch.begin_switch(name)
+        self.sources.stop_following()
+        self.feed.reset()
+        self.render_state()
+        self._restart(preset)
+
+    @work(thread=True, exclusive=True, group="supervisor", exit_on_error=False)
+    def _restart(self, preset: Preset) -> None:
+        supervisor = self.config.supervisor
+        try:
+            supervisor.restart_with(preset)
+        except Exception as exc:  # reported in the UI; the old server is gone either way
+            self.post_message(PresetSwitched(preset.name, None, error=str(exc)))
+            return
+        log_path = supervisor.log_path
+        self.post_message(PresetSwitched(preset.name, str(log_path) if log_path else None))
+
+    def action_run_bench(self) -> None:
+        if self.bench_running:
+            self.notify("A benchmark is already running", severity="warning")
+            return
+        from specmon.tui.bench.run import BenchRun
+
+        preset = self.watch.preset
+        self.main.show_pane("bench")
+        self.bench_running = True
+        self._bench = BenchRun(
+            self.config.url,
+            preset.name if preset is not None else None,
+            preset.bench if preset is not None else None,
+            api_key=self.config.api_key,
+            on_update=lambda progress: self.post_message(BenchProgressed(progress)),
+            gpu_sampler=self.sources.gpu_sampler,
+        )
+        self._bench.start()
+        self._wait_bench(self._bench)
+
+    @work(thread=True, group="bench", exit_on_error=False)
+    def _wait_bench(self, bench: BenchRun) -> None:
+        bench.wait()
+        result = bench.result
+        error = ("; ".join(result.notes) or "the benchmark failed") if result.status == "failed" else None
+        self.post_message(BenchFinished(result, error=error))
+
+    # ----- command palette
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        can_switch = self.check_action("pick_preset", ())
+        for binding in self.BINDINGS:
+            action = binding.action
+            if action not in self.ACTION_HELP or action == "pick_preset" and not can_switch:
+                continue
+            title, help_text = self.ACTION_HELP[action]
+            yield SystemCommand(title, help_text, lambda a=action: self.run_action(a))
+        if can_switch:
+            for name, preset in self.config.presets.items():
+                yield SystemCommand(
+                    f"Switch preset: {name}",
+                    preset.description or "Restart the server with this preset",
+                    lambda n=name: self.switch_preset(n),
+                )

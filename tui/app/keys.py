@@ -1,0 +1,38 @@
+"""The app's key bindings and the command-palette text of each action (one table, so footer and palette agree)."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+PANES = Binding.Group("Pane", compact=True)
+SEARCH = Binding.Group("Search", compact=True)
+
+BINDINGS = [
+    Binding("1", "show_pane('server')", "Server", id="pane-server", group=PANES),
+    Binding("2", "show_pane('gpus')", "GPUs", id="pane-gpus", group=PANES),
+    Binding("3", "show_pane('bench')", "Bench", id="pane-bench", group=PANES),
+    Binding("slash", "search", "Search", id="search", group=SEARCH),
+    Binding("n", "search_next", "Next match", id="search-next", group=SEARCH),
+    Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
+    Binding("f", "follow_tail", "Follow", id="follow-tail"),
+    Binding("p", "pick_preset", "Preset", id="pick-preset"),
+    Binding("b", "run_bench", "Bench", id="run-bench"),
+    Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
+    Binding("f8", "screenshot", "Shot", id="screenshot", key_display="F8"),
+    Binding("q", "quit", "Quit", id="quit"),
+]
+
+ACTION_HELP = {
+    "show_pane('server')": ("Show the Server pane", "The startup log, timeline and server state"),
+    "show_pane('gpus')": ("Show the GPUs pane", "Per-GPU memory, utilisation and processes"),
+    "show_pane('bench')": ("Show the Benchmark pane", "Decode tok/s and acceptance length per preset"),
+    "search": ("Search the log", "Find text in the server log (n / N: next / previous)"),
+    "search_next": ("Next match", "Jump to the next match of the log search (n)"),
+    "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),
+    "follow_tail": ("Follow the log tail", "Jump to the end of the log and keep following it"),
+    "pick_preset": ("Switch preset…", "Restart the server with another preset"),
+    "run_bench": ("Run the benchmark", "Benchmark the running server with its preset's settings"),
+    "toggle_theme": ("Toggle light/dark theme", "Switch between the light and dark themes"),
+    "screenshot": ("Save an SVG screenshot", "Write the screen to an SVG file in the current directory"),
+}
+"""Action → (palette title, help text)."""

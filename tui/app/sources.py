@@ -1,0 +1,75 @@
+"""AppSources: the app's data sources (log follower, HTTP poller, GPU sampler), each on its own thread.
+
+They hand what they read to callbacks that post messages; they never touch a widget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from specmon.tui.feed import LogFeed, follow_log
+
+if TYPE_CHECKING:
+    from specmon.tui.app.config import AppConfig
+    from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.tui.gpu.sampler import GpuSampler
+    from specmon.tui.serving.poller import ServerPoller, ServerStatus
+
+
+class AppSources:
+    """Starts and stops the sources of one app; ``stop()`` never raises."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        feed: LogFeed,
+        on_status: Callable[[ServerStatus], None],
+        on_gpus: Callable[[GpuSnapshot], None],
+    ) -> None:
+        self._config = config
+        self._feed = feed
+        self._on_status = on_status
+        self._on_gpus = on_gpus
+        self._follow_stop: threading.Event | None = None
+        self.poller: ServerPoller | None = None
+        self.gpu_sampler: GpuSampler | None = None
+
+    def follow(self, path: str) -> None:
+        """Follow ``path`` from its start into the feed (for its current generation), instead of any earlier log."""
+        self.stop_following()
+        stop = self._follow_stop = threading.Event()
+        threading.Thread(target=follow_log, args=(path, self._feed, stop), name="follow the server log",
+                         daemon=True).start()
+
+    def stop_following(self) -> None:
+        if self._follow_stop is not None:
+            self._follow_stop.set()
+
+    def start_poller(self) -> None:
+        from specmon.tui.serving.poller import ServerPoller
+
+        self.poller = ServerPoller(
+            self._config.url,
+            self._on_status,
+            interval_s=self._config.poll_interval_s,
+            api_key=self._config.api_key,
+            health_timeout_s=1.5,
+        )
+        self.poller.start()
+
+    def start_gpu_sampler(self) -> None:
+        from specmon.tui.gpu.sampler import GpuSampler
+
+        self.gpu_sampler = GpuSampler(self._config.gpu_source, interval_s=1.0, on_sample=self._on_gpus)
+        self.gpu_sampler.start()
+
+    def stop(self) -> None:
+        """Stop every source; stopping must never keep the app from exiting."""
+        self.stop_following()
+        for source in (self.poller, self.gpu_sampler):
+            if source is not None:
+                with contextlib.suppress(Exception):
+                    source.stop()

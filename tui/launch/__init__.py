@@ -1,0 +1,1 @@
+"""Launching SGLang: presets (TOML schema, extends, argv) and the server supervisor."""

@@ -1,0 +1,88 @@
+"""`specmon log-summary PATH [--json] [--follow]`: the handler, and the printing of --follow."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+from specmon.tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
+from specmon.tui.logs.summary import ChangePrinter, exit_code, print_state, summarize_stream
+from specmon.tui.logs.tracker import StartupTracker
+
+FOLLOW_POLL_S = 0.1
+FAILURE_GRACE_S = 0.5  # after a failure, keep reading the rest of the traceback until quiet this long
+FAILURE_GRACE_MAX_S = 5.0
+
+
+def run_log_summary(args: argparse.Namespace) -> int:
+    """The `log-summary` handler: 0 unless the log shows a failure (1); 2 when the file cannot be read."""
+    try:
+        if args.follow:
+            return _run_follow(args.path, as_json=args.json, out=sys.stdout)
+        tracker = StartupTracker()
+        if args.path == "-":
+            summarize_stream(sys.stdin.buffer, tracker)
+        else:
+            with open(args.path, "rb", buffering=0) as stream:
+                summarize_stream(stream, tracker)
+    except OSError as exc:
+        print(f"specmon log-summary: {exc.filename or args.path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print_state(tracker.state, args.json, sys.stdout)
+    return exit_code(tracker.state)
+
+
+def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
+    tracker = StartupTracker()
+    printer = ChangePrinter(out, as_json)
+    failed_at: float | None = None
+    try:
+        for items in _follow_batches(path):
+            if items:
+                ready = _feed_until_ready(tracker, items)
+                printer.show(tracker.drain_events(), tracker.state)
+                if ready:
+                    break
+            state = tracker.state.state
+            if state == "failed":
+                failed_at = failed_at or time.monotonic()
+                waited = time.monotonic() - failed_at
+                if (not items and waited >= FAILURE_GRACE_S) or waited >= FAILURE_GRACE_MAX_S:
+                    break
+    except KeyboardInterrupt:
+        printer.finish(tracker.state)
+        return 130
+    printer.finish(tracker.state)
+    return exit_code(tracker.state)
+
+
+def _feed_until_ready(tracker: StartupTracker, items: list[LogItem]) -> bool:
+    """Feed items up to the one that makes the server ready; True if it did."""
+    for kind, text in items:
+        if kind == "line":
+            tracker.feed_line(text)
+        else:
+            tracker.feed_frame(text)
+        if tracker.state.state in ("ready", "stopped"):
+            return True
+    return False
+
+
+def _follow_batches(path: str) -> Iterator[list[LogItem]]:
+    """Batches of items as the log grows; an empty batch means "nothing new for a moment"."""
+    if path == "-":
+        yield from read_items(sys.stdin.buffer, DEFAULT_CHUNK_BYTES)
+        return
+    announced = False
+    with LogFollower(path) as follower:
+        while True:
+            items = follower.poll()
+            if not follower.is_open and not announced:
+                print(f"specmon log-summary: waiting for {path} to appear…", file=sys.stderr, flush=True)
+                announced = True
+            yield items
+            if not items:
+                time.sleep(FOLLOW_POLL_S)

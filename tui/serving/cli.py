@@ -1,0 +1,41 @@
+"""`specmon check --url URL [--preset NAME] [--json]`: the handler."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from specmon.tui.serving.check import EXIT_FAILED, format_report
+from specmon.tui.serving.check import run_check as check_server
+from specmon.tui.serving.client import (
+    resolve_api_key,
+)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """The `specmon check` handler."""
+    try:
+        api_key = resolve_api_key(args.api_key_file)
+    except OSError as exc:
+        message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
+        if args.json:
+            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
+        print(f"specmon check: {message}", file=sys.stderr)
+        return EXIT_FAILED
+    asked = None
+    if args.preset:
+        from specmon.tui.launch.presets import load_presets
+
+        preset = load_presets(args.presets).get(args.preset)
+        if preset is None:
+            print(f"specmon check: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            return EXIT_FAILED
+        asked = dict(preset.args)
+    report = asyncio.run(check_server(args.url, api_key, asked=asked))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(format_report(report))
+    return report.exit_code

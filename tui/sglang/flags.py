@@ -71,7 +71,7 @@ def version_key(version: str) -> tuple:
     numbers += (0,) * (4 - len(numbers))
     pre_rank = (0, int(pre_number)) if pre else (1, 0)
     dev_rank = (0, int(dev)) if dev else (1, 0)
-    return numbers, pre_rank if not post else (1, 0), int(post or -1), dev_rank
+    return numbers, pre_rank, int(post or -1), dev_rank
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ import pytest
 
 from specmon.tui.logs.errors import classify_exception, hint_for
 from specmon.tui.logs.model import ERROR_KINDS, CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed
-from specmon.tui.logs.patterns import KNOWN_FLAGS, parse_prefix, suggest_flag
+from specmon.tui.logs.patterns import parse_prefix, suggest_flag
 from specmon.tui.logs.tracker import StartupTracker
+from specmon.tui.sglang.flags import load_shipped
 
 TS = "[2025-10-01 12:00:00]"
 
@@ -292,7 +293,7 @@ def test_events_carry_copies() -> None:
 )
 def test_misspelt_flags_get_the_right_name(flag: str, right: str | None) -> None:
     assert suggest_flag(flag) == right
-    assert right is None or right in KNOWN_FLAGS
+    assert right is None or right in load_shipped()
 
 
 def test_hints_differ_for_the_two_memory_errors() -> None:

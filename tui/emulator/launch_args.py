@@ -1,6 +1,6 @@
 """SGLang's launch-flag parsing and speculative-argument rules, as the emulator applies them.
 
-The flag list is SGLang 0.5.16's own (tui/emulator/sglang_tables.py, taken from its usage text), so an unknown
+The flags and defaults are SGLang 0.5.16's own (its shipped flag table, specmon.tui.sglang), so an unknown
 flag fails with argparse's usage and `sglang serve: error: unrecognized arguments: ...` exactly like SGLang.
 Emulator-only flags start with `--emulator-` and are hidden from the usage text.
 """
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.tui.emulator.sglang_tables import FLAG_USAGE, SERVER_ARGS_DEFAULTS
+from specmon.tui.sglang.flags import Flag, load_shipped
 
+EMULATED_VERSION = "0.5.16"
 NEW_PROG = "sglang serve"
 LEGACY_PROG = "launch_server.py"
 FAMILIES = ("new", "legacy")
@@ -23,33 +25,52 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 KNOWN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")
 LEGACY_ALGORITHM_CHOICES = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
-# Aliases SGLang accepts besides the option string its usage shows.
 SECRET_ARGS = ("api_key", "admin_api_key")
 SECRET_MASK = "***"
-_ALIASES = {
-    "--model-path": ("--model",),
-    "--tp-size": ("--tp",),
-    "--dp-size": ("--dp",),
-    "--pp-size": ("--pp",),
-    "--speculative-draft-model-path": ("--speculative-draft-model",),
+# What SGLang 0.5.16 resolved at startup on the recorded H200 run (tests/fixtures/api/
+# h200-0.5.16-server-info-plain.json) where its ServerArgs default is None or "auto"; the emulator reports
+# the same unless the flag is given. kv_events is a /server_info key, not a ServerArgs field.
+RESOLVED_AT_STARTUP: dict[str, Any] = {
+    "chunked_prefill_size": 8192,
+    "page_size": 1,
+    "load_balance_method": "round_robin",
+    "device": "cuda",
+    "attention_backend": "triton",
+    "sampling_backend": "pytorch",
+    "grammar_backend": "none",
+    "speculative_moe_runner_backend": "auto",
+    "expert_distribution_recorder_buffer_size": 1000,
+    "mm_process_config": {},
+    "mm_feature_transport": "cpu",
+    "custom_weight_loader": [],
+    "kv_events": None,
 }
-_INT_DESTS = {
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "context_length",
-    "max_running_requests",
-    "max_total_tokens",
-    "cuda_graph_max_bs_decode",
-    "cuda_graph_max_bs_prefill",
-    "max_queued_requests",
-    "nccl_port",
-    "dist_timeout",
-    "random_seed",
-    "metrics_port",
-    "speculative_dflash_block_size",
+# SGLang builds these choices from a set, so its usage text lists them in that run's hash order.
+_CHOICE_ORDER_SEEN = {"--sampling-backend": ("ascend", "pytorch", "flashinfer")}
+_PREFILL_GRAPH_BS = [4, 8, 12, 16, 20, 24, 28, *range(32, 256, 16), *range(256, 512, 32), *range(512, 1024, 64),
+                     *range(1024, 4096, 256), *range(4096, 8193, 512)]
+_CUDA_GRAPH_CONFIG = {
+    "decode": {"backend": "full", "max_bs": 8, "bs": [1, 2, 4, 8], "tc_compiler": "eager",
+               "full_prefill_max_req": None},
+    "prefill": {"backend": "breakable", "max_bs": 8192, "bs": _PREFILL_GRAPH_BS, "tc_compiler": "eager",
+                "full_prefill_max_req": None},
 }
-_FLOAT_DESTS = {"mem_fraction_static"}
+
+
+def _human_readable_int(text: str) -> int:
+    """SGLang's human_readable_int: an int, or one with an SI (k, M, G, T) or IEC (Ki ... Ti) suffix."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", text.strip())
+    if not match:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix.endswith("i"):
+        if "." in number:
+            raise argparse.ArgumentTypeError(f"Decimals are not allowed with IEC suffixes like '{suffix}'.")
+        return int(number) * 2 ** (10 * "KMGT".index(suffix[0]) + 10)
+    return int(float(number) * 10 ** (3 * "kMGT".index(suffix) + 3))
+
+
+_TYPES = {"int": int, "float": float, "human_readable_int": _human_readable_int}
 
 
 @dataclass
@@ -120,50 +141,40 @@ def _add_emulator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--emulator-warmup-delay", type=float, default=None, help=hidden)
 
 
-def _value_type(dest: str):
-    if dest in _INT_DESTS:
-        return int
-    if dest in _FLOAT_DESTS:
-        return float
-    default = SERVER_ARGS_DEFAULTS.get(dest)
-    if isinstance(default, bool) or default is None:
-        return str
-    if isinstance(default, int):
-        return int
-    if isinstance(default, float):
-        return float
-    return str
-
-
-def _add_sglang_flag(parser: argparse.ArgumentParser, usage_item: str, family: str) -> None:
-    option, _, rest = usage_item.partition(" ")
-    names = (option, *_ALIASES.get(option, ()))
-    if not rest:
-        parser.add_argument(*names, action="store_true")
-        return
-    if rest.startswith("| --no-"):
-        parser.add_argument(*names, action=argparse.BooleanOptionalAction)
-        return
-    first = rest.split(" ", 1)[0].lstrip("[").rstrip("]")
-    kwargs: dict[str, Any] = {}
-    if "..." in rest:
-        kwargs["nargs"] = "*" if rest.startswith("[") else "+"
-    elif rest.startswith("["):
-        kwargs["nargs"] = "?"
-    if first.startswith("{"):
-        kwargs["choices"] = first.strip("{}").split(",")
-        dest = option[2:].replace("-", "_")
+def _add_sglang_flag(parser: argparse.ArgumentParser, flag: Flag, family: str) -> None:
+    kwargs: dict[str, Any] = {"dest": flag.dest}
+    if flag.hidden:
+        kwargs["help"] = argparse.SUPPRESS
+    if flag.action == "BooleanOptionalAction":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif not flag.takes_value:
+        kwargs["action"] = "store_false" if flag.action == "store_false" else "store_true"
+        if flag.action not in (None, "store_true", "store_false", "DeprecatedStoreTrueAction"):
+            # A deprecated spelling that stores a constant elsewhere: recognised, but it sets nothing.
+            kwargs["dest"] = flag.option.lstrip("-").replace("-", "_")
     else:
-        kwargs["metavar"] = first
-        dest = first.lower() if first.isupper() else option[2:].replace("-", "_")
-    if option == "--speculative-algorithm" and family == "legacy":
-        kwargs["choices"] = list(LEGACY_ALGORITHM_CHOICES)
-        kwargs.pop("metavar", None)
-    if "choices" not in kwargs:
-        kwargs["type"] = _value_type(dest)
-    if option == "--model-path":
-        kwargs["required"] = True
-    parser.add_argument(*names, dest=dest, **kwargs)
+        choices = flag.choices
+        if flag.option == "--speculative-algorithm" and family == "legacy":
+            choices = LEGACY_ALGORITHM_CHOICES
+        if choices is not None:
+            seen = _CHOICE_ORDER_SEEN.get(flag.option)
+            kwargs["choices"] = list(seen if seen and set(seen) == set(choices) else choices)
+        if flag.nargs is not None:
+            kwargs["nargs"] = flag.nargs
+        if flag.metavar is not None:
+            kwargs["metavar"] = flag.metavar
+        kwargs["type"] = _TYPES.get(flag.type or "str", str)
+        if flag.required:
+            kwargs["required"] = True
+    parser.add_argument(*flag.option_strings, **kwargs)
+
+
+def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
+    # The smg-grpc-servicer plugin (an sglang.srt.plugins entry point SGLang 0.5.16 depends on) adds these
+    # to the parser; they are not in SGLang's own source, so not in its flag table.
+    parser.add_argument("--servicer-impl", choices=["python", "rust"])
+    parser.add_argument("--metrics-port", type=int)
+    parser.add_argument("--metrics-host")
 
 
 def build_parser(family: str = "new") -> argparse.ArgumentParser:
@@ -171,10 +182,24 @@ def build_parser(family: str = "new") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=NEW_PROG if family == "new" else LEGACY_PROG, argument_default=argparse.SUPPRESS
     )
-    for item in FLAG_USAGE:
-        _add_sglang_flag(parser, item, family)
+    for flag in load_shipped(EMULATED_VERSION).flags:
+        _add_sglang_flag(parser, flag, family)
+    _add_plugin_flags(parser)
     _add_emulator_flags(parser)
     return parser
+
+
+def server_args_defaults() -> dict[str, Any]:
+    """SGLang 0.5.16's ServerArgs defaults in its field order, with what it resolves at startup."""
+    table = load_shipped(EMULATED_VERSION)
+    args: dict[str, Any] = {flag.dest: None for flag in table.flags if flag.required}
+    args.update(table.defaults)
+    for key, value in RESOLVED_AT_STARTUP.items():
+        if args.get(key) in (None, "auto") or key not in args:
+            args[key] = value
+    if args.get("cuda_graph_config") is None:
+        args["cuda_graph_config"] = {key: {**value, "bs": list(value["bs"])} for key, value in _CUDA_GRAPH_CONFIG.items()}
+    return args
 
 
 def _peek_family(argv: list[str]) -> str:
@@ -358,7 +383,7 @@ def parse_launch_args(argv: list[str]) -> LaunchConfig:
     parser = build_parser(family)
     ns = parser.parse_args(argv)
     values = vars(ns)
-    args = dict(SERVER_ARGS_DEFAULTS)
+    args = server_args_defaults()
     for key in args:
         if key in values:
             args[key] = values[key]

@@ -3,7 +3,6 @@ its CI, a table comparing presets, and the current run's progress. It renders on
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from textual.app import ComposeResult
@@ -65,7 +64,40 @@ class BenchPanel(Vertical):
     """The Benchmark pane: call `show_progress(BenchProgress)` while a run goes and `show_results(results)`
     with every finished `BenchResult` to compare (earlier runs and presets stay on show)."""
 
-    DEFAULT_CSS = Path(__file__).with_name("bench_panel.tcss").read_text(encoding="utf-8")
+    DEFAULT_CSS = """
+    BenchPanel {
+        height: 1fr;
+        width: 1fr;
+    }
+
+    BenchPanel #bench-progress {
+        height: 1;
+        padding: 0 1;
+        color: $text-muted;
+    }
+
+    BenchPanel #bench-charts {
+        height: 1fr;
+        min-height: 8;
+    }
+
+    BenchPanel #bench-tok-chart {
+        width: 2fr;
+    }
+
+    BenchPanel #bench-accept-chart {
+        width: 1fr;
+    }
+
+    BenchPanel.-narrow #bench-accept-chart {
+        display: none;
+    }
+
+    BenchPanel #bench-table {
+        height: auto;
+        max-height: 9;
+    }
+    """
 
     def __init__(self, baseline: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -37,6 +37,17 @@ def describe_capture(capture) -> str:
 class CaptureProgress(Vertical):
     """The latest capture's progress, driven by tqdm frames (never by log lines)."""
 
+    DEFAULT_CSS = """
+    CaptureProgress {
+        height: auto;
+        display: none;
+    }
+
+    CaptureProgress #capture-bar, CaptureProgress #capture-bar Bar {
+        width: 1fr;
+    }
+    """
+
     def compose(self) -> ComposeResult:
         yield Label("", id="capture-label")
         yield ProgressBar(total=None, show_eta=False, id="capture-bar")

@@ -11,6 +11,19 @@ from specmon.widgets.phase_timeline import PHASE_LABELS
 class ErrorPanel(Static):
     """A bordered panel for a classified ``StartupError``; hidden while there is none."""
 
+    DEFAULT_CSS = """
+    ErrorPanel {
+        display: none;
+        height: auto;
+        max-height: 8;
+        border: heavy $error;
+        border-title-color: $error;
+        border-title-style: bold;
+        color: $text;
+        padding: 0 1;
+    }
+    """
+
     _shown: tuple | None = ("unset",)
 
     def show(self, error) -> None:

@@ -8,7 +8,6 @@ fewer, two lines of detail. Zombie processes (dead or defunct, still holding GPU
 from __future__ import annotations
 
 from collections import deque
-from pathlib import Path
 
 from rich.bar import Bar
 from rich.table import Table
@@ -30,7 +29,7 @@ TREND_POINTS = 180  # three minutes at the sampler's default 1 Hz
 SEPARATOR = "  ·  "
 DETAIL_INFO_LINES = 4
 MIN_CHART_LINES, MAX_CHART_LINES = 1, 16
-ROWS_SHARE = 0.7  # the #gpu-rows max-height in gpu_pane.tcss
+ROWS_SHARE = 0.7  # the #gpu-rows max-height in DEFAULT_CSS
 MIN_PROCESS_ROWS, MAX_PROCESS_ROWS = 2, 8  # room kept for the process table when sizing the charts
 
 
@@ -236,7 +235,111 @@ class GpuRow(Widget):
 class GpuPane(Vertical):
     """Renders GpuSnapshots: call `show(snapshot)` for each new one."""
 
-    DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
+    DEFAULT_CSS = """
+    GpuPane {
+        height: 1fr;
+    }
+
+    GpuPane #gpu-header {
+        height: 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+
+    GpuPane.-unavailable #gpu-header {
+        height: auto;
+        text-wrap: wrap;
+        padding: 1 0;
+    }
+
+    GpuPane.-unavailable #gpu-rows,
+    GpuPane.-unavailable #gpu-processes {
+        display: none;
+    }
+
+    GpuPane #gpu-rows {
+        height: auto;
+        max-height: 70%;
+    }
+
+    GpuPane .gpu-row {
+        height: auto;
+    }
+
+    GpuPane .-detailed-row {
+        margin-bottom: 1;
+    }
+
+    GpuPane .gpu-line {
+        height: 1;
+    }
+
+    GpuPane .gpu-info {
+        width: 1fr;
+        height: auto;
+    }
+
+    GpuPane .gpu-trends {
+        width: 21;
+        height: 1;
+    }
+
+    GpuPane.-wide .gpu-line .gpu-info {
+        width: 84;
+    }
+
+    GpuPane.-wide .gpu-trends {
+        width: 1fr;
+        margin-left: 1;
+    }
+
+    GpuPane .gpu-trends .trend {
+        margin-left: 1;
+    }
+
+    GpuPane .gpu-charts {
+        height: auto;
+    }
+
+    GpuPane .chart {
+        width: 1fr;
+        height: auto;
+        margin-right: 1;
+    }
+
+    GpuPane .chart-label {
+        width: 1fr;
+        height: 1;
+        color: $text-muted;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+
+    GpuPane TrendChart {
+        background: $boost;
+    }
+
+    GpuPane .util-trend {
+        color: $primary;
+    }
+
+    GpuPane .mem-trend {
+        color: $secondary;
+    }
+
+    GpuPane .power-trend {
+        color: $warning;
+    }
+
+    GpuPane .temp-trend {
+        color: $error;
+    }
+
+    GpuPane #gpu-processes {
+        height: 1fr;
+        min-height: 4;
+    }
+    """
 
     PROCESS_COLUMNS = (("gpu", "GPU"), ("pid", "PID"), ("user", "USER"), ("memory", "MEMORY"),
                        ("state", "STATE"), ("command", "COMMAND"))

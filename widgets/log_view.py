@@ -40,6 +40,14 @@ class LogView(Log):
     unless the user has scrolled up (``Log.write_lines`` semantics).
     """
 
+    DEFAULT_CSS = """
+    LogView {
+        height: 1fr;
+        min-height: 4;
+        border-top: solid $primary 30%;
+    }
+    """
+
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
     """Growing the log needs no screen layout, only a scrollbar update (see ``watch_virtual_size``)."""
 

@@ -82,6 +82,13 @@ class PhaseRow(Visual):
 class PhaseTimeline(Static):
     """Renders a list of ``specmon.tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ verify graphs 3.0s``."""
 
+    DEFAULT_CSS = """
+    PhaseTimeline {
+        height: auto;
+        max-height: 4;
+    }
+    """
+
     _shown: tuple | None = ("unset",)
     row: PhaseRow | None = None
     """The phases shown (None while the placeholder is)."""

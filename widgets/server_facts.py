@@ -51,6 +51,13 @@ def startup_rows(state) -> list[tuple[str, str]]:
 class ServerFacts(Static):
     """Two-column facts table: what the log said during startup, and what the live server reports."""
 
+    DEFAULT_CSS = """
+    ServerFacts {
+        height: auto;
+        max-height: 5;
+    }
+    """
+
     _shown: tuple | None = ("unset",)
 
     def show(self, rows: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]] = ()) -> None:

@@ -22,6 +22,22 @@ if TYPE_CHECKING:
 class ServerPane(Vertical):
     """Everything about the server: renders a ``StartupState`` plus live rows it is given."""
 
+    DEFAULT_CSS = """
+    ServerPane #search {
+        dock: bottom;
+        height: 3;
+        display: none;
+    }
+
+    ServerPane #search.-open {
+        display: block;
+    }
+
+    ServerPane.-wide ServerFacts {
+        max-height: 14;
+    }
+    """
+
     def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
         super().__init__(**kwargs)
         self._max_lines = max_lines

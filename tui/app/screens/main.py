@@ -111,6 +111,7 @@ class MainScreen(Screen):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+        self.server_pane.set_class(self.wide, "-wide")
         if self.wide:
             self._flush_gpus()
 

@@ -14,6 +14,27 @@ from textual.widgets.option_list import Option
 class PresetPicker(ModalScreen[str | None]):
     """Pick a preset to switch to; dismisses with its name, or None on Escape."""
 
+    DEFAULT_CSS = """
+    PresetPicker {
+        align: center middle;
+    }
+
+    PresetPicker #picker {
+        width: 80%;
+        max-width: 90;
+        height: auto;
+        max-height: 80%;
+        border: thick $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+
+    PresetPicker #preset-list {
+        height: auto;
+        max-height: 20;
+    }
+    """
+
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, presets: dict, current: str | None) -> None:

@@ -5,7 +5,7 @@ The real SpecmonApp, headless at 200x50 (the three panes side by side), is hande
 would at 1 Hz. Counted: full-screen layouts (`Screen._refresh_layout`) and the process CPU time per update,
 less that of the same idle wait without an update.
 
-    .venv/bin/python benchmarks/app_gpu_pane.py [--updates 40]
+    .venv/bin/python -m benchmarks.app_gpu_pane [--updates 40]
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+from textual.screen import Screen
+
+from specmon.tui.app.app import AppConfig, SpecmonApp
+from tests.support.gpu_fixtures import load, replay
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from test_gpu_pane import load, replay  # noqa: E402
-from textual.screen import Screen  # noqa: E402
-
-from specmon.tui.app.app import AppConfig, SpecmonApp  # noqa: E402
 
 FIXTURES = {"1 GPU (detailed rows)": "h200x1-torch-load.json", "8 GPUs (compact rows)": "h200x8-sglang-tp8.json"}
 PAUSE_S = 0.05

@@ -4,7 +4,7 @@ Runs the real `specmon demo --headless` (the emulator as its child; poller at 1 
 log follower, 10 Hz flush timer) and, once the emulated server is ready, measures the CPU time of the
 app's own process (not the emulator's) over a window, as a percentage of one core.
 
-    .venv/bin/python benchmarks/app_idle_cpu.py [--window 30] [--warmup 12]
+    .venv/bin/python -m benchmarks.app_idle_cpu [--window 30] [--warmup 12]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A separate writer process appends timestamped lines to a file at the target rate
 the real app (headless, in this process) follows the file exactly as `specmon monitor --log` does. Every
 250 ms we read the newest line the log pane shows and compute how far behind the writer it is.
 
-    .venv/bin/python benchmarks/app_log_throughput.py [--rate 10000] [--seconds 10]
+    .venv/bin/python -m benchmarks.app_log_throughput [--rate 10000] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specmon.tui.app.app import AppConfig, SpecmonApp  # noqa: E402
+from specmon.tui.app.app import AppConfig, SpecmonApp
 
 WRITER = r"""
 import sys, time

@@ -4,7 +4,7 @@ The server is the replay server (real SGLang 0.5.16 answers over real HTTP on 12
 and killed with SIGKILL; the app is the real SpecmonApp, headless, in this process. Times are measured
 until the change is visible on the screen (the Server pane's text), over several rounds.
 
-    .venv/bin/python benchmarks/app_recovery.py [--rounds 5]
+    .venv/bin/python -m benchmarks.app_recovery [--rounds 5]
 """
 
 from __future__ import annotations
@@ -20,16 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from specmon.tui.app.app import AppConfig, SpecmonApp
+from specmon.tui.ports import free_port
+from tests.support.app_harness import screen_text
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from support.app_harness import screen_text  # noqa: E402
-
-from specmon.tui.app.app import AppConfig, SpecmonApp  # noqa: E402
-from specmon.tui.ports import free_port  # noqa: E402
-
-REPLAY = ROOT / "tests" / "serving_replay.py"
+REPLAY = ROOT / "tests" / "support" / "serving_replay.py"
 
 
 def _start_replay(port: int) -> subprocess.Popen:

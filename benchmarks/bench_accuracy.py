@@ -9,8 +9,8 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
   from the server's own send times (target: within 1 % and 2 %), and the acceptance length (exact);
 * 64 concurrent streams: the client process's CPU time over the run's wall time (target: under half a core).
 
-    python benchmarks/bench_accuracy.py            # the full run (about 40 s)
-    python benchmarks/bench_accuracy.py --quick    # fewer, shorter requests
+    python -m benchmarks.bench_accuracy            # the full run (about 40 s)
+    python -m benchmarks.bench_accuracy --quick    # fewer, shorter requests
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specmon.tui.bench.prompts import load_prompts  # noqa: E402
-from specmon.tui.bench.run import BenchRun, RunSettings  # noqa: E402
+from specmon.tui.bench.prompts import load_prompts
+from specmon.tui.bench.run import BenchRun, RunSettings
 
 CHUNKS = "3,2,4,1,3"  # tokens per verify step, cycled: mean 2.6
 

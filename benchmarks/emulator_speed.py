@@ -1,7 +1,7 @@
 """Measure the SGLang emulator over real HTTP: decode tok/s and accept length per speculative setting,
 and (with --startup) the wall time from launch to `/health` 200 at a given --emulator-speed.
 
-Usage: .venv/bin/python benchmarks/emulator_speed.py [--tokens 256] [--requests 3] [--startup]
+Usage: .venv/bin/python -m benchmarks.emulator_speed [--tokens 256] [--requests 3] [--startup]
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ lines) repeated until the log has the requested number of lines. Runs the real c
 (interpreter start included) and the child's peak RSS (from wait4), for every size, so a flat RSS shows
 that memory does not grow with the length of the log.
 
-    .venv/bin/python benchmarks/log_summary_throughput.py                # 100k and 1M lines
-    .venv/bin/python benchmarks/log_summary_throughput.py --lines 200000 --repeat 1
+    .venv/bin/python -m benchmarks.log_summary_throughput                # 100k and 1M lines
+    .venv/bin/python -m benchmarks.log_summary_throughput --lines 200000 --repeat 1
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ between polls) and "inline" (one-shot `specmon gpus`: the round runs in parallel
 `sequential_pcie_round_ms` against `parallel_pcie_round_ms` shows whether the driver lets PCIe calls
 overlap or serialises them.
 
-    python benchmarks/nvml_poll.py                 # real NVML
-    python benchmarks/nvml_poll.py --fake --gpus 8 # simulated 8 x H200
+    python -m benchmarks.nvml_poll                 # real NVML
+    python -m benchmarks.nvml_poll --fake --gpus 8 # simulated 8 x H200
 """
 
 from __future__ import annotations
@@ -20,12 +20,9 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specmon.tui.gpu.nvml import NvmlSource  # noqa: E402
+from specmon.tui.gpu.nvml import NvmlSource
 
 TARGET_POLL_MS = 100.0
 

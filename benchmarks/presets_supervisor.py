@@ -1,6 +1,6 @@
 """How long presets take to load and list, and how long a supervised restart keeps the server away.
 
-    .venv/bin/python benchmarks/presets_supervisor.py [--repeat N]
+    .venv/bin/python -m benchmarks.presets_supervisor [--repeat N]
 
 Measures, as medians over N runs:
 - load_presets() in-process (built-in presets only);

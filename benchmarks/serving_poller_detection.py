@@ -3,7 +3,7 @@
 Runs the replay server of tests/serving_replay.py (real SGLang 0.5.16 answers) as a process, kills it with
 SIGKILL and starts it again on the same port, ROUNDS times, with the app's poll interval (1 s).
 
-    .venv/bin/python benchmarks/serving_poller_detection.py [--rounds 10] [--interval 1.0]
+    .venv/bin/python -m benchmarks.serving_poller_detection [--rounds 10] [--interval 1.0]
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-REPLAY = ROOT / "tests" / "serving_replay.py"
-sys.path.insert(0, str(ROOT))
+from specmon.tui.serving.poller import ServerPoller, ServerStatus
 
-from specmon.tui.serving.poller import ServerPoller, ServerStatus  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+REPLAY = ROOT / "tests" / "support" / "serving_replay.py"
+
 
 
 def start_replay(port: int = 0) -> tuple[subprocess.Popen[str], int]:

@@ -1,6 +1,6 @@
 """StartupTracker cost per line: steady-state lines after ready (rejected early) and whole startup logs.
 
-Run: .venv/bin/python benchmarks/tracker_feed.py
+Run: .venv/bin/python -m benchmarks.tracker_feed
 Feeds lines straight to the tracker (no file reading, no splitting) so the figure is the tracker's own.
 """
 

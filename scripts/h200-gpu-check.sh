@@ -9,12 +9,7 @@ OUT="${OUT:-/tmp/h200-gpu-check}"
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH="/tmp/site:$PWD"
-else
-    export PYTHONPATH="$PWD"
-fi
+source scripts/device-env.sh
 
 {
     date -u +"%Y-%m-%dT%H:%M:%SZ"
@@ -28,7 +23,7 @@ nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1
 python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus-idle.json" 2>"$OUT/specmon-gpus-idle.err"
 
 rm -f "$OUT/load.ready"
-python3 scripts/h200_gpu_check.py load --gib 20 --seconds 150 --ready "$OUT/load.ready" >"$OUT/load.log" 2>&1 &
+python3 -m scripts.h200_gpu_check load --gib 20 --seconds 150 --ready "$OUT/load.ready" >"$OUT/load.log" 2>&1 &
 LOAD_PID=$!
 for _ in $(seq 1 120); do
     [ -s "$OUT/load.ready" ] && break
@@ -54,12 +49,12 @@ nvidia-smi --query-gpu=index,clocks_event_reasons.active --format=csv >"$OUT/nvi
     || nvidia-smi --query-gpu=index,clocks_throttle_reasons.active --format=csv >"$OUT/nvidia-smi-clock-events.csv" 2>&1
 
 python3 -m specmon.tui gpus >"$OUT/specmon-gpus.txt" 2>&1
-python3 scripts/h200_gpu_check.py compare "$OUT" >"$OUT/compare.log" 2>&1
+python3 -m scripts.h200_gpu_check compare "$OUT" >"$OUT/compare.log" 2>&1
 echo "compare exit $?" >>"$OUT/compare.log"
 
-python3 benchmarks/nvml_poll.py >"$OUT/nvml_poll.json" 2>"$OUT/nvml_poll.err"
-python3 benchmarks/nvml_poll.py --fake --gpus 8 >"$OUT/nvml_poll-fake8.json" 2>"$OUT/nvml_poll-fake8.err"
-python3 scripts/h200_gpu_check.py screenshot "$OUT" --seconds 20 >"$OUT/screenshot.log" 2>&1
+python3 -m benchmarks.nvml_poll >"$OUT/nvml_poll.json" 2>"$OUT/nvml_poll.err"
+python3 -m benchmarks.nvml_poll --fake --gpus 8 >"$OUT/nvml_poll-fake8.json" 2>"$OUT/nvml_poll-fake8.err"
+python3 -m scripts.h200_gpu_check screenshot "$OUT" --seconds 20 >"$OUT/screenshot.log" 2>&1
 
 kill "$LOAD_PID" 2>/dev/null
 wait "$LOAD_PID" 2>/dev/null

@@ -1,12 +1,12 @@
 """Helpers for scripts/h200-gpu-check.sh, run on a real GPU machine.
 
-    python3 scripts/h200_gpu_check.py load --gib 20 --seconds 120 --ready FILE
+    python3 -m scripts.h200_gpu_check load --gib 20 --seconds 120 --ready FILE
         hold about GIB GiB on GPU 0 with PyTorch and keep it computing; FILE gets the pid once ready
-    python3 scripts/h200_gpu_check.py compare OUT
+    python3 -m scripts.h200_gpu_check compare OUT
         compare OUT/specmon-gpus.json with the nvidia-smi CSVs taken at the same moment -> OUT/compare.json
-    python3 scripts/h200_gpu_check.py screenshot OUT [--seconds 20]
+    python3 -m scripts.h200_gpu_check screenshot OUT [--seconds 20]
         feed the GpuPane live NVML readings for SECONDS, then save SVG screenshots under OUT
-    python3 scripts/h200_gpu_check.py replay-screenshot READING.json OUT [--count 40] [--before IDLE.json]
+    python3 -m scripts.h200_gpu_check replay-screenshot READING.json OUT [--count 40] [--before IDLE.json]
         feed the GpuPane a saved `specmon gpus --json` reading COUNT times, one second apart (no GPU needed),
         after IDLE.json's reading BEFORE_COUNT times if given; save OUT/gpu-pane-h200-real-80x24.svg, -200x50.svg
 """
@@ -21,8 +21,6 @@ import os
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def load(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 from the same fixture-fed apps the snapshot tests use (with a real H200 GPU reading in the GPU pane), the
 GPU pane alone on the GPU fixtures (as its snapshot tests show it), plus a live `specmon demo` at 200x50.
 
-    .venv/bin/python scripts/make_screenshots.py [--no-demo]
+    .venv/bin/python -m scripts.make_screenshots [--no-demo]
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+import tests.support.app_harness as app_harness
 
-import support.app_harness as app_harness  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OUT = ROOT / "screenshots"
 STATES = {
@@ -30,7 +28,6 @@ STATES = {
     "failed": app_harness.failed_app,
 }
 SIZES = ((80, 24), (200, 50))
-
 
 GPU_READING = ROOT / "tests" / "fixtures" / "gpu" / "h200-real-torch-20g.json"
 

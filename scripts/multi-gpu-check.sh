@@ -19,6 +19,7 @@ LOAD_SECONDS="${LOAD_SECONDS:-240}"
 HOLD_GIB="${HOLD_GIB:-10}"
 HOLD_GPUS="${HOLD_GPUS:-0,1}"  # HOLD_GPUS=0 rehearses the script on a one-GPU machine
 cd "$(dirname "$0")/.."
+source scripts/device-env.sh
 rm -rf "$WORK"
 mkdir -p "$OUT" "$WORK/workers"
 CHILDREN=()
@@ -60,7 +61,7 @@ fail() {
 } >"$WORK/environment.txt" 2>&1
 
 # Fail early and clearly when there is nothing to check; still record what specmon says.
-PYTHONPATH="$PWD" python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus-detect.json" 2>"$WORK/specmon-gpus-detect.err"
+python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus-detect.json" 2>"$WORK/specmon-gpus-detect.err"
 SAID=$(head -c 300 "$WORK/specmon-gpus-detect.json" | tr -d '\n')
 [ -n "$SAID" ] || SAID=$(tail -n 1 "$WORK/specmon-gpus-detect.err")
 if ! command -v nvidia-smi >/dev/null 2>&1; then
@@ -73,12 +74,6 @@ NEEDED=$(( $(tr ',' '\n' <<<"$HOLD_GPUS" | sort -n | tail -n 1) + 1 ))
 [ "$GPUS" -ge "$NEEDED" ] || fail "needs at least $NEEDED GPUs (the holder takes GPUs $HOLD_GPUS), nvidia-smi lists $GPUS" 2
 echo "$GPUS GPUs" | tee -a "$WORK/environment.txt"
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH="/tmp/site:$PWD"
-else
-    export PYTHONPATH="$PWD"
-fi
 python3 -c "import pynvml, psutil, torch; print('nvidia-ml-py', getattr(pynvml, '__version__', '?'), 'psutil', psutil.__version__, 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" \
     >>"$WORK/environment.txt" 2>&1
 
@@ -88,11 +83,11 @@ nvidia-smi nvlink -s >"$WORK/nvidia-smi-nvlink-status.txt" 2>&1
 python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus-idle.json" 2>"$WORK/specmon-gpus-idle.err"
 
 for rank in $(seq 0 $((GPUS - 1))); do
-    python3 scripts/multi_gpu_check.py allreduce --rank "$rank" --world "$GPUS" --init "$WORK/nccl-init" \
+    python3 -m scripts.multi_gpu_check allreduce --rank "$rank" --world "$GPUS" --init "$WORK/nccl-init" \
         --ready "$WORK/workers" --mib 256 --seconds "$LOAD_SECONDS" >"$WORK/workers/rank-$rank.log" 2>&1 &
     CHILDREN+=("$!")
 done
-python3 scripts/multi_gpu_check.py hold --gpus "$HOLD_GPUS" --gib "$HOLD_GIB" --seconds "$LOAD_SECONDS" \
+python3 -m scripts.multi_gpu_check hold --gpus "$HOLD_GPUS" --gib "$HOLD_GIB" --seconds "$LOAD_SECONDS" \
     --ready "$WORK/holder.ready" >"$WORK/holder.log" 2>&1 &
 CHILDREN+=("$!")
 for _ in $(seq 1 360); do
@@ -107,7 +102,7 @@ sleep 5  # utilization is averaged over the last sample period: let it settle at
 
 # The same moment: NVML's NVLink counters (over 5 s), specmon and nvidia-smi start together.
 nvidia-smi nvlink -gt d >"$WORK/nvidia-smi-nvlink-counters-before.txt" 2>&1
-python3 scripts/multi_gpu_check.py nvlink "$WORK/nvlink.json" --seconds 5 >"$WORK/nvlink.log" 2>&1 &
+python3 -m scripts.multi_gpu_check nvlink "$WORK/nvlink.json" --seconds 5 >"$WORK/nvlink.log" 2>&1 &
 P0=$!
 python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus.json" 2>"$WORK/specmon-gpus.err" &
 P1=$!
@@ -122,15 +117,15 @@ nvidia-smi dmon -s pucvmet -c 5 >"$WORK/nvidia-smi-dmon.txt" 2>&1
 
 timeout -s INT 10.5 python3 -m specmon.tui gpus --json --watch 1 >"$WORK/specmon-watch.jsonl" 2>"$WORK/specmon-watch.err"
 python3 -m specmon.tui gpus >"$WORK/specmon-gpus.txt" 2>&1
-if ! python3 benchmarks/nvml_poll.py >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"; then
+if ! python3 -m benchmarks.nvml_poll >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"; then
     # it crashed once in the one-GPU rehearsal (a segfault): keep that run's output and try once more
     mv "$WORK/nvml_poll.json" "$WORK/nvml_poll-failed.json"
     mv "$WORK/nvml_poll.err" "$WORK/nvml_poll-failed.err"
-    python3 benchmarks/nvml_poll.py >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"
+    python3 -m benchmarks.nvml_poll >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"
 fi
-python3 scripts/multi_gpu_check.py screenshot "$WORK" --seconds 20 >"$WORK/screenshot.log" 2>&1
+python3 -m scripts.multi_gpu_check screenshot "$WORK" --seconds 20 >"$WORK/screenshot.log" 2>&1
 
-python3 scripts/multi_gpu_check.py compare "$WORK" --holder-gib "$HOLD_GIB" >"$WORK/compare.log" 2>&1
+python3 -m scripts.multi_gpu_check compare "$WORK" --holder-gib "$HOLD_GIB" >"$WORK/compare.log" 2>&1
 STATUS=$?
 
 stop_children

@@ -1,15 +1,15 @@
 """Helpers for scripts/multi-gpu-check.sh, run on a machine with several NVIDIA GPUs (issue 6).
 
-    python3 scripts/multi_gpu_check.py allreduce --rank R --world W --init FILE --ready DIR [--mib 256] [--seconds S]
+    python3 -m scripts.multi_gpu_check allreduce --rank R --world W --init FILE --ready DIR [--mib 256] [--seconds S]
         one NCCL all-reduce worker on GPU R (no torchrun: init_method file://FILE); DIR/rank-R.ready gets
         "pid gpu" once its first all-reduce is done; prints its achieved bus bandwidth at the end
-    python3 scripts/multi_gpu_check.py hold --gpus 0,1 --gib 10 --ready FILE [--seconds S]
+    python3 -m scripts.multi_gpu_check hold --gpus 0,1 --gib 10 --ready FILE [--seconds S]
         one process holding about GIB GiB on each listed GPU; FILE gets "pid 0,1" once it does
-    python3 scripts/multi_gpu_check.py nvlink OUT.json [--seconds 5]
+    python3 -m scripts.multi_gpu_check nvlink OUT.json [--seconds 5]
         NVLink data counters (NVML field values, KiB, summed over each GPU's links) read SECONDS apart
-    python3 scripts/multi_gpu_check.py compare RUN [--target-ms 100]
+    python3 -m scripts.multi_gpu_check compare RUN [--target-ms 100]
         every check on the run folder (see `compare_run`) -> RUN/compare.json; exit 1 if any fails
-    python3 scripts/multi_gpu_check.py screenshot RUN [--seconds 20] [--fake N]
+    python3 -m scripts.multi_gpu_check screenshot RUN [--seconds 20] [--fake N]
         the GpuPane fed by a GpuSampler on its own thread for SECONDS (the UI thread's stalls timed into
         RUN/ui-thread.json), saved as SVG at 200x50 (live) and 80x24 (the same readings replayed)
 
@@ -30,11 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-sys.path.insert(0, str(SCRIPTS.parent))
+from scripts.h200_gpu_check import csv_rows, gpu_checks, number, pane_svg
 
-from h200_gpu_check import csv_rows, gpu_checks, number, pane_svg  # noqa: E402
+SCRIPTS = Path(__file__).resolve().parent
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 WORKER_COMMAND = "multi_gpu_check.py allreduce"

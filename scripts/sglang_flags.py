@@ -1,7 +1,7 @@
 """Write SGLang's launch-flag tables (tui/sglang/data/sglang-VERSION.json) from SGLang sources.
 
     pip download --no-deps sglang==0.5.16 -d /tmp/sgl        # a wheel is a zip file
-    .venv/bin/python scripts/sglang_flags.py /tmp/sgl/sglang-0.5.16-*.whl [more wheels or sglang/ dirs]
+    .venv/bin/python -m scripts.sglang_flags /tmp/sgl/sglang-0.5.16-*.whl [more wheels or sglang/ dirs]
 
 Each argument is a wheel, or an sglang package directory (the folder holding srt/server_args.py). The
 source is read with the same AST reader `specmon.tui.sglang.flags.read_installed` uses; nothing is imported.

@@ -9,7 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.app_harness import (
+from textual.widgets import Label, ProgressBar, Tabs
+from textual.widgets._footer import FooterKey
+
+from specmon.tui.app.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
+from specmon.tui.app.messages import GpuSampled
+from specmon.tui.gpu.model import GpuSnapshot
+from specmon.tui.ports import free_port
+from specmon.tui.status import latest_capture
+from tests.support.app_harness import (
     capturing_app,
     failed_app,
     fixture_app,
@@ -19,14 +27,6 @@ from support.app_harness import (
     screen_text,
     wait_for,
 )
-from textual.widgets import Label, ProgressBar, Tabs
-from textual.widgets._footer import FooterKey
-
-from specmon.tui.app.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
-from specmon.tui.app.messages import GpuSampled
-from specmon.tui.gpu.model import GpuSnapshot
-from specmon.tui.ports import free_port
-from specmon.tui.status import latest_capture
 
 REPLAY = Path(__file__).parent / "support" / "serving_replay.py"
 READY_LOG = "h200-0.5.16-standalone-ready.log"

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from support.app_harness import screen_text, wait_for
-
 from specmon.tui.app.app import AppConfig, SpecmonApp
 from specmon.tui.app.screens.preset_picker import PresetPicker
 from specmon.tui.launch.presets import Preset
 from specmon.tui.launch.supervisor import ServerSupervisor
 from specmon.tui.ports import free_port
+from tests.support.app_harness import screen_text, wait_for
 
 CHILD = (
     "import sys, time\n"

@@ -6,7 +6,8 @@ Regenerate after an intended change: `.venv/bin/python -m pytest tests/test_app_
 from __future__ import annotations
 
 import pytest
-from support.app_harness import capturing_app, failed_app, ready_app, starting_app
+
+from tests.support.app_harness import capturing_app, failed_app, ready_app, starting_app
 
 SIZES = {"80x24": (80, 24), "200x50": (200, 50)}
 

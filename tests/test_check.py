@@ -11,10 +11,10 @@ from collections import deque
 from pathlib import Path
 
 import pytest
-from support.serving_replay import ReplayServer
 
 from specmon.tui.cli import main
 from specmon.tui.ports import free_port
+from tests.support.serving_replay import ReplayServer
 
 
 def _check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -2,7 +2,6 @@
 
 import copy
 import dataclasses
-import json
 from pathlib import Path
 
 from textual.app import App, ComposeResult
@@ -11,27 +10,9 @@ from textual.widgets import DataTable, Label, Static
 from specmon.tui.gpu.model import GpuProcess, GpuSnapshot
 from specmon.widgets.gpu_pane import DETAIL_INFO_LINES, GpuPane, GpuRow
 from specmon.widgets.gpu_trend import TrendChart, bar_lines, columns
+from tests.support.gpu_fixtures import load, replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
-
-
-def load(name: str) -> GpuSnapshot:
-    return GpuSnapshot.from_json(json.loads((FIXTURES / name).read_text()))
-
-
-def replay(snapshot: GpuSnapshot, count: int = 30) -> list[GpuSnapshot]:
-    """`count` snapshots one second apart whose utilization and memory move deterministically."""
-    out = []
-    for step in range(count):
-        snap = copy.deepcopy(snapshot)
-        snap.taken_at += step
-        for gpu in snap.gpus:
-            if gpu.util_gpu_pct is not None:
-                gpu.util_gpu_pct = float((gpu.util_gpu_pct + 7 * step + 13 * gpu.index) % 101)
-            if gpu.memory_used_mib is not None:
-                gpu.memory_used_mib = min(gpu.memory_total_mib, gpu.memory_used_mib * (0.6 + 0.4 * step / count))
-        out.append(snap)
-    return out
 
 
 class PaneApp(App):

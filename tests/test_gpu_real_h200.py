@@ -88,7 +88,7 @@ def test_the_check_script_passes_on_the_saved_reading(tmp_path):
         shutil.copy(REAL / name, tmp_path / name)
     shutil.copy(FIXTURES / "h200-real-torch-20g.json", tmp_path / "specmon-gpus.json")
     (tmp_path / "load.ready").write_text(f"{LOAD_PID}\n")
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "h200_gpu_check.py"), "compare", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "scripts.h200_gpu_check", "compare", str(tmp_path)],
                           capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     verdict = json.loads((tmp_path / "compare.json").read_text())

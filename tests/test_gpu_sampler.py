@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-from support.serving_replay import ReplayServer
 
 from specmon.tui.gpu.demo import DemoGpuSource
 from specmon.tui.gpu.fake import FakeNvml
@@ -14,6 +13,7 @@ from specmon.tui.gpu.model import GpuReading, GpuSnapshot
 from specmon.tui.gpu.nvml import NvmlSource
 from specmon.tui.gpu.processes import ProcessInspector
 from specmon.tui.gpu.sampler import GpuSampler
+from tests.support.serving_replay import ReplayServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 

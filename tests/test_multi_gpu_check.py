@@ -3,7 +3,6 @@ hand-made, see its README), its screenshot step on the fake NVML, and scripts/mu
 on this machine, which has no NVIDIA GPU."""
 
 import html
-import importlib.util
 import json
 import os
 import shutil
@@ -14,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
+import scripts.multi_gpu_check as check_script
+
 ROOT = Path(__file__).resolve().parent.parent
 SYNTHETIC = ROOT / "tests" / "fixtures" / "gpu" / "multi-gpu-synthetic"
 SCRIPT = ROOT / "scripts" / "multi_gpu_check.py"
 
-spec = importlib.util.spec_from_file_location("multi_gpu_check", SCRIPT)
-check_script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check_script)
 
 
 def run_copy(tmp_path: Path, *overlays: Path) -> Path:
@@ -76,7 +74,7 @@ def test_the_disagreeing_run_fails_on_exactly_its_four_disagreements(tmp_path):
 
 def test_the_cli_writes_compare_json_and_exits_1_on_a_disagreement(tmp_path):
     run = run_copy(tmp_path, SYNTHETIC / "disagree")
-    done = subprocess.run([sys.executable, str(SCRIPT), "compare", str(run)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "scripts.multi_gpu_check", "compare", str(run)], capture_output=True, text=True,
                           timeout=30, check=False)
     assert done.returncode == 1, done.stderr
     assert "FAIL  GPU 5 memory used" in done.stdout and done.stdout.rstrip().endswith("SOME CHECKS FAILED")
@@ -169,7 +167,7 @@ def svg_text(path: Path) -> str:
 
 
 def test_the_screenshot_step_reads_on_the_samplers_thread_and_saves_both_sizes(tmp_path):
-    done = subprocess.run([sys.executable, str(SCRIPT), "screenshot", str(tmp_path), "--seconds", "2.5",
+    done = subprocess.run([sys.executable, "-m", "scripts.multi_gpu_check", "screenshot", str(tmp_path), "--seconds", "2.5",
                            "--fake", "8"], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "ui-thread.json").read_text())

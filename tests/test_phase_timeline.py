@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from support.app_harness import READY_LOG, fixture_bytes
 from textual.app import App
 
 from specmon.tui.logs.tracker import StartupTracker
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
+from tests.support.app_harness import READY_LOG, fixture_bytes
 
 
 def _ready_phases():

@@ -19,7 +19,6 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from support.serving_replay import ReplayServer
 
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.logs.follower import LogFollower
@@ -28,6 +27,7 @@ from specmon.tui.logs.tracker import StartupTracker
 from specmon.tui.serving.client import spec_settings
 from specmon.tui.serving.metrics import parse_metrics
 from specmon.tui.units import format_seconds
+from tests.support.serving_replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = Path(__file__).parent / "fixtures" / "real-sglang-0.5.16"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from support.app_harness import fixture_bytes
 
 from specmon.tui.logs.tracker import StartupTracker
 from specmon.widgets.server_facts import startup_rows
+from tests.support.app_harness import fixture_bytes
 
 
 def _rows(log: str, until: str | None = None) -> dict[str, str]:

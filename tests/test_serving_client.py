@@ -7,7 +7,6 @@ from collections import deque
 from pathlib import Path
 
 import pytest
-from support.serving_replay import API_FIXTURES, ReplayServer, first_stream
 
 from specmon.tui.ports import free_port
 from specmon.tui.serving.client import (
@@ -19,6 +18,7 @@ from specmon.tui.serving.client import (
     resolve_api_key,
     spec_settings,
 )
+from tests.support.serving_replay import API_FIXTURES, ReplayServer, first_stream
 
 
 def _final_meta(name: str) -> dict:

@@ -7,9 +7,9 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support.serving_replay import API_FIXTURES
 
 from specmon.tui.serving.metrics import MetricsSnapshot, delta, parse_metrics
+from tests.support.serving_replay import API_FIXTURES
 
 LABELS_0523 = 'engine_type="unified",model_name="m"'
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.serving_replay import ReplayServer
 
 from specmon.tui.serving.poller import ServerPoller, ServerStatus
+from tests.support.serving_replay import ReplayServer
 
 REPLAY = Path(__file__).parent / "support" / "serving_replay.py"
 

@@ -16,16 +16,8 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from specmon.tui import status
-from specmon.tui.app import keys
+from specmon.tui.app import keys, messages
 from specmon.tui.app.config import AppConfig
-from specmon.tui.app.messages import (
-    BenchFinished,
-    BenchProgressed,
-    GpuSampled,
-    PresetSwitched,
-    SanityChecked,
-    ServerStatusChanged,
-)
 from specmon.tui.app.screens.main import MainScreen
 from specmon.tui.app.sources import AppSources
 from specmon.tui.feed import LogFeed
@@ -35,8 +27,6 @@ if TYPE_CHECKING:
     from specmon.tui.bench.model import BenchResult
     from specmon.tui.bench.run import BenchRun
     from specmon.tui.launch.presets import Preset
-
-__all__ = ["DARK_THEME", "LIGHT_THEME", "AppConfig", "SpecmonApp"]
 
 TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -63,8 +53,8 @@ class SpecmonApp(App[int]):
         self.bench_results: list[BenchResult] = []
         self.log_path = config.log_path
         self.sources = AppSources(
-            config, self.feed, lambda s: self.post_message(ServerStatusChanged(s)),
-            lambda s: self.post_message(GpuSampled(s)),
+            config, self.feed, lambda s: self.post_message(messages.ServerStatusChanged(s)),
+            lambda s: self.post_message(messages.GpuSampled(s)),
         )
         self._bench: BenchRun | None = None
         self._shown_generation = self.feed.generation
@@ -229,14 +219,14 @@ class SpecmonApp(App[int]):
 
     # ----- messages from sources
 
-    @on(ServerStatusChanged)
-    def _server_status_changed(self, message: ServerStatusChanged) -> None:
+    @on(messages.ServerStatusChanged)
+    def _server_status_changed(self, message: messages.ServerStatusChanged) -> None:
         self.watch.http_changed(message.status)
         self._maybe_sanity_check()
         self.render_state()
 
-    @on(GpuSampled)
-    def _gpu_sampled(self, message: GpuSampled) -> None:
+    @on(messages.GpuSampled)
+    def _gpu_sampled(self, message: messages.GpuSampled) -> None:
         # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
         now = time.monotonic()
         shown_state = self._last_header[2] if self._last_header is not None else None
@@ -246,12 +236,12 @@ class SpecmonApp(App[int]):
         self._gpu_shown_at = now
         self.main.show_gpus(message.snapshot)
 
-    @on(BenchProgressed)
-    def _bench_progressed(self, message: BenchProgressed) -> None:
+    @on(messages.BenchProgressed)
+    def _bench_progressed(self, message: messages.BenchProgressed) -> None:
         self.main.show_bench_progress(message.progress)
 
-    @on(BenchFinished)
-    def _bench_finished(self, message: BenchFinished) -> None:
+    @on(messages.BenchFinished)
+    def _bench_finished(self, message: messages.BenchFinished) -> None:
         self.bench_running = False
         self._bench = None
         if message.result is not None:
@@ -262,13 +252,13 @@ class SpecmonApp(App[int]):
         elif message.result is not None:
             self.notify(f"Benchmark finished: {message.result.preset}", title="Benchmark")
 
-    @on(SanityChecked)
-    def _sanity_checked(self, message: SanityChecked) -> None:
+    @on(messages.SanityChecked)
+    def _sanity_checked(self, message: messages.SanityChecked) -> None:
         self.watch.sanity_checked(message.summary, message.ok)
         self.render_state()
 
-    @on(PresetSwitched)
-    def _preset_switched(self, message: PresetSwitched) -> None:
+    @on(messages.PresetSwitched)
+    def _preset_switched(self, message: messages.PresetSwitched) -> None:
         self.watch.end_switch(None if message.error else self.config.presets.get(message.preset_name))
         if message.error:
             self.notify(message.error, title="Preset switch failed", severity="error")
@@ -295,7 +285,7 @@ class SpecmonApp(App[int]):
         asked = dict(preset.args) if preset is not None else None
         report = await run_check(self.config.url, self.config.api_key, asked=asked)
         summary, ok = report.summary()
-        self.post_message(SanityChecked(summary, ok=ok))
+        self.post_message(messages.SanityChecked(summary, ok=ok))
 
     # ----- actions
 
@@ -356,10 +346,10 @@ class SpecmonApp(App[int]):
         try:
             supervisor.restart_with(preset)
         except Exception as exc:  # reported in the UI; the old server is gone either way
-            self.post_message(PresetSwitched(preset.name, None, error=str(exc)))
+            self.post_message(messages.PresetSwitched(preset.name, None, error=str(exc)))
             return
         log_path = supervisor.log_path
-        self.post_message(PresetSwitched(preset.name, str(log_path) if log_path else None))
+        self.post_message(messages.PresetSwitched(preset.name, str(log_path) if log_path else None))
 
     def action_run_bench(self) -> None:
         if self.bench_running:
@@ -375,7 +365,7 @@ class SpecmonApp(App[int]):
             preset.name if preset is not None else None,
             preset.bench if preset is not None else None,
             api_key=self.config.api_key,
-            on_update=lambda progress: self.post_message(BenchProgressed(progress)),
+            on_update=lambda progress: self.post_message(messages.BenchProgressed(progress)),
             gpu_sampler=self.sources.gpu_sampler,
         )
         self._bench.start()
@@ -386,7 +376,7 @@ class SpecmonApp(App[int]):
         bench.wait()
         result = bench.result
         error = ("; ".join(result.notes) or "the benchmark failed") if result.status == "failed" else None
-        self.post_message(BenchFinished(result, error=error))
+        self.post_message(messages.BenchFinished(result, error=error))
 
     # ----- command palette
 

@@ -40,6 +40,10 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log", help="the server's log file (followed from its start)")
     p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--once", action="store_true", help="print one live snapshot and exit (no app)")
+    p.add_argument("--window", type=float, default=10.0, metavar="S",
+                   help="with --once: seconds to scrape /metrics over (default 10)")
+    p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
     _add_headless(p)
     p.set_defaults(handler="specmon.tui.app.cli:run_monitor")
 
@@ -210,8 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    handler = "specmon.tui.live.cli:run_once" if getattr(args, "once", False) else args.handler
     try:
-        return int(_resolve(args.handler)(args) or 0)
+        return int(_resolve(handler)(args) or 0)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

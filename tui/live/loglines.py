@@ -1,0 +1,187 @@
+"""SGLang's `Decode batch` and `Prefill batch` lines (0.4.x `Decode batch.` and 0.5.x `Decode batch,` shapes)
+as numbers, and a bounded window of the recent ones (the live source when the server has no /metrics)."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+
+_PREFIX = re.compile(r"\[(?:(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)?)?\s*([^\]]*)\]\s*")
+_DP = re.compile(r"DP(\d+)")
+_TP = re.compile(r"TP(\d+)")
+_MAX_FIELDS = 24
+
+# field name in the line -> attribute
+_DECODE_KEYS = {
+    "#running-req": "running", "#queue-req": "queued", "#token": "used", "#full token": "used",
+    "token usage": "usage", "full token usage": "usage", "accept len": "accept_len", "accept rate": "accept_rate",
+    "gen throughput (token/s)": "tok_s",
+}
+_PREFILL_KEYS = {
+    "#new-seq": "new_seq", "#new-token": "new_tokens", "#cached-token": "cached_tokens", "#running-req": "running",
+    "#queue-req": "queued", "token usage": "usage", "full token usage": "usage",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLine:
+    """One `Decode batch` (kind "decode") or `Prefill batch` (kind "prefill") line; absent fields are None.
+
+    `ts` is the line's timestamp (seconds since the epoch, local time) when it has one; `dp` its DP rank.
+    """
+
+    kind: str
+    ts: float | None
+    dp: int
+    running: float | None = None
+    queued: float | None = None
+    used: float | None = None
+    usage: float | None = None
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    tok_s: float | None = None
+    new_seq: float | None = None
+    new_tokens: float | None = None
+    cached_tokens: float | None = None
+
+
+def _timestamp(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d %H:%M:%S").timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    """A `Decode batch` / `Prefill batch` line as numbers, or None for any other line (never raises)."""
+    at = line.find(" batch")
+    if at < 6 or len(line) > 4096:
+        return None
+    if line.startswith("Decode", at - 6):
+        kind, keys = "decode", _DECODE_KEYS
+    elif line.startswith("Prefill", at - 7):
+        kind, keys = "prefill", _PREFILL_KEYS
+    else:
+        return None
+    head = line[: at - (6 if kind == "decode" else 7)]
+    ts, dp = None, 0
+    if head.strip():
+        prefix = _PREFIX.match(head)
+        if prefix is None:
+            return None
+        ts = _timestamp(prefix.group(1))
+        ranks = prefix.group(2) or ""
+        tp = _TP.search(ranks)
+        if tp is not None and tp.group(1) != "0":
+            return None  # TP ranks > 0 repeat TP0's numbers
+        match = _DP.search(ranks)
+        dp = int(match.group(1)) if match else 0
+    values: dict[str, float] = {}
+    for field in line[at + 6:].split(", ", _MAX_FIELDS)[:_MAX_FIELDS]:
+        name, sep, value = field.partition(": ")
+        if not sep:
+            continue
+        attr = keys.get(name.strip(" .,"))
+        if attr is None or attr in values:
+            continue
+        try:
+            number = float(value.strip().rstrip(","))
+        except ValueError:
+            continue
+        if number == number and abs(number) != float("inf"):
+            values[attr] = number
+    if not values:
+        return None
+    return BatchLine(kind, ts, dp, **values)
+
+
+@dataclass(frozen=True)
+class LogFigures:
+    """Live figures read from recent batch lines over a window (None: the lines cannot say)."""
+
+    decode_tok_s: float | None
+    running: float | None
+    queued: float | None
+    kv_used: float | None
+    kv_usage: float | None
+    accept_length: float | None
+    accept_rate: float | None
+    cache_hit_rate: float | None
+    lines: int
+    newest_ts: float | None
+
+
+class BatchLog:
+    """The recent batch lines of one run (bounded), by arrival; figures over a window of log time."""
+
+    def __init__(self, max_lines: int = 4096) -> None:
+        self.lines: deque[BatchLine] = deque(maxlen=max_lines)
+        self.latest: dict[int, BatchLine] = {}
+        """The newest decode-or-prefill line per DP rank (running/queued/KV now)."""
+        self.last_line: str | None = None
+        self.last_line_at: float | None = None
+        """When (time.monotonic of the feeder, or the line's ts) the last batch line arrived."""
+
+    def feed(self, line: str, arrived_at: float | None = None) -> BatchLine | None:
+        parsed = parse_batch_line(line)
+        if parsed is None:
+            return None
+        self.lines.append(parsed)
+        self.latest[parsed.dp] = parsed
+        self.last_line = line[:400]
+        self.last_line_at = arrived_at if arrived_at is not None else parsed.ts
+        return parsed
+
+    def newest_ts(self) -> float | None:
+        for line in reversed(self.lines):
+            if line.ts is not None:
+                return line.ts
+        return None
+
+    def figures(self, window_s: float, now: float | None = None) -> LogFigures:
+        """Figures over the lines of the last `window_s` seconds of log time, ending at `now` (default: the
+        newest line's timestamp); lines without a timestamp count as recent."""
+        newest = self.newest_ts()
+        end = now if now is not None else newest
+        start = None if end is None else end - window_s
+        recent = [ln for ln in self.lines if ln.ts is None or start is None or ln.ts >= start]
+        decode = [ln for ln in recent if ln.kind == "decode"]
+        prefill = [ln for ln in recent if ln.kind == "prefill"]
+        tok_by_dp: dict[int, list[float]] = {}
+        for ln in decode:
+            if ln.tok_s is not None:
+                tok_by_dp.setdefault(ln.dp, []).append(ln.tok_s)
+        decode_tok_s = sum(sum(v) / len(v) for v in tok_by_dp.values()) if tok_by_dp else None
+        weighted = [(ln.accept_len, ln.tok_s or 1.0) for ln in decode if ln.accept_len is not None]
+        weight = sum(w for _, w in weighted)
+        accept_length = sum(a * w for a, w in weighted) / weight if weighted and weight > 0 else None
+        rates = [ln.accept_rate for ln in decode if ln.accept_rate is not None]
+        new = sum(ln.new_tokens or 0.0 for ln in prefill)
+        cached = sum(ln.cached_tokens or 0.0 for ln in prefill)
+        latest = list(self.latest.values())
+        return LogFigures(
+            decode_tok_s=decode_tok_s if decode or end is None else 0.0,
+            running=_sum(ln.running for ln in latest),
+            queued=_sum(ln.queued for ln in latest),
+            kv_used=_sum(ln.used for ln in latest),
+            kv_usage=_mean(ln.usage for ln in latest),
+            accept_length=accept_length,
+            accept_rate=sum(rates) / len(rates) if rates else None,
+            cache_hit_rate=cached / (new + cached) if prefill and new + cached > 0 else None,
+            lines=len(recent),
+            newest_ts=newest,
+        )
+
+
+def _sum(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _mean(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None

@@ -1,0 +1,181 @@
+"""One /metrics reading with its ranks merged right: replicas (TP/PP/EP ranks) counted once, data-parallel
+ranks (and other label sets) added up, histograms merged bucket by bucket. Parsed with prometheus_client."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+
+MAX_TEXT_CHARS = 8 * 1024 * 1024
+"""A /metrics answer longer than this is cut (never parsed whole): bounded memory whatever the server sends."""
+
+REPLICA_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank"})
+"""Ranks of one scheduler that report the same numbers: counted once (the largest value is kept)."""
+DP_LABEL = "dp_rank"
+
+COUNTERS = (
+    "sglang:generation_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:cached_tokens_total",
+    "sglang:num_requests_total",
+    "sglang:spec_verify_calls_total",
+    "sglang:realtime_tokens_total",
+    "sglang:cuda_graph_passes_total",
+)
+COUNTERS_BY_MODE = frozenset({"sglang:realtime_tokens_total"})
+"""Counters kept per `mode` label as well (``name{mode=decode}``)."""
+SUMMED_GAUGES = frozenset({
+    "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_used_tokens", "sglang:max_total_num_tokens",
+    "sglang:gen_throughput",
+})
+AVERAGED_GAUGES = frozenset({
+    "sglang:token_usage", "sglang:cache_hit_rate", "sglang:spec_accept_length", "sglang:spec_accept_rate",
+    "sglang:spec_num_steps", "sglang:spec_num_draft_tokens",
+})
+HISTOGRAMS = (
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+)
+PER_DP_GAUGES = frozenset({"sglang:num_running_reqs", "sglang:num_queue_reqs"})
+
+Buckets = tuple[tuple[float, float], ...]
+"""A histogram's cumulative buckets: ((upper bound, count), ...) sorted by bound, +Inf last."""
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One /metrics reading, merged over ranks. Values absent from the text are absent from the dicts.
+
+    `per_dp` holds, for running and queued requests, one value per data-parallel rank (only with `dp_rank`
+    labels). `error` says why the text could not be read (then everything else is empty).
+    """
+
+    taken_at: float
+    counters: dict[str, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    histograms: dict[str, Buckets] = field(default_factory=dict)
+    per_dp: dict[str, dict[str, float]] = field(default_factory=dict)
+    error: str | None = None
+
+    def counter(self, name: str) -> float | None:
+        return self.counters.get(name)
+
+    def gauge(self, name: str) -> float | None:
+        return self.gauges.get(name)
+
+
+def _group(labels: dict[str, str], drop: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
+
+
+def _merge_replicas(target: dict, key: tuple, value: float) -> None:
+    previous = target.get(key)
+    target[key] = value if previous is None else max(previous, value)
+
+
+_WANTED = frozenset(COUNTERS) | SUMMED_GAUGES | AVERAGED_GAUGES | frozenset(HISTOGRAMS)
+_WANTED_FAMILIES = frozenset(name.removesuffix("_total") for name in _WANTED) | _WANTED
+_SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
+
+
+def _base_name(name: str) -> str:
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def wanted_lines(text: str) -> str:
+    """Only the lines of the families specmon reads (a real /metrics has ~60 families and ~700 samples):
+    parsing those alone costs a tenth of parsing all."""
+    keep = []
+    for line in text.split("\n"):
+        if line.startswith("#"):
+            parts = line.split(" ", 3)
+            if len(parts) >= 3 and parts[1] in ("TYPE", "HELP") and parts[2] in _WANTED_FAMILIES:
+                keep.append(line)
+            continue
+        end = line.find("{")
+        if end < 0:
+            end = line.find(" ")
+        name = line[:end] if end > 0 else line
+        if name in _WANTED or _base_name(name) in _WANTED_FAMILIES:
+            keep.append(line)
+    keep.append("")
+    return "\n".join(keep)
+
+
+def parse_scrape(text: str, taken_at: float) -> Scrape:
+    """Parse Prometheus exposition text; never raises (a broken text gives a Scrape with `error` set)."""
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: text.rfind("\n", 0, MAX_TEXT_CHARS) + 1]
+    text = wanted_lines(text)
+    counter_groups: dict[str, dict[tuple, float]] = {}
+    gauge_groups: dict[str, dict[tuple, float]] = {}
+    bucket_groups: dict[str, dict[tuple, float]] = {}
+    wanted_gauges = SUMMED_GAUGES | AVERAGED_GAUGES
+    histogram_buckets = {name + "_bucket": name for name in HISTOGRAMS}
+    replica_and_le = REPLICA_LABELS | {"le"}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name, value = sample.name, sample.value
+                if not isinstance(value, float | int) or not math.isfinite(value):
+                    continue
+                if name in COUNTERS:
+                    groups = counter_groups.setdefault(name, {})
+                    _merge_replicas(groups, _group(sample.labels, REPLICA_LABELS), float(value))
+                elif name in wanted_gauges:
+                    groups = gauge_groups.setdefault(name, {})
+                    _merge_replicas(groups, _group(sample.labels, REPLICA_LABELS), float(value))
+                elif name in histogram_buckets:
+                    le = _bound(sample.labels.get("le"))
+                    if le is None:
+                        continue
+                    groups = bucket_groups.setdefault(histogram_buckets[name], {})
+                    key = (le, _group(sample.labels, replica_and_le))
+                    _merge_replicas(groups, key, float(value))
+    except Exception as exc:  # the parser raises ValueError and others on malformed text
+        return Scrape(taken_at, error=f"unreadable /metrics: {exc}"[:200])
+
+    counters: dict[str, float] = {}
+    for name, groups in counter_groups.items():
+        counters[name] = sum(groups.values())
+        if name in COUNTERS_BY_MODE:
+            for key, value in groups.items():
+                mode = dict(key).get("mode")
+                if mode:
+                    counters[f"{name}{{mode={mode}}}"] = counters.get(f"{name}{{mode={mode}}}", 0.0) + value
+    gauges: dict[str, float] = {}
+    per_dp: dict[str, dict[str, float]] = {}
+    for name, groups in gauge_groups.items():
+        values = list(groups.values())
+        gauges[name] = sum(values) if name in SUMMED_GAUGES else sum(values) / len(values)
+        if name in PER_DP_GAUGES:
+            by_dp: dict[str, float] = {}
+            for key, value in groups.items():
+                dp = dict(key).get(DP_LABEL)
+                if dp is not None:
+                    by_dp[dp] = by_dp.get(dp, 0.0) + value
+            if len(by_dp) > 1:
+                per_dp[name] = by_dp
+    histograms: dict[str, Buckets] = {}
+    for name, groups in bucket_groups.items():
+        merged: dict[float, float] = {}
+        for (le, _), value in groups.items():
+            merged[le] = merged.get(le, 0.0) + value
+        histograms[name] = tuple(sorted(merged.items()))
+    return Scrape(taken_at, counters, gauges, histograms, per_dp)
+
+
+def _bound(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from specmon.tui.logs.model import LineKind, StartupState, TrackerEvent
@@ -43,6 +43,8 @@ class LogFeed:
         """When (``time.monotonic()``) the log last grew: lines or progress frames arrived."""
         self.stamped_at: float | None = None
         """When the log's newest timestamp arrived (progress frames carry none)."""
+        self.observers: list[Callable[[list[tuple[str, LineKind | None]]], None]] = []
+        """Called (on the follower's thread, under ``lock``) with each batch of new lines (the live view's)."""
 
     @property
     def state(self) -> StartupState:
@@ -60,6 +62,8 @@ class LogFeed:
             if self.tracker.state.last_ts != stamp:
                 self.stamped_at = self.grew_at
             self._pending.extend(lines)
+            for observer in self.observers:
+                observer(lines)
             self.lines_fed += len(lines)
             self._changed = True
 

@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from specmon.tui import status
-from specmon.tui.app import keys, messages
+from specmon.tui.app import keys, live, messages
 from specmon.tui.app.config import AppConfig
 from specmon.tui.app.screens.main import MainScreen
 from specmon.tui.app.sources import AppSources
@@ -32,8 +32,7 @@ TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
-MILESTONE_SETTLE_S = 1.5
-"""A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
+MILESTONE_SETTLE_S = 1.5  # a milestone's screenshot waits this long, to show what came with it (health, settings)
 
 
 class SpecmonApp(App[int]):
@@ -64,6 +63,7 @@ class SpecmonApp(App[int]):
         self._gpu_shown_at = 0.0
         self._rendered_once = False
         self._log_written_at = 0.0
+        self.live = live.LiveWiring(self)
         self.theme = DARK_THEME
 
     # ----- lifecycle
@@ -89,6 +89,7 @@ class SpecmonApp(App[int]):
             self.sources.start_poller()
         if self.config.gpu_source is not None:
             self.sources.start_gpu_sampler()
+        self.live.start()
         self.flush_feed(force=True)
         if self.config.exit_after_s is not None:
             self.set_timer(self.config.exit_after_s, self._finish_headless)
@@ -131,6 +132,7 @@ class SpecmonApp(App[int]):
             for signum in EXIT_SIGNALS:
                 loop.remove_signal_handler(signum)
         self.sources.stop()
+        self.live.stop()
         if self._bench is not None:
             self._bench.cancel()
 

@@ -14,6 +14,16 @@ _TOKEN_LATENCY_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025
                           0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
 
 
+class _ModeCounter:
+    """A scheduler counter with a `mode` label (SGLang 0.5.16's realtime_tokens_total)."""
+
+    def __init__(self, counter: Counter, labels: dict[str, str]) -> None:
+        self._counter, self._labels = counter, labels
+
+    def labels(self, mode: str):
+        return self._counter.labels(**self._labels, mode=mode)
+
+
 class EmulatorMetrics:
     """The emulator's metric registry; `render()` gives the Prometheus text of `GET /metrics`."""
 
@@ -54,6 +64,11 @@ class EmulatorMetrics:
         self.spec_verify_calls_total = counter(
             "sglang:spec_verify_calls_total", "Number of speculative decoding verification calls."
         )
+        self.realtime_tokens = _ModeCounter(Counter(
+            "sglang:realtime_tokens_total",
+            "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, "
+            "decode.", (*_SCHEDULER_LABELS, "mode"), registry=r,
+        ), sched)
         self.num_requests_total = counter("sglang:num_requests_total", "Number of requests processed.")
         self.time_to_first_token = Histogram(
             "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",

@@ -27,6 +27,9 @@ PREFILL_BASE_S = 0.006
 PREFILL_PER_TOKEN_S = 0.00002
 
 
+IDLE_METRICS_S = 30.0
+
+
 @dataclass
 class GenRequest:
     """One generation request and its progress, shared between its HTTP thread and the scheduler."""
@@ -178,6 +181,7 @@ class EmulatedScheduler:
             with self._cond:
                 while not self._stopped and not self._waiting and not self._running:
                     self.gpus.set_busy(0.0)
+                    self._refresh_idle_metrics()
                     self._cond.wait(0.5)
                 if self._stopped:
                     return
@@ -188,6 +192,15 @@ class EmulatedScheduler:
                 self._prefill(admitted)
             if self._running:
                 self._decode_step()
+
+    def _refresh_idle_metrics(self) -> None:
+        """Idle, SGLang refreshes its scheduler gauges every 30 s (`check_memory`): running and queue go to 0."""
+        if self.metrics is None or time.monotonic() - self._win_started < IDLE_METRICS_S / self.speed.time_scale:
+            return
+        m = self.metrics
+        for gauge in (m.num_running_reqs, m.num_queue_reqs, m.num_used_tokens, m.token_usage, m.gen_throughput):
+            gauge.set(0)
+        self._win_started = time.monotonic()
 
     def _used_tokens(self) -> int:
         return sum(r.prompt_tokens + r.completion_tokens for r in self._running)
@@ -210,6 +223,8 @@ class EmulatedScheduler:
                 f"Prefill batch. #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
                 f"token usage: {usage:.2f}, #running-req: {len(self._running)}, #queue-req: {queued}, "
             )
+        if self.metrics is not None:
+            self.metrics.realtime_tokens.labels(mode="prefill_compute").inc(new_tokens)
         now = time.monotonic()
         for request in batch:
             request.first_token_at = now
@@ -289,6 +304,7 @@ class EmulatedScheduler:
             m.token_usage.set(usage)
             m.gen_throughput.set(throughput)
             m.is_cuda_graph.set(1 if self.cuda_graph else 0)
+            m.realtime_tokens.labels(mode="decode").inc(self._win_tokens)
             if accept_len is not None:
                 m.spec_accept_length.set(accept_len)
                 m.spec_accept_rate.set(accept_rate)

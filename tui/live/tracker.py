@@ -77,7 +77,7 @@ class LiveTracker:
         self.asked = asked
         self.baseline_accept = baseline_accept
         self.stall_s = stall_s
-        self.runs: deque[Run] = deque([Run(0, preset or "run 1")], maxlen=MAX_RUNS)
+        self.runs: deque[Run] = deque([Run(0, preset or "no preset")], maxlen=MAX_RUNS)
         self.restarts = 0
         self.metrics_state: str = "unknown"  # "ok", "absent" (404: the log is the source), "error"
         self.metrics_error: str | None = None
@@ -97,6 +97,8 @@ class LiveTracker:
     def set_preset(self, preset: str | None, asked=None, baseline_accept: float | None = None) -> None:
         """The preset now running (after a switch); the next run is labelled with it."""
         self.preset, self.asked, self.baseline_accept = preset, asked, baseline_accept
+        if preset and self.run.label == "no preset":
+            self.run.label = preset
 
     def new_run(self, reason: str = "restart") -> None:
         """The server restarted: a new series begins (a counter went down, a new start time, a new startup)."""
@@ -104,7 +106,7 @@ class LiveTracker:
             self.run.label = self.preset or self.run.label
             return
         self.restarts += 1
-        self.runs.append(Run(self.run.index + 1, self.preset or f"run {self.run.index + 2}"))
+        self.runs.append(Run(self.run.index + 1, self.preset or "no preset"))
 
     def add_scrape(self, scrape: Scrape) -> None:
         if scrape.error is not None:

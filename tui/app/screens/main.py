@@ -14,21 +14,23 @@ from textual.widgets import Footer, Input, Tab, Tabs
 
 from specmon.widgets.bench_panel import BenchPanel
 from specmon.widgets.gpu_pane import GpuPane
+from specmon.widgets.live_view import LiveView
 from specmon.widgets.server_pane import ServerPane
 from specmon.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
     from specmon.tui.bench.model import BenchProgress, BenchResult
     from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.tui.live.model import LiveSnapshot
     from specmon.tui.logs.model import LineKind, StartupState
     from specmon.tui.status import Note, Row
 
-PANES = ("server", "gpus", "bench")
+PANES = ("server", "gpus", "bench", "live")
 WIDE_COLUMNS = 160
 
 
 class MainScreen(Screen):
-    """The monitor: Server, GPUs and Benchmark panes. Below ``WIDE_COLUMNS`` columns they are tabs."""
+    """The monitor: Server, GPUs, Benchmark and Live panes. Below ``WIDE_COLUMNS`` columns they are tabs."""
 
     class Composed(Message):
         """The screen and its panes are mounted: the app may start its sources."""
@@ -47,12 +49,15 @@ class MainScreen(Screen):
             Tab("1 Server", id="tab-server"),
             Tab("2 GPUs", id="tab-gpus"),
             Tab("3 Benchmark", id="tab-bench"),
+            Tab("4 Live", id="tab-live"),
             id="pane-tabs",
         )
-        with Container(id="panes"):
-            yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
+        with Container(id="panes"):  # in this order for the wide grid: Live above Server, GPUs above Benchmark
+            with Container(id="pane-live", classes="pane"):
+                yield LiveView(id="live-view")
             with Container(id="pane-gpus", classes="pane"):
                 yield GpuPane(id="gpu-pane")
+            yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
             with Container(id="pane-bench", classes="pane"):
                 yield BenchPanel(id="bench-panel")
         yield Footer(compact=True)
@@ -61,6 +66,7 @@ class MainScreen(Screen):
         self.query_one("#pane-server").border_title = "Server"
         self.query_one("#pane-gpus").border_title = "GPUs"
         self.query_one("#pane-bench").border_title = "Benchmark"
+        self.query_one("#pane-live").border_title = "Live"
         self.call_after_refresh(self._composed)
 
     def _composed(self) -> None:
@@ -156,6 +162,12 @@ class MainScreen(Screen):
         if snapshot is not None:
             for pane in self.query("#gpu-pane"):
                 self._guarded("GPU pane", pane.show, snapshot)
+
+    def show_live(self, snapshot: LiveSnapshot) -> None:
+        """Hand a live snapshot to the Live view (only while it is shown: the next one follows soon)."""
+        if self.wide or self.active_pane == "live":
+            for view in self.query("#live-view"):
+                self._guarded("Live view", view.show, snapshot)
 
     def show_bench_progress(self, progress: BenchProgress) -> None:
         for panel in self.query("#bench-panel"):

@@ -7,6 +7,7 @@ oldest pending lines are dropped (they would have been pruned from the bounded l
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -113,12 +114,22 @@ class LogFeed:
 def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: float = 0.05) -> None:
     """Follow ``path`` from its start into ``feed`` (for its current generation) until ``stop_event`` is set.
 
-    Runs on a worker thread; a ``reset()`` of the feed makes the rest of this follower's lines ignored.
+    Runs on a worker thread; a ``reset()`` of the feed makes the rest of this follower's lines ignored. A log
+    of ``BIG_LOG_BYTES`` or more is attached from its end (``specmon.tui.live.attach``).
     """
+    from specmon.tui.live.attach import BIG_LOG_BYTES, follow_attached
     from specmon.tui.logs.follower import follow
 
     generation = feed.generation
-    follow(path, lambda items: feed.feed(items, generation), stop_event, interval=interval, from_start=True)
+    on_items = lambda items: feed.feed(items, generation)  # noqa: E731
+    try:
+        big = os.path.getsize(path) >= BIG_LOG_BYTES
+    except OSError:
+        big = False
+    if big:  # a server that served for days: its last startup and recent lines, not every line since
+        follow_attached(path, on_items, stop_event, interval=interval)
+    else:
+        follow(path, on_items, stop_event, interval=interval, from_start=True)
 
 
 def feed_text(feed: LogFeed, data: bytes, final: bool = True) -> None:

@@ -79,3 +79,45 @@ def skipped_note(plan: AttachPlan) -> str:
     mib = plan.skipped / (1024 * 1024)
     return f"[specmon] … {mib:,.1f} MiB of serving log skipped (attached to a big log: the last startup, then the " \
            f"recent lines) …"
+
+
+def read_items_between(path: str, start: int, end: int) -> list:
+    """The log items (lines, progress frames) of bytes [start, end) of ``path``."""
+    from specmon.tui.logs.follower import LineSplitter
+
+    splitter = LineSplitter()
+    items = []
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = f.read(min(left, 1024 * 1024))
+            if not chunk:
+                break
+            left -= len(chunk)
+            splitter.feed_into(chunk, items)
+    items.extend(splitter.flush())
+    return items
+
+
+def follow_attached(path: str, on_items, stop_event, interval: float = 0.05) -> None:
+    """Follow a big log: its last startup and its recent lines first (the middle skipped, with a note),
+    then what is appended, as ``follower.follow`` does. Meant to be a thread's target."""
+    from specmon.tui.logs.follower import LogFollower, LogItem
+
+    size = os.path.getsize(path)
+    # Lines appended between this stat and the follower's open (microseconds) are not shown.
+    with LogFollower(path, from_start=False) as follower:
+        plan = plan_attach(path, size=size)
+        on_items(read_items_between(path, plan.startup_start, plan.startup_end))
+        if plan.skipped:
+            on_items([LogItem("line", skipped_note(plan))])
+        tail = read_items_between(path, plan.tail_start, plan.size)
+        if tail:
+            on_items(tail)
+        while not stop_event.is_set():
+            items = follower.poll()
+            if items:
+                on_items(items)
+            else:
+                stop_event.wait(interval)

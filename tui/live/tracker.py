@@ -274,15 +274,18 @@ class LiveTracker:
     def _from_log(self, run: Run, window_s: float, effective: dict, alerts: list[Alert],
                   now: float | None) -> dict[str, Any]:
         newest = run.batches.newest_ts()
-        end = newest if now is None or newest is None else max(now, newest)
+        stale = now is not None and newest is not None and now - newest > window_s
+        end = newest if now is None or newest is None or stale else max(now, newest)
         fig: LogFigures = run.batches.figures(window_s, end)
+        if stale:  # nothing logged lately: the last figures the log has, said to be old
+            alerts.append(Alert("log_stale", "info", f"last batch line {_ago(now - newest)} ago: figures as of then"))
         kv_total = (self.server_info or {}).get("max_total_num_tokens")
         kv_used = fig.kv_used
         if kv_used is None and fig.kv_usage is not None and isinstance(kv_total, int | float):
             kv_used = fig.kv_usage * kv_total
         if not isinstance(kv_total, int | float) and fig.kv_used is not None and fig.kv_usage:
             kv_total = fig.kv_used / fig.kv_usage
-        state = "serving" if fig.running else "idle"
+        state = "serving" if fig.running and not stale else "idle"
         last = run.batches.last_line_at
         if fig.running and last is not None and now is not None and now - last >= self.stall_s:
             state = "stalled"
@@ -292,7 +295,7 @@ class LiveTracker:
         return {
             "state": state,
             "source": "log",
-            "decode_tok_s": fig.decode_tok_s,
+            "decode_tok_s": 0.0 if stale else fig.decode_tok_s,
             "running": fig.running,
             "queued": fig.queued,
             "max_running": self._max_running(),
@@ -356,3 +359,13 @@ class LiveTracker:
         used, total = snap.get("kv_used"), snap.get("kv_total")
         run.points.append(SeriesPoint(at, snap.get("decode_tok_s"), snap.get("accept_length"), snap.get("running"),
                                       snap.get("queued"), used / total if used is not None and total else None))
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"

@@ -215,6 +215,7 @@ async def test_the_footer_shows_every_key_binding_within_80_columns(size):
         await pilot.pause(0.3)
         shown = {key.action for key in app.screen.query(FooterKey) if key.region.right <= size[0]}
         assert shown >= {binding.action for binding in SpecmonApp.BINDINGS} | {"command_palette"}
+        assert await wait_for(pilot, lambda: "Quit" in screen_text(app).splitlines()[-1])
         footer = screen_text(app).splitlines()[-1]
         for words in ("1234 Pane", "/nN Search", "p Preset", "F8 Shot", "q Quit", "^p palette"):
             assert words in footer, footer

@@ -50,10 +50,19 @@ def _stamp(line: str) -> float | None:
     return None
 
 
-async def measure(rate: int, seconds: float) -> dict:
+STARTUP = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "logs" / "03-laguna-int4-dflash-v0.5.16-ready.log"
+
+
+def _startup_until_ready() -> bytes:
+    data = STARTUP.read_bytes()
+    ready = data.index(b"The server is fired up and ready to roll!")
+    return data[: data.index(b"\n", ready) + 1]
+
+
+async def measure(rate: int, seconds: float, ready: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "server.log"
-        log_path.touch()
+        log_path.write_bytes(_startup_until_ready() if ready else b"")
         app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))
         me = psutil.Process()
         async with app.run_test(size=(200, 50)) as pilot:
@@ -102,8 +111,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--ready", action="store_true",
+                        help="begin the log with a real startup up to ready: the lines follow a served server's")
     args = parser.parse_args()
-    result = asyncio.run(measure(args.rate, args.seconds))
+    result = asyncio.run(measure(args.rate, args.seconds, args.ready))
     for key, value in result.items():
         print(f"{key:>22}: {value:.3f}" if isinstance(value, float) else f"{key:>22}: {value}")
     ok = result["max_lag_s"] is not None and result["max_lag_s"] <= 1.0 and result["pane_lines_max"] <= 10_000

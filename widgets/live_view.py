@@ -50,6 +50,7 @@ class LiveView(Static):
     """
 
     _shown: object = None
+    _shape: tuple = ()
 
     def show(self, snapshot: LiveSnapshot) -> None:
         width = max(40, self.size.width or 80)
@@ -57,7 +58,10 @@ class LiveView(Static):
         if key == self._shown:
             return
         self._shown = key
-        self.update(Group(*self._render_parts(snapshot, width)))
+        parts = self._render_parts(snapshot, width)
+        shape = (len(parts), len(snapshot.alerts), len(snapshot.series), len(snapshot.latencies))
+        self.update(Group(*parts), layout=shape != self._shape)  # a layout only when its height can change
+        self._shape = shape
 
     def _render_parts(self, s: LiveSnapshot, width: int) -> list:
         head = Text.assemble(

@@ -168,16 +168,15 @@ class SpecmonApp(App[int]):
         self.render_state()
 
     def _defer_trickle(self) -> bool:
-        """Once ready, a few lines (health checks, access lines) wait up to ``trickle_s`` to be written together.
-
-        Each write repaints the whole log pane; bursts and startup lines are written at once.
-        """
-        if self.feed.generation != self._shown_generation or self.feed.pending >= TRICKLE_LINES:
+        """Except during a startup, lines wait to be written together: a few (health checks, access lines) up to
+        ``trickle_s``, a stream of serving lines up to ``busy_flush_s``. Each write repaints the log pane."""
+        if self.feed.generation != self._shown_generation:
             return False
-        if time.monotonic() - self._log_written_at >= self.config.trickle_s:
+        wait = self.config.trickle_s if self.feed.pending < TRICKLE_LINES else self.config.busy_flush_s
+        if time.monotonic() - self._log_written_at >= wait:
             return False
         with self.feed.lock:  # the follower thread may be feeding the tracker
-            return self.feed.state.state == "ready"
+            return self.feed.state.state not in ("starting", "failed")
 
     def view(self) -> status.ServerView:
         """The server as the app knows it now; hold ``feed.lock`` while using it (it holds the tracker's state)."""

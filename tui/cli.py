@@ -71,6 +71,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--preset", default=None, help="the demo preset to launch (default: the first demo preset)")
     p.add_argument("--speed", type=float, default=1.0, help="emulator speed factor (2 = twice as fast)")
+    p.add_argument("--no-preflight", action="store_true", help="launch without the preflight (`specmon check PRESET`)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     _add_headless(p)
     p.set_defaults(handler="specmon.tui.app.cli:run_demo")
@@ -161,16 +162,54 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
 def _add_check(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check",
-        help="a quick sanity check of a running server: health, settings, one generation",
-        description="Check a running server: /health, its effective speculative settings, and one short "
-        "generation with its acceptance length. Exits non-zero when something is wrong.",
+        help="preflight a preset (no server needed), or sanity-check a running server with --url",
+        description="`check PRESET`: the preflight that runs before every launch: which SGLang the launcher "
+        "runs, its flags and speculative rules, the draft checkpoint, the port and the GPUs; exit 1 on an "
+        "error. `check --url URL`: a running server's /health, effective speculative settings and one short "
+        "generation. Give exactly one of PRESET and --url.",
     )
-    p.add_argument("--url", required=True, help="the server's base URL")
-    p.add_argument("--preset", help="the preset the server was launched with: compare what it asks with what runs")
+    p.add_argument("preset_name", nargs="?", metavar="PRESET", help="the preset to preflight")
+    p.add_argument("--url", help="a running server's base URL")
+    p.add_argument("--preset", help="with --url: the preset the server was launched with (asked vs effective)")
+    p.add_argument("--port", type=int, help="with PRESET: check this port instead of the preset's")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler="specmon.tui.serving.cli:run_check")
+
+
+def _add_doctor(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check an EAGLE-3 draft checkpoint against what an SGLang version loads",
+        description="Read a draft checkpoint without torch: config.json (architectures, hidden and vocab sizes "
+        "against the target's, draft_vocab_size), d2t/t2d, every safetensors header and the index, and the key "
+        "names against that SGLang version's draft loader: the keys it would drop and the parameters left "
+        "unloaded. Exit 1 on an error.",
+    )
+    p.add_argument("draft", help="the draft checkpoint folder")
+    p.add_argument("--target", metavar="PATH", help="the target model folder (hidden size, vocabulary)")
+    p.add_argument("--preset", help="use the SGLang this preset's launcher runs (and its model path as target)")
+    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: the shipped rules of this version "
+                   "(default: the newest)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.preflight.cli:run_doctor")
+
+
+def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fix-draft-keys",
+        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0)",
+        description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
+        "`midlayer.*` (or back with --to layers.0), without torch; SRC is never written. The copy is then "
+        "checked by the doctor.",
+    )
+    p.add_argument("src", help="the draft checkpoint folder")
+    p.add_argument("dst", help="the new folder")
+    p.add_argument("--to", choices=["midlayer", "layers.0"], default="midlayer",
+                   help="the layout to write (default midlayer: every SGLang version loads it)")
+    p.set_defaults(handler="specmon.tui.preflight.cli:run_fix_draft_keys")
 
 
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
@@ -180,6 +219,8 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_bench,
     _add_gpus,
     _add_check,
+    _add_doctor,
+    _add_fix_draft_keys,
     _add_presets,
     _add_results,
     _add_emulate,

@@ -105,7 +105,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from specmon.tui.app.config import AppConfig
     from specmon.tui.gpu.demo import DemoGpuSource
     from specmon.tui.launch.presets import load_presets
-    from specmon.tui.launch.supervisor import ServerSupervisor
+    from specmon.tui.launch.supervisor import ServerSupervisor, SupervisorError
     from specmon.tui.ports import free_port_pair
 
     preset_set = load_presets(args.presets)
@@ -123,11 +123,18 @@ def run_demo(args: argparse.Namespace) -> int:
         preset = demos[default.name]
     port = free_port_pair()
     log_path = demo_log_dir() / f"{preset.name}-{port}.log"
-    supervisor = ServerSupervisor(preset, log_path, port)
+    supervisor = ServerSupervisor(preset, log_path, port, preflight=not getattr(args, "no_preflight", False))
     atexit.register(supervisor.stop)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the finally below stops the server (the app, too)
     try:
-        supervisor.start()
+        try:
+            supervisor.start()
+        except SupervisorError as exc:
+            print(f"specmon demo: {exc}", file=sys.stderr)
+            report = getattr(exc, "report", None)
+            if report is not None:
+                print(report.format_text(), file=sys.stderr)
+            return 1
         config = AppConfig(
             url=f"http://127.0.0.1:{port}",
             log_path=str(log_path),

@@ -70,6 +70,14 @@ class SupervisorError(RuntimeError):
     """The server could not be started, stopped or restarted as asked."""
 
 
+class PreflightFailed(SupervisorError):
+    """The preflight found an error: the launch would fail. `report` is the PreflightReport."""
+
+    def __init__(self, message: str, report: object):
+        super().__init__(message)
+        self.report = report
+
+
 class PortInUseError(SupervisorError):
     """The server's port is taken; `holders` are the listening processes psutil could see."""
 
@@ -156,6 +164,8 @@ class ServerSupervisor:
 
     `log_path` is used for the first start; later starts get a new file in the run directory (the
     log's directory, or `default_run_dir()`). `port` overrides the preset's `--port` for every start.
+    With `preflight` (the default) every start runs `specmon.tui.preflight.run_preflight` first and an error
+    stops it (`PreflightFailed`); `last_preflight` keeps the last report.
     """
 
     def __init__(
@@ -165,8 +175,11 @@ class ServerSupervisor:
         port: int | None = None,
         *,
         run_dir: str | Path | None = None,
+        preflight: bool = True,
     ):
         self._preset = preset
+        self.preflight = preflight
+        self.last_preflight = None
         self._port_override = port
         self._first_log = Path(log_path) if log_path is not None else None
         if run_dir is not None:
@@ -250,6 +263,8 @@ class ServerSupervisor:
             if port is not None:
                 self._port_override = port
             check_port_free(self.port, self.host)
+            if self.preflight:
+                self._run_preflight()
             argv = self._preset.argv(self._port_override)
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
             log_path, fd = self._create_log()
@@ -318,6 +333,15 @@ class ServerSupervisor:
         self.stop()
 
     # ------------------------------------------------------------------------------------- internals
+
+    def _run_preflight(self) -> None:
+        from specmon.tui.preflight import PreflightError, require_preflight
+
+        try:
+            self.last_preflight = require_preflight(self._preset, port=self.port)
+        except PreflightError as error:
+            self.last_preflight = error.report
+            raise PreflightFailed(str(error), error.report) from None
 
     def _create_log(self) -> tuple[Path, int]:
         if self._first_log is not None:

@@ -15,7 +15,15 @@ from specmon.tui.serving.client import (
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """The `specmon check` handler."""
+    """The `specmon check` handler: `check PRESET` (the preflight) or `check --url URL` (a running server)."""
+    if (args.preset_name is None) == (args.url is None):
+        print("specmon check: give exactly one of PRESET (preflight) and --url URL (a running server)",
+              file=sys.stderr)
+        return 2
+    if args.preset_name is not None:
+        from specmon.tui.preflight.cli import run_check_preset
+
+        return run_check_preset(args)
     try:
         api_key = resolve_api_key(args.api_key_file)
     except OSError as exc:

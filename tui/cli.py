@@ -36,7 +36,9 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
     )
-    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
+                   "server `specmon ps` finds; asks which when there are several)")
+    p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
     p.add_argument("--log", help="the server's log file (followed from its start)")
     p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")

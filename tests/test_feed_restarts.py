@@ -30,7 +30,7 @@ def test_a_second_startup_appended_starts_a_fresh_timeline() -> None:
     feed_text(feed, text[cut : cut + text[cut:].index("\n") + 1].encode())
     assert feed.restarts == 1 and feed.state.state == "starting" and len(feed.history) == 1
     assert feed.history[0].state in ("ready", "stopped") and feed.history[0].ready_at is not None
-    feed_text(feed, text[cut:].encode()[len(text[cut : cut + text[cut:].index("\n") + 1]):])
+    feed_text(feed, text[cut:].encode()[len(text[cut : cut + text[cut:].index("\n") + 1]) :])
     assert feed.state.state in ("ready", "stopped") and feed.state.ready_at is not None
     assert first_events and feed.take().events
 
@@ -57,7 +57,9 @@ def test_the_emulator_restarted_into_its_log_is_a_new_run(tmp_path: Path, how: s
             if run and how == "recreated":
                 log.unlink()
             with open(log, "ab") as out:
-                procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+                procs.append(
+                    subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                )
             wait_for(lambda r=run: feed.restarts == r and feed.state.state == "ready", 60, f"run {run} ready")
             procs[-1].terminate()
             procs[-1].wait(timeout=30)

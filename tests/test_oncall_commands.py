@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -35,7 +36,9 @@ def test_start_ps_stop_with_json_and_private_files(oc):
     assert started["pid"] == started["pgid"] and started["url"] == f"http://127.0.0.1:{port}"
     assert httpx.get(started["url"] + "/health", timeout=5).status_code == 200
     state_file = oc.state / "servers" / f"{started['id']}.json"
-    assert mode(state_file) == 0o600 and mode(state_file.parent) == 0o700 and mode(Path(started["log"])) == 0o600
+    assert (
+        mode(state_file) == 0o600 and mode(state_file.parent) == 0o700 and mode(Path(started["log"])) == 0o600
+    )
 
     listed = oc.json("ps")["servers"]
     mine = next(s for s in listed if s["id"] == started["id"])
@@ -64,7 +67,9 @@ def test_start_on_a_taken_port_names_the_holder(oc):
         sock.listen()
         port = sock.getsockname()[1]
         out = oc.json("start", "fast-a", "--port", str(port), expect=1)
-    assert out["state"] == "failed" and f"port {port}" in out["error"] and f"pid {os.getpid()}" in out["error"]
+    assert (
+        out["state"] == "failed" and f"port {port}" in out["error"] and f"pid {os.getpid()}" in out["error"]
+    )
     assert oc.records() == []
 
 
@@ -90,8 +95,20 @@ def test_switch_compares_with_the_last_result_and_alerts_on_a_drop(oc, tmp_path)
     first = oc.json("start", "fast-a", "--port", str(port), "--wait")
     switched = oc.json("switch", "fast-b", "--yes", "--requests", "2", "--from", first["id"])
     assert switched["state"] == "ready" and switched["previous"] is None
-    done = oc.run("bench", "--url", switched["url"], "--preset", "fast-b", "--requests", "3", "--warmup", "1",
-                  "--max-new-tokens", "24", "--json")  # fmt: skip
+    done = oc.run(
+        "bench",
+        "--url",
+        switched["url"],
+        "--preset",
+        "fast-b",
+        "--requests",
+        "3",
+        "--warmup",
+        "1",
+        "--max-new-tokens",
+        "24",
+        "--json",
+    )
     assert done.returncode in (0, 1), done.stderr[-2000:]
 
     # fast-b again, but its draft is now accepted far less often than when the stored result was measured.
@@ -114,8 +131,22 @@ def test_switch_compares_with_the_last_result_and_alerts_on_a_drop(oc, tmp_path)
 def test_switch_while_a_benchmark_runs(oc):
     port = free_port_pair()
     first = oc.json("start", "fast-a", "--port", str(port), "--wait")
-    bench = oc.popen("bench", "--url", first["url"], "--preset", "fast-a", "--requests", "200", "--warmup", "0",
-                     "--max-new-tokens", "256", "--json", stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))  # noqa: SIM115
+    bench = oc.popen(
+        "bench",
+        "--url",
+        first["url"],
+        "--preset",
+        "fast-a",
+        "--requests",
+        "200",
+        "--warmup",
+        "0",
+        "--max-new-tokens",
+        "256",
+        "--json",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for(lambda: "/generate" in Path(first["log"]).read_text(), what="the benchmark's first request")
     switched = oc.json("switch", "fast-b", "--yes", "--requests", "1")
     assert switched["state"] == "ready" and switched["sanity"]["requests_ok"] == 1
@@ -124,8 +155,10 @@ def test_switch_while_a_benchmark_runs(oc):
 
 def test_switch_works_with_a_shell_script_launcher(oc, tmp_path):
     script = tmp_path / "serve.sh"
-    script.write_text('#!/bin/sh\n# takes SGLang flags, like a site\'s serve script; no exec: sh stays the parent\n'
-                      f'"{os.sys.executable}" -m specmon.tui.emulator "$@"\n')  # fmt: skip
+    script.write_text(
+        "#!/bin/sh\n# takes SGLang flags, like a site's serve script; no exec: sh stays the parent\n"
+        f'"{os.sys.executable}" -m specmon.tui.emulator "$@"\n'
+    )
     script.chmod(0o700)
     write_preset(oc.presets, "fast-sh", "demo-eagle3-10", launcher=[str(script)])
     port = free_port_pair()

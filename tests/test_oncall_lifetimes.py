@@ -42,8 +42,16 @@ def emulator_children(pid: int) -> list[psutil.Process]:
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL, signal.SIGTERM])
 def test_a_demo_killed_by_any_signal_leaves_no_process(oc, sig):
-    demo = oc.popen("demo", "--headless", "--duration", "120", "--speed", "20",
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    demo = oc.popen(
+        "demo",
+        "--headless",
+        "--duration",
+        "120",
+        "--speed",
+        "20",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     (emulator,) = wait_for(lambda: emulator_children(demo.pid), 60, "the demo's emulator")
     emulator_pid = emulator.pid
     os.kill(demo.pid, sig)
@@ -56,7 +64,10 @@ def test_the_server_outlives_specmon_and_monitor_reattaches(oc, sig):
     port = free_port_pair()
     started = oc.json("start", "fast-a", "--port", str(port), "--wait")
     # The app attached (headless), then its session hangs up or it is killed: the whole group gets the signal.
-    app = oc.popen("monitor", "--headless", "--duration", "120", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    app = oc.popen(
+        "monitor", "--headless", "--duration", "120", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
     def polling() -> bool:
         assert app.poll() is None, app.stderr.read().decode()[-3000:]
         return any(c.raddr and c.raddr.port == port for c in psutil.Process(app.pid).net_connections("tcp"))
@@ -78,13 +89,21 @@ def test_a_real_orphan_holding_the_port_is_found_and_stopped(oc):
     port = free_port_pair()
     # A wrapper shell starts the emulator and is SIGKILLed: the emulator lives on, orphaned, holding the port.
     wrapper = subprocess.Popen(
-        ["sh", "-c", f'"{sys.executable}" -m specmon.tui.emulator --model-path demo/m --port {port} '
-         '--emulator-speed 40 >/dev/null 2>&1 & wait'],
-        env=oc.env, start_new_session=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "sh",
+            "-c",
+            f'"{sys.executable}" -m specmon.tui.emulator --model-path demo/m --port {port} '
+            "--emulator-speed 40 >/dev/null 2>&1 & wait",
+        ],
+        env=oc.env,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+    )
     oc.extra_pids.append(wrapper.pid)
     (orphan,) = wait_for(lambda: emulator_children(wrapper.pid), 30, "the wrapper's emulator")
-    wait_for(lambda: any(c.laddr.port == port for c in orphan.net_connections("tcp")), 30, "the port to be taken")
+    wait_for(
+        lambda: any(c.laddr.port == port for c in orphan.net_connections("tcp")), 30, "the port to be taken"
+    )
     wrapper.kill()
     wrapper.wait(timeout=10)
     wait_for(lambda: orphan.ppid() != wrapper.pid, 10, "the emulator to be reparented")

@@ -26,7 +26,9 @@ warmup = 1
 """
 
 
-def write_preset(directory: Path, name: str, extends: str, args: str = "", launcher: list[str] | None = None) -> None:
+def write_preset(
+    directory: Path, name: str, extends: str, args: str = "", launcher: list[str] | None = None
+) -> None:
     """A demo preset over `extends`, fast, with `args` (TOML lines) added to its [server.args]."""
     text = f'name = "{name}"\nextends = "{extends}"\ndemo = true\n'
     if launcher:
@@ -45,8 +47,12 @@ class Oncall:
         self.presets.mkdir()
         write_preset(self.presets, "fast-a", "demo-eagle3-10")
         write_preset(self.presets, "fast-b", "demo-eagle3-5")
-        self.env = {**os.environ, "SPECMON_STATE_DIR": str(self.state), "XDG_STATE_HOME": str(tmp_path / "xdg"),
-                    "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        self.env = {
+            **os.environ,
+            "SPECMON_STATE_DIR": str(self.state),
+            "XDG_STATE_HOME": str(tmp_path / "xdg"),
+            "PYTHONUNBUFFERED": "1",
+        }
         self.env.pop("SPECMON_API_KEY", None)
         self.extra_pids: list[int] = []
 
@@ -56,16 +62,28 @@ class Oncall:
     def run(self, *args: str, timeout: float = 120.0, presets: bool = True) -> subprocess.CompletedProcess:
         if presets and args[0] in ("start", "switch"):  # first, so a later --presets DIR overrides it
             args = (args[0], "--presets", str(self.presets), *args[1:])
-        return subprocess.run(self.argv(*args), env=self.env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+        return subprocess.run(
+            self.argv(*args),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def json(self, *args: str, expect: int | None = 0, **kw) -> dict:
         done = self.run(*args, "--json", **kw)
-        assert expect is None or done.returncode == expect, (done.returncode, done.stdout, done.stderr[-3000:])
+        assert expect is None or done.returncode == expect, (
+            done.returncode,
+            done.stdout,
+            done.stderr[-3000:],
+        )
         return json.loads(done.stdout)
 
     def popen(self, *args: str, **kw) -> subprocess.Popen:
-        proc = subprocess.Popen(self.argv(*args), env=self.env, stdin=subprocess.DEVNULL, start_new_session=True, **kw)
+        proc = subprocess.Popen(
+            self.argv(*args), env=self.env, stdin=subprocess.DEVNULL, start_new_session=True, **kw
+        )
         self.extra_pids.append(proc.pid)
         return proc
 

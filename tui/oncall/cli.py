@@ -1,5 +1,8 @@
-"""Handlers of `specmon start`, `ps`, `stop` and `switch` (headless: no Textual). Exit 0 ok, 1 failed, 2 bad
-usage; with `--json` one JSON object on stdout; every message about outside input is a line, never a traceback."""
+"""Handlers of `specmon start`, `ps`, `stop` and `switch` (headless: no Textual).
+
+Exit 0 ok, 1 failed, 2 bad usage; with `--json` one JSON object on stdout; every message about outside input
+is a line, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -87,9 +90,16 @@ def run_start(args: argparse.Namespace) -> int:
         if outcome.skipped:
             _note(outcome.skipped)
         elif not outcome.ok:
-            _emit(args, {"preset": preset.name, "state": "failed", "error": "the preflight failed",
-                         "preflight": outcome.to_json()},
-                  "preflight failed:\n" + "\n".join(f"  {p}" for p in outcome.problems))  # fmt: skip
+            _emit(
+                args,
+                {
+                    "preset": preset.name,
+                    "state": "failed",
+                    "error": "the preflight failed",
+                    "preflight": outcome.to_json(),
+                },
+                "preflight failed:\n" + "\n".join(f"  {p}" for p in outcome.problems),
+            )
             return EXIT_FAILED
     try:
         record = start_detached(preset, args.port)
@@ -104,8 +114,11 @@ def run_start(args: argparse.Namespace) -> int:
     if not args.json:
         print(text, flush=True)
     outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout)
-    data.update(state="ready" if outcome.state == "ready" else "failed", error=outcome.error,
-                ready_after_s=round(outcome.took_s, 3))  # fmt: skip
+    data.update(
+        state="ready" if outcome.state == "ready" else "failed",
+        error=outcome.error,
+        ready_after_s=round(outcome.took_s, 3),
+    )
     if outcome.state == "ready":
         _emit(args, data, f"ready after {outcome.took_s:.1f} s")
         return EXIT_OK
@@ -123,14 +136,23 @@ def _format_ps(inventory) -> str:
         return "no servers (none launched by specmon, no SGLang server running on this host)"
     rows = [("ID", "PRESET", "PID", "URL", "STATE", "BY", "GPU MiB", "STARTED", "LOG")]
     for s in inventory.servers:
-        rows.append((
-            s.id, s.preset or "-", str(s.pid), s.url, "alive" if s.alive else "dead",
-            "specmon" if s.launched_by_specmon else ("orphan" if s.orphan else (s.user or "?")),
-            "-" if s.gpu_memory_mib is None else f"{s.gpu_memory_mib:.0f}",
-            format_seconds(time.time() - s.started_at) + " ago" if s.started_at else "-", s.log or "-",
-        ))  # fmt: skip
+        rows.append(
+            (
+                s.id,
+                s.preset or "-",
+                str(s.pid),
+                s.url,
+                "alive" if s.alive else "dead",
+                "specmon" if s.launched_by_specmon else ("orphan" if s.orphan else (s.user or "?")),
+                "-" if s.gpu_memory_mib is None else f"{s.gpu_memory_mib:.0f}",
+                format_seconds(time.time() - s.started_at) + " ago" if s.started_at else "-",
+                s.log or "-",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows
+    )
 
 
 def run_ps(args: argparse.Namespace) -> int:
@@ -189,10 +211,20 @@ def run_stop(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     lines = [_stop_text(server, result)]
     killable = [x for x in result.leftovers if x.killable]
-    if killable and (args.yes or (not args.json and sys.stdin.isatty() and confirm(
-            "Kill the leftovers " + ", ".join(str(x.pid) for x in killable) + " (SIGKILL, by pid)?", False))):
+    if killable and (
+        args.yes
+        or (
+            not args.json
+            and sys.stdin.isatty()
+            and confirm(
+                "Kill the leftovers " + ", ".join(str(x.pid) for x in killable) + " (SIGKILL, by pid)?", False
+            )
+        )
+    ):
         kill_leftovers(killable)
-        lines.extend(f"  killed pid {x.pid}" if x.killed else f"  could not kill pid {x.pid}" for x in killable)
+        lines.extend(
+            f"  killed pid {x.pid}" if x.killed else f"  could not kill pid {x.pid}" for x in killable
+        )
     _emit(args, result.to_json(), "\n".join(lines))
     ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
     return EXIT_OK if ok else EXIT_FAILED
@@ -205,7 +237,10 @@ def _stop_text(server, result) -> str:
         head = f"stopped {_describe(server)} with {result.signal} in {result.took_s:.1f} s"
     lines = [head]
     if result.gpus_free_s is not None:
-        lines.append(f"  GPUs free after {result.gpus_free_s:.1f} s" + (f" ({result.gpu_note})" if result.gpu_note else ""))
+        lines.append(
+            f"  GPUs free after {result.gpus_free_s:.1f} s"
+            + (f" ({result.gpu_note})" if result.gpu_note else "")
+        )
     else:
         lines.append("  GPUs NOT free")
     lines.append(f"  port {server.port} " + ("free" if result.port_free else "STILL TAKEN"))
@@ -218,8 +253,11 @@ def _stop_text(server, result) -> str:
 
 def _switch_text(report) -> str:
     lines = [f"switch {report.from_ or '(nothing running)'} -> {report.to}: {report.state}"]
-    lines.extend(f"  {s['name']:<10} {s['took_s'] if s['took_s'] is not None else '-':>8} s"
-                 + (f"  {s['status']}" if s.get("status") else "") for s in report.steps)  # fmt: skip
+    lines.extend(
+        f"  {s['name']:<10} {s['took_s'] if s['took_s'] is not None else '-':>8} s"
+        + (f"  {s['status']}" if s.get("status") else "")
+        for s in report.steps
+    )
     if report.error:
         lines.append(f"  error: {report.error}")
     if report.sanity:
@@ -230,7 +268,9 @@ def _switch_text(report) -> str:
                 row += f"  ({change[key]:+.1f}%)"
             lines.append(row)
         if report.previous is None:
-            lines.append("  no earlier result of this preset to compare with (run `specmon bench --preset ...`)")
+            lines.append(
+                "  no earlier result of this preset to compare with (run `specmon bench --preset ...`)"
+            )
     lines.extend(f"  ALERT: {a}" for a in report.alerts)
     lines.extend(f"  note: {n}" for n in report.notes)
     return "\n".join(lines)
@@ -252,17 +292,31 @@ def run_switch(args: argparse.Namespace) -> int:
     if server is not None:
         why = server.why_not_signalable()
         if why:
-            _emit(args, {"from": server.id, "to": preset.name, "state": "failed", "error": why}, f"not switched: {why}")
+            _emit(
+                args,
+                {"from": server.id, "to": preset.name, "state": "failed", "error": why},
+                f"not switched: {why}",
+            )
             return EXIT_FAILED
         if server.alive and not confirm(f"Stop {_describe(server)} and start {preset.name}?", args.yes):
-            _emit(args, {"from": server.id, "to": preset.name, "state": "failed", "error": "not confirmed"}, "not switched")
+            _emit(
+                args,
+                {"from": server.id, "to": preset.name, "state": "failed", "error": "not confirmed"},
+                "not switched",
+            )
             return EXIT_FAILED
 
     def progress(name: str, status: str, took_s: float | None) -> None:
         if not args.json and status == "running":
             print(f"  {name}...", file=sys.stderr, flush=True)
 
-    report = switch(server, preset, preflight=not args.no_preflight, requests=args.requests,
-                    ready_timeout=args.timeout, on_step=progress)  # fmt: skip
+    report = switch(
+        server,
+        preset,
+        preflight=not args.no_preflight,
+        requests=args.requests,
+        ready_timeout=args.timeout,
+        on_step=progress,
+    )
     _emit(args, report.to_json(), _switch_text(report))
     return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

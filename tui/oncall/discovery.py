@@ -58,7 +58,9 @@ class FoundServer:
         if not self.alive:
             return None
         if not self.own_user:
-            return f"pid {self.pid} belongs to user {self.user or '?'}; specmon signals only your own processes"
+            return (
+                f"pid {self.pid} belongs to user {self.user or '?'}; specmon signals only your own processes"
+            )
         return None
 
     def to_json(self) -> dict[str, Any]:
@@ -198,12 +200,23 @@ def find_servers(with_gpus: bool = True) -> Inventory:
         claimed.update(pids)
         servers.append(
             FoundServer(
-                id=record.id, preset=record.preset, pid=record.pid, url=record.url, host=record.host,
-                port=record.port, log=record.log, alive=alive, launched_by_specmon=True,
-                started_at=record.started_at, create_time=record.create_time, emulator=record.demo,
-                pids=pids, record=record, argv=list(record.argv),
+                id=record.id,
+                preset=record.preset,
+                pid=record.pid,
+                url=record.url,
+                host=record.host,
+                port=record.port,
+                log=record.log,
+                alive=alive,
+                launched_by_specmon=True,
+                started_at=record.started_at,
+                create_time=record.create_time,
+                emulator=record.demo,
+                pids=pids,
+                record=record,
+                argv=list(record.argv),
             )
-        )  # fmt: skip
+        )
     by_pid = {info["pid"]: info for info in processes}
     my_uid = os.getuid()
     for info in processes:
@@ -222,13 +235,25 @@ def find_servers(with_gpus: bool = True) -> Inventory:
         uids = info.get("uids")
         servers.append(
             FoundServer(
-                id=str(pid), preset=None, pid=pid, url=url_of(host, port), host=host, port=port,
-                log=stdout_log(pid), alive=True, launched_by_specmon=False, started_at=info.get("create_time"),
-                create_time=info.get("create_time"), user=info.get("username"),
-                own_user=uids is not None and uids.real == my_uid, emulator=EMULATOR_MODULE in " ".join(argv),
-                orphan=info.get("ppid") == 1 or is_sglang_child(argv), pids=pids, argv=argv,
+                id=str(pid),
+                preset=None,
+                pid=pid,
+                url=url_of(host, port),
+                host=host,
+                port=port,
+                log=stdout_log(pid),
+                alive=True,
+                launched_by_specmon=False,
+                started_at=info.get("create_time"),
+                create_time=info.get("create_time"),
+                user=info.get("username"),
+                own_user=uids is not None and uids.real == my_uid,
+                emulator=EMULATOR_MODULE in " ".join(argv),
+                orphan=info.get("ppid") == 1 or is_sglang_child(argv),
+                pids=pids,
+                argv=argv,
             )
-        )  # fmt: skip
+        )
     if with_gpus:
         _add_gpu_memory(servers)
     return Inventory(servers, problems)

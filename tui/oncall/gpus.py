@@ -50,10 +50,18 @@ def still_held(snapshot: GpuSnapshot, pids: Iterable[int], baseline: dict[str, f
         return []
     wanted = set(pids)
     reasons = [
-        f"pid {p.pid} holds {p.used_mib or 0:.0f} MiB on GPU {p.gpu_index}" for p in snapshot.processes if p.pid in wanted
+        f"pid {p.pid} holds {p.used_mib or 0:.0f} MiB on GPU {p.gpu_index}"
+        for p in snapshot.processes
+        if p.pid in wanted
     ]
     for gpu in snapshot.gpus:
         before = baseline.get(str(gpu.index))
-        if before is not None and gpu.memory_used_mib is not None and gpu.memory_used_mib > before + FREE_MARGIN_MIB:
-            reasons.append(f"GPU {gpu.index} holds {gpu.memory_used_mib:.0f} MiB (was {before:.0f} before launch)")
+        if (
+            before is not None
+            and gpu.memory_used_mib is not None
+            and gpu.memory_used_mib > before + FREE_MARGIN_MIB
+        ):
+            reasons.append(
+                f"GPU {gpu.index} holds {gpu.memory_used_mib:.0f} MiB (was {before:.0f} before launch)"
+            )
     return reasons

@@ -1,5 +1,5 @@
-"""`specmon start`'s core: launch a preset's server detached (its own session and process group, so it outlives
-specmon and the SSH session), record it in a private state file, and optionally wait for ready or failure."""
+"""`specmon start`'s core: launch a preset's server detached (its own session and process group, so it
+outlives specmon and the SSH session), record it in a private state file, and wait for ready or failure."""
 
 from __future__ import annotations
 
@@ -41,11 +41,21 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     except psutil.Error:
         create_time = time.time()
     record = ServerRecord(
-        id=state.new_server_id(), preset=preset.name, argv=supervisor.argv, pid=pid, pgid=pid,
-        create_time=create_time, url=url_of(preset.host, real_port), host=preset.host, port=real_port,
-        log=str(log), started_at=supervisor.started_at or time.time(), demo=preset.demo, gpu_url=gpu_url,
+        id=state.new_server_id(),
+        preset=preset.name,
+        argv=supervisor.argv,
+        pid=pid,
+        pgid=pid,
+        create_time=create_time,
+        url=url_of(preset.host, real_port),
+        host=preset.host,
+        port=real_port,
+        log=str(log),
+        started_at=supervisor.started_at or time.time(),
+        demo=preset.demo,
+        gpu_url=gpu_url,
         gpu_baseline_mib=baseline,
-    )  # fmt: skip
+    )
     state.save(record)
     return record
 
@@ -99,7 +109,9 @@ def wait_ready(
             if healthy:
                 return ReadyOutcome("ready", None, took, st.to_json())
             if pid is not None and create_time is not None and not process_matches(pid, create_time):
-                return ReadyOutcome("failed", f"the server (pid {pid}) exited before it was ready", took, st.to_json())
+                return ReadyOutcome(
+                    "failed", f"the server (pid {pid}) exited before it was ready", took, st.to_json()
+                )
             if took >= timeout:
                 return ReadyOutcome("timeout", f"not ready after {timeout:.0f} s", took, st.to_json())
             time.sleep(poll_s)

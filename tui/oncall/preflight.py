@@ -32,4 +32,6 @@ def preflight(preset: Any, *, port: int | None = None) -> PreflightOutcome:
         return PreflightOutcome(False, [f"the preflight itself failed: {type(exc).__name__}: {exc}"])
     problems = [str(p) for p in getattr(report, "problems", [])]
     to_json = getattr(report, "to_json", None)
-    return PreflightOutcome(bool(getattr(report, "ok", not problems)), problems, report=to_json() if to_json else None)
+    return PreflightOutcome(
+        bool(getattr(report, "ok", not problems)), problems, report=to_json() if to_json else None
+    )

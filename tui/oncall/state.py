@@ -77,10 +77,18 @@ class ServerRecord:
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         checks: dict[str, tuple[type, ...]] = {
-            "id": (str,), "preset": (str,), "argv": (list,), "pid": (int,), "pgid": (int,),
-            "create_time": (int, float), "url": (str,), "host": (str,), "port": (int,), "log": (str,),
+            "id": (str,),
+            "preset": (str,),
+            "argv": (list,),
+            "pid": (int,),
+            "pgid": (int,),
+            "create_time": (int, float),
+            "url": (str,),
+            "host": (str,),
+            "port": (int,),
+            "log": (str,),
             "started_at": (int, float),
-        }  # fmt: skip
+        }
         for key, types in checks.items():
             value = data.get(key)
             if isinstance(value, bool) or not isinstance(value, types):
@@ -97,13 +105,22 @@ class ServerRecord:
         gpu_url = data.get("gpu_url")
         stopped_at = data.get("stopped_at")
         return cls(
-            id=data["id"], preset=data["preset"], argv=list(data["argv"]), pid=data["pid"], pgid=data["pgid"],
-            create_time=float(data["create_time"]), url=data["url"], host=data["host"], port=data["port"],
-            log=data["log"], started_at=float(data["started_at"]), demo=bool(data.get("demo", False)),
+            id=data["id"],
+            preset=data["preset"],
+            argv=list(data["argv"]),
+            pid=data["pid"],
+            pgid=data["pgid"],
+            create_time=float(data["create_time"]),
+            url=data["url"],
+            host=data["host"],
+            port=data["port"],
+            log=data["log"],
+            started_at=float(data["started_at"]),
+            demo=bool(data.get("demo", False)),
             gpu_url=gpu_url if isinstance(gpu_url, str) else None,
             gpu_baseline_mib={str(k): float(v) for k, v in baseline.items()},
             stopped_at=float(stopped_at) if isinstance(stopped_at, int | float) else None,
-        )  # fmt: skip
+        )
 
     def is_alive(self) -> bool:
         """The recorded process is running now: same pid, same start time, not a zombie."""

@@ -39,9 +39,14 @@ class Leftover:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "pid": self.pid, "command": self.command, "used_mib": self.used_mib, "user": self.user,
-            "why": self.why, "killable": self.killable, "killed": self.killed,
-        }  # fmt: skip
+            "pid": self.pid,
+            "command": self.command,
+            "used_mib": self.used_mib,
+            "user": self.user,
+            "why": self.why,
+            "killable": self.killable,
+            "killed": self.killed,
+        }
 
     def __str__(self) -> str:
         memory = f", {self.used_mib:.0f} MiB" if self.used_mib else ""
@@ -64,12 +69,16 @@ class StopResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "stopped": self.stopped, "signal": self.signal, "took_s": round(self.took_s, 3),
+            "id": self.id,
+            "stopped": self.stopped,
+            "signal": self.signal,
+            "took_s": round(self.took_s, 3),
             "gpus_free_s": None if self.gpus_free_s is None else round(self.gpus_free_s, 3),
             "port_free": self.port_free,
             "port_free_s": None if self.port_free_s is None else round(self.port_free_s, 3),
-            "leftovers": [x.to_json() for x in self.leftovers], "gpu_note": self.gpu_note,
-        }  # fmt: skip
+            "leftovers": [x.to_json() for x in self.leftovers],
+            "gpu_note": self.gpu_note,
+        }
 
 
 def own_process(pid: int) -> bool:
@@ -161,13 +170,23 @@ def stop_server(
     gpus_free_s = None if gpu_wait is None else time.monotonic() - started
     port_wait = _wait(lambda: port_is_free(server.port, server.host), free_timeout if stopped else 1.0)
     snapshot = read_gpus(server.gpu_url)
-    gpu_note = None if snapshot.available else f"no GPU readings ({snapshot.reason})"
+    if snapshot.available:
+        gpu_note = None
+    elif server.gpu_url:
+        gpu_note = "the emulator's simulated GPUs went with it"
+    else:
+        gpu_note = f"no GPU readings ({snapshot.reason})"
     result = StopResult(
-        id=server.id, stopped=stopped, signal=sent, took_s=gone_at - started, gpus_free_s=gpus_free_s,
+        id=server.id,
+        stopped=stopped,
+        signal=sent,
+        took_s=gone_at - started,
+        gpus_free_s=gpus_free_s,
         port_free=port_wait is not None,
-        port_free_s=None if port_wait is None else time.monotonic() - started, gpu_note=gpu_note,
+        port_free_s=None if port_wait is None else time.monotonic() - started,
+        gpu_note=gpu_note,
         leftovers=find_leftovers(server, all_pids, snapshot),
-    )  # fmt: skip
+    )
     if server.record is not None and stopped:
         server.record.stopped_at = time.time()
         with contextlib.suppress(OSError):
@@ -196,9 +215,13 @@ def find_leftovers(server: FoundServer, pids: list[int], snapshot) -> list[Lefto
         for holder in port_holders(server.port):
             if holder.pid not in out:
                 out[holder.pid] = Leftover(
-                    holder.pid, holder.cmdline or holder.name, None, None, f"holds port {server.port}",
+                    holder.pid,
+                    holder.cmdline or holder.name,
+                    None,
+                    None,
+                    f"holds port {server.port}",
                     own_process(holder.pid),
-                )  # fmt: skip
+                )
     return list(out.values())
 
 

@@ -1,5 +1,6 @@
-"""`specmon switch`'s core: stop the running server, wait for its GPUs and port, preflight, start the new preset
-on the same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's last result.
+"""`specmon switch`'s core: stop the running server, wait for its GPUs and port, preflight, start the new
+preset on the same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's
+last result.
 
 Each step reports to `on_step(name, status, took_s)` ("running", then "done" or "failed"), so the app can show
 them as they happen; the same steps, with their times, are in the report.
@@ -113,7 +114,9 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
             raise SwitchFailed(f"cannot stop the running server: {exc}") from None
         gpus_at = result.gpus_free_s if result.gpus_free_s is not None else result.took_s
         steps.done("stopping", result.took_s, "done" if result.stopped else "failed")
-        steps.done("gpus free", gpus_at - result.took_s, "done" if result.gpus_free_s is not None else "failed")
+        steps.done(
+            "gpus free", gpus_at - result.took_s, "done" if result.gpus_free_s is not None else "failed"
+        )
         port_at = result.port_free_s if result.port_free_s is not None else gpus_at
         steps.done("port free", max(0.0, port_at - gpus_at), "done" if result.port_free else "failed")
         if not result.stopped or not result.port_free or result.gpus_free_s is None:
@@ -160,8 +163,9 @@ def sanity_bench(url: str, preset: Preset, requests: int):
     from specmon.tui.serving.client import resolve_api_key
 
     settings = dataclasses.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
-    run = BenchRun(url, preset.name, settings, api_key=resolve_api_key(None),
-                   store=ResultStore(state_dir() / "sanity"))  # fmt: skip
+    run = BenchRun(
+        url, preset.name, settings, api_key=resolve_api_key(None), store=ResultStore(state_dir() / "sanity")
+    )
     return run.run_blocking()
 
 
@@ -196,8 +200,13 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
 
     decode, accept = _figures(sanity)
     ok = (sanity.summary or {}).get("requests_ok", 0)
-    report.sanity = {"decode_tok_s": decode, "accept_length": accept, "requests_ok": ok,
-                     "requests": len(sanity.measured), "run_id": sanity.run_id}  # fmt: skip
+    report.sanity = {
+        "decode_tok_s": decode,
+        "accept_length": accept,
+        "requests_ok": ok,
+        "requests": len(sanity.measured),
+        "run_id": sanity.run_id,
+    }
     if ok < len(sanity.measured) or not ok:
         report.alerts.append(f"sanity: {len(sanity.measured) - ok} of {len(sanity.measured)} requests failed")
     previous = last_result(preset_name)
@@ -205,8 +214,12 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
         report.change_pct = {"decode_tok_s": None, "accept_length": None}
         return
     p_decode, p_accept = _figures(previous)
-    report.previous = {"run_id": previous.run_id, "started_at": previous.started_at,
-                       "decode_tok_s": p_decode, "accept_length": p_accept}  # fmt: skip
+    report.previous = {
+        "run_id": previous.run_id,
+        "started_at": previous.started_at,
+        "decode_tok_s": p_decode,
+        "accept_length": p_accept,
+    }
     report.change_pct = {"decode_tok_s": _pct(decode, p_decode), "accept_length": _pct(accept, p_accept)}
     for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "acceptance length")):
         change = report.change_pct[key]

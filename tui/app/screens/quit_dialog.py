@@ -22,6 +22,7 @@ class QuitDialog(ModalScreen[str | None]):
     QuitDialog { align: center middle; }
     QuitDialog #quit { width: 70; max-width: 95%; height: auto; border: thick $warning; background: $surface;
                        padding: 0 1; }
+    QuitDialog Label { width: 100%; }
     QuitDialog OptionList { height: auto; }
     """
 
@@ -33,8 +34,13 @@ class QuitDialog(ModalScreen[str | None]):
         self._why_not_stop = why_not_stop
 
     def compose(self) -> ComposeResult:
-        stop = Option(f"Stop it ({self._why_not_stop})" if self._why_not_stop else "Stop it (SIGTERM, then "
-                      "wait until its GPUs and port are free)", id=STOP, disabled=bool(self._why_not_stop))  # fmt: skip
+        stop = Option(
+            f"Stop it ({self._why_not_stop})"
+            if self._why_not_stop
+            else "Stop it (SIGTERM, then wait until its GPUs and port are free)",
+            id=STOP,
+            disabled=bool(self._why_not_stop),
+        )
         with Vertical(id="quit"):
             yield Label(f"Quit specmon. The server {self._server} may be serving traffic.")
             yield OptionList(Option("Leave it running (re-attach with `specmon monitor`)", id=LEAVE), stop)
@@ -71,5 +77,7 @@ def ask_before_quit(app: Any, server: Any) -> bool:
         elif answer is not None:
             app.exit(app.return_code)
 
-    app.push_screen(QuitDialog(f"{server.id} ({server.preset or server.url})", server.why_not_signalable()), chosen)
+    app.push_screen(
+        QuitDialog(f"{server.id} ({server.preset or server.url})", server.why_not_signalable()), chosen
+    )
     return True

@@ -36,6 +36,10 @@ HEADLESS = {
     "presets": ["presets", "--json"],
     "results": ["results", "--dir", "{tmp}", "--format", "json"],
     "emulate": ["emulate", "--model-path", "/m", "--no-such-flag"],
+    "start": ["start", "no-such-preset", "--json"],
+    "ps": ["ps", "--json"],
+    "stop": ["stop", "no-such-server", "--json"],
+    "switch": ["switch", "no-such-preset", "--json"],
 }
 
 

@@ -36,7 +36,9 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
     )
-    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
+                   "server `specmon ps` finds; asks which when there are several)")
+    p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
     p.add_argument("--log", help="the server's log file (followed from its start)")
     p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
@@ -212,6 +214,69 @@ def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.tui.preflight.cli:run_fix_draft_keys")
 
 
+def _add_start(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "start",
+        help="launch a preset's server detached: it outlives specmon and the SSH session",
+        description="Preflight, then launch the preset's server in its own session and process group, with a "
+        "private log and state file in the state directory. Exit 0 started (or ready with --wait), 1 failed.",
+    )
+    p.add_argument("preset", help="the preset to launch (see `specmon presets`)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--port", type=int, help="listen on this port instead of the preset's")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--wait", action="store_true", help="wait until the server is ready or has failed")
+    p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_start")
+
+
+def _add_ps(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ps",
+        help="servers specmon launched and other SGLang servers on this host",
+        description="List the servers specmon launched (alive or dead, checked against live pids and start "
+        "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
+    )
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_ps")
+
+
+def _add_stop(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "stop",
+        help="stop a server: SIGTERM, SIGKILL after a timeout, then wait until its GPUs and port are free",
+        description="Stop a server (by id or pid from `specmon ps`; the only one running by default). Asks "
+        "first unless --yes. Names leftover processes and offers to kill them.",
+    )
+    p.add_argument("server", nargs="?", help="the server's id or pid (default: the only one running)")
+    p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_stop")
+
+
+def _add_switch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "switch",
+        help="replace the running server with another preset, then compare a sanity benchmark with the last",
+        description="Stop the running server, wait until GPUs and port are free, preflight, start PRESET on the "
+        "same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's last "
+        "stored result. Exit 0 ready without alerts, 1 failed or alerts.",
+    )
+    p.add_argument("preset", help="the preset to switch to")
+    p.add_argument("--from", dest="server", metavar="ID|PID", help="the server to replace (default: the only one)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
+    p.add_argument("--requests", type=int, default=4, help="requests of the sanity benchmark (default 4)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_switch")
+
+
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_demo,
     _add_monitor,
@@ -224,6 +289,10 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_presets,
     _add_results,
     _add_emulate,
+    _add_start,
+    _add_ps,
+    _add_stop,
+    _add_switch,
 )
 
 

@@ -31,6 +31,7 @@ from specmon.tui.launch.presets import Preset
 from specmon.tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05
+LIFELINE_ENV = "SPECMON_LIFELINE_FD"
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,10 @@ class ServerSupervisor:
     log's directory, or `default_run_dir()`). `port` overrides the preset's `--port` for every start.
     With `preflight` (the default) every start runs `specmon.tui.preflight.run_preflight` first and an error
     stops it (`PreflightFailed`); `last_preflight` keeps the last report.
+
+    With `lifeline`, the server gets the read end of a pipe whose write end only this process holds
+    (`$SPECMON_LIFELINE_FD`): when specmon ends, by any signal, SIGKILL included, the server reads EOF and
+    exits (the emulator does; `specmon demo` uses it so that a demo never leaves an orphan).
     """
 
     def __init__(
@@ -176,6 +181,7 @@ class ServerSupervisor:
         *,
         run_dir: str | Path | None = None,
         preflight: bool = True,
+        lifeline: bool = False,
     ):
         self._preset = preset
         self.preflight = preflight
@@ -194,6 +200,8 @@ class ServerSupervisor:
         self._started_at: float | None = None
         self._group_stopped = False
         self._lock = threading.RLock()
+        self._lifeline = lifeline
+        self._lifeline_fd: int | None = None
         self.last_stop: StopReport | None = None
 
     # ------------------------------------------------------------------------------------------ state
@@ -268,6 +276,11 @@ class ServerSupervisor:
             argv = self._preset.argv(self._port_override)
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
             log_path, fd = self._create_log()
+            keep: tuple[int, ...] = ()
+            if self._lifeline:
+                read_end, write_end = os.pipe()
+                keep = (read_end,)
+                env[LIFELINE_ENV] = str(read_end)
             try:
                 proc = subprocess.Popen(  # noqa: S603 - an argv list from the preset, never a shell
                     argv,
@@ -277,11 +290,19 @@ class ServerSupervisor:
                     env=env,
                     start_new_session=True,
                     close_fds=True,
+                    pass_fds=keep,
                 )
             except OSError as exc:
+                if keep:
+                    os.close(write_end)
                 raise SupervisorError(f"cannot launch {argv[0]}: {exc.strerror or exc}") from exc
             finally:
                 os.close(fd)
+                for read_end in keep:
+                    os.close(read_end)
+            if keep:
+                self._close_lifeline()
+                self._lifeline_fd = write_end
             self._proc = proc
             self._group_stopped = False
             self._log_path = log_path
@@ -298,7 +319,15 @@ class ServerSupervisor:
         with self._lock:
             report = self._stop(timeout, kill_timeout)
             self.last_stop = report
+            if not report.leftovers:
+                self._close_lifeline()
             return report
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lifeline_fd)
+            self._lifeline_fd = None
 
     def restart_with(
         self, preset: Preset, port: int | None = None, timeout: float = 10.0, free_timeout: float = 30.0

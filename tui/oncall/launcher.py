@@ -28,11 +28,14 @@ def with_speed(preset: Preset, speed: float | None) -> Preset:
 
 
 def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
-    """Launch `preset` detached and save its state file. Raises `SupervisorError` (or `PortInUseError`)."""
+    """Launch `preset` detached and save its state file. Raises `SupervisorError` (or `PortInUseError`).
+
+    The caller runs the preflight (it says its warnings and honours --no-preflight), so the supervisor does not.
+    """
     real_port = port if port is not None else preset.port
     gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
-    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir())
+    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False)
     log = supervisor.start()
     pid = supervisor.pid
     assert pid is not None

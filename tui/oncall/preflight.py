@@ -1,5 +1,5 @@
-"""The preflight before a launch, through one function: `specmon.tui.preflight` is imported lazily, and
-skipped with a note while that package does not exist (it lands separately)."""
+"""The preflight before an on-call launch, through one function: `specmon.tui.preflight`'s report as an
+outcome the commands print (errors stop the launch; warnings are said)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,14 @@ class PreflightOutcome:
 
 
 def preflight(preset: Any, *, port: int | None = None) -> PreflightOutcome:
-    """Run `specmon.tui.preflight.run_preflight` on the preset, or skip with a note when it is not installed."""
-    try:
-        from specmon.tui.preflight import run_preflight
-    except ImportError:
-        return PreflightOutcome(True, skipped="the preflight is not available in this specmon (skipped)")
+    """Run `specmon.tui.preflight.run_preflight` on the preset."""
+    from specmon.tui.preflight import run_preflight
+
     try:
         report = run_preflight(preset, port=port)
     except Exception as exc:  # the preflight is another part: its failure must not become a traceback here
         return PreflightOutcome(False, [f"the preflight itself failed: {type(exc).__name__}: {exc}"])
-    problems = [str(p) for p in getattr(report, "problems", [])]
-    to_json = getattr(report, "to_json", None)
-    return PreflightOutcome(
-        bool(getattr(report, "ok", not problems)), problems, report=to_json() if to_json else None
-    )
+    problems = [
+        f"{p.severity} {p.code}: {p.message}" + (f" ({p.hint})" if p.hint else "") for p in report.problems
+    ]
+    return PreflightOutcome(report.ok, problems, report=report.to_json())

@@ -46,8 +46,9 @@ class SGLangFacts:
 
 
 def is_emulator(preset: Preset) -> bool:
-    """Whether the preset launches specmon's SGLang emulator rather than SGLang."""
-    return "specmon.tui.emulator" in preset.launcher
+    """Whether the preset launches specmon's SGLang emulator rather than SGLang: its launcher names it, or it
+    passes the emulator's own flags (a wrapper script around it; SGLang would refuse them)."""
+    return "specmon.tui.emulator" in preset.launcher or any(key.startswith("emulator-") for key in preset.args)
 
 
 def launcher_python(launcher: tuple[str, ...], env: dict[str, str]) -> str | None:

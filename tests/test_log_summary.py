@@ -83,8 +83,8 @@ EXPECTED = {
     "02-qwen3-14b-tp2-a4500-cutoff-during-capture.log": dict(state="starting", max_total=None),
     # INDEX.md: 367 s, from the server_args line (23:37:40); pre-launch warnings at 23:37:38 don't count.
     "03-laguna-int4-dflash-v0.5.16-ready.log": dict(state={"ready", "stopped"}, ready_after_s=369, from_args=367, max_total=185897),
-    "04-laguna-nvfp4-dflash-v0.5.16-killed-during-prefill-capture.log": dict(state="starting", max_total=None),
-    "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log": dict(state="starting", max_total=None),
+    "04-laguna-nvfp4-dflash-v0.5.16-killed-during-prefill-capture.log": dict(state="failed", error="killed", max_total=None),
+    "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log": dict(state="failed", error="killed", max_total=None),
     "06-qwen2-7b-eagle-tp2-draft-weight-keyerror.log": dict(state="failed", error="weight_load"),
     "07-mistral-7b-v0.4.0-warmup-502-killed.log": dict(state="failed", error="warmup_failed", max_total=56524),
     "09-phi35-mini-v0.3-capture-traceback-partial.log": dict(state="failed"),
@@ -163,7 +163,7 @@ def test_laguna_ready_weights_and_new_style_captures():
 def test_weight_load_killed_shows_shard_progress():
     doc, _ = summary_json(LOGS / "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log")
     w = weights(doc, "target")
-    assert (w["status"], w["shards_done"], w["shards_total"]) == ("running", 47, 49)
+    assert (w["status"], w["shards_done"], w["shards_total"]) == ("failed", 47, 49)
 
 
 def test_three_capture_bars_at_warning_level():

@@ -43,8 +43,8 @@ def exit_code(state: StartupState) -> int:
 
 
 def is_sglang_log(state: StartupState) -> bool:
-    """Whether any line was recognised as SGLang's (or an error was read from it)."""
-    return state.lines_recognized > 0 or state.error is not None
+    """Whether any line was recognised as SGLang's (a bare `Killed` or another program's traceback is not)."""
+    return state.lines_recognized > 0
 
 
 def summarize_stream(stream: BinaryIO, tracker: StartupTracker | None = None) -> StartupState:

@@ -160,8 +160,8 @@ class StartupTracker:
             kind = self._on_message(tags, level, msg)
         except (ValueError, IndexError, OverflowError):
             return None
-        if not counted and (kind == "phase" or kind == "error"):
-            self._state.lines_recognized += 1
+        if not counted and (kind == "phase" or (kind == "error" and ("sglang" in msg or "launch_server" in msg))):
+            self._state.lines_recognized += 1  # a milestone, or an error that names SGLang (a frame, its argparse)
         return kind
 
     def feed_frame(self, frame: str) -> None:

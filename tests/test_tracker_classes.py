@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specmon.tui.feed import LogFeed
-from specmon.tui.logs.follower import read_items
+from specmon.tui.logs.follower import LogFollower, read_items
 from specmon.tui.logs.model import StartupState
 from specmon.tui.logs.summary import format_summary
 from specmon.tui.logs.tracker import StartupTracker
@@ -238,6 +238,26 @@ def test_the_app_timeline_and_log_summary_agree_on_the_silent_weight_load() -> N
     summary = track_text((LOGS / "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log").read_text())
     assert shown == summary.phase("load_weights").elapsed_s == 576.0
     assert "9m36s" in format_summary(summary)
+
+
+def test_the_bars_clock_is_the_same_read_live_in_cut_frames_as_read_at_once(tmp_path: Path) -> None:
+    """Live, a bar's frame may arrive cut before its `[elapsed]`; two bars may interleave. Neither moves the
+    clock further than the whole file does."""
+    data = (LOGS / "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log").read_bytes()
+    path = tmp_path / "server.log"
+    tracker = StartupTracker()
+    with path.open("ab", buffering=0) as out, LogFollower(path) as follower:
+        for i in range(0, len(data), 37):
+            out.write(data[i : i + 37])
+            tracker.feed_items(follower.poll())
+        tracker.feed_items(follower.poll())
+    assert tracker.state.phase("load_weights").elapsed_s == 576.0
+    interleaved = StartupTracker()
+    interleaved.feed_line("[2026-01-01 10:00:00] Load weight begin. avail mem=10.00 GB")
+    for step in range(1, 6):
+        for n in (step, step + 2):  # two ranks' bars of the same length, one ahead of the other
+            interleaved.feed_frame(f"Loading safetensors checkpoint shards: {n}0% Completed | {n}/10 [00:{n:02d}<00:10, 1.0s/it]")
+    assert interleaved.state.phase("load_weights").elapsed_s == 7.0
 
 
 def test_frames_move_the_apps_clock_so_live_time_is_not_counted_twice() -> None:

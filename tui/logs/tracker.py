@@ -100,7 +100,7 @@ class StartupTracker:
         self._scheduler_up = False  # max_total_num_tokens or a worker node's health server: startup moved on
         self._bar_seen = False  # an SGLang progress bar's frame came since the last line (that line is SGLang's)
         self._frame_ts: datetime | None = None  # the log's time by the elapsed clock of progress bars
-        self._bar: tuple[int, int, float, datetime | None] | None = None  # (total, n, elapsed, log time at start)
+        self._bars: dict[int, tuple[int, float, datetime | None]] = {}  # total -> (n, elapsed, last timestamp at start)
 
     # --- public API ---------------------------------------------------------------------------------------
 
@@ -809,12 +809,21 @@ class StartupTracker:
         self._capture_event(capture)
 
     def _bar_clock(self, n: int, total: int, elapsed: float | None) -> None:
-        """Move the log's clock on by a bar's elapsed time, counted from the log time when the bar began."""
-        bar = self._bar
-        if bar is None or bar[0] != total or n < bar[1] or elapsed is None or elapsed < bar[2]:
-            bar = (total, n, 0.0, self.clock)  # a new bar (or one without a clock) began at the log's latest time
-        start = bar[3]
-        self._bar = (total, n, elapsed or 0.0, start)
+        """Move the log's clock on by a bar's elapsed time, counted from the last timestamp before the bar began.
+
+        Bars are told apart by their totals (interleaved bars do not restart each other); a bar counting back
+        or its clock going back is a new one. Never ahead of the real time: a bar begins after that timestamp.
+        """
+        if elapsed is None:
+            return  # no clock in this frame (or a frame cut before it)
+        bars = self._bars
+        bar = bars.get(total)
+        if bar is None or n < bar[0] or elapsed < bar[1]:
+            if bar is None and len(bars) >= 16:
+                bars.clear()
+            bar = (n, elapsed, self._ts)
+        start = bar[2]
+        bars[total] = (n, elapsed, start)
         if elapsed and start is not None:
             at = start + timedelta(seconds=elapsed)
             if self._frame_ts is None or at > self._frame_ts:

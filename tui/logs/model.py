@@ -239,7 +239,7 @@ class StartupState:
     speculative_algorithm: str | None = None  # from the server_args line, e.g. "EAGLE3"
     mem_fraction_static: float | None = None  # from the server_args line
     lines_seen: int = 0
-    lines_recognized: int = 0  # lines (and progress frames) recognised as SGLang's; 0: not an SGLang log
+    lines_recognized: int = 0  # lines recognised as SGLang's (prefix, milestone, its bars or errors); 0: not SGLang
 
     @property
     def current_phase(self) -> Phase | None:

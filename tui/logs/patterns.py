@@ -58,6 +58,14 @@ def parse_prefix(line: str) -> Prefix:
     """
     head = line[:1]
     if head == "[":
+        m = _SGLANG_PREFIX.match(line)  # the common case inline: this runs for every line of a long log
+        if m is not None:
+            msg = line[m.end() :]
+            if msg[:4] in _LEVEL_HEADS:
+                lm = _LEVEL_AFTER_TS.match(msg)
+                if lm is not None:
+                    return m.group(1), m.group(2), lm.group(1), msg[lm.end() :]
+            return m.group(1), m.group(2), None, msg
         found = _parse_bracket(line)
         if found is not None:
             return found

@@ -98,7 +98,8 @@ class StartupTracker:
         self._final_rank0: set[tuple[str, str]] = set()  # ... from rank 0, whose figures are kept
         self._target_pool_ended = False
         self._scheduler_up = False  # max_total_num_tokens or a worker node's health server: startup moved on
-        self._bar_seen = False  # an SGLang progress bar's frame came since the last line (that line is SGLang's)
+        self._bar_line = -2  # lines_seen when an SGLang bar's frame last came (with it, that line is SGLang's)
+        self._unrecognized = 0  # lines not recognised as SGLang's (counted off the hot path)
         self._frame_ts: datetime | None = None  # the log's time by the elapsed clock of progress bars
         self._bars: dict[int, tuple[int, float, datetime | None]] = {}  # total -> (n, elapsed, last timestamp at start)
 
@@ -109,6 +110,7 @@ class StartupTracker:
         """The startup state so far (running phases' elapsed time measured to the log's latest time, see
         ``clock``)."""
         st = self._state
+        st.lines_recognized = st.lines_seen - self._unrecognized
         now = self.clock
         if now is not None:
             for phase in st.phases:
@@ -136,7 +138,12 @@ class StartupTracker:
         if line[:1] != "[" and ("%|" in line or "% Completed" in line):
             return self._glued(line)
         ts_text, tags, level, msg = patterns.parse_prefix(line)
-        counted = self._count_recognized(ts_text)
+        if ts_text is not None:  # inline: the common case
+            if ts_text != self._ts_text:
+                self._set_ts(ts_text)
+            counted = True
+        else:
+            counted = self._count_recognized(None)
         if msg.startswith(_STEADY):
             if not self._ready and not self._over and msg[0] == "P":
                 self._maybe_warmup()
@@ -146,14 +153,16 @@ class StartupTracker:
         return self._message(counted, tags, level, msg)
 
     def _count_recognized(self, ts_text: str | None) -> bool:
-        """Count the line as SGLang's if it has SGLang's timestamp or came with SGLang progress frames."""
-        if ts_text is None and not self._bar_seen:
-            return False
-        self._bar_seen = False
-        self._state.lines_recognized += 1
-        if ts_text is not None and ts_text != self._ts_text:
-            self._set_ts(ts_text)
-        return True
+        """Whether the line is SGLang's by its timestamp or by SGLang progress frames with it (else it is
+        counted as unrecognised, until ``_message`` finds a milestone or an SGLang error in it)."""
+        if ts_text is not None:
+            if ts_text != self._ts_text:
+                self._set_ts(ts_text)
+            return True
+        if self._bar_line >= self._state.lines_seen - 1:
+            return True
+        self._unrecognized += 1
+        return False
 
     def _message(self, counted: bool, tags: str, level: str | None, msg: str) -> LineKind | None:
         try:
@@ -161,7 +170,7 @@ class StartupTracker:
         except (ValueError, IndexError, OverflowError):
             return None
         if not counted and (kind == "phase" or (kind == "error" and ("sglang" in msg or "launch_server" in msg))):
-            self._state.lines_recognized += 1  # a milestone, or an error that names SGLang (a frame, its argparse)
+            self._unrecognized -= 1  # a milestone, or an error that names SGLang (a frame, its argparse)
         return kind
 
     def feed_frame(self, frame: str) -> None:
@@ -754,7 +763,7 @@ class StartupTracker:
             return
         head = frame[: m.start()]
         if patterns.WEIGHT_DESC.search(head) is not None:
-            self._bar_seen = True
+            self._bar_line = self._state.lines_seen
             self._bar_clock(n, total, patterns.clock_seconds(elapsed))
             self._weight_frame(n, total)
             return
@@ -763,7 +772,7 @@ class StartupTracker:
         if desc is None and not bare:
             return
         if desc is not None:
-            self._bar_seen = True
+            self._bar_line = self._state.lines_seen
         seconds = patterns.clock_seconds(elapsed)
         self._bar_clock(n, total, seconds)
         capture = self._capture

@@ -42,7 +42,7 @@ class LogFeed:
         self.grew_at: float | None = None
         """When (``time.monotonic()``) the log last grew: lines or progress frames arrived."""
         self.stamped_at: float | None = None
-        """When the log's newest timestamp arrived (progress frames carry none)."""
+        """When the log's time last moved on: a newer timestamp, or a progress bar's elapsed time past it."""
         self.history: list[StartupState] = []
         """Earlier runs in the same log (a restart appended to it, or the file recreated), oldest first."""
         self.restarts = 0
@@ -59,10 +59,10 @@ class LogFeed:
         with self.lock:
             if generation is not None and generation != self.generation:
                 return
-            stamp = self.tracker.state.last_ts
+            stamp = self.tracker.clock  # the log's time: its timestamps, or a progress bar's own elapsed time
             lines = self._feed_tracker(items)
             self.grew_at = time.monotonic()
-            if self.tracker.state.last_ts != stamp:
+            if self.tracker.clock != stamp:
                 self.stamped_at = self.grew_at
             self._pending.extend(lines)
             self.lines_fed += len(lines)
@@ -90,7 +90,7 @@ class LogFeed:
         return lines
 
     def unstamped_s(self, alive_at: float | None = None) -> float:
-        """Seconds the server went on past the log's newest timestamp (a long capture prints only frames).
+        """Seconds the server went on past the log's latest time (``StartupTracker.clock``).
 
         Measured up to ``alive_at`` (a ``time.monotonic()`` when the server was known to be alive), else up to
         the log's last growth: 0 for a finished log read at once, however old.

@@ -9,7 +9,11 @@ from pathlib import Path
 
 def _refuse_symlink(path: Path) -> None:
     if path.is_symlink():
-        raise OSError(errno.ELOOP, "is a symbolic link (refused: specmon's files are never written through one)", str(path))
+        raise OSError(
+            errno.ELOOP,
+            "is a symbolic link (refused: specmon's files are never written through one)",
+            str(path),
+        )
 
 
 def make_private_dir(path: Path) -> Path:

@@ -134,11 +134,21 @@ class _StreamState:
             ids = event.get("output_ids")
             tokens = len(ids) if isinstance(ids, list) else self.tokens
         self._take_tokens(tokens, at)
+        self._check_final_figures(meta)
         prompt_tokens = _count(meta, "prompt_tokens")
         if prompt_tokens is not None:
             self.result.prompt_tokens = prompt_tokens
         if meta.get("finish_reason") is not None:
             self.final_meta = meta
+
+    def _check_final_figures(self, meta: dict[str, Any]) -> None:
+        verify = _count(meta, "spec_verify_ct")
+        if verify and verify > self.tokens:
+            raise InvalidAnswer(
+                f"invalid answer: spec_verify_ct {verify} is more than completion_tokens {self.tokens} "
+                "(every verify step emits at least one token)"
+            )
+        _seconds(meta, "e2e_latency")
 
     def _take_text(self, text: Any) -> None:
         if text is None:
@@ -189,11 +199,6 @@ class _StreamState:
             raise StreamError(f"request aborted: {reason.get('message', '') if isinstance(reason, dict) else ''}")
         verify = _count(meta, "spec_verify_ct")
         if verify:
-            if verify > self.tokens:
-                raise InvalidAnswer(
-                    f"invalid answer: spec_verify_ct {verify} is more than completion_tokens {self.tokens} "
-                    "(every verify step emits at least one token)"
-                )
             r.spec_verify_ct = verify
             r.accept_length = self.tokens / verify
         r.server_e2e_s = _seconds(meta, "e2e_latency")
@@ -242,7 +247,7 @@ async def stream_generate(
     state = _StreamState(result, t_send, max_new)
     watchdog = _Watchdog(stall_timeout_s, deadline)
     try:
-        async with asyncio.timeout(watchdog.next_expiry()) as timer:
+        async with asyncio.timeout_at(watchdog.next_expiry()) as timer:
             watchdog.timer = timer
             await _read_stream(client, path, payload, state, watchdog, max_new)
         state.finish(time.perf_counter())

@@ -141,6 +141,14 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--natural-eos", action="store_true", help="let requests stop at EOS (default: ignore_eos, fixed length)"
     )
+    p.add_argument(
+        "--stall-timeout", type=float, default=60.0, metavar="S",
+        help="a request that gets nothing from the server for S seconds fails (default 60)",
+    )
+    p.add_argument(
+        "--deadline", type=float, default=3600.0, metavar="S",
+        help="stop the run after S seconds, keeping what was measured (default 3600)",
+    )
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -9,9 +9,7 @@ import sys
 
 from specmon.tui.serving.check import EXIT_FAILED, format_report
 from specmon.tui.serving.check import run_check as check_server
-from specmon.tui.serving.client import (
-    resolve_api_key,
-)
+from specmon.tui.serving.client import resolve_api_key, strict_json
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -43,7 +41,7 @@ def run_check(args: argparse.Namespace) -> int:
         asked = dict(preset.args)
     report = asyncio.run(check_server(args.url, api_key, asked=asked))
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(strict_json(report.to_json(), indent=2))
     else:
         print(format_report(report))
     return report.exit_code

@@ -97,6 +97,8 @@ def test_switch_compares_with_the_last_result_and_alerts_on_a_drop(oc, tmp_path)
     assert switched["state"] == "ready" and switched["previous"] is None
     done = oc.run(
         "bench",
+        "--presets",
+        str(oc.presets),
         "--url",
         switched["url"],
         "--preset",
@@ -133,6 +135,8 @@ def test_switch_while_a_benchmark_runs(oc):
     first = oc.json("start", "fast-a", "--port", str(port), "--wait")
     bench = oc.popen(
         "bench",
+        "--presets",
+        str(oc.presets),
         "--url",
         first["url"],
         "--preset",

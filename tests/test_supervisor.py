@@ -93,6 +93,7 @@ def run_dir(tmp_path) -> Path:
 
 
 def fake_preset(script: Path, name: str = "fake", **args) -> Preset:
+    args.setdefault("port", free_port())  # never SGLang's default 30000: another server may hold it
     return Preset(
         name=name,
         launcher=("{python}", str(script)),

@@ -285,6 +285,32 @@ def _add_switch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.tui.oncall.cli:run_switch")
 
 
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
+        description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
+        "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
+        "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
+        "against measuring time, the drift, and a recommendation. --resume goes on after an interruption.",
+    )
+    p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--requests", type=int, help="measured requests per preset (default: the baseline's [bench])")
+    p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
+                   help="go on with an interrupted sweep (default: the latest unfinished one)")
+    p.add_argument("--leave", choices=["best", "baseline", "none"], default="best",
+                   help="which preset is left serving at the end (default: the recommended one)")
+    p.add_argument("--predict-only", action="store_true",
+                   help="measure the longest chain alone and predict the acceptance of shorter ones")
+    p.add_argument("--skip-predicted-worse", action="store_true",
+                   help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler="specmon.tui.sweep.cli:run_sweep")
+
+
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_demo,
     _add_monitor,
@@ -301,6 +327,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_ps,
     _add_stop,
     _add_switch,
+    _add_sweep,
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from specmon.tui.bench.model import RequestResult
+from specmon.tui.bench.predict import clean_histogram
 from specmon.tui.bench.stats import is_degenerate
 
 MAX_ERROR_CHARS = 300
@@ -201,6 +202,9 @@ class _StreamState:
         if verify:
             r.spec_verify_ct = verify
             r.accept_length = self.tokens / verify
+            histogram = clean_histogram(meta.get("spec_accept_histogram"), max_len=self.max_tokens + 1)
+            if histogram is not None and sum(histogram) == verify:
+                r.accept_histogram = histogram
         r.server_e2e_s = _seconds(meta, "e2e_latency")
         if is_degenerate(self.text):
             r.flags.append("repetition")

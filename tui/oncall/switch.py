@@ -86,7 +86,10 @@ def switch(
     stop_timeout: float = 30.0,
     on_step: StepCallback | None = None,
 ) -> SwitchReport:
-    """Replace `server` (None: nothing runs) by `preset` on the same port. Never raises for server faults."""
+    """Replace `server` (None: nothing runs) by `preset` on the same port. Never raises for server faults.
+
+    ``requests`` is the sanity benchmark's size; 0 leaves it out.
+    """
     report = SwitchReport(from_=(server.preset or f"pid {server.pid}") if server else None, to=preset.name)
     steps = _Steps(report, on_step)
     try:
@@ -139,8 +142,9 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
     if outcome.state != "ready":
         raise SwitchFailed(f"the new server did not become ready: {outcome.error}")
     report.effective = _effective(record.url)
-    sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
-    compare_with_previous(report, sanity, preset.name)
+    if requests > 0:  # 0: the caller measures the server itself (a sweep)
+        sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
+        compare_with_previous(report, sanity, preset.name)
 
 
 def _effective(url: str) -> dict[str, Any]:

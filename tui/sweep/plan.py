@@ -77,6 +77,11 @@ class SweepPlan:
         return plan
 
 
+def new_sweep_id() -> str:
+    """A sweep id that sorts by start time."""
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+
+
 def is_baseline(preset: Preset) -> bool:
     """A preset without speculative decoding."""
     return not preset.speculative.enabled
@@ -95,7 +100,7 @@ def plan_sweep(presets: Sequence[Preset], baseline: Preset | None = None, reques
     if not speculative:
         raise SweepError("a sweep needs at least one speculative preset besides the baseline")
     speculative.sort(key=lambda p: -(p.speculative.effective_draft_tokens or 0))
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+    run_id = new_sweep_id()
 
     def step(preset: Preset, base: bool) -> SweepStep:
         return SweepStep(preset.name, base, None if base else preset.speculative.effective_draft_tokens)

@@ -48,6 +48,8 @@ def test_a_full_sweep_of_four_presets_reports_predicts_and_recommends(oncall: On
     for row in speculative.values():
         assert row["speedup"] > 1.0 and row["speedup_ci95"][0] <= row["speedup"] <= row["speedup_ci95"][1]
         assert row["accept_length"] > 2.0
+        profile = row["accept_profile"]  # share of steps accepting at least 1, 2, ... drafts: falls with depth
+        assert profile and 0 <= profile[-1] <= profile[0] <= 1 and profile == sorted(profile, reverse=True)
     for name in ("fast-10", "fast-5"):  # predicted from the 16-token run, measured by its own
         row = speculative[name]
         assert row["predicted_accept_length"] == pytest.approx(row["accept_length"], rel=0.05), name

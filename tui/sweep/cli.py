@@ -144,6 +144,9 @@ def format_report(report: SweepReport) -> str:
     for row in report.rows:
         if row["error"]:
             lines.append(f"  {row['preset']}: {row['error']}")
+        if row.get("accept_profile"):
+            shares = " ".join(f"{share:.2f}" for share in row["accept_profile"])
+            lines.append(f"  {row['preset']}: steps accepting at least 1, 2, ... drafts: {shares}")
     if report.baseline_drift_pct is not None:
         flag = "  DRIFT: above 3%, the comparison is suspect" if report.drift_flagged else ""
         lines.append(f"baseline drift between its first and last run: {report.baseline_drift_pct:+.1f}%{flag}")

@@ -103,6 +103,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "ci95": decode.get("ci95"),
                 "conservative_tok_s": conservative_tok_s(run) if run is not None else None,
                 "accept_length": _finite(accept.get("token_weighted")),
+                "accept_profile": accept.get("profile"),
                 "speedup": _finite((speedup or {}).get("geomean")),
                 "speedup_ci95": (speedup or {}).get("ci95"),
                 "startup_s": outcome.startup_s,

@@ -11,6 +11,16 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
 
     python -m benchmarks.bench_accuracy            # the full run (about 40 s)
     python -m benchmarks.bench_accuracy --quick    # fewer, shorter requests
+
+`--standin` measures issue 14 item 27 instead: a ThreadingHTTPServer child (HTTP/1.1 chunked SSE, no
+TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000 and
+~5,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
+`stream_generate` on one reused connection as BenchRun uses it, the same without the TCP quick-ACK (the
+behaviour before the fix), and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
+request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that column is skipped):
+
+    pip download --no-deps sglang==0.5.16 -d /tmp/sg && unzip -q /tmp/sg/sglang-*.whl 'sglang/*' -d /tmp/sg/src
+    python -m benchmarks.bench_accuracy --standin --sglang-src /tmp/sg/src
 """
 
 from __future__ import annotations
@@ -116,10 +126,175 @@ def concurrent(streams: int, rate: float, requests: int, max_new_tokens: int, pr
     }
 
 
+STANDIN_CASES = [(0.025, 2, 256), (0.004, 6, 1024), (0.0012, 5, 1024), (0.001, 5, 1024)]  # cadence, tokens/step, n
+
+
+def serve_standin(cadence: float, per_step: int) -> None:
+    """The ThreadingHTTPServer stand-in (run as a child process; prints its port)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    sent: list[tuple[list[float], list[int]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            max_new = body["sampling_params"]["max_new_tokens"]
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(0.04)
+            times: list[float] = []
+            counts: list[int] = []
+            start, step, tokens = time.perf_counter(), 0, 0
+            while tokens < max_new:
+                tokens = min(max_new, tokens + (1 if step == 0 else per_step))
+                delay = start + step * cadence - time.perf_counter()
+                step += 1
+                if delay > 0:
+                    time.sleep(delay)
+                final = tokens == max_new
+                meta = {"completion_tokens": tokens, "prompt_tokens": 5,
+                        "finish_reason": {"type": "length"} if final else None}
+                if final:
+                    meta["spec_verify_ct"] = step
+                event = {"text": "tok " * tokens, "output_ids": list(range(tokens)), "meta_info": meta}
+                data = b"data: " + json.dumps(event).encode() + b"\n\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                times.append(time.perf_counter())
+                counts.append(tokens)
+            done = b"data: [DONE]\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+            self.wfile.flush()
+            sent.append((times, counts))
+
+        def do_GET(self) -> None:
+            data = json.dumps(sent[-1]).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(server.server_address[1], flush=True)
+    while True:
+        time.sleep(3600)
+
+
+def load_sglang_request_function(src: str | None) -> Any:
+    """SGLang's `async_request_sglang_generate`, verbatim from its source, with stand-ins for its globals."""
+    import ast
+    import dataclasses
+    import traceback
+    import types
+
+    path = Path(src or "", "sglang", "benchmark", "serving.py")
+    if not src or not path.is_file():
+        return None
+    import aiohttp
+
+    text = path.read_text()
+    tree = ast.parse(text)
+    wanted = {"async_request_sglang_generate", "_create_bench_client_session", "RequestFuncOutput"}
+    nodes = [n for n in tree.body if getattr(n, "name", None) in wanted]
+    namespace: dict[str, Any] = {
+        "aiohttp": aiohttp, "json": json, "time": time, "sys": sys, "traceback": traceback, "dataclass":
+        dataclasses.dataclass, "field": dataclasses.field, "Optional": Any, "List": list, "Dict": dict, "Any": Any,
+        "tqdm": Any, "RequestFuncInput": Any, "get_request_headers": dict, "_ROUTING_KEY_HEADER": "x",
+        "remove_prefix": lambda t, p: t[len(p):] if t.startswith(p) else t,
+        "args": types.SimpleNamespace(temperature=0.0, disable_ignore_eos=False, top_p=1.0, disable_stream=False,
+                                      return_logprob=False, return_routed_experts=False, logprob_start_len=-1,
+                                      top_logprobs_num=0, token_ids_logprob=None, cache_report=False),
+    }
+    for node in nodes:
+        exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102
+    out_cls = namespace["RequestFuncOutput"]
+    if not hasattr(out_cls, "init_new"):
+        out_cls.init_new = classmethod(lambda cls, inp: cls())
+    return namespace["async_request_sglang_generate"]
+
+
+async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sglang_fn: Any) -> dict[str, Any]:
+    import types
+
+    import specmon.tui.bench.stream as stream
+
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cadence), str(per_step)],
+                            stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline()) if proc.stdout else 0
+    url = f"http://127.0.0.1:{port}"
+    payload = {"text": "hi", "sampling_params": {"max_new_tokens": n, "temperature": 0.0, "ignore_eos": True},
+               "stream": True}
+    columns: dict[str, list[tuple[float, float]]] = {}
+    quick_ack = stream._quick_ack
+    try:
+        async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
+            async def truth() -> float:
+                times, counts = (await client.get("/sent")).json()
+                return (counts[-1] - counts[0]) / (times[-1] - times[0])
+
+            async def specmon_one(ack: bool) -> float:
+                stream._quick_ack = quick_ack if ack else (lambda response: None)
+                result = await stream.stream_generate(client, payload, 0, "p")
+                return result.decode_tok_s
+
+            async def sglang_one() -> float:
+                inp = types.SimpleNamespace(api_url=url + "/generate", prompt="hi", output_len=n, lora_name=None, prompt_len=1,
+                                            extra_request_body={}, image_data=None, routing_key=None)
+                out = await sglang_fn(inp)
+                return (out.output_len - 1) / sum(out.itl)
+
+            runners = {"specmon": lambda: specmon_one(True), "specmon, no quick-ACK (before)": lambda: specmon_one(False)}
+            if sglang_fn is not None:
+                runners["SGLang async_request_sglang_generate"] = sglang_one
+            for _ in range(repeats):
+                for name, run in runners.items():
+                    cpu = time.process_time()
+                    measured = await run()
+                    cpu = time.process_time() - cpu
+                    columns.setdefault(name, []).append((100 * (measured / await truth() - 1), cpu))
+    finally:
+        stream._quick_ack = quick_ack
+        proc.kill()
+    row: dict[str, Any] = {"cadence_ms": cadence * 1000, "tokens_per_step": per_step, "tokens": n}
+    for name, values in columns.items():
+        errors = [e for e, _ in values]
+        row[name] = {"error_median_pct": round(statistics.median(errors), 3),
+                     "error_max_abs_pct": round(max(abs(e) for e in errors), 3),
+                     "cpu_ms_per_stream": round(1000 * statistics.median(c for _, c in values), 1)}
+    row["truth_tok_s_approx"] = round(per_step / cadence)
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer and shorter requests")
+    parser.add_argument("--standin", action="store_true", help="issue 14 item 27: the ThreadingHTTPServer stand-in")
+    parser.add_argument("--sglang-src", metavar="DIR", help="an unzipped sglang wheel (for SGLang's request function)")
+    parser.add_argument("--repeats", type=int, default=10, help="with --standin: requests per client and case")
+    parser.add_argument("--serve", nargs=2, metavar=("CADENCE", "PER_STEP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve_standin(float(args.serve[0]), int(args.serve[1]))
+        return 0
+    if args.standin:
+        import asyncio
+
+        sglang_fn = load_sglang_request_function(args.sglang_src)
+        if sglang_fn is None:
+            print("note: no --sglang-src (or aiohttp missing): SGLang's request function is skipped", file=sys.stderr)
+        rows = [asyncio.run(standin_case(c, k, n, args.repeats, sglang_fn)) for c, k, n in STANDIN_CASES]
+        print(json.dumps({"python": platform.python_version(), "standin": rows}, indent=2))
+        return 0
     prompts = load_prompts()
     n = 4 if args.quick else 10
     report = {

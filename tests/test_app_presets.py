@@ -11,6 +11,11 @@ from specmon.tui.launch.supervisor import ServerSupervisor
 from specmon.tui.ports import free_port
 from tests.support.app_harness import screen_text, wait_for
 
+
+def unchecked_supervisor(*args, **kwargs) -> ServerSupervisor:
+    """A supervisor without the preflight: these presets launch test scripts, not SGLang."""
+    return ServerSupervisor(*args, preflight=False, **kwargs)
+
 CHILD = (
     "import sys, time\n"
     "name = sys.argv[sys.argv.index('--served-model-name') + 1]\n"
@@ -30,7 +35,7 @@ def _preset(name: str) -> Preset:
 
 async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_path):
     presets = {name: _preset(name) for name in ("alpha", "beta")}
-    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
+    supervisor = unchecked_supervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
     first_log = supervisor.start()
     first_pid = supervisor.pid
     app = SpecmonApp(
@@ -65,7 +70,7 @@ async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_pat
 
 async def test_escape_closes_the_picker_without_switching(tmp_path):
     presets = {name: _preset(name) for name in ("alpha", "beta")}
-    supervisor = ServerSupervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
+    supervisor = unchecked_supervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
     supervisor.start()
     pid = supervisor.pid
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", presets=presets, supervisor=supervisor,

@@ -9,6 +9,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -86,15 +88,16 @@ def test_api_key_is_sent_as_bearer_and_never_printed_or_stored(state_env, tmp_pa
             assert SECRET not in path.read_text()
 
 
-def test_a_wrong_api_key_fails_with_messages_not_a_crash(state_env):
+def test_a_wrong_api_key_stops_at_once_with_a_message_not_a_crash(state_env):
     with LoopbackServer(LoopbackConfig(api_key=SECRET)) as server:
         proc = specmon("bench", "--url", server.url, "--requests", "8", "--max-new-tokens", "8", "--warmup", "0",
                        env={**state_env, "SPECMON_API_KEY": "wrong-key"})
-    assert proc.returncode == 1
-    assert "HTTP 401: Unauthorized" in proc.stdout
-    assert "FLAG aborted" in proc.stdout
+        generated = server.requests_seen
+    assert proc.returncode == 2 and generated == []
+    assert "the server rejected the API key" in proc.stderr
     assert "wrong-key" not in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not (Path(state_env["XDG_STATE_HOME"]) / "specmon" / "results").exists()
 
 
 def test_bad_arguments_exit_2(state_env, tmp_path):
@@ -106,14 +109,63 @@ def test_bad_arguments_exit_2(state_env, tmp_path):
     assert proc.returncode == 2 and "cannot read prompts" in proc.stderr
 
 
-def test_unreachable_server_is_a_failed_run(state_env):
-    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--requests", "2", "--warmup", "0", "--json",
-                   env=state_env)
-    assert proc.returncode == 1
-    out = json.loads(proc.stdout)
-    assert out["status"] == "failed"
-    assert out["summary"]["requests_failed"] == 2
-    assert all(r["error"].startswith("ConnectError") for r in out["requests"])
+class _NotSGLang(BaseHTTPRequestHandler):
+    """A web server that is not SGLang: a page for every GET, 404 for every POST."""
+
+    def do_GET(self):
+        body = b"[1, 2, 3]" if self.path.endswith("server_info") and self.server.json_list else b"<html>hi</html>"
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.send_error(404)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("kind", ["closed port", "html", "json list"])
+def test_nothing_to_measure_stops_at_once_exits_2_and_saves_nothing(state_env, kind):
+    server = None
+    url = "http://127.0.0.1:9"
+    if kind != "closed port":
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _NotSGLang)
+        server.json_list = kind == "json list"
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for extra in ((), ("--json",)):
+            proc = specmon("bench", "--url", url, "--requests", "2", "--warmup", "0", *extra, env=state_env)
+            assert proc.returncode == 2, proc.stderr
+            assert "specmon bench: not an SGLang server: " in proc.stderr and "Traceback" not in proc.stderr
+            assert "saved:" not in proc.stdout
+            if extra:
+                assert json.loads(proc.stdout)["saved_to"] is None
+    finally:
+        if server is not None:
+            server.shutdown()
+    assert not (Path(state_env["XDG_STATE_HOME"]) / "specmon" / "results").exists()
+
+
+def test_an_unknown_preset_exits_2(state_env):
+    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--preset", "NOSUCH", env=state_env)
+    assert proc.returncode == 2 and "no preset named 'NOSUCH'" in proc.stderr
+    proc = specmon("bench", "--url", "http://127.0.0.1:9", "--stall-timeout", "nan", env=state_env)
+    assert proc.returncode == 2 and "--stall-timeout must be a positive number" in proc.stderr
+
+
+def test_an_unwritable_state_directory_is_an_error_never_saved(tmp_path):
+    state = tmp_path / "state"
+    (state / "specmon").mkdir(parents=True)
+    (state / "specmon" / "results").write_text("a file, not a directory")
+    with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
+        proc = specmon("bench", "--url", server.url, "--requests", "2", "--max-new-tokens", "8", "--warmup", "0",
+                       env={"XDG_STATE_HOME": str(state), "SPECMON_API_KEY": ""})
+        generated = server.requests_seen
+    assert proc.returncode == 2 and generated == []
+    assert "cannot save results in" in proc.stderr and "saved:" not in proc.stdout
 
 
 PROMPTS = [Prompt(id=f"p{i}", text=f"Prompt {i} about benchmarks.") for i in range(5)]

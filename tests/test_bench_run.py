@@ -212,12 +212,36 @@ def test_a_gpu_slowdown_during_the_measured_window_flags_the_run(tmp_path):
     assert ResultStore(tmp_path / "results").load(result.run_id).gpus == result.gpus
 
 
-def test_an_unwritable_results_directory_is_noted_and_the_run_goes_on(tmp_path):
+def test_an_unwritable_or_symlinked_results_directory_stops_the_run_before_any_request(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the results directory should be")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "linked").symlink_to(elsewhere, target_is_directory=True)
     with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
-        result, _, updates = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=8, warmup=0),
-                                  store=ResultStore(blocker / "results"))
-    assert result.status == "finished" and result.summary["requests_ok"] == 2
+        for directory, reason in ((blocker / "results", "Not a directory"), (tmp_path / "linked", "symbolic link")):
+            result, bench, updates = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=8, warmup=0),
+                                          store=ResultStore(directory))
+            assert result.status == "failed" and result.requests == []
+            assert bench.fatal.startswith(f"cannot save results in {directory}") and reason in bench.fatal
+            assert updates[-1].finished and bench.fatal in updates[-1].message
+        assert server.requests_seen == []
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_write_failure_during_the_run_is_noted_once_and_the_run_goes_on(tmp_path):
+    store = ResultStore(tmp_path / "results")
+    calls = []
+
+    def full_disk(run_id, request):
+        calls.append(request.index)
+        raise OSError(28, "No space left on device")
+
+    store.add_request = full_disk
+    with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
+        result, bench, updates = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=8, warmup=0),
+                                      store=store)
+    assert result.status == "finished" and result.summary["requests_ok"] == 2 and calls == [0, 1]
     assert sum("results not saved" in note for note in result.notes) == 1
+    assert bench.save_error and "No space left" in bench.save_error
     assert "results not saved" in updates[-1].message

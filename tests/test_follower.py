@@ -278,6 +278,42 @@ def test_truncation_is_followed_from_the_start(tmp_path: Path):
     follower.close()
 
 
+@pytest.mark.parametrize("refill", ["longer", "same-size", "shorter-then-more"])
+def test_a_truncate_and_refill_between_two_polls_loses_no_line(tmp_path: Path, refill: str):
+    path = tmp_path / "server.log"
+    first = b"[2025-10-01 12:00:00] first run line 1\n[2025-10-01 12:00:01] first run line 2\n"
+    second = {
+        "longer": b"[2025-10-02 08:00:00] second run line 1\n[2025-10-02 08:00:01] second run line 2\n" * 3,
+        "same-size": first.replace(b"first", b"again"),
+        "shorter-then-more": b"[2025-10-02 08:00:00] x\n",
+    }[refill]
+    path.write_bytes(first)
+    follower = LogFollower(path)
+    assert texts(follower.poll()) == [line.decode() for line in first.splitlines()]
+    with open(path, "r+b") as out:  # truncate in place (same inode) and write again before the next poll
+        out.truncate(0)
+        out.write(second)
+    assert texts(follower.poll()) == [line.decode() for line in second.splitlines()]
+    assert follower.truncations == 1
+    with open(path, "ab") as out:
+        out.write(b"appended\n")
+    assert texts(follower.poll()) == ["appended"]  # plain appends are not mistaken for a rewrite
+    assert follower.truncations == 1
+    follower.close()
+
+
+def test_from_start_false_notices_a_rewrite_of_the_file_it_skipped(tmp_path: Path):
+    path = tmp_path / "server.log"
+    path.write_bytes(b"old content that was skipped\n" * 20)
+    follower = LogFollower(path, from_start=False)
+    assert follower.poll() == []
+    with open(path, "r+b") as out:
+        out.truncate(0)
+        out.write(b"new server line\n" * 50)
+    assert texts(follower.poll()) == ["new server line"] * 50
+    follower.close()
+
+
 def test_rotation_reads_the_old_file_to_its_end_then_the_new_one(tmp_path: Path):
     path = tmp_path / "server.log"
     path.write_bytes(b"old 1\n")

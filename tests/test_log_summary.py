@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -83,8 +84,8 @@ EXPECTED = {
     "02-qwen3-14b-tp2-a4500-cutoff-during-capture.log": dict(state="starting", max_total=None),
     # INDEX.md: 367 s, from the server_args line (23:37:40); pre-launch warnings at 23:37:38 don't count.
     "03-laguna-int4-dflash-v0.5.16-ready.log": dict(state={"ready", "stopped"}, ready_after_s=369, from_args=367, max_total=185897),
-    "04-laguna-nvfp4-dflash-v0.5.16-killed-during-prefill-capture.log": dict(state="starting", max_total=None),
-    "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log": dict(state="starting", max_total=None),
+    "04-laguna-nvfp4-dflash-v0.5.16-killed-during-prefill-capture.log": dict(state="failed", error="killed", max_total=None),
+    "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log": dict(state="failed", error="killed", max_total=None),
     "06-qwen2-7b-eagle-tp2-draft-weight-keyerror.log": dict(state="failed", error="weight_load"),
     "07-mistral-7b-v0.4.0-warmup-502-killed.log": dict(state="failed", error="warmup_failed", max_total=56524),
     "09-phi35-mini-v0.3-capture-traceback-partial.log": dict(state="failed"),
@@ -96,6 +97,10 @@ EXPECTED = {
     "22-qwen35-9b-tp2-rtx4090-capture-per-bs-progress.log": dict(state="starting", max_total=327310),
     "24-kimi-k2-v0.5.5-unrecognized-argument-oneline.log": dict(state="failed", error="unrecognized_arguments"),
     "26-llama2-7b-eagle2-docs-ci-warning-level-three-capture-bars.log": dict(state="starting", max_total=None),
+    # 0.5.16 serves an EAGLE-3 draft with renamed keys without a word; only the preflight can tell (test_preflight)
+    "h200-0.5.16-eagle3-draft-keys-layers0.log": dict(state={"ready", "stopped"}, ready_after_s=41, from_args=38, max_total=3221374),
+    "h200-0.5.16-eagle3-draft-keys-unknown-names.log": dict(state={"ready", "stopped"}, ready_after_s=31, from_args=29,
+                                                           max_total=3221374),
     "h200-0.5.16-plain-ready.log": dict(state={"ready", "stopped"}, ready_after_s=34, max_total=3626606),
     "h200-0.5.16-spec-args-assertion.log": dict(state="failed", error="invalid_server_args"),
     "h200-0.5.16-standalone-ready.log": dict(state={"ready", "stopped"}, ready_after_s=107, from_args=105, max_total=151561),
@@ -163,7 +168,7 @@ def test_laguna_ready_weights_and_new_style_captures():
 def test_weight_load_killed_shows_shard_progress():
     doc, _ = summary_json(LOGS / "05-laguna-nvfp4-dflash-v0.5.16-killed-during-weight-load.log")
     w = weights(doc, "target")
-    assert (w["status"], w["shards_done"], w["shards_total"]) == ("running", 47, 49)
+    assert (w["status"], w["shards_done"], w["shards_total"]) == ("failed", 47, 49)
 
 
 def test_three_capture_bars_at_warning_level():
@@ -496,3 +501,83 @@ def test_no_input_makes_the_summary_raise(pieces: list[bytes]):
     doc = json.loads(json.dumps(state.to_json()))
     assert_shape(doc)
     assert format_summary(state).startswith("SGLang startup: ")
+
+
+# --- not an SGLang log; --follow on paths that can never be followed ------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["random-bytes", "binary", "plain-text", "empty"])
+def test_a_file_with_no_sglang_line_is_said_so_with_a_non_zero_exit(tmp_path: Path, kind: str):
+    data = {
+        "random-bytes": bytes(range(256)) * 40 + os.urandom(4096),
+        "binary": Path(sys.executable).read_bytes()[:200_000],
+        "plain-text": b"Dear diary,\nToday I started a server. [it was fine]\nERROR: none\nKilled time reading.\n",
+        "empty": b"",
+    }[kind]
+    log = tmp_path / f"{kind}.log"
+    log.write_bytes(data)
+    proc = log_summary(str(log))
+    assert proc.returncode == 3
+    assert f"no SGLang startup lines in {log}".encode() in proc.stderr
+    assert b"STARTING" not in proc.stdout
+    as_json = log_summary(str(log), "--json")
+    assert as_json.returncode == 3
+    doc = json.loads(as_json.stdout)
+    assert doc["lines_recognized"] == 0
+    from_stdin = log_summary("-", stdin=data)
+    assert from_stdin.returncode == 3 and b"no SGLang startup lines in stdin" in from_stdin.stderr
+
+
+def test_every_real_log_reports_how_many_lines_were_recognised():
+    for name in EXPECTED:
+        doc, _ = summary_json(LOGS / name)
+        assert 0 < doc["lines_recognized"] <= doc["lines_seen"], name
+
+
+def _unfollowable(tmp_path: Path, kind: str) -> Path:
+    if kind == "directory":
+        return tmp_path
+    if kind == "symlink-loop":
+        (tmp_path / "a.log").symlink_to(tmp_path / "b.log")
+        (tmp_path / "b.log").symlink_to(tmp_path / "a.log")
+        return tmp_path / "a.log"
+    if kind == "not-a-directory":
+        (tmp_path / "file").write_text("x\n")
+        return tmp_path / "file" / "server.log"
+    log = tmp_path / "secret.log"
+    log.write_text("[2025-10-01 12:00:00] server_args=ServerArgs(model_path='m')\n")
+    log.chmod(0)
+    return log
+
+
+@pytest.mark.parametrize("kind", ["directory", "symlink-loop", "not-a-directory", "unreadable"])
+def test_follow_on_a_path_that_can_never_be_read_exits_2_at_once(tmp_path: Path, kind: str):
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads a file whatever its mode")
+    path = _unfollowable(tmp_path, kind)
+    without = log_summary(str(path))
+    started = time.monotonic()
+    proc = log_summary(str(path), "--follow", timeout=20)
+    assert (without.returncode, proc.returncode) == (2, 2)
+    assert time.monotonic() - started < 15  # it did not wait for the file to appear
+    assert str(path).encode() in proc.stderr and b"waiting for" not in proc.stderr
+    assert b"Traceback" not in proc.stderr
+
+
+def test_follow_still_waits_for_a_dangling_symlink_to_get_its_file(tmp_path: Path):
+    link = tmp_path / "server.log"
+    link.symlink_to(tmp_path / "later.log")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "specmon.tui", "log-summary", str(link), "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        assert b"waiting for" in follower.stderr.readline()  # it waits: the file may still come
+        (tmp_path / "later.log").write_bytes((LOGS / "h200-0.5.16-spec-args-assertion.log").read_bytes())
+        follower.wait(timeout=30)
+    finally:
+        follower.kill()
+        follower.wait()
+    assert follower.returncode == 1

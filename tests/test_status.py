@@ -172,3 +172,43 @@ def test_parse_milestone_specs() -> None:
     for bad in (["done:/x.svg"], ["ready"], ["ready:"]):
         with pytest.raises(ValueError, match="EVENT:PATH"):
             parse_milestone_specs(bad)
+
+
+@pytest.mark.parametrize(
+    ("statuses", "restarts"),
+    [
+        (["ready", "ready", "ready"], 0),  # live figures change; not a restart
+        (["ready", "unreachable", "starting", "ready"], 1),  # went away and came back
+        (["starting", "ready"], 0),  # the first run getting ready
+        (["ready", "starting", "ready", "unreachable", "ready"], 2),
+        (["ready", ("ready", 9)], 1),  # other settings in /server_info: another server
+    ],
+)
+def test_monitor_state_sees_a_restart_over_http(statuses, restarts) -> None:
+    watch = MonitorState()
+    seen = 0
+    for item in statuses:
+        state, draft = item if isinstance(item, tuple) else (item, 4)
+        seen += watch.http_changed(http(state, spec(draft) if state == "ready" else None))
+    assert seen == restarts == watch.restarts
+
+
+def test_a_restart_seen_over_http_makes_the_sanity_check_due_again() -> None:
+    watch = MonitorState()
+    watch.http_changed(http("ready", spec()))
+    assert watch.sanity_due(0)
+    watch.http_changed(http("unreachable"))
+    assert watch.http_changed(http("ready", spec())) and watch.sanity is None
+    assert watch.sanity_due(0)
+
+
+def test_a_restart_is_noted_in_the_server_pane() -> None:
+    watch = MonitorState()
+    assert not any("restarted" in text for text, _ in live_rows(watch.view(READY, True, True, None))[1])
+    _, notes = live_rows(watch.view(READY, True, True, None, log_restarts=1))
+    assert ("Server restarted once since attach: showing the latest run", "bold yellow") in notes
+    watch.http_changed(http("ready", spec()))
+    watch.http_changed(http("unreachable"))
+    watch.http_changed(http("ready", spec()))
+    _, notes = live_rows(watch.view(READY, True, True, None, log_restarts=1))
+    assert sum("restarted once" in text for text, _ in notes) == 1  # the same restart, seen twice

@@ -27,6 +27,11 @@ from specmon.tui.launch.supervisor import (
 )
 from specmon.tui.ports import free_port
 
+
+def unchecked_supervisor(*args, **kwargs) -> ServerSupervisor:
+    """A supervisor without the preflight: these presets launch test scripts, not SGLang."""
+    return ServerSupervisor(*args, preflight=False, **kwargs)
+
 pytestmark = pytest.mark.timeout(60)
 
 # A stand-in for SGLang: takes SGLang-style flags, logs lines, listens on --port, and can misbehave.
@@ -88,6 +93,7 @@ def run_dir(tmp_path) -> Path:
 
 
 def fake_preset(script: Path, name: str = "fake", **args) -> Preset:
+    args.setdefault("port", free_port())  # never SGLang's default 30000: another server may hold it
     return Preset(
         name=name,
         launcher=("{python}", str(script)),
@@ -130,7 +136,7 @@ def cleanup():
 
 def test_start_launches_in_own_group_with_private_log_and_env(script, run_dir, cleanup):
     port = free_port()
-    sup = ServerSupervisor(fake_preset(script, port=port), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script, port=port), run_dir=run_dir)
     log = sup.start()
     cleanup.append(sup.pid)
     info = ready_info(log)
@@ -159,7 +165,7 @@ def test_start_launches_in_own_group_with_private_log_and_env(script, run_dir, c
 def test_default_run_dir_is_private_under_user_state_dir(script, tmp_path, monkeypatch, cleanup):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     assert default_run_dir() == tmp_path / "xdg" / "specmon" / "runs"
-    sup = ServerSupervisor(fake_preset(script, name="demo-x"))
+    sup = unchecked_supervisor(fake_preset(script, name="demo-x"))
     log = sup.start()
     cleanup.append(sup.pid)
     assert log.parent == default_run_dir()
@@ -170,7 +176,7 @@ def test_default_run_dir_is_private_under_user_state_dir(script, tmp_path, monke
 
 
 def test_exit_code_of_a_graceful_stop(script, run_dir, cleanup):
-    sup = ServerSupervisor(fake_preset(script, **{"exit-code-on-term": 3}), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script, **{"exit-code-on-term": 3}), run_dir=run_dir)
     ready_info(sup.start())
     cleanup.append(sup.pid)
     report = sup.stop(timeout=5)
@@ -178,7 +184,7 @@ def test_exit_code_of_a_graceful_stop(script, run_dir, cleanup):
 
 
 def test_sigkill_when_sigterm_is_ignored(script, run_dir, cleanup):
-    sup = ServerSupervisor(fake_preset(script, **{"ignore-term": True, "grandchild": "ignores-term"}), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script, **{"ignore-term": True, "grandchild": "ignores-term"}), run_dir=run_dir)
     info = ready_info(sup.start())
     cleanup.extend([sup.pid, info["grandchild"]])
     assert os.getpgid(info["grandchild"]) == sup.pid
@@ -192,7 +198,7 @@ def test_sigkill_when_sigterm_is_ignored(script, run_dir, cleanup):
 
 def test_grandchild_that_ignores_sigterm_dies_with_the_group(script, run_dir, cleanup):
     """The server exits on SIGTERM but its worker does not: the group still gets SIGKILL."""
-    sup = ServerSupervisor(fake_preset(script, grandchild="ignores-term"), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script, grandchild="ignores-term"), run_dir=run_dir)
     info = ready_info(sup.start())
     cleanup.append(info["grandchild"])
     wait_for_line(sup.log_path, "grandchild up")
@@ -205,7 +211,7 @@ def test_grandchild_that_ignores_sigterm_dies_with_the_group(script, run_dir, cl
 
 
 def test_crashed_server_with_surviving_worker_is_cleaned_up(script, run_dir, cleanup):
-    sup = ServerSupervisor(fake_preset(script, grandchild="normal", **{"exit-after-start": 7}), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script, grandchild="normal", **{"exit-after-start": 7}), run_dir=run_dir)
     info = ready_info(sup.start())
     cleanup.append(info["grandchild"])
     assert sup.wait(timeout=10) == 7
@@ -217,7 +223,7 @@ def test_crashed_server_with_surviving_worker_is_cleaned_up(script, run_dir, cle
 
 
 def test_descendant_in_a_new_session_is_stopped_too(script, run_dir, cleanup):
-    sup = ServerSupervisor(fake_preset(script, grandchild="new-session"), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script, grandchild="new-session"), run_dir=run_dir)
     info = ready_info(sup.start())
     cleanup.append(info["grandchild"])
     wait_for_line(sup.log_path, "grandchild up")
@@ -237,7 +243,7 @@ def test_taken_port_is_refused_naming_the_holder(script, run_dir, cleanup):
     cleanup.append(holder.pid)
     try:
         assert holder.stdout.readline().strip() == "up"
-        sup = ServerSupervisor(fake_preset(script, port=port), run_dir=run_dir)
+        sup = unchecked_supervisor(fake_preset(script, port=port), run_dir=run_dir)
         with pytest.raises(PortInUseError) as raised:
             sup.start()
         assert raised.value.port == port
@@ -252,7 +258,7 @@ def test_taken_port_is_refused_naming_the_holder(script, run_dir, cleanup):
 
 def test_port_override_beats_the_preset(script, run_dir, cleanup):
     preset_port, port = free_port(), free_port()
-    sup = ServerSupervisor(fake_preset(script, port=preset_port), run_dir=run_dir, port=port)
+    sup = unchecked_supervisor(fake_preset(script, port=preset_port), run_dir=run_dir, port=port)
     ready_info(sup.start())
     cleanup.append(sup.pid)
     assert sup.port == port
@@ -264,7 +270,7 @@ def test_port_override_beats_the_preset(script, run_dir, cleanup):
 def test_restart_with_waits_for_the_old_server_and_starts_the_new_preset(script, run_dir, cleanup):
     port = free_port()
     old = fake_preset(script, name="old", port=port, grandchild="ignores-term")
-    sup = ServerSupervisor(old, run_dir=run_dir)
+    sup = unchecked_supervisor(old, run_dir=run_dir)
     old_info = ready_info(sup.start())
     cleanup.extend([old_info["pid"], old_info["grandchild"]])
     old_log = sup.log_path
@@ -288,7 +294,7 @@ def test_restart_refused_when_the_new_port_stays_taken(script, run_dir, cleanup)
     taken.listen()
     port = taken.getsockname()[1]
     try:
-        sup = ServerSupervisor(fake_preset(script, name="a"), run_dir=run_dir)
+        sup = unchecked_supervisor(fake_preset(script, name="a"), run_dir=run_dir)
         ready_info(sup.start())
         cleanup.append(sup.pid)
         with pytest.raises(PortInUseError) as raised:
@@ -300,7 +306,7 @@ def test_restart_refused_when_the_new_port_stays_taken(script, run_dir, cleanup)
 
 
 def test_errors_for_double_start_and_missing_launcher(script, run_dir, cleanup):
-    sup = ServerSupervisor(fake_preset(script), run_dir=run_dir)
+    sup = unchecked_supervisor(fake_preset(script), run_dir=run_dir)
     ready_info(sup.start())
     cleanup.append(sup.pid)
     with pytest.raises(SupervisorError, match="already running"):
@@ -317,7 +323,7 @@ def test_given_log_path_is_used_then_restarts_get_new_files(script, tmp_path, cl
     log.parent.mkdir()
     log.write_text("stale\n")
     log.chmod(0o644)
-    sup = ServerSupervisor(fake_preset(script), log)
+    sup = unchecked_supervisor(fake_preset(script), log)
     assert sup.start() == log
     cleanup.append(sup.pid)
     ready_info(log)
@@ -334,7 +340,7 @@ def test_log_path_through_a_symlink_is_refused(script, tmp_path):
     target.write_text("")
     link = tmp_path / "server.log"
     link.symlink_to(target)
-    sup = ServerSupervisor(fake_preset(script), link)
+    sup = unchecked_supervisor(fake_preset(script), link)
     with pytest.raises(OSError):
         sup.start()
     assert sup.pid is None

@@ -149,29 +149,36 @@ def test_03_laguna_dflash_0516_ready_then_sigterm_is_stopped_not_failed() -> Non
     ]  # fmt: skip
 
 
-def test_04_laguna_nvfp4_ends_in_prefill_capture_without_kill_evidence() -> None:
+def test_04_laguna_nvfp4_dies_in_prefill_capture_with_only_the_resource_tracker_warning() -> None:
     state, _ = track(corpus("04-"))
-    # the file just ends (a resource_tracker warning is not evidence of a kill): still starting
-    assert state.state == "starting" and state.error is None
-    assert names(state)[-1] == "capture_prefill" and state.phases[-1].status == "running"
+    # a SIGKILLed 0.5.16 server leaves one trace: the resource_tracker's leaked-semaphore warning
+    assert state.state == "failed"
+    assert (state.error.kind, state.error.phase) == ("killed", "capture_prefill")
+    assert "leaked semaphore" in state.error.message and "without a word" in state.error.hint
+    assert names(state)[-1] == "capture_prefill" and state.phases[-1].status == "failed"
     target, draft = state.weights
     assert (target.elapsed_s, target.avail_gb, target.mem_usage_gb) == (618.01, 22.1, 93.16)
     assert (draft.elapsed_s, draft.avail_gb, draft.mem_usage_gb) == (12.68, 18.98, 2.71)
     assert [k.tokens for k in state.kv_pools] == [26397, 32997, 32997]
     assert memory(state)["kv_cache"] == 13.28 and memory(state)["kv_cache_draft"] == 12.49
     (capture,) = state.captures
-    assert (capture.graph, capture.total, capture.done, capture.status) == ("prefill", 58, 0, "running")
+    assert (capture.graph, capture.total, capture.done, capture.status) == ("prefill", 58, 0, "failed")
     assert capture.avail_gb == 11.78  # the frame glued to the resource_tracker warning
     assert state.max_total_num_tokens is None
 
 
-def test_05_laguna_ends_while_loading_weights_at_47_of_49() -> None:
+def test_05_laguna_killed_while_loading_weights_at_47_of_49_after_9m32s_of_frames() -> None:
     state, _ = track(corpus("05-"))
-    assert state.state == "starting" and state.error is None
+    assert state.state == "failed"
+    assert (state.error.kind, state.error.phase) == ("killed", "load_weights")
     assert names(state)[-1] == "load_weights"
     (weights,) = state.weights
-    assert (weights.status, weights.shards_done, weights.shards_total) == ("running", 47, 49)
+    assert (weights.status, weights.shards_done, weights.shards_total) == ("failed", 47, 49)
     assert weights.avail_gb == 97.74
+    # begin 22:25:31, last timestamp 22:25:35, then only frames up to `47/49 [09:32<00:14]`: 4 s + 572 s
+    load = state.phase("load_weights")
+    assert load.elapsed_s == 576.0 and load.ended == ts("2026-08-01 22:35:07")
+    assert weights.elapsed_s == 576.0
 
 
 def test_06_eagle_draft_weight_keyerror() -> None:

@@ -36,7 +36,9 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
     )
-    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
+                   "server `specmon ps` finds; asks which when there are several)")
+    p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
     p.add_argument("--log", help="the server's log file (followed from its start)")
     p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
@@ -75,6 +77,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--preset", default=None, help="the demo preset to launch (default: the first demo preset)")
     p.add_argument("--speed", type=float, default=1.0, help="emulator speed factor (2 = twice as fast)")
+    p.add_argument("--no-preflight", action="store_true", help="launch without the preflight (`specmon check PRESET`)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     _add_headless(p)
     p.set_defaults(handler="specmon.tui.app.cli:run_demo")
@@ -142,6 +145,14 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--natural-eos", action="store_true", help="let requests stop at EOS (default: ignore_eos, fixed length)"
     )
+    p.add_argument(
+        "--stall-timeout", type=float, default=60.0, metavar="S",
+        help="a request that gets nothing from the server for S seconds fails (default 60)",
+    )
+    p.add_argument(
+        "--deadline", type=float, default=3600.0, metavar="S",
+        help="stop the run after S seconds, keeping what was measured (default 3600)",
+    )
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -165,16 +176,143 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
 def _add_check(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check",
-        help="a quick sanity check of a running server: health, settings, one generation",
-        description="Check a running server: /health, its effective speculative settings, and one short "
-        "generation with its acceptance length. Exits non-zero when something is wrong.",
+        help="preflight a preset (no server needed), or sanity-check a running server with --url",
+        description="`check PRESET`: the preflight that runs before every launch: which SGLang the launcher "
+        "runs, its flags and speculative rules, the draft checkpoint, the port and the GPUs; exit 1 on an "
+        "error. `check --url URL`: a running server's /health, effective speculative settings and one short "
+        "generation. Give exactly one of PRESET and --url.",
     )
-    p.add_argument("--url", required=True, help="the server's base URL")
-    p.add_argument("--preset", help="the preset the server was launched with: compare what it asks with what runs")
+    p.add_argument("preset_name", nargs="?", metavar="PRESET", help="the preset to preflight")
+    p.add_argument("--url", help="a running server's base URL")
+    p.add_argument("--preset", help="with --url: the preset the server was launched with (asked vs effective)")
+    p.add_argument("--port", type=int, help="with PRESET: check this port instead of the preset's")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler="specmon.tui.serving.cli:run_check")
+
+
+def _add_doctor(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check an EAGLE-3 draft checkpoint against what an SGLang version loads",
+        description="Read a draft checkpoint without torch: config.json (architectures, hidden and vocab sizes "
+        "against the target's, draft_vocab_size), d2t/t2d, every safetensors header and the index, and the key "
+        "names against that SGLang version's draft loader: the keys it would drop and the parameters left "
+        "unloaded. Exit 1 on an error.",
+    )
+    p.add_argument("draft", help="the draft checkpoint folder")
+    p.add_argument("--target", metavar="PATH", help="the target model folder (hidden size, vocabulary)")
+    p.add_argument("--preset", help="use the SGLang this preset's launcher runs (and its model path as target)")
+    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: the shipped rules of this version "
+                   "(default: the newest)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.preflight.cli:run_doctor")
+
+
+def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fix-draft-keys",
+        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0)",
+        description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
+        "`midlayer.*` (or back with --to layers.0), without torch; SRC is never written. The copy is then "
+        "checked by the doctor.",
+    )
+    p.add_argument("src", help="the draft checkpoint folder")
+    p.add_argument("dst", help="the new folder")
+    p.add_argument("--to", choices=["midlayer", "layers.0"], default="midlayer",
+                   help="the layout to write (default midlayer: every SGLang version loads it)")
+    p.set_defaults(handler="specmon.tui.preflight.cli:run_fix_draft_keys")
+
+
+def _add_start(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "start",
+        help="launch a preset's server detached: it outlives specmon and the SSH session",
+        description="Preflight, then launch the preset's server in its own session and process group, with a "
+        "private log and state file in the state directory. Exit 0 started (or ready with --wait), 1 failed.",
+    )
+    p.add_argument("preset", help="the preset to launch (see `specmon presets`)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--port", type=int, help="listen on this port instead of the preset's")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--wait", action="store_true", help="wait until the server is ready or has failed")
+    p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_start")
+
+
+def _add_ps(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ps",
+        help="servers specmon launched and other SGLang servers on this host",
+        description="List the servers specmon launched (alive or dead, checked against live pids and start "
+        "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
+    )
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_ps")
+
+
+def _add_stop(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "stop",
+        help="stop a server: SIGTERM, SIGKILL after a timeout, then wait until its GPUs and port are free",
+        description="Stop a server (by id or pid from `specmon ps`; the only one running by default). Asks "
+        "first unless --yes. Names leftover processes and offers to kill them.",
+    )
+    p.add_argument("server", nargs="?", help="the server's id or pid (default: the only one running)")
+    p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_stop")
+
+
+def _add_switch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "switch",
+        help="replace the running server with another preset, then compare a sanity benchmark with the last",
+        description="Stop the running server, wait until GPUs and port are free, preflight, start PRESET on the "
+        "same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's last "
+        "stored result. Exit 0 ready without alerts, 1 failed or alerts.",
+    )
+    p.add_argument("preset", help="the preset to switch to")
+    p.add_argument("--from", dest="server", metavar="ID|PID", help="the server to replace (default: the only one)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
+    p.add_argument("--requests", type=int, default=4, help="requests of the sanity benchmark (default 4)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.tui.oncall.cli:run_switch")
+
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
+        description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
+        "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
+        "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
+        "against measuring time, the drift, and a recommendation. --resume goes on after an interruption.",
+    )
+    p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--requests", type=int, help="measured requests per preset (default: the baseline's [bench])")
+    p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
+                   help="go on with an interrupted sweep (default: the latest unfinished one)")
+    p.add_argument("--leave", choices=["best", "baseline", "none"], default="best",
+                   help="which preset is left serving at the end (default: the recommended one)")
+    p.add_argument("--predict-only", action="store_true",
+                   help="measure the longest chain alone and predict the acceptance of shorter ones")
+    p.add_argument("--skip-predicted-worse", action="store_true",
+                   help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler="specmon.tui.sweep.cli:run_sweep")
 
 
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
@@ -184,9 +322,16 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_bench,
     _add_gpus,
     _add_check,
+    _add_doctor,
+    _add_fix_draft_keys,
     _add_presets,
     _add_results,
     _add_emulate,
+    _add_start,
+    _add_ps,
+    _add_stop,
+    _add_switch,
+    _add_sweep,
 )
 
 

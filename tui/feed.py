@@ -43,7 +43,12 @@ class LogFeed:
         self.grew_at: float | None = None
         """When (``time.monotonic()``) the log last grew: lines or progress frames arrived."""
         self.stamped_at: float | None = None
-        """When the log's newest timestamp arrived (progress frames carry none)."""
+        """When the log's time last moved on: a newer timestamp, or a progress bar's elapsed time past it."""
+        self.history: list[StartupState] = []
+        """Earlier runs in the same log (a restart appended to it, or the file recreated), oldest first."""
+        self.restarts = 0
+        self._startup_seen = False
+        self._carried_events: list[TrackerEvent] = []
         self.observers: list[Callable[[list[tuple[str, LineKind | None]]], None]] = []
         """Called (on the follower's thread, under ``lock``) with each batch of new lines (the live view's)."""
 
@@ -57,10 +62,10 @@ class LogFeed:
         with self.lock:
             if generation is not None and generation != self.generation:
                 return
-            stamp = self.tracker.state.last_ts
-            lines = self.tracker.feed_items(items)
+            stamp = self.tracker.clock  # the log's time: its timestamps, or a progress bar's own elapsed time
+            lines = self._feed_tracker(items)
             self.grew_at = time.monotonic()
-            if self.tracker.state.last_ts != stamp:
+            if self.tracker.clock != stamp:
                 self.stamped_at = self.grew_at
             self._pending.extend(lines)
             for observer in self.observers:
@@ -68,8 +73,29 @@ class LogFeed:
             self.lines_fed += len(lines)
             self._changed = True
 
+    def _feed_tracker(self, items: Iterable) -> list[tuple[str, LineKind | None]]:
+        """Feed the tracker; where a second startup begins (a restart appended to the log, or the file
+        recreated), the tracker starts a fresh timeline and the earlier run goes to ``history``."""
+        lines: list[tuple[str, LineKind | None]] = []
+        chunk: list = []
+        for item in items:
+            if getattr(item, "kind", None) == "line" and is_new_startup(item.text):
+                if chunk:
+                    lines.extend(self.tracker.feed_items(chunk))
+                    chunk = []
+                if self._startup_seen:
+                    self._carried_events.extend(self.tracker.drain_events())
+                    self.history.append(self.tracker.state)
+                    self.tracker = StartupTracker()
+                    self.restarts += 1
+                self._startup_seen = True
+            chunk.append(item)
+        if chunk:
+            lines.extend(self.tracker.feed_items(chunk))
+        return lines
+
     def unstamped_s(self, alive_at: float | None = None) -> float:
-        """Seconds the server went on past the log's newest timestamp (a long capture prints only frames).
+        """Seconds the server went on past the log's latest time (``StartupTracker.clock``).
 
         Measured up to ``alive_at`` (a ``time.monotonic()`` when the server was known to be alive), else up to
         the log's last growth: 0 for a finished log read at once, however old.
@@ -93,22 +119,31 @@ class LogFeed:
             batch = FeedBatch(
                 lines=[text for text, _ in pending],
                 kinds=[kind for _, kind in pending],
-                events=self.tracker.drain_events(),
+                events=[*self._carried_events, *self.tracker.drain_events()],
                 changed=True,
                 generation=self.generation,
             )
             self._changed = False
+            self._carried_events = []
             return batch
 
     def reset(self) -> None:
         """Forget everything: a new server (or log) starts from scratch."""
         with self.lock:
             self.tracker = StartupTracker()
+            self.history = []
+            self._startup_seen = False
+            self._carried_events = []
             self._pending.clear()
             self._changed = True
             self.lines_fed = 0
             self.grew_at = self.stamped_at = None
             self.generation += 1
+
+
+def is_new_startup(text: str) -> bool:
+    """The line SGLang writes at the start of every launch (its parsed arguments)."""
+    return "server_args=ServerArgs(" in text or "server_args={" in text
 
 
 def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: float = 0.05) -> None:

@@ -7,8 +7,21 @@ import os
 from pathlib import Path
 
 
+def _refuse_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise OSError(
+            errno.ELOOP,
+            "is a symbolic link (refused: specmon's files are never written through one)",
+            str(path),
+        )
+
+
 def make_private_dir(path: Path) -> Path:
-    """Create `path` and any missing parents with mode 0700; an existing directory is left as it is."""
+    """Create `path` and any missing parents with mode 0700; an existing directory is left as it is.
+
+    A `path` that is a symbolic link is refused (OSError ELOOP), like a symlinked file in `open_private_file`.
+    """
+    _refuse_symlink(path)
     missing = []
     for candidate in (path, *path.parents):
         if candidate.exists():
@@ -20,6 +33,7 @@ def make_private_dir(path: Path) -> Path:
         except FileExistsError:
             continue
         os.chmod(directory, 0o700)
+    _refuse_symlink(path)
     if not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path))
     return path
@@ -33,3 +47,17 @@ def open_private_file(path: Path, *, append: bool = False, exclusive: bool = Fal
     fd = os.open(path, flags, 0o600)
     os.fchmod(fd, 0o600)
     return fd
+
+
+def write_private_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (UTF-8) to `path`, replacing it, as a 0600 file; never through a symlink (OSError)."""
+    target = Path(path)
+    fd = open_private_file(target)
+    try:
+        data = text.encode("utf-8")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    return target

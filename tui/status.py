@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specmon.tui.launch.presets import Preset
@@ -44,7 +44,16 @@ class ServerView:
     """The poller still reports the previous server's speculative settings (during a switch)."""
     preset: Preset | None = None
     sanity: Note | None = None
+    restarts: int = 0
+    """Restarts seen since specmon attached (in the log or over HTTP): the timeline shows the latest run."""
     """The last sanity check's one-line summary and style."""
+
+
+def run_identity(spec: Any) -> tuple[Any, ...]:
+    """What only a restart changes in /server_info's settings (not its live figures)."""
+    return tuple(getattr(spec, name, None) for name in (
+        "algorithm", "draft_model_path", "num_steps", "eagle_topk", "num_draft_tokens", "version",
+        "max_total_num_tokens", "model_path"))  # fmt: skip
 
 
 @dataclass
@@ -60,11 +69,26 @@ class MonitorState:
     sanity_for: int = -1
     """The log generation (one per server run) the sanity check last ran for."""
     milestones_seen: set[str] = field(default_factory=set)
+    restarts: int = 0
+    """Restarts seen over HTTP: ready, then away (or warming up again), then ready; or other settings."""
+    _away_after_ready: bool = False
 
-    def http_changed(self, http: ServerStatus) -> None:
-        self.http = http
+    def http_changed(self, http: ServerStatus) -> bool:
+        """Take the poller's new status; True when it shows that the server restarted (a new run)."""
+        previous, self.http = self.http, http
+        restarted = False
+        if previous is not None and previous.state == "ready" and http.state in ("unreachable", "starting"):
+            self._away_after_ready = True
         if http.state == "ready":
             self.spec_stale = False
+            changed = previous is not None and previous.state == "ready" and None not in (previous.spec, http.spec)
+            restarted = self._away_after_ready or (changed and run_identity(previous.spec) != run_identity(http.spec))
+            self._away_after_ready = False
+        if restarted and self.switching_to is None:
+            self.restarts += 1
+            self.sanity, self.sanity_for = None, -1
+            return True
+        return False
 
     def begin_switch(self, name: str) -> None:
         """A switch to preset ``name`` starts: the old server's HTTP state and settings no longer count."""
@@ -104,9 +128,14 @@ class MonitorState:
         return self.switching_to or (self.preset.name if self.preset is not None else None)
 
     def view(
-        self, startup: StartupState, polling: bool, following_log: bool, process_exit_code: int | None
+        self,
+        startup: StartupState,
+        polling: bool,
+        following_log: bool,
+        process_exit_code: int | None,
+        log_restarts: int = 0,
     ) -> ServerView:
-        """This state with the log's, as a ``ServerView``."""
+        """This state with the log's (``log_restarts``: new startups the log began), as a ``ServerView``."""
         return ServerView(
             startup=startup,
             http=self.http,
@@ -117,6 +146,7 @@ class MonitorState:
             spec_stale=self.spec_stale,
             preset=self.preset,
             sanity=self.sanity,
+            restarts=max(log_restarts, self.restarts),  # a restart shows in both when the log is followed
         )
 
 
@@ -216,6 +246,9 @@ def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
         notes.append(view.sanity)
     if view.process_exit_code is not None:
         notes.append((f"Server process exited with code {view.process_exit_code}", "bold red"))
+    if view.restarts:
+        times = "once" if view.restarts == 1 else f"{view.restarts} times"
+        notes.append((f"Server restarted {times} since attach: showing the latest run", "bold yellow"))
     return rows, notes
 
 

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from specmon.tui import status
 from specmon.tui.app import keys, live, messages
 from specmon.tui.app.config import AppConfig
+from specmon.tui.app.screens import quit_dialog
 from specmon.tui.app.screens.main import MainScreen
 from specmon.tui.app.sources import AppSources
 from specmon.tui.feed import LogFeed
@@ -182,7 +183,7 @@ class SpecmonApp(App[int]):
         """The server as the app knows it now; hold ``feed.lock`` while using it (it holds the tracker's state)."""
         supervisor = self.config.supervisor
         exit_code = supervisor.returncode if supervisor is not None else None
-        return self.watch.view(self.feed.state, self.config.poll, bool(self.log_path), exit_code)
+        return self.watch.view(self.feed.state, self.config.poll, bool(self.log_path), exit_code, self.feed.restarts)
 
     def current_state(self) -> str:
         """The header's state (see ``status.header_state``)."""
@@ -379,21 +380,12 @@ class SpecmonApp(App[int]):
         error = ("; ".join(result.notes) or "the benchmark failed") if result.status == "failed" else None
         self.post_message(messages.BenchFinished(result, error=error))
 
-    # ----- command palette
-
+    # ----- command palette, quitting
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        can_switch = self.check_action("pick_preset", ())
-        for binding in self.BINDINGS:
-            action = binding.action
-            if action not in self.ACTION_HELP or action == "pick_preset" and not can_switch:
-                continue
-            title, help_text = self.ACTION_HELP[action]
-            yield SystemCommand(title, help_text, lambda a=action: self.run_action(a))
-        if can_switch:
-            for name, preset in self.config.presets.items():
-                yield SystemCommand(
-                    f"Switch preset: {name}",
-                    preset.description or "Restart the server with this preset",
-                    lambda n=name: self.switch_preset(n),
-                )
+        yield from keys.palette_commands(self)
+
+    def action_quit(self) -> None:
+        """Quit; attached to a server found by `specmon ps`, ask whether to leave it running (the default)."""
+        if not quit_dialog.ask_before_quit(self, self.config.attached):
+            self.exit(self.return_code)

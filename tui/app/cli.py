@@ -68,6 +68,18 @@ def run_monitor(args: argparse.Namespace) -> int:
     from specmon.tui.gpu.nvml import NvmlSource
     from specmon.tui.serving.client import normalize_base_url, resolve_api_key
 
+    found = None
+    if not args.url:
+        found = _attach_target(args)
+        if found is None:
+            return 2
+        args.url, args.log = found.url, args.log or found.log
+        if not args.preset and found.preset:
+            from specmon.tui.launch.presets import load_presets
+
+            args.preset = found.preset if load_presets(args.presets).get(found.preset) else None
+        print(f"specmon: attaching to {found.id} ({found.preset or 'pid ' + str(found.pid)}) at {found.url}",
+              file=sys.stderr)  # fmt: skip
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
     preset = None
@@ -77,14 +89,34 @@ def run_monitor(args: argparse.Namespace) -> int:
         preset = _named_preset(load_presets(args.presets), args.preset)
         if preset is None:
             return 2
+    gpu_source = NvmlSource()
+    if found is not None and found.gpu_url:
+        from specmon.tui.gpu.demo import DemoGpuSource
+
+        gpu_source = DemoGpuSource(found.gpu_url)
     config = AppConfig(
         url=normalize_base_url(args.url),
         log_path=args.log,
         preset=preset,
-        gpu_source=NvmlSource(),
+        gpu_source=gpu_source,
         api_key=resolve_api_key(None),
+        emulator=bool(found and found.emulator),
+        attached=found,
     )
     return _run_app(config, args)
+
+
+def _attach_target(args: argparse.Namespace):
+    """The server `specmon ps` finds (asking which on a terminal when several run), or None after saying why."""
+    from specmon.tui.oncall.attach import NothingToAttach, ask_on_terminal, choose_server, find_by_key
+
+    try:
+        if args.server:
+            return find_by_key(args.server)
+        return choose_server(ask_on_terminal if sys.stdin.isatty() and not args.headless else None)
+    except NothingToAttach as exc:
+        print(f"specmon: {exc}", file=sys.stderr)
+        return None
 
 
 def _with_speed(preset, speed: float):
@@ -105,7 +137,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from specmon.tui.app.config import AppConfig
     from specmon.tui.gpu.demo import DemoGpuSource
     from specmon.tui.launch.presets import load_presets
-    from specmon.tui.launch.supervisor import ServerSupervisor
+    from specmon.tui.launch.supervisor import ServerSupervisor, SupervisorError
     from specmon.tui.ports import free_port_pair
 
     preset_set = load_presets(args.presets)
@@ -123,11 +155,20 @@ def run_demo(args: argparse.Namespace) -> int:
         preset = demos[default.name]
     port = free_port_pair()
     log_path = demo_log_dir() / f"{preset.name}-{port}.log"
-    supervisor = ServerSupervisor(preset, log_path, port)
+    supervisor = ServerSupervisor(
+        preset, log_path, port, preflight=not getattr(args, "no_preflight", False), lifeline=True
+    )  # lifeline: no orphan, whatever ends us
     atexit.register(supervisor.stop)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the finally below stops the server (the app, too)
     try:
-        supervisor.start()
+        try:
+            supervisor.start()
+        except SupervisorError as exc:
+            print(f"specmon demo: {exc}", file=sys.stderr)
+            report = getattr(exc, "report", None)
+            if report is not None:
+                print(report.format_text(), file=sys.stderr)
+            return 1
         config = AppConfig(
             url=f"http://127.0.0.1:{port}",
             log_path=str(log_path),

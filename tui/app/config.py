@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from specmon.tui.gpu.sampler import GpuSource
     from specmon.tui.launch.presets import Preset
     from specmon.tui.launch.supervisor import ServerSupervisor
+    from specmon.tui.oncall.discovery import FoundServer
 
 
 @dataclass
@@ -23,6 +24,8 @@ class AppConfig:
     """Presets offered for switching (only used with a supervisor)."""
     supervisor: ServerSupervisor | None = None
     """Set when specmon launched the server; None when attached."""
+    attached: FoundServer | None = None
+    """The server `specmon ps` found, when attached without --url: quitting may stop it."""
     emulator: bool = False
     poll: bool = True
     """Poll the server's HTTP API (off for fixture-fed snapshot apps)."""

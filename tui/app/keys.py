@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from textual.app import SystemCommand
 from textual.binding import Binding
 
 PANES = Binding.Group("Pane", compact=True)
@@ -38,3 +42,21 @@ ACTION_HELP = {
     "screenshot": ("Save an SVG screenshot", "Write the screen to an SVG file in the current directory"),
 }
 """Action → (palette title, help text)."""
+
+
+def palette_commands(app: Any) -> Iterable[SystemCommand]:
+    """The command palette's entries for the app's actions, plus "Switch preset: NAME" when it may switch."""
+    can_switch = app.check_action("pick_preset", ())
+    for binding in BINDINGS:
+        action = binding.action
+        if action not in ACTION_HELP or action == "pick_preset" and not can_switch:
+            continue
+        title, help_text = ACTION_HELP[action]
+        yield SystemCommand(title, help_text, lambda a=action: app.run_action(a))
+    if can_switch:
+        for name, preset in app.config.presets.items():
+            yield SystemCommand(
+                f"Switch preset: {name}",
+                preset.description or "Restart the server with this preset",
+                lambda n=name: app.switch_preset(n),
+            )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -22,10 +21,9 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
         from specmon.tui.launch.presets import load_presets
 
         preset = load_presets(args.presets or ()).get(args.preset)
-        if preset is not None:
-            base = RunSettings.of(preset.bench)
-        else:
-            print(f"specmon bench: no preset {args.preset!r}; labelling the run with that name", file=sys.stderr)
+        if preset is None:
+            return base, f"no preset named {args.preset!r} (see `specmon presets`)"
+        base = RunSettings.of(preset.bench)
     overrides = {
         "requests": args.requests,
         "max_new_tokens": args.max_new_tokens,
@@ -41,10 +39,14 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
             return base, f"--{name.replace('_', '-')} must be at least 1"
     if values["warmup"] < 0:
         return base, "--warmup must be 0 or more"
+    for name in ("stall_timeout", "deadline"):
+        value = getattr(args, name, None)
+        if value is not None and not 0 < value < float("inf"):
+            return base, f"--{name.replace('_', '-')} must be a positive number of seconds"
     return RunSettings(**values), None
 
 
-def format_result(result: BenchResult, saved_to: str) -> str:
+def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None) -> str:
     """The human-readable summary of one run."""
     s = result.summary
     lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
@@ -108,14 +110,17 @@ def format_result(result: BenchResult, saved_to: str) -> str:
             lines.append(f"FLAG {flag}: {details.get(flag, '')}".rstrip(": "))
     else:
         lines.append("flags: none")
-    lines.append(f"saved: {saved_to}")
+    if saved_to:
+        lines.append(f"saved: {saved_to}")
+    else:
+        lines.append(f"NOT saved: {save_error or 'nothing was saved'}")
     return "\n".join(lines)
 
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.tui.bench.prompts import PromptError, load_prompts
-    from specmon.tui.serving.client import resolve_api_key
+    from specmon.tui.serving.client import resolve_api_key, strict_json
 
     try:
         api_key = resolve_api_key(args.api_key_file)
@@ -134,7 +139,8 @@ def run_bench(args: argparse.Namespace) -> int:
     on_update = describe_to(sys.stderr) if sys.stderr.isatty() else None
     sampler = _gpu_sampler()
     bench = BenchRun(
-        args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler
+        args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler,
+        stall_timeout_s=args.stall_timeout, deadline_s=args.deadline,
     )
     interrupted = False
     try:
@@ -145,14 +151,20 @@ def run_bench(args: argparse.Namespace) -> int:
     finally:
         if sampler is not None:
             sampler.stop()
-    saved_to = str(bench.store.path_for(result.run_id))
+    if bench.fatal is not None:
+        if args.json:
+            print(strict_json({"url": bench.url, "status": "failed", "error": bench.fatal, "saved_to": None}))
+        print(f"specmon bench: {bench.fatal}", file=sys.stderr)
+        return 2
+    saved = bench.save_error is None and bench.store.path_for(result.run_id).is_file()
+    saved_to = str(bench.store.path_for(result.run_id)) if saved else None
     if args.json:
-        print(json.dumps(result.to_json() | {"saved_to": saved_to}, indent=2))
+        print(strict_json(result.to_json() | {"saved_to": saved_to, "save_error": bench.save_error}, indent=2))
     else:
-        print(format_result(result, saved_to))
+        print(format_result(result, saved_to, bench.save_error))
     if interrupted:
         return 130
-    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0
+    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved
     return 0 if ok else 1
 
 
@@ -185,7 +197,11 @@ def describe_to(stream: Any) -> Any:
 def run_results(args: argparse.Namespace) -> int:
     """Handler of `specmon results`."""
     store = ResultStore(args.dir)
-    runs, missing = select_runs(store.load_all(), list(args.runs))
+
+    def warn(message: str) -> None:
+        print(f"specmon results: {message}", file=sys.stderr)
+
+    runs, missing = select_runs(store.load_all(warn), list(args.runs))
     for run_id in missing:
         print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
     if not runs:

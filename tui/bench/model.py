@@ -27,6 +27,9 @@ class RequestResult:
     completion_tokens: int = 0
     spec_verify_ct: int | None = None
     accept_length: float | None = None
+    accept_histogram: list[int] | None = None
+    """Verify steps by accepted drafts (``h[k]``: steps that accepted k), from the server's
+    ``spec_accept_histogram`` when it gives one (SGLang 0.5.9+)."""
     finish_reason: str | None = None
     server_e2e_s: float | None = None
     chunk_gaps_ms: list[float] = field(default_factory=list)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import Any
 
 from specmon.tui.bench.compare import compare_all
 from specmon.tui.bench.model import BenchResult
 from specmon.tui.bench.report import FIGURE_COLUMNS, run_figures
+from specmon.tui.serving.client import strict_json
 from specmon.tui.units import number, number_range
 
 TABLE_HEADERS = ("run", "preset", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms", "speedup", "flags")
@@ -88,7 +88,7 @@ def format_json(runs: list[BenchResult], baseline: str | None = None) -> str:
     for run in runs:
         comparison = comparisons.get(run.run_id)
         data.append(run.to_json() | {"comparison": comparison.to_json() if comparison else None})
-    return json.dumps(data, indent=2)
+    return strict_json(data, indent=2)
 
 
 FORMATTERS = {"table": format_table, "markdown": format_markdown, "csv": format_csv, "json": format_json}

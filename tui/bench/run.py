@@ -23,7 +23,7 @@ from specmon.tui.bench.model import BenchProgress, BenchResult, RequestResult
 from specmon.tui.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
 from specmon.tui.bench.results import ResultStore
 from specmon.tui.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference, summarize
-from specmon.tui.bench.stream import stream_generate
+from specmon.tui.bench.stream import DEFAULT_STALL_TIMEOUT_S, stream_generate
 from specmon.tui.loop_thread import LoopThread
 
 __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSettings", "new_run_id"]
@@ -31,6 +31,12 @@ __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSett
 UPDATE_INTERVAL_S = 0.25
 MAX_CONSECUTIVE_FAILURES = 5
 UNNAMED_PRESET = "(current server)"
+DEFAULT_DEADLINE_S = 3600.0
+SGLANG_INFO_KEYS = ("version", "model_path", "served_model_name", "tp_size", "max_total_num_tokens")
+
+
+class NotMeasurable(Exception):
+    """Nothing can be measured or saved: not an SGLang server, or the results cannot be written."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,8 @@ class BenchRun:
         prompts: list[Prompt] | None = None,
         gpu_sampler: Any = None,
         request_timeout_s: float = 300.0,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        deadline_s: float | None = DEFAULT_DEADLINE_S,
         flush_retries: int = 5,
         flush_delay_s: float = 0.5,
     ) -> None:
@@ -107,6 +115,13 @@ class BenchRun:
         self._gpu_sampler = gpu_sampler
         self._measure_window: list[float] = []
         self._request_timeout_s = request_timeout_s
+        self._stall_timeout_s = stall_timeout_s
+        self._deadline_s = deadline_s
+        self._deadline: float | None = None
+        # Set when the run stopped before measuring anything (then nothing is saved) ...
+        self.fatal: str | None = None
+        # ... and when a result could not be written (then it is not "saved").
+        self.save_error: str | None = None
         self._flush_retries = flush_retries
         self._flush_delay_s = flush_delay_s
         self.result = BenchResult(
@@ -193,10 +208,15 @@ class BenchRun:
         try:
             if self._runner.cancel_requested:
                 raise asyncio.CancelledError
+            self._deadline = None if self._deadline_s is None else time.perf_counter() + self._deadline_s
             await self._run()
             self.result.status = "failed" if self._stop_reason or not self.result.measured else "finished"
             if self.result.measured and not any(r.ok for r in self.result.measured):
                 self.result.status = "failed"
+        except NotMeasurable as exc:
+            self.fatal = str(exc)
+            self.result.status = "failed"
+            self.result.notes.append(self.fatal)
         except asyncio.CancelledError:
             self.result.status = "cancelled"
             self.result.notes.append("cancelled")
@@ -234,7 +254,8 @@ class BenchRun:
             flags.append("aborted")
             details["aborted"] = self._stop_reason
         self._phase = result.status
-        self._save(self.store.finish_run, result)
+        if self.fatal is None:
+            self._save(self.store.finish_run, result)
         self._emit(result.notes[-1] if result.notes else "")
 
     def _record_gpus(self) -> None:
@@ -247,23 +268,22 @@ class BenchRun:
             self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
-        from specmon.tui.serving.client import SGLangClient, SGLangError, http_client, spec_settings
+        from specmon.tui.serving.client import SGLangClient, http_client, spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
         result.settings["prompt_set_hash"] = prompt_set_hash(prompts)
         result.settings["prompt_count"] = len(prompts)
-        async with SGLangClient(self.url, self._api_key) as api:
+        async with SGLangClient(self.url, self._api_key, timeout=min(10.0, self._stall_timeout_s)) as api:
+            info = await self._server_info(api)
+            spec = spec_settings(info)
+            result.server = _server_record(info, spec)
+            if self._auto_label:
+                self.preset = result.preset = server_label(spec)
             try:
-                info = await api.server_info()
-                spec = spec_settings(info)
-                result.server = _server_record(info, spec)
-                if self._auto_label:
-                    self.preset = result.preset = server_label(spec)
-            except SGLangError as exc:
-                result.notes.append(f"server_info unavailable: {exc}")
-                result.server = {"error": str(exc)}
-            self._save(self.store.start_run, result)
+                self.store.start_run(result)
+            except OSError as exc:
+                raise NotMeasurable(f"cannot save results in {self.store.directory}: {exc.strerror or exc}") from exc
             streams = max(1, self.settings.concurrency)
             limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
             timeout = httpx.Timeout(self._request_timeout_s, connect=10.0)
@@ -275,7 +295,7 @@ class BenchRun:
                 self._set_phase("flushing")
                 flushed = await self._flush(api)
                 result.cross_checks["flushed"] = flushed
-                before = await _metrics_or_none(api)
+                before = await _metrics_or_none(api, self._stall_timeout_s)
                 self._set_phase("measuring")
                 self._measure_window = [time.time()]
                 jobs = [(i, prompts[i % len(prompts)]) for i in range(self.settings.requests)]
@@ -283,12 +303,31 @@ class BenchRun:
             self._set_phase("checking")
             await self._cross_check(api, before, flushed)
 
+    async def _server_info(self, api: Any) -> dict[str, Any]:
+        """The server's /server_info; anything but an SGLang answer stops the run before it starts."""
+        from specmon.tui.serving.client import AuthenticationFailed, SGLangError
+
+        try:
+            async with asyncio.timeout(self._stall_timeout_s):
+                info = await api.server_info()
+        except AuthenticationFailed as exc:
+            raise NotMeasurable(f"the server rejected the API key: {exc}") from exc
+        except SGLangError as exc:
+            raise NotMeasurable(f"not an SGLang server: {exc}") from exc
+        except TimeoutError as exc:
+            raise NotMeasurable(f"not an SGLang server: no /server_info within {self._stall_timeout_s:g} s") from exc
+        if not isinstance(info, dict) or not any(key in info for key in SGLANG_INFO_KEYS):
+            shape = type(info).__name__ if not isinstance(info, dict) else "an object without SGLang's keys"
+            raise NotMeasurable(f"not an SGLang server: /server_info answered {shape}")
+        return info
+
     def _save(self, write: Callable[..., None], *args: Any) -> None:
         """Write to the results store; a failure is noted once and the run goes on."""
         try:
             write(*args)
         except OSError as exc:
             note = f"results not saved in {self.store.directory}: {exc.strerror or exc}"
+            self.save_error = self.save_error or note
             if note not in self.result.notes:
                 self.result.notes.append(note)
 
@@ -300,7 +339,11 @@ class BenchRun:
         from specmon.tui.serving.client import SGLangError
 
         try:
-            flushed = await api.flush_cache(retries=self._flush_retries, delay=self._flush_delay_s)
+            async with asyncio.timeout(self._stall_timeout_s + self._flush_retries * self._flush_delay_s):
+                flushed = await api.flush_cache(retries=self._flush_retries, delay=self._flush_delay_s)
+        except TimeoutError:
+            self.result.notes.append("flush_cache did not answer; measuring without a flush")
+            return False
         except SGLangError as exc:
             self.result.notes.append(f"flush_cache failed ({exc}); measuring without a flush")
             return False
@@ -321,13 +364,20 @@ class BenchRun:
         async def worker() -> None:
             nonlocal consecutive_failures
             while not queue.empty() and self._stop_reason is None:
+                if self._deadline is not None and time.perf_counter() >= self._deadline:
+                    self._stop_reason = f"the run's deadline ({self._deadline_s:g} s) passed"
+                    self.result.notes.append(self._stop_reason)
+                    break
                 index, prompt = queue.get_nowait()
                 payload = generate_payload(
                     prompt.text, self.settings.max_new_tokens, self.settings.temperature, self.settings.ignore_eos
                 )
                 self._in_flight += 1
                 try:
-                    request = await stream_generate(http, payload, index, prompt.id, warmup=warmup)
+                    request = await stream_generate(
+                        http, payload, index, prompt.id, warmup=warmup, stall_timeout_s=self._stall_timeout_s,
+                        deadline=self._deadline,
+                    )
                 finally:
                     self._in_flight -= 1
                 self.result.requests.append(request)
@@ -360,7 +410,7 @@ class BenchRun:
             else None
         )
         checks["client_accept_length"] = client_tau
-        after = await _metrics_or_none(api)
+        after = await _metrics_or_none(api, self._stall_timeout_s)
         if before is not None and after is not None:
             d = delta(before, after)
             checks["metrics"] = {
@@ -376,9 +426,13 @@ class BenchRun:
                 )
         if flushed:
             try:
-                settings = spec_settings(await api.server_info())
-            except SGLangError as exc:
-                self.result.notes.append(f"server_info after the run unavailable: {exc}")
+                async with asyncio.timeout(self._stall_timeout_s):
+                    info = await api.server_info()
+                if not isinstance(info, dict):
+                    raise SGLangError(f"the answer is a {type(info).__name__}, not an object")
+                settings = spec_settings(info)
+            except (SGLangError, TimeoutError) as exc:
+                self.result.notes.append(f"server_info after the run unavailable: {exc or 'no answer'}")
             else:
                 server_tau = settings.avg_spec_accept_length
                 checks["server_info_accept_length"] = server_tau
@@ -396,12 +450,13 @@ def server_label(spec: Any) -> str:
     return f"{spec.algorithm} {spec.num_steps}/{spec.eagle_topk}/{spec.num_draft_tokens}"
 
 
-async def _metrics_or_none(api: Any) -> Any:
+async def _metrics_or_none(api: Any, timeout_s: float) -> Any:
     from specmon.tui.serving.client import SGLangError
 
     try:
-        return await api.metrics()
-    except (SGLangError, ValueError):
+        async with asyncio.timeout(timeout_s):
+            return await api.metrics()
+    except (SGLangError, ValueError, TimeoutError):
         return None
 
 

@@ -99,6 +99,16 @@ def _token_weighted(pairs: Sequence[tuple[int, int]]) -> float:
     return sum(t for t, _ in pairs) / steps if steps else 0.0
 
 
+def _accept_profile(requests: Sequence[RequestResult]) -> list[float] | None:
+    """The share of verify steps that accepted at least i drafts (i = 1, 2, ...), from the server's per-request
+    histograms; None when the server gives none."""
+    from specmon.tui.bench.predict import position_profile
+
+    histograms = [r.accept_histogram for r in requests if r.accept_histogram]
+    profile = position_profile(histograms)
+    return [round(share, 4) for share in profile] if profile else None
+
+
 def _spread(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
@@ -148,6 +158,7 @@ def summarize(
             "median": statistics.median(r.completion_tokens / (r.spec_verify_ct or 1) for r in with_spec),
             "completion_tokens": tokens,
             "spec_verify_ct": steps,
+            "profile": _accept_profile(with_spec),
         }
 
     itl = [x for r in ok for x in r.itl_ms()]

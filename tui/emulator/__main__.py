@@ -30,9 +30,34 @@ def _write_pre_log(log: SGLangLogWriter, entries: list[tuple[str, str]]) -> None
             log.warning(text)
 
 
+def watch_lifeline(fd_text: str | None, grace_s: float = 5.0) -> None:
+    """With `$SPECMON_LIFELINE_FD` (a pipe from the specmon that owns this emulator): end when it closes.
+
+    specmon holds the only write end, so EOF means specmon is gone, whatever ended it (SIGKILL included):
+    SIGTERM ourselves (a graceful stop), then exit hard if that did not end us within `grace_s`.
+    """
+    try:
+        fd = int(fd_text or "")
+    except ValueError:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait(grace_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="specmon-lifeline", daemon=True).start()
+
+
 def main(argv: list[str] | None = None, *, module_launch: bool = True) -> int:
     """Run the emulator with SGLang's launch flags; returns the exit code (or exits like SGLang does)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    watch_lifeline(os.environ.pop("SPECMON_LIFELINE_FD", None))
     if module_launch and _peek_family(argv) == "new":
         print_launch_warning()
     try:

@@ -31,6 +31,7 @@ from specmon.tui.launch.presets import Preset
 from specmon.tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05
+LIFELINE_ENV = "SPECMON_LIFELINE_FD"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,14 @@ class ProcessInfo:
 
 class SupervisorError(RuntimeError):
     """The server could not be started, stopped or restarted as asked."""
+
+
+class PreflightFailed(SupervisorError):
+    """The preflight found an error: the launch would fail. `report` is the PreflightReport."""
+
+    def __init__(self, message: str, report: object):
+        super().__init__(message)
+        self.report = report
 
 
 class PortInUseError(SupervisorError):
@@ -156,6 +165,12 @@ class ServerSupervisor:
 
     `log_path` is used for the first start; later starts get a new file in the run directory (the
     log's directory, or `default_run_dir()`). `port` overrides the preset's `--port` for every start.
+    With `preflight` (the default) every start runs `specmon.tui.preflight.run_preflight` first and an error
+    stops it (`PreflightFailed`); `last_preflight` keeps the last report.
+
+    With `lifeline`, the server gets the read end of a pipe whose write end only this process holds
+    (`$SPECMON_LIFELINE_FD`): when specmon ends, by any signal, SIGKILL included, the server reads EOF and
+    exits (the emulator does; `specmon demo` uses it so that a demo never leaves an orphan).
     """
 
     def __init__(
@@ -165,8 +180,12 @@ class ServerSupervisor:
         port: int | None = None,
         *,
         run_dir: str | Path | None = None,
+        preflight: bool = True,
+        lifeline: bool = False,
     ):
         self._preset = preset
+        self.preflight = preflight
+        self.last_preflight = None
         self._port_override = port
         self._first_log = Path(log_path) if log_path is not None else None
         if run_dir is not None:
@@ -181,6 +200,8 @@ class ServerSupervisor:
         self._started_at: float | None = None
         self._group_stopped = False
         self._lock = threading.RLock()
+        self._lifeline = lifeline
+        self._lifeline_fd: int | None = None
         self.last_stop: StopReport | None = None
 
     # ------------------------------------------------------------------------------------------ state
@@ -250,9 +271,16 @@ class ServerSupervisor:
             if port is not None:
                 self._port_override = port
             check_port_free(self.port, self.host)
+            if self.preflight:
+                self._run_preflight()
             argv = self._preset.argv(self._port_override)
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
             log_path, fd = self._create_log()
+            keep: tuple[int, ...] = ()
+            if self._lifeline:
+                read_end, write_end = os.pipe()
+                keep = (read_end,)
+                env[LIFELINE_ENV] = str(read_end)
             try:
                 proc = subprocess.Popen(  # noqa: S603 - an argv list from the preset, never a shell
                     argv,
@@ -262,11 +290,19 @@ class ServerSupervisor:
                     env=env,
                     start_new_session=True,
                     close_fds=True,
+                    pass_fds=keep,
                 )
             except OSError as exc:
+                if keep:
+                    os.close(write_end)
                 raise SupervisorError(f"cannot launch {argv[0]}: {exc.strerror or exc}") from exc
             finally:
                 os.close(fd)
+                for read_end in keep:
+                    os.close(read_end)
+            if keep:
+                self._close_lifeline()
+                self._lifeline_fd = write_end
             self._proc = proc
             self._group_stopped = False
             self._log_path = log_path
@@ -283,7 +319,15 @@ class ServerSupervisor:
         with self._lock:
             report = self._stop(timeout, kill_timeout)
             self.last_stop = report
+            if not report.leftovers:
+                self._close_lifeline()
             return report
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lifeline_fd)
+            self._lifeline_fd = None
 
     def restart_with(
         self, preset: Preset, port: int | None = None, timeout: float = 10.0, free_timeout: float = 30.0
@@ -318,6 +362,15 @@ class ServerSupervisor:
         self.stop()
 
     # ------------------------------------------------------------------------------------- internals
+
+    def _run_preflight(self) -> None:
+        from specmon.tui.preflight import PreflightError, require_preflight
+
+        try:
+            self.last_preflight = require_preflight(self._preset, port=self.port)
+        except PreflightError as error:
+            self.last_preflight = error.report
+            raise PreflightFailed(str(error), error.report) from None
 
     def _create_log(self) -> tuple[Path, int]:
         if self._first_log is not None:

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
 from typing import TextIO
 
 from specmon.tui.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
-from specmon.tui.logs.summary import ChangePrinter, exit_code, print_state, summarize_stream
+from specmon.tui.logs.model import StartupState
+from specmon.tui.logs.summary import (
+    NOT_SGLANG_EXIT,
+    ChangePrinter,
+    exit_code,
+    is_sglang_log,
+    print_state,
+    summarize_stream,
+)
 from specmon.tui.logs.tracker import StartupTracker
 
 FOLLOW_POLL_S = 0.1
@@ -18,9 +29,12 @@ FAILURE_GRACE_MAX_S = 5.0
 
 
 def run_log_summary(args: argparse.Namespace) -> int:
-    """The `log-summary` handler: 0 unless the log shows a failure (1); 2 when the file cannot be read."""
+    """The `log-summary` handler: 0 unless the log shows a failure (1); 2 when the file cannot be read; 3 when
+    it holds no SGLang startup line."""
     try:
         if args.follow:
+            if args.path != "-":
+                check_followable(args.path)
             return _run_follow(args.path, as_json=args.json, out=sys.stdout)
         tracker = StartupTracker()
         if args.path == "-":
@@ -31,8 +45,33 @@ def run_log_summary(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"specmon log-summary: {exc.filename or args.path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print_state(tracker.state, args.json, sys.stdout)
-    return exit_code(tracker.state)
+    state = tracker.state
+    if not is_sglang_log(state):
+        return _not_sglang(args.path, state.lines_seen, args.json, state)
+    print_state(state, args.json, sys.stdout)
+    return exit_code(state)
+
+
+def _not_sglang(path: str, lines: int, as_json: bool, state: StartupState) -> int:
+    name = "stdin" if path == "-" else path
+    if as_json:
+        print_state(state, True, sys.stdout)
+    print(f"specmon log-summary: no SGLang startup lines in {name} ({lines:,} lines read)", file=sys.stderr)
+    return NOT_SGLANG_EXIT
+
+
+def check_followable(path: str) -> None:
+    """Raise OSError unless ``path`` can be followed: it may not exist yet (it is waited for), but a directory,
+    a file that cannot be read or a symlink loop is an error now, not something to wait for."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    finally:
+        os.close(fd)
 
 
 def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
@@ -55,6 +94,8 @@ def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
     except KeyboardInterrupt:
         printer.finish(tracker.state)
         return 130
+    if path == "-" and not is_sglang_log(tracker.state):  # stdin ended without one SGLang line
+        return _not_sglang(path, tracker.state.lines_seen, as_json, tracker.state)
     printer.finish(tracker.state)
     return exit_code(tracker.state)
 

@@ -10,8 +10,12 @@ _RANK = {kind: i for i, kind in enumerate(ERROR_KINDS)}
 _CUDA_ERROR_MARKS = ("cuda error", "cudaerror", "cublas_status", "cudnn_status", "nccl error", "ncclerror")
 
 
-# Traceback frame text -> the phase it shows (checked in order; the deepest matching frame wins).
+# Traceback frame text -> the phase it shows (checked in order; the deepest matching frame wins, except that
+# nothing below the scheduler's serving loop moves the blame back to startup: serving replays the graphs).
 _FRAME_PHASES = (
+    ("run_event_loop", "serving"),
+    ("in event_loop", "serving"),
+    ("self.event_loop", "serving"),
     ("speculative_hook", "server_args"),
     ("server_args.py", "server_args"),
     ("prepare_server_args", "server_args"),
@@ -51,6 +55,8 @@ class TracebackReader:
             self.draft = True
         if not self.speculative and ("specul" in text or "eagle" in text.lower()):
             self.speculative = True
+        if self.phase == "serving":
+            return
         for mark, phase in _FRAME_PHASES:
             if mark in text:
                 if self.draft and phase == "capture":
@@ -158,6 +164,11 @@ def hint_for(
             "or use more GPUs or a shorter --context-length."
         )
     if kind == "cuda_error":
+        if "no kernel image" in message or "NoKernelImage" in message:
+            return (
+                "A kernel was not built for this GPU's architecture (no kernel image): install an SGLang / "
+                "sgl-kernel / flash-attention build for this GPU, or choose another --attention-backend."
+            )
         return (
             "A CUDA error: check the driver and GPU health (nvidia-smi); retry with --disable-cuda-graph or "
             "another --attention-backend to isolate it."
@@ -189,9 +200,31 @@ def hint_for(
             )
         return "The server started but its warmup request failed; --skip-server-warmup starts it anyway."
     if kind == "killed":
+        silent = "leaked" in message and "without logging" in message
+        how = "The server died without a word, as a SIGKILLed one does" if silent else "The process was killed (SIGKILL)"
         return (
-            "The process was killed (SIGKILL), often by the OS out-of-memory killer: check "
-            "`dmesg -T | grep -i oom` and reduce host memory use."
+            f"{how}, often by the OS out-of-memory killer: check `dmesg -T | grep -i oom` and reduce host "
+            "memory use (or find who sent the kill)."
+        )
+    return _exception_hint(message, phase)
+
+
+def _exception_hint(message: str, phase: str | None) -> str:
+    text = message.lower()
+    if "sigquit" in text:
+        return (
+            "A child process (a scheduler or the detokenizer) failed and its parent shut the server down: "
+            "its traceback, often from another rank or node, says why."
+        )
+    if phase == "serving":
+        if "closed by peer" in text or "reset by peer" in text or "connection refused" in text:
+            return (
+                "Startup had finished; serving stopped when another rank or node of this server went away "
+                "(connection closed by peer): that node's log says why it died first."
+            )
+        return (
+            "Startup had finished; the server failed while serving (in its scheduler loop), not while starting: "
+            "read the traceback above."
         )
     where = f" during {phase}" if phase else ""
     return f"The server stopped with an exception{where}; read the traceback above."

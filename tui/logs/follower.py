@@ -18,6 +18,7 @@ ItemKind = Literal["line", "frame"]
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024
 DEFAULT_CHUNK_BYTES = 1024 * 1024
+FINGERPRINT_BYTES = 256  # the file's first bytes, kept to notice a truncate-and-refill between two polls
 TRUNCATION_MARK = "…"
 
 # ANSI/VT escape sequences (CSI, OSC, two-byte ESC forms), a lone ESC, and the other C0 controls except TAB.
@@ -207,6 +208,8 @@ class LogFollower:
     * An incomplete line is held until its ``\\n``; while a progress bar is being redrawn, its latest
       frame is delivered once per change, even before the next ``\\r``.
     * One ``poll()`` reads at most ``max_poll_bytes``, so a huge backlog is delivered over several polls.
+    * A file truncated and written again between two polls, even past the old size, is noticed (its first
+      bytes changed) and read from its start, so no line of the new content is lost.
     """
 
     def __init__(
@@ -228,6 +231,8 @@ class LogFollower:
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
         self._position = 0
+        self._head = b""  # the file's first bytes as read (up to FINGERPRINT_BYTES)
+        self._regular = False
         self._last_live_frame: str | None = None
         self._skip_existing = not from_start
         if self._skip_existing:
@@ -244,6 +249,8 @@ class LogFollower:
         items: list[LogItem] = []
         if self._fd is None and not self._open():
             return items
+        if self._regular and self._rewritten():
+            self._restart(items)
         budget = self.max_poll_bytes
         while budget > 0:
             got = self._read_available(items, budget)
@@ -280,9 +287,30 @@ class LogFollower:
         self._fd = fd
         self._identity = (st.st_dev, st.st_ino)
         self._position = 0
+        self._head = b""
+        self._regular = stat.S_ISREG(st.st_mode)
         if self._skip_existing:
             self._position = os.lseek(fd, 0, os.SEEK_END)
+            if self._regular:
+                self._head = os.pread(fd, min(FINGERPRINT_BYTES, self._position), 0)
         return True
+
+    def _rewritten(self) -> bool:
+        """Whether the open file was truncated (and maybe refilled) since the last read: it is shorter than
+        what was read, or its first bytes are not the ones read."""
+        assert self._fd is not None
+        if os.fstat(self._fd).st_size < self._position:
+            return True
+        head = self._head
+        return bool(head) and os.pread(self._fd, len(head), 0) != head
+
+    def _restart(self, items: list[LogItem]) -> None:
+        """Read the (truncated) file again from its start."""
+        assert self._fd is not None
+        self.truncations += 1
+        items.extend(self.splitter.flush())
+        self._position = os.lseek(self._fd, 0, os.SEEK_SET)
+        self._head = b""
 
     def _read_available(self, items: list[LogItem], budget: int) -> int:
         """Read up to ``budget`` bytes from the open file; return how many were read."""
@@ -296,6 +324,8 @@ class LogFollower:
             if not chunk:
                 break
             total += len(chunk)
+            if self._position < FINGERPRINT_BYTES and len(self._head) == self._position:
+                self._head += chunk[: FINGERPRINT_BYTES - self._position]
             self._position += len(chunk)
             self.splitter.feed_into(chunk, items)
         return total
@@ -303,11 +333,8 @@ class LogFollower:
     def _check_replaced(self, items: list[LogItem]) -> bool:
         """At end of file: follow a truncation or a rotation. True if there is a new file to read."""
         assert self._fd is not None
-        st = os.fstat(self._fd)
-        if stat.S_ISREG(st.st_mode) and st.st_size < self._position:
-            self.truncations += 1
-            items.extend(self.splitter.flush())
-            self._position = os.lseek(self._fd, 0, os.SEEK_SET)
+        if self._regular and self._rewritten():
+            self._restart(items)
             return True
         try:
             st = os.stat(self.path)

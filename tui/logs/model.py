@@ -26,6 +26,7 @@ PHASE_NAMES = (
     "http_server",
     "warmup",
     "ready",
+    "serving",  # entered by nodes that serve without a ready line (a worker node), or by an error while serving
     "shutdown",
 )
 GRAPH_KINDS = ("target", "draft", "draft_extend", "prefill")
@@ -233,10 +234,12 @@ class StartupState:
     ready_after_server_args_s: float | None = None  # from the server_args line (else the first timestamp)
     error: StartupError | None = None
     stopped_at: datetime | None = None
+    stop_cause: str | None = None  # "shutdown" (SGLang logged one) or "died" (the log just ends with its death)
     log_family: str | None = None  # "legacy" (0.4.x-0.5.9) or "new" (0.5.16+), when recognisable
     speculative_algorithm: str | None = None  # from the server_args line, e.g. "EAGLE3"
     mem_fraction_static: float | None = None  # from the server_args line
     lines_seen: int = 0
+    lines_recognized: int = 0  # lines recognised as SGLang's (prefix, milestone, its bars or errors); 0: not SGLang
 
     @property
     def current_phase(self) -> Phase | None:
@@ -278,6 +281,9 @@ class StartupState:
             "last_ts": _iso(self.last_ts),
             "ready_at": _iso(self.ready_at),
             "stopped_at": _iso(self.stopped_at),
+            "stop_cause": self.stop_cause,
+            "lines_seen": self.lines_seen,
+            "lines_recognized": self.lines_recognized,
             "log_family": self.log_family,
             "speculative_algorithm": self.speculative_algorithm,
         }

@@ -6,7 +6,7 @@ Pure functions and compiled patterns only; the tracker decides what the matches 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, time, timedelta
 
 from specmon.tui.sglang.flags import load_shipped
 
@@ -16,6 +16,12 @@ from specmon.tui.sglang.flags import load_shipped
 _SGLANG_PREFIX = re.compile(
     r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)((?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*)\] ?"
 )
+# `[12:29:04] msg`, `[12:29:04.250 TP0] msg`: a clock without a date (some logging configs and wrappers)
+_SHORT_PREFIX = re.compile(
+    r"\[(\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)((?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*)\] ?"
+)
+# Ray's actor wrapper: `(SGLangEngine pid=1234) `, `(pid=1234, ip=10.0.0.2) `
+_RAY_WRAPPER = re.compile(r"\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\w.:-]+)?\) ")
 # `[gpu_id=0] msg` or `[TP0] msg` (no timestamp)
 _TAG_ONLY_PREFIX = re.compile(r"\[((?:gpu_id=\d+|[A-Z][A-Z_]*\d+)(?: (?:gpu_id=\d+|[A-Z][A-Z_]*\d+))*)\] ?")
 # uvicorn `INFO:     msg` and the newer `LEVEL file.py:N: msg`, both after the `[ts] ` prefix
@@ -34,6 +40,8 @@ _BASIC_CONFIG = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 # docker-compose `llm0-1  | ` (also with an ANSI-free colourless name)
 _COMPOSE = re.compile(r"[\w.-]{1,64}\s*\| ")
 
+_WRAPPER_MAX = 160  # how far into a line an SGLang prefix behind a wrapper is looked for
+_WRAPPER_ENDS = frozenset(" >|:]")
 _LEVEL_HEADS = frozenset(("DEBU", "INFO", "WARN", "ERRO", "CRIT", "TRAC"))
 _LEVEL_NAMES = {"WARN": "WARNING"}
 
@@ -44,11 +52,13 @@ def parse_prefix(line: str) -> Prefix:
     """Split a log line into (timestamp text or None, rank tags, level or None, message).
 
     The timestamp text is returned only for formats whose clock SGLang owns (`[ts]`, Rust tracing); rank tags
-    are the bracket tags such as " TP0" or " DP0 TP0 EP0" ("" when absent).
+    are the bracket tags such as " TP0" or " DP0 TP0 EP0" ("" when absent). A timestamp may be a clock alone
+    (`12:29:04`, see ``parse_clock``). Wrappers before the SGLang line (docker-compose, Ray actors, a pod name
+    and `>>`) are skipped.
     """
     head = line[:1]
     if head == "[":
-        m = _SGLANG_PREFIX.match(line)
+        m = _SGLANG_PREFIX.match(line)  # the common case inline: this runs for every line of a long log
         if m is not None:
             msg = line[m.end() :]
             if msg[:4] in _LEVEL_HEADS:
@@ -56,10 +66,10 @@ def parse_prefix(line: str) -> Prefix:
                 if lm is not None:
                     return m.group(1), m.group(2), lm.group(1), msg[lm.end() :]
             return m.group(1), m.group(2), None, msg
-        m = _TAG_ONLY_PREFIX.match(line)
-        if m is not None:
-            return None, " " + m.group(1), None, line[m.end() :]
-        return None, "", None, line
+        found = _parse_bracket(line)
+        if found is not None:
+            return found
+        return _wrapped(line)
     if head.isdigit():
         m = _RUST_TRACING.match(line)
         if m is not None:
@@ -67,18 +77,55 @@ def parse_prefix(line: str) -> Prefix:
         m = _PYLOG_DEFAULT.match(line)
         if m is not None:
             return None, "", m.group(1), line[m.end() :]
-        return None, "", None, line
+        return _wrapped(line)  # e.g. a container runtime's `2025-10-01T12:00:00.1Z stdout F [ts] msg`
     if line[:4] in _LEVEL_HEADS:
         m = _VLLM_STYLE.match(line) or _BASIC_CONFIG.match(line)
         if m is not None:
             return None, "", m.group(1), line[m.end() :]
         return None, "", None, line
+    if head == "(":
+        m = _RAY_WRAPPER.match(line)
+        if m is not None:
+            return parse_prefix(line[m.end() :])
     if head and not head.isspace() and "| " in line[:80]:
         m = _COMPOSE.match(line)
         if m is not None:
             rest = line[m.end() :]
             if rest[:1] != "|":
                 return parse_prefix(rest)
+    return _wrapped(line)
+
+
+def _parse_bracket(line: str) -> Prefix | None:
+    """A line that starts with `[`: SGLang's `[date time TAGS]`, a short `[time TAGS]`, or `[TAGS]`."""
+    m = _SGLANG_PREFIX.match(line)
+    if m is None and line[3:4] == ":":
+        m = _SHORT_PREFIX.match(line)
+    if m is not None:
+        msg = line[m.end() :]
+        if msg[:4] in _LEVEL_HEADS:
+            lm = _LEVEL_AFTER_TS.match(msg)
+            if lm is not None:
+                return m.group(1), m.group(2), lm.group(1), msg[lm.end() :]
+        return m.group(1), m.group(2), None, msg
+    m = _TAG_ONLY_PREFIX.match(line)
+    if m is not None:
+        return None, " " + m.group(1), None, line[m.end() :]
+    return None
+
+
+def _wrapped(line: str) -> Prefix:
+    """An SGLang `[date time]` line behind some other wrapper (a pod name and `>>`, `[pod/x]`, a tool's tag)."""
+    at = line.find("[", 1, _WRAPPER_MAX)
+    while at > 0:
+        if line[at + 1 : at + 2].isdigit() and line[at - 1] in _WRAPPER_ENDS:
+            found = _parse_bracket(line[at:])
+            if found is not None and found[0] is not None:
+                wrapper = line[:at]
+                if "rror" in wrapper or "xception" in wrapper:  # an exception's message, not a wrapper
+                    break
+                return found
+        at = line.find("[", at + 1, _WRAPPER_MAX)
     return None, "", None, line
 
 
@@ -88,6 +135,21 @@ def parse_timestamp(text: str) -> datetime | None:
         return datetime.fromisoformat(text.replace(",", "."))
     except ValueError:
         return None
+
+
+def parse_clock(text: str, previous: datetime | None) -> datetime | None:
+    """A short `HH:MM:SS` timestamp as a datetime on the day of ``previous`` (the next day if the clock went
+    back by more than 12 hours: midnight passed), or on 1900-01-01 when no date was seen."""
+    try:
+        clock = time.fromisoformat(text.replace(",", "."))
+    except ValueError:
+        return None
+    if previous is None:
+        return datetime.combine(datetime(1900, 1, 1), clock)
+    ts = datetime.combine(previous.date(), clock)
+    if (previous - ts).total_seconds() > 12 * 3600:
+        ts += timedelta(days=1)
+    return ts
 
 
 def is_rank_zero(tags: str) -> bool:
@@ -157,7 +219,21 @@ ARGPARSE_ERROR = re.compile(r"(?:usage: )?[\w.\- ]{1,60}: error: (.*)$")
 BIND_PORT = re.compile(r"address \('?([^',]*)'?, (\d+)\)")
 # `mem_fraction_static=0.85` (ServerArgs repr, error text) or `'mem_fraction_static': 0.85` (0.5.23's dict)
 MEM_FRACTION = re.compile(r"mem_fraction_static'?[=:] ?([\d.]+)")
-KILL_EVIDENCE = re.compile(r"^Killed\s*$|SIGKILL|signal 9\b|exit code:? -9\b|Received sigquit", re.IGNORECASE)
+# A process killed by signal 9: the shell's `Killed` / `已杀死` (alone or in a job line `123 Killed  python ...`),
+# `zsh: killed`, the OOM killer's `Killed process 123`, SIGKILL, and exit codes -9 / 137 (128 + 9).
+KILL_EVIDENCE = re.compile(
+    r"^(?:\S+: )?(?:line \d+: +)?(?:\d+ +)?(?:Killed|killed|已杀死)(?: |$)|SIGKILL|signal 9\b"
+    r"|exit(?:ed)?(?: with)?(?: exit)? ?(?:code|status)[:=]? ?\(?(?:-9|137)\b|exitcode[:=]? ?-9\b",
+    re.IGNORECASE,
+)
+# Cheap test before KILL_EVIDENCE: every line it matches holds one of these.
+KILL_MARKS = ("ill", "ILL", "-9", "137", "杀", "signal 9")
+# multiprocessing's resource_tracker at exit: `There appear to be 1 leaked semaphore objects to clean up at
+# shutdown`, the only trace a SIGKILLed SGLang 0.5.16 server leaves.
+LEAKED_AT_EXIT = re.compile(r"There appear to be \d+ leaked \w+ objects")
+# A CUDA error printed by C++ code, with no Python traceback: `CUDA error (file.h:166): no kernel image ...`,
+# `CUDA error: an illegal memory access was encountered`, `CUDA error at file.cu:12 code=700`.
+CUDA_ERROR_LINE = re.compile(r"CUDA (?:error|Error|ERROR)(?: \(|:| at |$)|cudaError\w+")
 
 # --- Flags ----------------------------------------------------------------------------------------------
 

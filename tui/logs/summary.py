@@ -34,9 +34,17 @@ PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this of
 STATE_TITLES = {"starting": "STARTING", "ready": "READY", "failed": "FAILED", "stopped": "STOPPED"}
 
 
+NOT_SGLANG_EXIT = 3  # the exit code for a file with no SGLang startup line (random bytes, another program's log)
+
+
 def exit_code(state: StartupState) -> int:
     """1 when the log shows a failure, else 0."""
     return 1 if state.state == "failed" else 0
+
+
+def is_sglang_log(state: StartupState) -> bool:
+    """Whether any line was recognised as SGLang's (a bare `Killed` or another program's traceback is not)."""
+    return state.lines_recognized > 0
 
 
 def summarize_stream(stream: BinaryIO, tracker: StartupTracker | None = None) -> StartupState:
@@ -214,8 +222,14 @@ def _headline(state: StartupState) -> str:
     parts = [f"SGLang startup: {title}"]
     if state.state == "ready" and state.ready_after_s is not None:
         parts.append(f"after {format_seconds(state.ready_after_s)}")
-    elif state.state == "stopped" and state.ready_after_s is not None:
-        parts.append(f"(had been ready after {format_seconds(state.ready_after_s)})")
+    elif state.state == "stopped":
+        notes = []
+        if state.stop_cause == "died":
+            notes.append("ended without a shutdown: the server died")
+        if state.ready_after_s is not None:
+            notes.append(f"had been ready after {format_seconds(state.ready_after_s)}")
+        if notes:
+            parts.append(f"({'; '.join(notes)})")
     elif state.state == "starting" and state.current_phase is not None:
         parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
     if state.first_ts is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from specmon.tui.logs import patterns
@@ -53,6 +53,25 @@ _MAX_RANKS = 256
 _MAX_TRACEBACK_LINES = 400
 
 
+def _kill_evidence(msg: str) -> bool:
+    """Whether the line says a process died of signal 9 (``Killed``, ``exit code -9``, ``SIGKILL``...)."""
+    return any(mark in msg for mark in patterns.KILL_MARKS) and patterns.KILL_EVIDENCE.search(msg) is not None
+
+
+def _set_sizes(capture: Capture, sizes: list[int]) -> None:
+    """The batch sizes a capture line lists; they set its total, which its progress never exceeds."""
+    capture.batch_sizes = sizes
+    capture.total = len(sizes) or None
+    if capture.total is not None and capture.done > capture.total:
+        capture.done = capture.total
+
+
+def _leaked_message(msg: str, at: int) -> str:
+    """The resource_tracker warning as an error message, without the file path before it."""
+    start = msg.rfind("resource_tracker:", 0, at)
+    return "the server died without logging an error; its last line: " + msg[start if start >= 0 else at :].strip()
+
+
 class StartupTracker:
     """Feed log lines and ``\\r`` progress frames; read ``state`` and ``drain_events()``.
 
@@ -78,19 +97,35 @@ class StartupTracker:
         self._end_seen: set[tuple[str, str]] = set()  # graphs and weight loads whose end line was read
         self._final_rank0: set[tuple[str, str]] = set()  # ... from rank 0, whose figures are kept
         self._target_pool_ended = False
+        self._scheduler_up = False  # max_total_num_tokens or a worker node's health server: startup moved on
+        self._bar_line = -2  # lines_seen when an SGLang bar's frame last came (with it, that line is SGLang's)
+        self._unrecognized = 0  # lines not recognised as SGLang's (counted off the hot path)
+        self._frame_ts: datetime | None = None  # the log's time by the elapsed clock of progress bars
+        self._bars: dict[int, tuple[int, float, datetime | None]] = {}  # total -> (n, elapsed, last timestamp at start)
 
     # --- public API ---------------------------------------------------------------------------------------
 
     @property
     def state(self) -> StartupState:
-        """The startup state so far (running phases' elapsed time measured to the last log timestamp)."""
+        """The startup state so far (running phases' elapsed time measured to the log's latest time, see
+        ``clock``)."""
         st = self._state
-        now = st.last_ts
+        st.lines_recognized = st.lines_seen - self._unrecognized
+        now = self.clock
         if now is not None:
             for phase in st.phases:
                 if phase.status == "running" and phase.started is not None:
                     phase.elapsed_s = max(0.0, (now - phase.started).total_seconds())
         return st
+
+    @property
+    def clock(self) -> datetime | None:
+        """The log's latest time: its newest timestamp, or later when a progress bar's own elapsed time says
+        so (a weight load or capture that printed only frames for minutes)."""
+        ts, frame_ts = self._ts, self._frame_ts
+        if frame_ts is not None and (ts is None or frame_ts > ts):
+            return frame_ts
+        return ts
 
     def feed_line(self, line: str) -> LineKind | None:
         """Feed one complete log line; returns how to highlight it ("phase", "error", "warning" or None)."""
@@ -103,18 +138,40 @@ class StartupTracker:
         if line[:1] != "[" and ("%|" in line or "% Completed" in line):
             return self._glued(line)
         ts_text, tags, level, msg = patterns.parse_prefix(line)
-        if ts_text is not None and ts_text != self._ts_text:
-            self._set_ts(ts_text)
+        if ts_text is not None:  # inline: the common case
+            if ts_text != self._ts_text:
+                self._set_ts(ts_text)
+            counted = True
+        else:
+            counted = self._count_recognized(None)
         if msg.startswith(_STEADY):
             if not self._ready and not self._over and msg[0] == "P":
                 self._maybe_warmup()
             return None
         if self._ready and level == "INFO":
             return None
+        return self._message(counted, tags, level, msg)
+
+    def _count_recognized(self, ts_text: str | None) -> bool:
+        """Whether the line is SGLang's by its timestamp or by SGLang progress frames with it (else it is
+        counted as unrecognised, until ``_message`` finds a milestone or an SGLang error in it)."""
+        if ts_text is not None:
+            if ts_text != self._ts_text:
+                self._set_ts(ts_text)
+            return True
+        if self._bar_line >= self._state.lines_seen - 1:
+            return True
+        self._unrecognized += 1
+        return False
+
+    def _message(self, counted: bool, tags: str, level: str | None, msg: str) -> LineKind | None:
         try:
-            return self._on_message(tags, level, msg)
+            kind = self._on_message(tags, level, msg)
         except (ValueError, IndexError, OverflowError):
             return None
+        if not counted and (kind == "phase" or (kind == "error" and ("sglang" in msg or "launch_server" in msg))):
+            self._unrecognized -= 1  # a milestone, or an error that names SGLang (a frame, its argparse)
+        return kind
 
     def feed_frame(self, frame: str) -> None:
         """Feed one ``\\r``-redrawn progress frame (tqdm)."""
@@ -153,19 +210,16 @@ class StartupTracker:
         if rest and not rest.isspace():
             self._state.lines_seen -= 1
             return self.feed_line(rest)
+        self._count_recognized(None)
         return None
 
     def _feed_message_only(self, line: str) -> LineKind | None:
         ts_text, tags, level, msg = patterns.parse_prefix(line)
-        if ts_text is not None and ts_text != self._ts_text:
-            self._set_ts(ts_text)
-        try:
-            return self._on_message(tags, level, msg)
-        except (ValueError, IndexError, OverflowError):
-            return None
+        return self._message(self._count_recognized(ts_text), tags, level, msg)
 
     def _set_ts(self, text: str) -> None:
-        ts = patterns.parse_timestamp(text)
+        short = text[2:3] == ":"  # a clock without a date
+        ts = patterns.parse_clock(text, self._ts) if short else patterns.parse_timestamp(text)
         if ts is None:
             return
         self._ts_text = text
@@ -239,6 +293,8 @@ class StartupTracker:
             if msg.startswith("The server is fired up and ready to roll"):
                 return self._became_ready()
             return None
+        if (head == "D" or head == "S") and "ummy health check server" in msg:
+            return self._serving()
         if msg.startswith("Started server") or "Uvicorn running on" in msg or "Waiting for application startup" in msg:
             self._enter("http_server")
             return "phase"
@@ -254,7 +310,7 @@ class StartupTracker:
             self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
             return "error"
         if "address already in use" in msg:
-            self._fail("port_in_use", msg.strip(), self._phase_name())
+            self._fail("port_in_use", msg.strip(), "http_server")
             return "error"
         if ": error: " in msg:
             m = patterns.ARGPARSE_ERROR.match(msg)
@@ -263,11 +319,24 @@ class StartupTracker:
                 kind = "unrecognized_arguments" if "unrecognized arguments" in what else "invalid_server_args"
                 self._fail(kind, msg.strip(), "server_args")
                 return "error"
-        if msg.startswith("Received sigquit") or patterns.KILL_EVIDENCE.search(msg):
-            self._fail("killed", msg.strip(), self._phase_name(), provisional=msg.startswith("Received sigquit"))
+        if _kill_evidence(msg):
+            self._fail("killed", msg.strip(), self._phase_name())
             return "error"
+        if "igquit" in msg or "IGQUIT" in msg:
+            # the parent saw a child fail: the child's traceback (before or after this line) says why
+            self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
+            return "error"
+        if "leaked" in msg:
+            m = patterns.LEAKED_AT_EXIT.search(msg)
+            if m is not None:
+                self._fail("killed", _leaked_message(msg, m.start()), self._phase_name(), provisional=True)
+                return "error"
+        if "UDA" in msg or "cudaError" in msg:
+            kind = self._cuda_error_line(level, msg)
+            if kind is not None:
+                return kind
         if "SIGTERM received" in msg:
-            self._stopped()
+            self._stopped("shutdown")
             return "phase"
         if "scheduler is dead" in msg or "scheduler died" in msg:
             kind = "killed" if "-9" in msg else "exception"
@@ -285,6 +354,14 @@ class StartupTracker:
                 self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
                 return "error"
         return None
+
+    def _cuda_error_line(self, level: str | None, msg: str) -> LineKind | None:
+        """A CUDA error printed by C++ code (a kernel, c10), not by a Python traceback: it fails the phase."""
+        if level == "WARNING" or "arning" in msg or patterns.CUDA_ERROR_LINE.search(msg) is None:
+            return None
+        phase = self._phase_name()
+        self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
+        return "error"
 
     def _traceback_line(self, tb: TracebackReader, tags: str, level: str | None, msg: str) -> LineKind | None:
         """Read a line while a traceback is open; returns None when the line is not part of it."""
@@ -331,14 +408,16 @@ class StartupTracker:
             self._state.state = "starting"
             self._fail("port_in_use", msg.strip(), "http_server")
             return "error"
+        if "SIGTERM received" in msg or "Gracefully exiting" in msg or "kill_process_tree" in msg:
+            self._stopped("shutdown")
+            return "phase"
         if (
-            "SIGTERM received" in msg
-            or "Gracefully exiting" in msg
-            or "kill_process_tree" in msg
-            or "SIGQUIT received" in msg
-            or patterns.KILL_EVIDENCE.search(msg)
+            "igquit" in msg
+            or "IGQUIT" in msg
+            or _kill_evidence(msg)
+            or ("leaked" in msg and patterns.LEAKED_AT_EXIT.search(msg) is not None)
         ):
-            self._stopped()
+            self._stopped("died")  # no shutdown was logged: the server died
             return "phase"
         if level == "ERROR" or level == "CRITICAL" or "Traceback (most recent call last)" in msg:
             if "Traceback" in msg:
@@ -386,8 +465,13 @@ class StartupTracker:
         return "phase"
 
     def _rank_ok(self, tags: str) -> bool:
-        """Whether to take a per-rank line's figures: rank 0's, or any rank's until rank 0 shows up."""
-        if not tags or patterns.is_rank_zero(tags):
+        """Whether to take a per-rank line's figures: rank 0's, or any rank's until rank 0 shows up.
+
+        Untagged lines (a single-GPU server, or the main process) are always taken and prove nothing about ranks.
+        """
+        if not tags:
+            return True
+        if patterns.is_rank_zero(tags):
             self._seen_rank0 = True
             return True
         return not self._seen_rank0
@@ -401,9 +485,9 @@ class StartupTracker:
         model = "target" if count == 1 else "draft"
         if tags in self._load_model or len(self._load_model) < _MAX_RANKS:
             self._load_model[tags] = model
-        if not self._rank_ok(tags):
-            return "phase"
         weight = self._state.weight(model)
+        if not self._rank_ok(tags) and weight is not None:
+            return "phase"
         if weight is None:
             weight = WeightLoad(model=model, started=self._ts)
             self._state.weights.append(weight)
@@ -465,14 +549,12 @@ class StartupTracker:
             st.log_family = "new"
         elif st.log_family is None:
             st.log_family = "legacy"
-        if not self._rank_ok(tags):
-            return "phase"
         draft = self._state.weight("draft") is not None and (
             self._target_pool_ended or st.log_family == "legacy"
         )
         if st.phase("kv_cache") is None and not draft:
-            self._enter("kv_cache")
-        if len(st.kv_pools) < 16:
+            self._enter("kv_cache")  # the milestone counts from any rank; the figures are rank 0's
+        if self._rank_ok(tags) and len(st.kv_pools) < 16:
             kv = m.group(5)
             st.kv_pools.append(
                 KvPool(
@@ -488,12 +570,12 @@ class StartupTracker:
         return "phase"
 
     def _pool_end(self, tags: str, msg: str) -> LineKind:
-        if not self._rank_ok(tags):
-            return "phase"
         st = self._state
         draft = self._target_pool_ended and st.weight("draft") is not None
         if st.phase("kv_cache") is None and not draft:
             self._enter("kv_cache")
+        if not self._rank_ok(tags):
+            return "phase"
         m = patterns.AVAIL_MEM.search(msg)
         if m is not None:
             self._memory("kv_cache_draft" if draft else "kv_cache", float(m.group(1)))
@@ -513,9 +595,17 @@ class StartupTracker:
         for capture in st.captures:
             if capture.status == "running" and capture.total and capture.done >= capture.total:
                 self._finish_capture(capture, None)
+        self._scheduler_up = True
         current = st.current_phase
-        if current is not None and current.status == "running" and current.name.startswith("capture"):
+        if current is not None and current.status == "running" and not self._over:
             self._finish_phase(current, "done")
+        return "phase"
+
+    def _serving(self) -> LineKind:
+        """A node that serves without printing a ready line (a worker node's health-check server is up)."""
+        self._scheduler_up = True
+        if not self._over and not self._ready:
+            self._enter("serving")
         return "phase"
 
     def _maybe_warmup(self) -> None:
@@ -537,7 +627,7 @@ class StartupTracker:
         self._emit(ServerBecameReady(at=st.ready_at, after_s=st.ready_after_s))
         return "phase"
 
-    def _stopped(self) -> None:
+    def _stopped(self, cause: str) -> None:
         st = self._state
         if st.state in ("stopped", "failed"):
             return
@@ -546,6 +636,7 @@ class StartupTracker:
         self._tb = None
         st.state = "stopped"
         st.stopped_at = self._ts
+        st.stop_cause = cause
         self._enter("shutdown")
         self._emit(ServerStopped(at=self._ts))
 
@@ -567,8 +658,7 @@ class StartupTracker:
             else:
                 capture = self._capture_for("prefill", "target", "piecewise", None)
             if self._rank_ok(tags) and sizes:
-                capture.batch_sizes = sizes
-                capture.total = len(sizes)
+                _set_sizes(capture, sizes)
                 self._bs_from_line.add((capture.graph, capture.role))
                 self._capture_event(capture)
             return "phase"
@@ -579,7 +669,7 @@ class StartupTracker:
         elif self._state.log_family is None:
             self._state.log_family = "legacy"
         if m.group("edge") == "begin":
-            if not self._rank_ok(tags):
+            if not self._rank_ok(tags) and self._state.capture(graph, role) is not None:
                 return "phase"
             self._capture_for(graph, role, label, msg)
             return "phase"
@@ -589,8 +679,6 @@ class StartupTracker:
         if capture is not None and key in self._end_seen and (key in self._final_rank0 or not rank0):
             return "phase"
         if capture is None:
-            if not self._rank_ok(tags):
-                return "phase"
             capture = self._capture_for(graph, role, label, None)
         self._end_seen.add(key)
         if rank0:
@@ -625,8 +713,7 @@ class StartupTracker:
                 capture.avail_gb = float(m.group(1))
             lm = patterns.BS_IN_LINE.search(begin_msg)
             if lm is not None and not capture.batch_sizes:
-                capture.batch_sizes = patterns.int_list(lm.group(2))
-                capture.total = len(capture.batch_sizes) or None
+                _set_sizes(capture, patterns.int_list(lm.group(2)))
                 self._bs_from_line.add((graph, role))
         if capture.status == "running":
             self._capture = capture
@@ -676,12 +763,18 @@ class StartupTracker:
             return
         head = frame[: m.start()]
         if patterns.WEIGHT_DESC.search(head) is not None:
+            self._bar_line = self._state.lines_seen
+            self._bar_clock(n, total, patterns.clock_seconds(elapsed))
             self._weight_frame(n, total)
             return
         desc = patterns.CAPTURE_DESC.search(head)
         bare = not head.strip(" :")
         if desc is None and not bare:
             return
+        if desc is not None:
+            self._bar_line = self._state.lines_seen
+        seconds = patterns.clock_seconds(elapsed)
+        self._bar_clock(n, total, seconds)
         capture = self._capture
         if desc is not None and desc.group(2) is not None:
             if capture is None or capture.graph != "prefill":
@@ -708,7 +801,6 @@ class StartupTracker:
                     sizes.append(capture.current_bs)
                     sizes.sort()
             capture.avail_gb = float(desc.group(4))
-        seconds = patterns.clock_seconds(elapsed)
         if seconds is not None:
             capture.elapsed_s = seconds
         elif capture.started is not None and self._ts is not None:
@@ -724,6 +816,27 @@ class StartupTracker:
         else:
             capture.eta_s = None
         self._capture_event(capture)
+
+    def _bar_clock(self, n: int, total: int, elapsed: float | None) -> None:
+        """Move the log's clock on by a bar's elapsed time, counted from the last timestamp before the bar began.
+
+        Bars are told apart by their totals (interleaved bars do not restart each other); a bar counting back
+        or its clock going back is a new one. Never ahead of the real time: a bar begins after that timestamp.
+        """
+        if elapsed is None:
+            return  # no clock in this frame (or a frame cut before it)
+        bars = self._bars
+        bar = bars.get(total)
+        if bar is None or n < bar[0] or elapsed < bar[1]:
+            if bar is None and len(bars) >= 16:
+                bars.clear()
+            bar = (n, elapsed, self._ts)
+        start = bar[2]
+        bars[total] = (n, elapsed, start)
+        if elapsed and start is not None:
+            at = start + timedelta(seconds=elapsed)
+            if self._frame_ts is None or at > self._frame_ts:
+                self._frame_ts = at
 
     def _next_inferred(self) -> Capture | None:
         """A capture seen only through its progress bar (warning log level): target, draft, draft extend."""
@@ -755,15 +868,21 @@ class StartupTracker:
             return
         weight.shards_done = n
         weight.shards_total = total
+        now = self.clock
+        if weight.status == "running" and weight.started is not None and now is not None:
+            weight.elapsed_s = max(0.0, (now - weight.started).total_seconds())
         if n >= total > 0 and weight.status == "running":
             weight.status = "done"
-            weight.ended = self._ts
+            weight.ended = now
         self._weights_event(weight)
 
     # --- state changes ------------------------------------------------------------------------------------
 
     def _phase_name(self) -> str | None:
+        """The phase an error without frames is blamed on: the running one, else serving once startup moved on."""
         phase = self._state.current_phase
+        if phase is not None and phase.status != "running" and self._scheduler_up and not self._ready:
+            return "serving"
         return phase.name if phase is not None else None
 
     def _enter(self, name: str) -> None:
@@ -780,7 +899,7 @@ class StartupTracker:
 
     def _finish_phase(self, phase: Phase, status: str) -> None:
         phase.status = status
-        phase.ended = self._ts
+        phase.ended = self.clock
         if phase.started is not None and phase.ended is not None:
             phase.elapsed_s = max(0.0, (phase.ended - phase.started).total_seconds())
         self._emit(PhaseChanged(phase=replace(phase), previous=None))
@@ -826,15 +945,16 @@ class StartupTracker:
         st.state = "failed"
         self._ready = False
         self._over = True
+        now = self.clock
         for capture in st.captures:
             if capture.status == "running":
                 capture.status = "failed"
-                capture.ended = self._ts
+                capture.ended = now
                 self._capture_event(capture)
         for weight in st.weights:
             if weight.status == "running":
                 weight.status = "failed"
-                weight.ended = self._ts
+                weight.ended = now
                 self._weights_event(weight)
         self._blame(phase)
         self._emit(StartupFailed(error=replace(st.error)))

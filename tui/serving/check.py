@@ -6,6 +6,8 @@ and reports the acceptance length; about 1.0 with speculation on means the draft
 
 from __future__ import annotations
 
+import asyncio
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -30,6 +32,8 @@ MAX_NEW_TOKENS = 64
 # Below this mean acceptance length the draft is (almost) never right.
 MIN_USEFUL_ACCEPT_LENGTH = 1.1
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
+# server_info, /metrics twice and one generation, all together: a server that drips bytes cannot hold check.
+CALL_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,9 @@ def _check_generation(report: CheckReport, result: GenerateResult) -> None:
     if spec is None or not spec.enabled:
         return
     accept = result.accept_length
-    if accept is None:
+    if accept is not None and not (math.isfinite(accept) and accept >= 1.0):
+        report.add("acceptance", "fail", f"{accept:.2f} tokens per verify step is impossible (at least 1 per step)")
+    elif accept is None:
         report.add("acceptance", "warn", "speculation is on but the answer has no spec_verify_ct (no verify step ran)")
     elif accept < MIN_USEFUL_ACCEPT_LENGTH:
         report.add("acceptance", "warn", f"{accept:.2f} tokens per verify step: {_acceptance_hint(spec.version)}")
@@ -208,12 +214,13 @@ async def run_check(
             detail += " (SGLang's /health runs a one-token generation)"
         report.add("health", "ok", detail)
         try:
-            _check_settings(report, await client.server_info(), asked)
-            before = await _read_metrics(client)
-            _check_generation(
-                report, await client.generate(PROMPT, max_new_tokens, temperature=0.0, ignore_eos=True)
-            )
-            after = await _read_metrics(client) if before is not None else None
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                _check_settings(report, await client.server_info(), asked)
+                before = await _read_metrics(client)
+                _check_generation(
+                    report, await client.generate(PROMPT, max_new_tokens, temperature=0.0, ignore_eos=True)
+                )
+                after = await _read_metrics(client) if before is not None else None
         except AuthenticationFailed:
             report.add("api key", "fail", "the server rejected the API key (set SPECMON_API_KEY or --api-key-file)")
             return report
@@ -221,8 +228,15 @@ async def run_check(
             report.unreachable = isinstance(exc, ServerUnreachable)
             report.add("request", "fail", str(exc))
             return report
+        except TimeoutError:
+            report.add("request", "fail", f"the server did not answer within {CALL_TIMEOUT_S:g} s")
+            return report
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:  # a shape nobody foresaw
+            report.add("request", "fail", f"the server's answer cannot be read: {type(exc).__name__}: {exc}"[:300])
+            return report
         if before is not None and after is not None and report.spec and report.spec.enabled:
-            report.metrics_accept_length = delta(before, after).accept_length
+            tau = delta(before, after).accept_length
+            report.metrics_accept_length = tau if tau is not None and math.isfinite(tau) and tau > 0 else None
             if report.metrics_accept_length is not None:
                 report.add(
                     "metrics",

@@ -9,13 +9,19 @@ import sys
 
 from specmon.tui.serving.check import EXIT_FAILED, format_report
 from specmon.tui.serving.check import run_check as check_server
-from specmon.tui.serving.client import (
-    resolve_api_key,
-)
+from specmon.tui.serving.client import resolve_api_key, strict_json
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """The `specmon check` handler."""
+    """The `specmon check` handler: `check PRESET` (the preflight) or `check --url URL` (a running server)."""
+    if (args.preset_name is None) == (args.url is None):
+        print("specmon check: give exactly one of PRESET (preflight) and --url URL (a running server)",
+              file=sys.stderr)
+        return 2
+    if args.preset_name is not None:
+        from specmon.tui.preflight.cli import run_check_preset
+
+        return run_check_preset(args)
     try:
         api_key = resolve_api_key(args.api_key_file)
     except OSError as exc:
@@ -35,7 +41,7 @@ def run_check(args: argparse.Namespace) -> int:
         asked = dict(preset.args)
     report = asyncio.run(check_server(args.url, api_key, asked=asked))
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(strict_json(report.to_json(), indent=2))
     else:
         print(format_report(report))
     return report.exit_code

@@ -383,9 +383,12 @@ class SGLangClient:
                 raise SGLangError(f"GET {path}: HTTP {response.status_code}", response.status_code)
             choice.working = path
             try:
-                return response.json()
-            except ValueError as exc:
+                data = response.json()
+            except ValueError as exc:  # UnicodeDecodeError included
                 raise SGLangError(f"GET {path}: the answer is not JSON", 200) from exc
+            if not isinstance(data, dict):
+                raise SGLangError(f"GET {path}: the answer is a JSON {type(data).__name__}, not an object", 200)
+            return data
         raise SGLangError(f"GET {' and '.join(choice.paths)}: HTTP 404", 404)
 
     async def server_info(self) -> dict[str, Any]:
@@ -445,10 +448,11 @@ class SGLangClient:
         if not stream:
             response = await self._request("POST", "/generate", json=body)
             _raise_for_generate(response)
-            data = response.json()
-            if isinstance(data, list):
-                data = data[0]
-            return GenerateResult(data.get("text", ""), data.get("meta_info") or {}, time.perf_counter() - started)
+            try:
+                data = response.json()
+            except ValueError as exc:  # UnicodeDecodeError included
+                raise SGLangError("POST /generate: the answer is not JSON", 200) from exc
+            return checked_generate_result(data, time.perf_counter() - started)
         return await self._generate_stream(body, started)
 
     async def _generate_stream(self, body: dict[str, Any], started: float) -> GenerateResult:
@@ -471,8 +475,11 @@ class SGLangClient:
                     payload = line[5:].strip()
                     if payload == "[DONE]":
                         break
-                    chunk = json.loads(payload)
-                    if "error" in chunk:
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError as exc:
+                        raise SGLangError("POST /generate: a streamed chunk is not JSON", 200) from exc
+                    if isinstance(chunk, dict) and "error" in chunk:
                         raise SGLangError(f"POST /generate: {_error_message(chunk)}")
                     if ttft is None:
                         ttft = time.perf_counter() - started
@@ -484,9 +491,41 @@ class SGLangClient:
             raise ServerUnreachable(f"POST /generate: {self.base_url} is unreachable ({type(exc).__name__})") from exc
         if last is None:
             raise SGLangError("POST /generate: the stream ended without a chunk")
-        return GenerateResult(
-            last.get("text", ""), last.get("meta_info") or {}, time.perf_counter() - started, ttft, chunks
+        result = checked_generate_result(last, time.perf_counter() - started)
+        return GenerateResult(result.text, result.meta_info, result.elapsed_s, ttft, chunks)
+
+
+def checked_generate_result(data: Any, elapsed_s: float) -> GenerateResult:
+    """A GenerateResult from a /generate answer whose shape and figures were checked (else SGLangError)."""
+    if isinstance(data, list):
+        if not data:
+            raise SGLangError("POST /generate: the answer is an empty list", 200)
+        data = data[0]
+    if not isinstance(data, dict):
+        raise SGLangError(f"POST /generate: the answer is a JSON {type(data).__name__}, not an object", 200)
+    meta = data.get("meta_info")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise SGLangError(f"POST /generate: meta_info is a {type(meta).__name__}, not an object", 200)
+    text = data.get("text", "")
+    if not isinstance(text, str):
+        raise SGLangError(f"POST /generate: text is a {type(text).__name__}, not a string", 200)
+    for key in ("completion_tokens", "spec_verify_ct", "prompt_tokens"):
+        value = meta.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise SGLangError(f"POST /generate: meta_info.{key} is {value!r}, not a count", 200)
+    verify, tokens = meta.get("spec_verify_ct"), meta.get("completion_tokens") or 0
+    if verify and verify > tokens:
+        raise SGLangError(
+            f"POST /generate: spec_verify_ct {verify} is more than completion_tokens {tokens} (impossible)", 200
         )
+    latency = meta.get("e2e_latency")
+    if latency is not None and (
+        isinstance(latency, bool) or not isinstance(latency, int | float) or not 0 <= latency < float("inf")
+    ):
+        raise SGLangError(f"POST /generate: meta_info.e2e_latency is {latency!r}, not seconds", 200)
+    return GenerateResult(text, meta, elapsed_s)
 
 
 def _error_message(data: Any) -> str:
@@ -506,3 +545,19 @@ def _raise_for_generate(response: httpx.Response) -> None:
     except ValueError:
         detail = response.text[:200]
     raise SGLangError(f"POST /generate: HTTP {response.status_code}: {detail}", response.status_code)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (recursively), for strict JSON output."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """JSON text that other tools can read: null where a number is NaN or infinite, never NaN/Infinity."""
+    return json.dumps(json_safe(value), allow_nan=False, default=str, **options)

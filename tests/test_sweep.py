@@ -1,0 +1,113 @@
+"""`specmon sweep` against the emulator: a full sweep of four presets, a resume after kill -9, a preset that fails
+to start, and the prediction from the longest chain against the measured shorter ones."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support.oncall import Oncall, wait_for, write_preset
+
+BENCH = "[bench]\nrequests = 4\nmax-new-tokens = 96\nwarmup = 0\n"
+
+
+@pytest.fixture
+def oncall(tmp_path: Path):
+    env = Oncall(tmp_path)
+    presets = env.presets
+    write_preset(presets, "fast-base", "demo-baseline")
+    for tokens in (16, 10, 5):
+        write_preset(presets, f"fast-{tokens}", f"demo-eagle3-{tokens}")
+    write_preset(presets, "fast-broken", "demo-eagle3-10", 'emulator-fail = "oom-during-capture"')
+    for path in presets.glob("fast-*.toml"):
+        path.write_text(path.read_text().split("[bench]")[0] + BENCH)
+    yield env
+    env.cleanup()
+
+
+def results(oncall: Oncall) -> list[dict]:
+    done = oncall.run("results", "--format", "json", presets=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def sweep(oncall: Oncall, *args: str, expect: int | None = 0, timeout: float = 240.0) -> dict:
+    return oncall.json("sweep", "--presets", str(oncall.presets), *args, expect=expect, timeout=timeout)
+
+
+def test_a_full_sweep_of_four_presets_reports_predicts_and_recommends(oncall: Oncall) -> None:
+    report = sweep(oncall, "fast-base", "fast-16", "fast-10", "fast-5")
+    rows = report["presets"]
+    assert [r["preset"] for r in rows] == ["fast-base", "fast-16", "fast-10", "fast-5", "fast-base"]
+    assert all(r["state"] == "measured" for r in rows)
+    assert all(r["decode_tok_s"] and r["ci95"] and r["startup_s"] and r["measure_s"] for r in rows)
+    speculative = {r["preset"]: r for r in rows if not r["baseline"]}
+    for row in speculative.values():
+        assert row["speedup"] > 1.0 and row["speedup_ci95"][0] <= row["speedup"] <= row["speedup_ci95"][1]
+        assert row["accept_length"] > 2.0
+        profile = row["accept_profile"]  # share of steps accepting at least 1, 2, ... drafts: falls with depth
+        assert profile and 0 <= profile[-1] <= profile[0] <= 1 and profile == sorted(profile, reverse=True)
+    for name in ("fast-10", "fast-5"):  # predicted from the 16-token run, measured by its own
+        row = speculative[name]
+        assert row["predicted_accept_length"] == pytest.approx(row["accept_length"], rel=0.05), name
+    assert report["baseline_drift_pct"] is not None and abs(report["baseline_drift_pct"]) < 10
+    assert report["recommended"] in speculative
+    assert report["left_serving"] == report["recommended"]
+    served = [s for s in oncall.json("ps")["servers"] if s["alive"] and s["launched_by_specmon"]]
+    assert [s["preset"] for s in served] == [report["recommended"]]
+    runs = results(oncall)
+    assert len(runs) == 5 and all(r["status"] == "finished" for r in runs)
+
+
+def test_a_preset_that_fails_to_start_is_recorded_and_the_sweep_goes_on(oncall: Oncall) -> None:
+    report = sweep(oncall, "fast-base", "fast-broken", "fast-5", "--leave", "none", expect=1)
+    states = {r["preset"]: r for r in report["presets"]}
+    broken = states["fast-broken"]
+    assert broken["state"] == "failed" and broken["decode_tok_s"] is None
+    assert "out of memory" in broken["error"].lower() or "oom" in broken["error"].lower(), broken["error"]
+    assert states["fast-5"]["state"] == "measured"
+    assert report["left_serving"] is None
+    assert not [s for s in oncall.json("ps")["servers"] if s["alive"] and s["launched_by_specmon"]]
+
+
+def test_a_sweep_killed_mid_run_resumes_without_measuring_anything_twice(oncall: Oncall) -> None:
+    proc = oncall.popen("sweep", "--presets", str(oncall.presets), "fast-base", "fast-10", "fast-5", "--json")
+    sweeps = oncall.state / "sweeps"
+
+    def second_step_measuring() -> dict | None:
+        for path in sweeps.glob("*.json") if sweeps.is_dir() else []:
+            data = json.loads(path.read_text())
+            steps = data["steps"]
+            if steps[0]["state"] == "measured" and steps[1]["bench_run_id"] and steps[1]["state"] == "pending":
+                return data
+        return None
+
+    before = wait_for(second_step_measuring, timeout=120, what="the sweep measuring its second preset")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    report = sweep(oncall, "--resume")
+    assert report["run_id"] == before["run_id"]
+    rows = report["presets"]
+    assert [r["state"] for r in rows] == ["measured"] * 4
+    assert rows[0]["run_id"] == before["steps"][0]["bench_run_id"]  # kept, not measured again
+    runs = results(oncall)
+    by_preset: dict[str, int] = {}
+    for run in runs:
+        if run["status"] == "finished":
+            by_preset[run["preset"]] = by_preset.get(run["preset"], 0) + 1
+    assert by_preset == {"fast-base": 2, "fast-10": 1, "fast-5": 1}
+    assert oncall.run("sweep", "--resume", presets=False).returncode == 2  # nothing left to resume
+
+
+def test_predict_only_measures_the_longest_chain_alone(oncall: Oncall) -> None:
+    data = sweep(oncall, "fast-base", "fast-16", "fast-5", "--predict-only", "--leave", "none")
+    assert data["from_preset"] == "fast-16" and data["draft_tokens"] == 16
+    predicted = {p["draft_tokens"]: p for p in data["predicted"]}
+    assert sorted(predicted) == list(range(2, 17))
+    assert predicted[2]["accept_length"] < predicted[5]["accept_length"] <= predicted[16]["accept_length"]
+    assert all(p["decode_tok_s"] is None for p in predicted.values())  # no cost model from one preset
+    runs = results(oncall)
+    assert [r["preset"] for r in runs] == ["fast-16"]

@@ -1,0 +1,1 @@
+"""Unattended preset sweeps: plan, resume, report and recommend."""

@@ -41,6 +41,7 @@ HEADLESS = {
     "ps": ["ps", "--json"],
     "stop": ["stop", "no-such-server", "--json"],
     "switch": ["switch", "no-such-preset", "--json"],
+    "sweep": ["sweep", "--resume", "no-such-sweep", "--json"],
 }
 
 

@@ -68,12 +68,12 @@ calls)
   timed gpus-plain "${SPECMON[@]}" gpus --json
   timed ps-plain "${SPECMON[@]}" ps --json
   timed switch-eagle3 "${SPECMON[@]}" switch h200-eagle3 --presets "$PRESETS" --yes --json
-  "${SPECMON[@]}" bench --url http://127.0.0.1:30000 --presets "$PRESETS" --preset h200-eagle3 --requests 24 \
-    --concurrency 4 --max-new-tokens 128 --json >"$WORK/bench-eagle3-concurrent.json" 2>"$WORK/bench-eagle3-concurrent.err" &
+  "${SPECMON[@]}" bench --url http://127.0.0.1:30000 --presets "$PRESETS" --preset h200-eagle3 --requests 96 \
+    --concurrency 4 --max-new-tokens 256 --json >"$WORK/bench-eagle3-concurrent.json" 2>"$WORK/bench-eagle3-concurrent.err" &
   BENCH=$!
-  sleep 6
+  sleep 5
   curl -s http://127.0.0.1:30000/metrics >"$WORK/metrics-under-load-before.txt"
-  timed monitor-once "${SPECMON[@]}" monitor --url http://127.0.0.1:30000 --once --window 60 --json
+  timed monitor-once "${SPECMON[@]}" monitor --url http://127.0.0.1:30000 --once --window 10 --json
   curl -s http://127.0.0.1:30000/metrics >"$WORK/metrics-under-load-after.txt"
   wait "$BENCH"; say "concurrent bench: exit $?"
   timed switch-plain "${SPECMON[@]}" switch h200-plain --presets "$PRESETS" --yes --json

@@ -130,3 +130,13 @@ def test_public_args_mask_the_keys_that_are_set_and_leave_the_args_alone():
     args = {"api_key": "s3cret-key", "admin_api_key": None, "port": 30000}
     assert public_args(args) == {"api_key": "***", "admin_api_key": None, "port": 30000}
     assert args["api_key"] == "s3cret-key"
+
+
+def test_the_gpu_side_port_binds_loopback_whatever_the_host():
+    from specmon.tui.emulator.gpus import GpuEndpoint, SimulatedGpus
+
+    endpoint = GpuEndpoint(0, SimulatedGpus(1))
+    try:
+        assert endpoint.server_address[0] == "127.0.0.1"
+    finally:
+        endpoint.server_close()

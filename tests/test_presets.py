@@ -19,6 +19,7 @@ from specmon.tui.launch.presets import (
     BenchSettings,
     Preset,
     load_presets,
+    preset_warnings,
 )
 
 BUILTIN_NAMES = {"kimi-k25-eagle3", "eagle3-16", "eagle3-10", "eagle3-5", "baseline"}
@@ -368,3 +369,17 @@ def test_a_flag_sglang_does_not_know_is_caught_by_that_check():
     with pytest.raises(SystemExit) as exited:
         parse_launch_args(preset.argv()[len(preset.launcher) :])
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("host", "warned"),
+    [(None, False), ("127.0.0.1", False), ("127.0.0.2", False), ("localhost", False), ("::1", False),
+     ("[::1]", False), ("0.0.0.0", True), ("::", True), ("10.1.2.3", True), ("myhost.example", True)],
+)
+def test_a_non_loopback_host_is_warned_about(host, warned):
+    preset = Preset(name="p", args={"host": host} if host else {})
+    assert preset.binds_non_loopback is warned
+    warnings = preset_warnings(preset)
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0].startswith(f"the server binds {host} (--host)")

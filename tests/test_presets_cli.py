@@ -115,3 +115,16 @@ def test_secret_looking_env_values_are_never_printed(config_home, tmp_path):
     assert json.loads(done.stdout)["presets"][-1]["env"] == {
         "NCCL_P2P_DISABLE": "0", "HF_TOKEN": "<hidden>", "NCCL_DEBUG": "INFO",
     }  # fmt: skip
+
+
+def test_a_preset_binding_a_non_loopback_host_is_flagged(config_home, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "open.toml").write_text('extends = "eagle3-10"\n[server.args]\nhost = "0.0.0.0"\n')
+    done = specmon("presets", "--presets", str(extra), config_home=config_home)
+    blocks = {block.splitlines()[0]: block for block in done.stdout.strip().split("\n\n")}
+    assert "warning: the server binds 0.0.0.0 (--host)" in blocks["open"]
+    assert "binds" not in blocks["eagle3-10"]
+    as_json = json.loads(specmon("presets", "--json", "--presets", str(extra), config_home=config_home).stdout)
+    by_name = {p["name"]: p for p in as_json["presets"]}
+    assert by_name["open"]["warnings"][0].startswith("the server binds 0.0.0.0")

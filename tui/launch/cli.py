@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TextIO
 
-from specmon.tui.launch.presets import Preset, PresetSet, load_presets
+from specmon.tui.launch.presets import Preset, PresetSet, load_presets, preset_warnings
 
 
 def run_presets(args: argparse.Namespace) -> int:
@@ -55,5 +55,5 @@ def _describe(preset: Preset) -> str:
     lines.append(f"  command: {preset.command_line()}")
     if preset.env:
         lines.append("  env: " + " ".join(f"{k}={v}" for k, v in preset.display_env().items()))
-    lines.extend(f"  warning: {problem}" for problem in preset.speculative.problems())
+    lines.extend(f"  warning: {warning}" for warning in preset_warnings(preset))
     return "\n".join(lines) + "\n"

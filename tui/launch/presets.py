@@ -10,6 +10,7 @@ This module is UI-free (no Textual).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 import sys
@@ -173,6 +174,11 @@ class Preset:
         return value if isinstance(value, str) else "127.0.0.1"
 
     @property
+    def binds_non_loopback(self) -> bool:
+        """Whether the server would listen beyond this machine (e.g. `host = "0.0.0.0"`)."""
+        return not is_loopback(self.host)
+
+    @property
     def speculative(self) -> SpeculativeFlags:
         def get(key: str) -> Any:
             value = self.args.get(f"speculative-{key}")
@@ -206,7 +212,34 @@ class Preset:
             "argv": self.argv(),
             "command_line": self.command_line(),
             "speculative_problems": self.speculative.problems(),
+            "warnings": preset_warnings(self),
         }
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name or an interface address: reachable from elsewhere
+
+
+def host_warning(preset: Preset) -> str | None:
+    """A warning when the preset's server binds a non-loopback host, else None."""
+    if not preset.binds_non_loopback:
+        return None
+    return (
+        f"the server binds {preset.host} (--host): anyone who can reach this machine can use it; "
+        "bind 127.0.0.1 and reach it through an SSH tunnel"
+    )
+
+
+def preset_warnings(preset: Preset) -> list[str]:
+    """Everything to warn about before launching `preset`: a non-loopback host, settings SGLang rewrites."""
+    warning = host_warning(preset)
+    return ([warning] if warning else []) + preset.speculative.problems()
 
 
 @dataclass(frozen=True)

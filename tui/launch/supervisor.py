@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from specmon.tui.launch.presets import Preset
+from specmon.tui.launch.presets import Preset, host_warning
 from specmon.tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05
@@ -253,6 +253,8 @@ class ServerSupervisor:
             argv = self._preset.argv(self._port_override)
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
             log_path, fd = self._create_log()
+            if host_warning(self._preset):  # said first in the server's log, where the app shows it
+                os.write(fd, f"specmon: warning: {host_warning(self._preset)}\n".encode())
             try:
                 proc = subprocess.Popen(  # noqa: S603 - an argv list from the preset, never a shell
                     argv,

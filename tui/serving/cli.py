@@ -26,12 +26,14 @@ def run_check(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     asked = None
     if args.preset:
-        from specmon.tui.launch.presets import load_presets
+        from specmon.tui.launch.presets import host_warning, load_presets
 
         preset = load_presets(args.presets).get(args.preset)
         if preset is None:
             print(f"specmon check: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
             return EXIT_FAILED
+        if host_warning(preset):
+            print(f"specmon check: warning: preset {preset.name}: {host_warning(preset)}", file=sys.stderr)
         asked = dict(preset.args)
     report = asyncio.run(check_server(args.url, api_key, asked=asked))
     if args.json:

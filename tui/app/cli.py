@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+from specmon.tui.text import printable
+
 HEADLESS_SIZE = (200, 50)
 HEADLESS_SIZE_ENV = "SPECMON_HEADLESS_SIZE"
 """Environment variable overriding the headless terminal size, e.g. ``80x24``."""
@@ -58,7 +60,7 @@ def _named_preset(preset_set, name: str):
     """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
     preset = preset_set.get(name)
     if preset is None:
-        print(f"specmon: no preset named {name!r} (see `specmon presets`)", file=sys.stderr)
+        print(f"specmon: no preset named {printable(name)!r} (see `specmon presets`)", file=sys.stderr)
     return preset
 
 
@@ -69,7 +71,8 @@ def run_monitor(args: argparse.Namespace) -> int:
     from specmon.tui.serving.client import normalize_base_url, resolve_api_key
 
     if args.log and not os.path.exists(args.log):
-        print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
+        print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
+              file=sys.stderr)
     preset = None
     if args.preset:
         from specmon.tui.launch.presets import load_presets

@@ -12,6 +12,7 @@ from specmon.tui.bench.report import accept_bound, describe_progress
 from specmon.tui.bench.results import ResultStore
 from specmon.tui.bench.results_text import FORMATTERS, select_runs
 from specmon.tui.bench.run import BenchRun, RunSettings
+from specmon.tui.text import printable
 from specmon.tui.units import number, number_range
 
 
@@ -149,7 +150,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json() | {"saved_to": saved_to}, indent=2))
     else:
-        print(format_result(result, saved_to))
+        print(printable(format_result(result, saved_to), newlines=True))
     if interrupted:
         return 130
     ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0
@@ -199,5 +200,5 @@ def run_results(args: argparse.Namespace) -> int:
         print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
         return 1
     text = FORMATTERS[args.format](runs, baseline)
-    print(text, end="" if text.endswith("\n") else "\n")
+    print(printable(text, newlines=True), end="" if text.endswith("\n") else "\n")
     return 1 if missing else 0

@@ -8,6 +8,7 @@ import sys
 from typing import TextIO
 
 from specmon.tui.launch.presets import Preset, PresetSet, load_presets, preset_warnings
+from specmon.tui.text import printable
 
 
 def run_presets(args: argparse.Namespace) -> int:
@@ -33,12 +34,12 @@ def print_presets(preset_set: PresetSet, out: TextIO) -> None:
     for i, preset in enumerate(preset_set.presets.values()):
         if i:
             out.write("\n")
-        out.write(_describe(preset))
+        out.write(printable(_describe(preset), newlines=True))
 
 
 def print_errors(preset_set: PresetSet, err: TextIO) -> None:
     for error in preset_set.errors:
-        err.write(f"error: {error}\n")
+        err.write(f"error: {printable(error)}\n")
 
 
 def _describe(preset: Preset) -> str:

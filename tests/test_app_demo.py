@@ -167,3 +167,12 @@ def test_an_unknown_preset_is_refused_before_anything_starts(tmp_path):
         done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
         assert done.returncode == 2, done.stderr
         assert "no preset named 'no-such-preset' (see `specmon presets`)" in done.stderr
+
+
+def test_demo_refuses_a_preset_that_launches_real_sglang(tmp_path):
+    argv = [sys.executable, "-m", "specmon.tui", "demo", "--preset", "eagle3-10", "--headless", "--duration", "1"]
+    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert "preset 'eagle3-10' launches real SGLang (python3 -m sglang.launch_server), not the emulator" in done.stderr
+    assert "demo-eagle3-10" in done.stderr and "specmon monitor" in done.stderr
+    assert not (tmp_path / "state").exists()  # nothing started, no log written

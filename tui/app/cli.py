@@ -117,6 +117,11 @@ def run_demo(args: argparse.Namespace) -> int:
         preset = _named_preset(preset_set, args.preset)
         if preset is None:
             return 2
+        if not preset.demo:
+            print(f"specmon demo: preset {printable(preset.name)!r} launches real SGLang "
+                  f"({printable(' '.join(preset.launcher))}), not the emulator; demo presets: "
+                  f"{', '.join(demos) or 'none'}. To watch a real server, use `specmon monitor`.", file=sys.stderr)
+            return 2
         preset = _with_speed(preset, args.speed)
     else:
         default = preset_set.default_demo()

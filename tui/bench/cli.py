@@ -68,7 +68,7 @@ def format_result(result: BenchResult, saved_to: str) -> str:
     d = s.get("decode_tok_s")
     if d:
         lines.append(
-            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*d['ci95'])}] · p10 {d['p10']:.1f} · "
+            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*(d['ci95'] or (None, None)))}] · p10 {d['p10']:.1f} · "
             f"p90 {d['p90']:.1f} · mean {d['mean']:.1f} · rel. MAD {d['rel_mad']:.1%}"
         )
     a = s.get("accept_length") or {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,12 @@ def test_the_gpu_side_port_binds_loopback_whatever_the_host():
         assert endpoint.server_address[0] == "127.0.0.1"
     finally:
         endpoint.server_close()
+
+
+def test_emulate_help_lists_the_emulators_own_flags_first():
+    done = subprocess.run([sys.executable, "-m", "specmon.tui", "emulate", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("usage: specmon emulate [EMULATOR FLAGS] <SGLang flags>")
+    assert out.index("--emulator-fail {oom-during-capture") < out.index("usage: sglang serve") < out.index("--model-path")

@@ -15,6 +15,7 @@ from specmon.tui.serving.poller import ServerStatus
 from specmon.tui.status import (
     MonitorState,
     ServerView,
+    failure_notice,
     header_state,
     latest_capture,
     live_rows,
@@ -39,6 +40,11 @@ STARTING = StartupState()
 CAPTURING = StartupState(
     phases=[Phase("capture_target")], captures=[Capture("target", "running", done=3, total=8)]
 )
+CAPTURING_DRAFT = StartupState(
+    phases=[Phase("capture_draft")],
+    captures=[Capture("target", "done", 8, 8), Capture("draft", "running", done=3, total=8, eta_s=12.0,
+                                                        label="draft decode")],
+)
 CAPTURE_GAP = StartupState(phases=[Phase("capture_target")], captures=[Capture("target", "done", 8, 8)])
 READY = StartupState(state="ready")
 FAILED = StartupState(state="failed", error=StartupError("cuda_oom", "out of memory"))
@@ -51,7 +57,8 @@ STOPPED = StartupState(state="stopped")
         (ServerView(STARTING), "starting"),
         (ServerView(STARTING, http=http("unreachable")), "starting"),
         (ServerView(STARTING, http=http("starting")), "warming up"),
-        (ServerView(CAPTURING), "capturing 3/8"),
+        (ServerView(CAPTURING), "capturing target 3/8"),
+        (ServerView(CAPTURING_DRAFT), "capturing draft decode 3/8 · ETA 12.0s"),
         (ServerView(CAPTURE_GAP), "capturing"),
         (ServerView(READY), "ready"),
         (ServerView(READY, http=http("starting")), "warming up"),
@@ -172,3 +179,25 @@ def test_parse_milestone_specs() -> None:
     for bad in (["done:/x.svg"], ["ready"], ["ready:"]):
         with pytest.raises(ValueError, match="EVENT:PATH"):
             parse_milestone_specs(bad)
+
+
+OOM = StartupError("cuda_oom", "CUDA out of memory", hint="lower --mem-fraction-static")
+OOM_REFINED = StartupError("cuda_oom", "CUDA out of memory", hint="lower --mem-fraction-static (now 0.85)")
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        ([(0, None)], [None]),
+        ([(0, OOM)], [(("Startup failed: cuda oom", "lower --mem-fraction-static"), False)]),
+        ([(0, OOM), (0, OOM), (0, OOM)], [(("Startup failed: cuda oom", "lower --mem-fraction-static"), False),
+                                          None, None]),
+        ([(0, OOM), (0, OOM_REFINED)], [(failure_notice(OOM), False), (failure_notice(OOM_REFINED), True)]),
+        ([(0, OOM), (1, OOM)], [(failure_notice(OOM), False), (failure_notice(OOM), False)]),
+        ([(0, StartupError("killed", "the server was killed"))],
+         [(("Startup failed: killed", "the server was killed"), False)]),
+    ],
+)
+def test_a_failed_startup_gives_one_notification_with_the_panels_diagnosis(steps, expected):
+    watch = MonitorState()
+    assert [watch.failure_notice(generation, error) for generation, error in steps] == expected

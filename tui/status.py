@@ -10,9 +10,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from specmon.tui.units import format_seconds
+
 if TYPE_CHECKING:
     from specmon.tui.launch.presets import Preset
-    from specmon.tui.logs.model import Capture, StartupState
+    from specmon.tui.logs.model import Capture, StartupError, StartupState
     from specmon.tui.serving.client import SpecSettings
     from specmon.tui.serving.poller import ServerStatus
 
@@ -60,6 +62,23 @@ class MonitorState:
     sanity_for: int = -1
     """The log generation (one per server run) the sanity check last ran for."""
     milestones_seen: set[str] = field(default_factory=set)
+    failure_notified: tuple[int, Notice] | None = None
+    """The log generation and the notice of the last startup-failure notification."""
+
+    def failure_notice(self, generation: int, error: StartupError | None) -> tuple[Notice, bool] | None:
+        """The notification to give for a failed startup, and whether it replaces an earlier one of this run.
+
+        None when there is nothing new: one notification per server run, replaced only when the diagnosis
+        (the one the error panel shows) changed.
+        """
+        if error is None:
+            return None
+        notice = failure_notice(error)
+        earlier = self.failure_notified
+        if earlier == (generation, notice):
+            return None
+        self.failure_notified = (generation, notice)
+        return notice, earlier is not None and earlier[0] == generation
 
     def http_changed(self, http: ServerStatus) -> None:
         self.http = http
@@ -120,6 +139,15 @@ class MonitorState:
         )
 
 
+Notice = tuple[str, str]
+"""A notification's title and message."""
+
+
+def failure_notice(error: StartupError) -> Notice:
+    """The failure notification: the error panel's title and its hint (or the message, without a hint)."""
+    return f"Startup failed: {error.kind.replace('_', ' ')}", error.hint or error.message
+
+
 def latest_capture(state: StartupState) -> Capture | None:
     """The capture to show: the running one, else the most recent."""
     for capture in reversed(state.captures):
@@ -146,13 +174,22 @@ def header_state(view: ServerView) -> str:
         return "ready" if http is None else "warming up"
     capture = latest_capture(state)
     if capture is not None and capture.status == "running":
-        return f"capturing {capture.done}/{capture.total or '?'}"
+        return capturing_state(capture)
     phase = state.current_phase
     if phase is not None and phase.name.startswith("capture") and phase.status == "running":
         return "capturing"  # between a bar's last frame and the capture's end line
     if http == "starting":
         return "warming up"
     return "starting"
+
+
+def capturing_state(capture: Capture) -> str:
+    """``capturing draft decode 3/8 · ETA 12s``: the graph that is captured, and an ETA once one is known."""
+    name = capture.label or capture.graph.replace("_", " ")
+    text = f"capturing {name} {capture.done}/{capture.total or '?'}"
+    if capture.eta_s is not None:
+        text += f" · ETA {format_seconds(capture.eta_s)}"
+    return text
 
 
 def milestone(state: str) -> str | None:

@@ -42,6 +42,8 @@ TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
+FAILURE_NOTICE_S = 20.0
+"""How long the startup-failure notification stays (Esc dismisses it at once)."""
 MILESTONE_SETTLE_S = 1.5
 """A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
 
@@ -168,12 +170,21 @@ class SpecmonApp(App[int]):
         if batch.lines:
             self.main.write_log(batch.lines, batch.kinds)
             self._log_written_at = time.monotonic()
-        for event in batch.events:
-            if isinstance(event, StartupFailed):
-                self.notify(event.error.hint or event.error.message, title="Startup failed", severity="error")
-            elif isinstance(event, ServerBecameReady):
-                self._maybe_sanity_check()
+        if any(isinstance(event, StartupFailed) for event in batch.events):
+            self._notify_failure()
+        if any(isinstance(event, ServerBecameReady) for event in batch.events):
+            self._maybe_sanity_check()
         self.render_state()
+
+    def _notify_failure(self) -> None:
+        """One notification per failed run, with the error panel's diagnosis (replaced if it is refined)."""
+        with self.feed.lock:
+            due = self.watch.failure_notice(self._shown_generation, self.feed.state.error)
+        if due is not None:
+            (title, message), replaces = due
+            if replaces:
+                self.clear_notifications()
+            self.notify(message, title=title, severity="error", timeout=FAILURE_NOTICE_S, markup=False)
 
     def _defer_trickle(self) -> bool:
         """Once ready, a few lines (health checks, access lines) wait up to ``trickle_s`` to be written together.
@@ -392,17 +403,4 @@ class SpecmonApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        can_switch = self.check_action("pick_preset", ())
-        for binding in self.BINDINGS:
-            action = binding.action
-            if action not in self.ACTION_HELP or action == "pick_preset" and not can_switch:
-                continue
-            title, help_text = self.ACTION_HELP[action]
-            yield SystemCommand(title, help_text, lambda a=action: self.run_action(a))
-        if can_switch:
-            for name, preset in self.config.presets.items():
-                yield SystemCommand(
-                    f"Switch preset: {name}",
-                    preset.description or "Restart the server with this preset",
-                    lambda n=name: self.switch_preset(n),
-                )
+        yield from keys.palette_commands(self)

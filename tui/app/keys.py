@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from textual.app import SystemCommand
 from textual.binding import Binding
+
+if TYPE_CHECKING:
+    from specmon.tui.app.app import SpecmonApp
 
 PANES = Binding.Group("Pane", compact=True)
 SEARCH = Binding.Group("Search", compact=True)
@@ -36,3 +43,21 @@ ACTION_HELP = {
     "screenshot": ("Save an SVG screenshot", "Write the screen to an SVG file in the current directory"),
 }
 """Action → (palette title, help text)."""
+
+
+def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
+    """A palette command per key binding (from the same table as the footer), and one per preset to switch to."""
+    can_switch = app.check_action("pick_preset", ())
+    for binding in BINDINGS:
+        action = binding.action
+        if action not in ACTION_HELP or action == "pick_preset" and not can_switch:
+            continue
+        title, help_text = ACTION_HELP[action]
+        yield SystemCommand(title, help_text, lambda a=action: app.run_action(a))
+    if can_switch:
+        for name, preset in app.config.presets.items():
+            yield SystemCommand(
+                f"Switch preset: {name}",
+                preset.description or "Restart the server with this preset",
+                lambda n=name: app.switch_preset(n),
+            )

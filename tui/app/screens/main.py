@@ -142,8 +142,11 @@ class MainScreen(Screen):
         self.server_pane.close_search()
 
     def key_escape(self) -> None:
+        """Esc closes the search box, else dismisses the notifications."""
         if self.query_one("#search", Input).has_class("-open"):
             self.server_pane.close_search()
+        else:
+            self.app.clear_notifications()
 
     def show_gpus(self, snapshot: GpuSnapshot) -> None:
         """Hand a GPU snapshot to the GPU pane; while the pane is hidden (another tab), keep only the latest."""

@@ -15,6 +15,7 @@ from specmon.tui.serving.poller import ServerStatus
 from specmon.tui.status import (
     MonitorState,
     ServerView,
+    bench_rows,
     failure_notice,
     header_state,
     latest_capture,
@@ -201,3 +202,25 @@ OOM_REFINED = StartupError("cuda_oom", "CUDA out of memory", hint="lower --mem-f
 def test_a_failed_startup_gives_one_notification_with_the_panels_diagnosis(steps, expected):
     watch = MonitorState()
     assert [watch.failure_notice(generation, error) for generation, error in steps] == expected
+
+
+def _run(run_id: str, preset: str, status: str):
+    from specmon.tui.bench.model import BenchResult
+
+    return BenchResult(run_id=run_id, preset=preset, url="u", started_at=0.0, status=status)
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        ([("1", "base", "finished")], {"base": ("1", 1)}),
+        ([("1", "base", "finished"), ("2", "base", "cancelled")], {"base": ("1", 1)}),
+        ([("1", "base", "finished"), ("2", "base", "failed"), ("3", "base", "finished")], {"base": ("3", 2)}),
+        ([("1", "e5", "cancelled")], {"e5": ("1", 0)}),
+        ([("1", "e5", "failed"), ("2", "e5", "cancelled")], {"e5": ("2", 0)}),
+        ([("1", "base", "finished"), ("2", "e5", "cancelled")], {"base": ("1", 1), "e5": ("2", 0)}),
+    ],
+)
+def test_bench_rows_never_let_a_cancelled_run_hide_a_finished_one(runs, expected):
+    rows = bench_rows([_run(*run) for run in runs])
+    assert {preset: (result.run_id, count) for preset, (result, count) in rows.items()} == expected

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from specmon.tui.units import format_seconds
 
 if TYPE_CHECKING:
+    from specmon.tui.bench.model import BenchResult
     from specmon.tui.launch.presets import Preset
     from specmon.tui.logs.model import Capture, StartupError, StartupState
     from specmon.tui.serving.client import SpecSettings
@@ -270,3 +271,28 @@ def parse_milestone_specs(specs: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"--screenshot-at wants EVENT:PATH with EVENT one of {', '.join(MILESTONES)}")
         shots[event] = path
     return shots
+
+
+def bench_rows(results: Sequence[BenchResult]) -> dict[str, tuple[BenchResult, int]]:
+    """Per preset, the run its table row shows and how many finished runs it has.
+
+    The latest finished run; a cancelled or failed run shows only while its preset has no finished run, so
+    it never hides or spoils an earlier completed one.
+    """
+    rows: dict[str, tuple[BenchResult, int]] = {}
+    for result in results:
+        shown, count = rows.get(result.preset, (None, 0))
+        if result.status == "finished":
+            rows[result.preset] = (result, count + 1)
+        elif shown is None or shown.status != "finished":
+            rows[result.preset] = (result, count)
+    return rows
+
+
+def bench_outcome(result: BenchResult) -> tuple[str, str, str]:
+    """The notification when a benchmark run ends: title, message and severity."""
+    if result.status == "cancelled":
+        return "Benchmark cancelled", f"{result.preset}: cancelled; earlier runs are kept", "warning"
+    if result.status != "finished":
+        return "Benchmark failed", "; ".join(result.notes) or "the benchmark failed", "error"
+    return "Benchmark", f"Benchmark finished: {result.preset}", "information"

@@ -42,6 +42,7 @@ TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
+BENCH_CANCEL_WAIT_S = 10.0
 FAILURE_NOTICE_S = 20.0
 """How long the startup-failure notification stays (Esc dismisses it at once)."""
 MILESTONE_SETTLE_S = 1.5
@@ -268,10 +269,8 @@ class SpecmonApp(App[int]):
         if message.result is not None:
             self.bench_results.append(message.result)
             self.main.show_bench_results(list(self.bench_results))
-        if message.error:
-            self.notify(message.error, title="Benchmark failed", severity="error")
-        elif message.result is not None:
-            self.notify(f"Benchmark finished: {message.result.preset}", title="Benchmark")
+            title, text, severity = status.bench_outcome(message.result)
+            self.notify(text, title=title, severity=severity, markup=False)
 
     @on(SanityChecked)
     def _sanity_checked(self, message: SanityChecked) -> None:
@@ -300,12 +299,7 @@ class SpecmonApp(App[int]):
 
     @work(exclusive=True, group="sanity", exit_on_error=False)
     async def _sanity_check(self) -> None:
-        from specmon.tui.serving.check import run_check
-
-        preset = self.watch.preset
-        asked = dict(preset.args) if preset is not None else None
-        report = await run_check(self.config.url, self.config.api_key, asked=asked)
-        summary, ok = report.summary()
+        summary, ok = await self.sources.sanity_check(self.watch.preset)
         self.post_message(SanityChecked(summary, ok=ok))
 
     # ----- actions
@@ -350,20 +344,32 @@ class SpecmonApp(App[int]):
         if name:
             self.switch_preset(name)
 
-    def switch_preset(self, name: str) -> None:
-        """Restart the supervised server with preset ``name``; the log pane and tracker start over."""
+    def switch_preset(self, name: str, confirmed: bool = False) -> None:
+        """Restart the supervised server with preset ``name``; the log pane and tracker start over.
+
+        While a benchmark runs, ask first: switching cancels it.
+        """
         preset = self.config.presets.get(name)
         if preset is None or self.config.supervisor is None:
+            return
+        if self._bench is not None and not confirmed:
+            from specmon.tui.app.screens.confirm import Confirm
+
+            question = f"A benchmark is running. Cancel it and switch to {name}?"
+            self.push_screen(Confirm(question), lambda yes: yes and self.switch_preset(name, confirmed=True))
             return
         self.watch.begin_switch(name)
         self.sources.stop_following()
         self.feed.reset()
         self.render_state()
-        self._restart(preset)
+        self._restart(preset, self._bench)
 
     @work(thread=True, exclusive=True, group="supervisor", exit_on_error=False)
-    def _restart(self, preset: Preset) -> None:
+    def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
         supervisor = self.config.supervisor
+        if bench is not None:  # ends as "cancelled" before its server goes, not as a run of failed requests
+            bench.cancel()
+            bench.wait(BENCH_CANCEL_WAIT_S)
         try:
             supervisor.restart_with(preset)
         except Exception as exc:  # reported in the UI; the old server is gone either way
@@ -376,28 +382,15 @@ class SpecmonApp(App[int]):
         if self.bench_running:
             self.notify("A benchmark is already running", severity="warning")
             return
-        from specmon.tui.bench.run import BenchRun
-
-        preset = self.watch.preset
         self.main.show_pane("bench")
         self.bench_running = True
-        self._bench = BenchRun(
-            self.config.url,
-            preset.name if preset is not None else None,
-            preset.bench if preset is not None else None,
-            api_key=self.config.api_key,
-            on_update=lambda progress: self.post_message(BenchProgressed(progress)),
-            gpu_sampler=self.sources.gpu_sampler,
-        )
-        self._bench.start()
+        self._bench = self.sources.start_bench(self.watch.preset, lambda p: self.post_message(BenchProgressed(p)))
         self._wait_bench(self._bench)
 
     @work(thread=True, group="bench", exit_on_error=False)
     def _wait_bench(self, bench: BenchRun) -> None:
         bench.wait()
-        result = bench.result
-        error = ("; ".join(result.notes) or "the benchmark failed") if result.status == "failed" else None
-        self.post_message(BenchFinished(result, error=error))
+        self.post_message(BenchFinished(bench.result))
 
     # ----- command palette
 

@@ -290,8 +290,7 @@ async def test_b_runs_the_benchmark_and_the_panel_shows_it(tmp_path, monkeypatch
             assert app.bench_running
             assert await wait_for(pilot, lambda: bool(app.bench_results), timeout=30)
             assert app.bench_results[0].status == "finished" and not app.bench_running
-            await pilot.pause(0.3)
-            assert "finished" in screen_text(app)
+            assert await wait_for(pilot, lambda: "finished" in screen_text(app), timeout=10)
         assert list(tmp_path.rglob("*.jsonl")), "the run is saved in the state directory"
     finally:
         server.kill()

@@ -409,3 +409,37 @@ async def test_the_error_panels_hint_shows_whole_above_a_long_message(width):
         await pilot.pause()
         shown = " ".join(" ".join(s.text.strip(" ┃") for s in panel.render_lines(panel.region.reset_offset)).split())
         assert "Hint: " + hint in shown
+
+
+@pytest.mark.parametrize(
+    ("line", "poll"),
+    [
+        ('[2026-11-29 10:48:39] INFO:     127.0.0.1:40748 - "GET /model_info HTTP/1.1" 200 OK', True),
+        ('[2026-11-29 10:48:42] INFO:     127.0.0.1:40762 - "GET /health HTTP/1.1" 503 Service Unavailable', True),
+        ('INFO:     127.0.0.1:1 - "GET /get_server_info HTTP/1.1" 200 OK', True),
+        ('[2026-11-29 10:48:40] INFO:     127.0.0.1:40756 - "POST /generate HTTP/1.1" 200 OK', False),
+        ("[2026-11-29 10:48:42] Decode batch, #running-req: 1, #token: 24", False),
+    ],
+)
+def test_polling_access_lines_are_recognised(line, poll):
+    from specmon.tui.feed import POLL_KIND, with_poll_kind
+
+    assert (with_poll_kind(line, None) == POLL_KIND) is poll
+    assert with_poll_kind(line, "error") == "error"
+
+
+async def test_the_apps_own_polling_requests_are_hidden_from_the_log_until_h():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        log = app.screen.query_one("#log")
+
+        def polls() -> int:
+            return sum('"GET /health' in line or '"GET /model_info' in line for line in log.lines)
+
+        assert await wait_for(pilot, lambda: any('"POST /generate' in line for line in log.lines))
+        assert polls() == 0
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: polls() > 0)
+        assert any('"POST /generate' in line for line in log.lines)
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: polls() == 0)

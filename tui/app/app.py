@@ -225,8 +225,7 @@ class SpecmonApp(App[int]):
         self._check_milestones(header[2])
 
     def _running_extra_s(self) -> float:
-        """Whole seconds a running phase went on past the log's newest timestamp: until now while the server
-        is alive, else until the log last grew, so an old log replayed never counts on."""
+        """Whole seconds a running phase went past the log's newest stamp (until now only while it is alive)."""
         supervisor = self.config.supervisor
         alive = status.server_alive(supervisor is not None and supervisor.is_running, self.watch.http)
         return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
@@ -324,12 +323,14 @@ class SpecmonApp(App[int]):
     def action_follow_tail(self) -> None:
         self.main.follow_tail()
 
+    def action_toggle_polls(self) -> None:
+        self.notify(f"Polling requests {'shown' if self.main.toggle_polls() else 'hidden'}", title="Log")
+
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME
 
     def action_screenshot(self) -> None:
-        path = self.save_screenshot()
-        self.notify(f"Saved {path}", title="Screenshot")
+        self.notify(f"Saved {self.save_screenshot()}", title="Screenshot")
 
     def action_pick_preset(self) -> None:
         if self.config.supervisor is None or not self.config.presets:

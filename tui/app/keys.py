@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 PANES = Binding.Group("Pane", compact=True)
 SEARCH = Binding.Group("Search", compact=True)
+LOG = Binding.Group("Log", compact=True)
 
 BINDINGS = [
     Binding("1", "show_pane('server')", "Server", id="pane-server", group=PANES),
@@ -21,7 +22,8 @@ BINDINGS = [
     Binding("slash", "search", "Search", id="search", group=SEARCH),
     Binding("n", "search_next", "Next match", id="search-next", group=SEARCH),
     Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
-    Binding("f", "follow_tail", "Follow", id="follow-tail"),
+    Binding("f", "follow_tail", "Follow", id="follow-tail", group=LOG),
+    Binding("h", "toggle_polls", "Polls", id="toggle-polls", group=LOG),
     Binding("p", "pick_preset", "Preset", id="pick-preset"),
     Binding("b", "run_bench", "Bench", id="run-bench"),
     Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
@@ -37,6 +39,10 @@ ACTION_HELP = {
     "search_next": ("Next match", "Jump to the next match of the log search (n)"),
     "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),
     "follow_tail": ("Follow the log tail", "Jump to the end of the log and keep following it"),
+    "toggle_polls": (
+        "Show/hide polling requests",
+        "specmon's own /health, /model_info and /server_info requests in the log (hidden by default)",
+    ),
     "pick_preset": ("Switch preset…", "Restart the server with another preset"),
     "run_bench": ("Run the benchmark", "Benchmark the running server with its preset's settings"),
     "toggle_theme": ("Toggle light/dark theme", "Switch between the light and dark themes"),

@@ -92,6 +92,12 @@ class MainScreen(Screen):
     def follow_tail(self) -> None:
         self.server_pane.follow_tail()
 
+    def toggle_polls(self) -> bool:
+        """Show or hide the app's own polling requests in the log; whether they show now."""
+        log = self.server_pane.log_view
+        log.set_show_polls(not log.show_polls)
+        return log.show_polls
+
     def open_search(self) -> None:
         """Show the Server pane with its search box open."""
         self.show_pane("server")

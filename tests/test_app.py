@@ -212,10 +212,13 @@ async def test_command_palette_has_every_action_and_runs_them():
 async def test_the_footer_shows_every_key_binding_within_80_columns(size):
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False))
     app.check_action = lambda action, parameters: True  # every action offered, switching too, as in the demo
+    wanted = {binding.action for binding in SpecmonApp.BINDINGS} | {"command_palette"}
+
+    def shown() -> set[str]:
+        return {key.action for key in app.screen.query(FooterKey) if key.region.right <= size[0]}
+
     async with app.run_test(size=size) as pilot:
-        await pilot.pause(0.3)
-        shown = {key.action for key in app.screen.query(FooterKey) if key.region.right <= size[0]}
-        assert shown >= {binding.action for binding in SpecmonApp.BINDINGS} | {"command_palette"}
+        assert await wait_for(pilot, lambda: shown() >= wanted and "^p palette" in screen_text(app), timeout=15)
         footer = screen_text(app).splitlines()[-1]
         for words in ("123 Pane", "/nN Search", "p Preset", "F8 Shot", "q Quit", "^p palette"):
             assert words in footer, footer

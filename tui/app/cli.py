@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import os
 import signal
 import sys
@@ -64,6 +65,21 @@ def _named_preset(preset_set, name: str):
     return preset
 
 
+def _interrupt_exits_130(handler):
+    """A Ctrl-C (SIGINT) that lands before the app installs its own handler ends the command with 130, never by
+    the signal itself (the ``finally`` blocks, such as stopping the demo's server, still run)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except KeyboardInterrupt:
+            return 128 + signal.SIGINT
+
+    return run
+
+
+@_interrupt_exits_130
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.tui.app.config import AppConfig
@@ -103,6 +119,7 @@ def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signal.SIGTERM)
 
 
+@_interrupt_exits_130
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from specmon.tui.app.config import AppConfig

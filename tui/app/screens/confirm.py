@@ -25,6 +25,10 @@ class Confirm(ModalScreen[bool]):
         background: $surface;
         padding: 0 1;
     }
+
+    Confirm Label {
+        width: 1fr;
+    }
     """
 
     BINDINGS = [

@@ -62,7 +62,9 @@ def test_bench_text_output_and_preset_settings(state_env):
         assert server.requests_seen[0]["sampling_params"]["max_new_tokens"] == 16
     assert "specmon bench: demo-eagle3-5 at http://127.0.0.1:" in proc.stdout
     assert "acceptance length:" in proc.stdout and "token-weighted" in proc.stdout
-    assert "flags: none" in proc.stdout
+    # Two requests timed on a busy machine may differ by over 10% ("unstable"); no other flag is expected.
+    flags = re.findall(r"^FLAG ([\w-]+)", proc.stdout, re.M)
+    assert set(flags) <= {"unstable"} and ("flags: none" in proc.stdout) is not bool(flags), proc.stdout
 
 
 @pytest.mark.parametrize("source", ["env", "file"])

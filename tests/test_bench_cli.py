@@ -48,7 +48,7 @@ def test_bench_json_has_the_documented_shape(state_env, tmp_path):
     assert set(s["decode_tok_s"]) >= {"median", "p10", "p90", "mean", "ci95"}
     assert set(s["accept_length"]) >= {"token_weighted", "median"}
     assert set(s["ttft_s"]) == {"median", "p90"} and set(s["itl_ms"]) == {"median", "p90"}
-    assert s["requests_ok"] == 3 and s["requests_failed"] == 0 and s["flags"] == []
+    assert s["requests_ok"] == 3 and s["requests_failed"] == 0 and s["flags"] in ([], ["unstable"])
     assert 1200 < s["decode_tok_s"]["median"] < 1800
     saved = Path(out["saved_to"])
     assert saved.is_relative_to(tmp_path / "state" / "specmon" / "results") and saved.exists()

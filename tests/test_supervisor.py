@@ -92,7 +92,7 @@ def fake_preset(script: Path, name: str = "fake", **args) -> Preset:
     return Preset(
         name=name,
         launcher=("{python}", str(script)),
-        args={"model-path": f"/models/{name}", **args},
+        args={"model-path": f"/models/{name}", "port": free_port(), **args},  # never SGLang's shared 30000
         env={"SPECMON_TEST_VALUE": name},
     )
 

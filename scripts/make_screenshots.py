@@ -48,9 +48,9 @@ async def shoot(name: str, factory, size: tuple[int, int], press: tuple[str, ...
 
 
 async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
-    import test_gpu_pane
+    from tests.test_gpu_pane import PaneApp
 
-    app = test_gpu_pane.PaneApp(snapshots)
+    app = PaneApp(snapshots)
     async with app.run_test(size=size) as pilot:
         await pilot.pause(0.3)
         filename = f"gpu-pane-{name}-{size[0]}x{size[1]}.svg"
@@ -60,9 +60,8 @@ async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
 
 def gpu_pane_shots():
     """(name, snapshots, size) for the GPU pane screenshots."""
-    from test_gpu_pane import load, replay
-
     from specmon.tui.gpu.model import GpuSnapshot
+    from tests.support.gpu_fixtures import load, replay
 
     reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
               "the GPU driver libraries")

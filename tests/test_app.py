@@ -16,7 +16,7 @@ from specmon.tui.app.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
 from specmon.tui.app.messages import GpuSampled
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.ports import free_port
-from specmon.tui.status import latest_capture
+from specmon.tui.status import failure_notice, latest_capture
 from tests.support.app_harness import (
     capturing_app,
     failed_app,
@@ -30,6 +30,7 @@ from tests.support.app_harness import (
 
 REPLAY = Path(__file__).parent / "support" / "serving_replay.py"
 READY_LOG = "h200-0.5.16-standalone-ready.log"
+FAILED_LOG = "h200-0.5.16-spec-args-assertion.log"
 
 
 def _active_panes(app: SpecmonApp) -> list[str]:
@@ -211,11 +212,13 @@ async def test_command_palette_has_every_action_and_runs_them():
 async def test_the_footer_shows_every_key_binding_within_80_columns(size):
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False))
     app.check_action = lambda action, parameters: True  # every action offered, switching too, as in the demo
+    wanted = {binding.action for binding in SpecmonApp.BINDINGS} | {"command_palette"}
+
+    def shown() -> set[str]:
+        return {key.action for key in app.screen.query(FooterKey) if key.region.right <= size[0]}
+
     async with app.run_test(size=size) as pilot:
-        await pilot.pause(0.3)
-        shown = {key.action for key in app.screen.query(FooterKey) if key.region.right <= size[0]}
-        assert shown >= {binding.action for binding in SpecmonApp.BINDINGS} | {"command_palette"}
-        assert await wait_for(pilot, lambda: "Quit" in screen_text(app).splitlines()[-1])
+        assert await wait_for(pilot, lambda: shown() >= wanted and "^p palette" in screen_text(app), timeout=15)
         footer = screen_text(app).splitlines()[-1]
         for words in ("1234 Pane", "/nN Search", "p Preset", "F8 Shot", "q Quit", "^p palette"):
             assert words in footer, footer
@@ -256,7 +259,8 @@ async def test_mid_capture_the_progress_bar_and_label_follow_the_tqdm_frames():
         assert (bar.total, bar.progress) == (capture.total, capture.done)
         label = str(app.screen.query_one("#capture-label", Label).render())
         assert f"{capture.done}/8" in label and f"bs {capture.current_bs}" in label and "avail" in label
-        assert app.current_state() == f"capturing {capture.done}/8"
+        assert app.current_state().startswith(f"capturing {capture.label} {capture.done}/8")
+        assert app.current_state() in screen_text(app).splitlines()[0]
         log = app.screen.query_one("#log")
         assert not any("bs=5" in line for line in log.lines), "frames drive the bar, not the log"
 
@@ -286,11 +290,10 @@ async def test_b_runs_the_benchmark_and_the_panel_shows_it(tmp_path, monkeypatch
         async with app.run_test(size=(200, 50)) as pilot:
             await pilot.pause()
             await pilot.press("b")
-            assert app.bench_running
-            assert await wait_for(pilot, lambda: bool(app.bench_results), timeout=30)
+            assert await wait_for(pilot, lambda: app.bench_running or bool(app.bench_results))
+            assert await wait_for(pilot, lambda: bool(app.bench_results), timeout=60)
             assert app.bench_results[0].status == "finished" and not app.bench_running
-            await pilot.pause(0.3)
-            assert "finished" in screen_text(app)
+            assert await wait_for(pilot, lambda: "finished" in screen_text(app), timeout=10)
         assert list(tmp_path.rglob("*.jsonl")), "the run is saved in the state directory"
     finally:
         server.kill()
@@ -364,3 +367,82 @@ async def test_at_80x24_the_whole_phase_strip_shows_through_ready():
         lines = timeline.row.lines(timeline.content_size.width)
         assert len(lines) >= 4 and timeline.size.height == len(lines)
         assert "✔ ready" in screen_text(app)
+
+
+@pytest.mark.parametrize("log", [FAILED_LOG, "synthetic/legacy-0.5.9-capture-cuda-oom.log",
+                                 "10-qwen3-fp8-v0.4.7-capture-scheduler-exception-partial.log"])
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_a_failed_startup_gives_one_notification_esc_dismisses_and_the_hint_is_never_cut(log, size):
+    app = fixture_app(log)
+    async with app.run_test(size=size) as pilot:
+        assert await wait_for(pilot, lambda: app.screen.query_one("#error-panel").display and app._notifications)
+        error = app.feed.state.error
+        notes = list(app._notifications)
+        assert len(notes) == 1
+        assert (notes[0].title, notes[0].message) == failure_notice(error)
+        app.flush_feed(force=True)  # the same failure again: no second notification
+        await pilot.pause()
+        assert len(app._notifications) == 1
+        panel = app.screen.query_one("#error-panel")
+        hint_words = " ".join((error.hint or error.message).split())
+        shown = " ".join(" ".join(strip.text.strip(" ┃") for strip in panel.render_lines(panel.region.reset_offset)).split())
+        assert hint_words in shown
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: not app._notifications)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+async def test_the_error_panels_hint_shows_whole_above_a_long_message(width):
+    from textual.app import App
+
+    from specmon.tui.logs.model import StartupError
+    from specmon.widgets.error_panel import ErrorPanel
+
+    hint = "CUDA ran out of memory while capturing graphs: lower --mem-fraction-static (now 0.85; e.g. 0.8)"
+    error = StartupError("cuda_oom", "Exception: CUDA out of memory. " + "Tried to allocate 1.50 GiB. " * 40, hint=hint)
+
+    class PanelApp(App):
+        def compose(self):
+            yield ErrorPanel()
+
+    app = PanelApp()
+    async with app.run_test(size=(width, 50)) as pilot:
+        panel = app.query_one(ErrorPanel)
+        panel.show(error)
+        await pilot.pause()
+        shown = " ".join(" ".join(s.text.strip(" ┃") for s in panel.render_lines(panel.region.reset_offset)).split())
+        assert "Hint: " + hint in shown
+
+
+@pytest.mark.parametrize(
+    ("line", "poll"),
+    [
+        ('[2026-11-29 10:48:39] INFO:     127.0.0.1:40748 - "GET /model_info HTTP/1.1" 200 OK', True),
+        ('[2026-11-29 10:48:42] INFO:     127.0.0.1:40762 - "GET /health HTTP/1.1" 503 Service Unavailable', True),
+        ('INFO:     127.0.0.1:1 - "GET /get_server_info HTTP/1.1" 200 OK', True),
+        ('[2026-11-29 10:48:40] INFO:     127.0.0.1:40756 - "POST /generate HTTP/1.1" 200 OK', False),
+        ("[2026-11-29 10:48:42] Decode batch, #running-req: 1, #token: 24", False),
+    ],
+)
+def test_polling_access_lines_are_recognised(line, poll):
+    from specmon.tui.feed import POLL_KIND, with_poll_kind
+
+    assert (with_poll_kind(line, None) == POLL_KIND) is poll
+    assert with_poll_kind(line, "error") == "error"
+
+
+async def test_the_apps_own_polling_requests_are_hidden_from_the_log_until_h():
+    app = fixture_app(READY_LOG)
+    async with app.run_test(size=(80, 24)) as pilot:
+        log = app.screen.query_one("#log")
+
+        def polls() -> int:
+            return sum('"GET /health' in line or '"GET /model_info' in line for line in log.lines)
+
+        assert await wait_for(pilot, lambda: any('"POST /generate' in line for line in log.lines))
+        assert polls() == 0
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: polls() > 0)
+        assert any('"POST /generate' in line for line in log.lines)
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: polls() == 0)

@@ -53,12 +53,13 @@ def _env(tmp_path) -> dict[str, str]:
 def test_headless_demo_saves_a_screenshot_and_leaves_no_emulator(tmp_path):
     marker = f"smoke-{uuid.uuid4().hex[:8]}"
     shot = tmp_path / "demo.svg"
-    argv = _demo_argv(tmp_path, marker, "--headless", "--duration", "6", "--screenshot", str(shot))
-    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    argv = _demo_argv(tmp_path, marker, "--headless", "--duration", "90", "--screenshot-at", f"ready:{shot}",
+                      "--exit-on", "ready")
+    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     svg = shot.read_text()
     assert "EMULATOR" in svg and marker not in done.stderr
-    assert "ready" in svg, "at speed 20 the emulated server is ready well within 6 s"
+    assert "ready" in svg
     assert not _emulators(marker), "quitting the demo stops the emulator"
     logs = list((tmp_path / "state").rglob("*.log"))
     assert logs and all(oct(p.stat().st_mode & 0o777) == "0o600" for p in logs)
@@ -72,12 +73,12 @@ def test_demo_stops_the_emulator_when_interrupted(tmp_path, signum, codes):
     argv = _demo_argv(tmp_path, marker, "--headless", "--duration", "60")
     proc = subprocess.Popen(argv, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not _emulators(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _emulators(marker), "the demo launched its emulator"
         proc.send_signal(signum)
-        code = proc.wait(20)
+        code = proc.wait(60)
         assert code in codes, proc.stderr.read().decode(errors="replace")[-3000:]
         deadline = time.monotonic() + 5
         while _emulators(marker) and time.monotonic() < deadline:
@@ -100,9 +101,9 @@ def test_headless_monitor_attaches_to_a_running_server_and_its_log(tmp_path):
         log.write_bytes((LOGS / "h200-0.5.16-standalone-ready.log").read_bytes().split(b"SIGTERM received")[0])
         shot = tmp_path / "monitor.svg"
         argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
-                "--headless", "--duration", "3", "--screenshot", str(shot)]
+                "--headless", "--duration", "90", "--screenshot-at", f"ready:{shot}", "--exit-on", "ready"]
         env = {**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"}
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         svg = shot.read_text()
         assert "ready" in svg and "EAGLE3" in svg and "EMULATOR" not in svg
@@ -126,13 +127,13 @@ def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
     log.write_bytes(head)
     mid, ready = tmp_path / "mid.svg", tmp_path / "ready.svg"
     argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
-            "--headless", "--duration", "60", "--screenshot-at", f"capture:{mid}",
+            "--headless", "--duration", "120", "--screenshot-at", f"capture:{mid}",
             "--screenshot-at", f"ready:{ready}", "--exit-on", "ready,failed"]
     monitor = subprocess.Popen(argv, env={**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     replay = None
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while not mid.exists() and time.monotonic() < deadline and monitor.poll() is None:
             time.sleep(0.1)
         assert mid.exists(), "no screenshot while the prefill graphs were being captured"
@@ -143,7 +144,7 @@ def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
         replay.stdout.readline()
         with log.open("ab") as out:
             out.write(marker + tail)
-        _, err = monitor.communicate(timeout=30)
+        _, err = monitor.communicate(timeout=90)
         assert monitor.returncode == 0, err[-2000:]
         assert "capturing" in _svg_text(mid) and "prefill" in _svg_text(mid)
         assert "fired up and ready to roll" in _svg_text(ready)
@@ -167,3 +168,12 @@ def test_an_unknown_preset_is_refused_before_anything_starts(tmp_path):
         done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
         assert done.returncode == 2, done.stderr
         assert "no preset named 'no-such-preset' (see `specmon presets`)" in done.stderr
+
+
+def test_demo_refuses_a_preset_that_launches_real_sglang(tmp_path):
+    argv = [sys.executable, "-m", "specmon.tui", "demo", "--preset", "eagle3-10", "--headless", "--duration", "1"]
+    done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert "preset 'eagle3-10' launches real SGLang (python3 -m sglang.launch_server), not the emulator" in done.stderr
+    assert "demo-eagle3-10" in done.stderr and "specmon monitor" in done.stderr
+    assert not (tmp_path / "state").exists()  # nothing started, no log written

@@ -94,3 +94,56 @@ async def test_attached_mode_offers_no_preset_switching():
         await pilot.press("p")
         assert not isinstance(app.screen, PresetPicker)
         assert "Preset" not in screen_text(app).splitlines()[-1]
+
+
+class _FakeBench:
+    """A benchmark run that goes on until it is cancelled; then it ends as BenchRun does: "cancelled"."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from specmon.tui.bench.model import BenchResult
+
+        self.cancelled = threading.Event()
+        self.result = BenchResult(run_id="r1", preset="alpha", url="http://x", settings={}, started_at=0.0)
+
+    def cancel(self) -> None:
+        self.result.status = "cancelled"
+        self.cancelled.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.cancelled.wait(timeout)
+
+
+class _FakeSupervisor:
+    def __init__(self, bench: _FakeBench) -> None:
+        self.bench, self.restarts, self.returncode, self.is_running, self.log_path = bench, [], None, True, None
+
+    def restart_with(self, preset: Preset) -> None:
+        self.restarts.append((preset.name, self.bench.cancelled.is_set()))
+
+
+async def test_switching_preset_while_a_benchmark_runs_asks_first_and_cancels_it():
+    from specmon.tui.app.screens.confirm import Confirm
+
+    presets = {name: _preset(name) for name in ("alpha", "beta")}
+    bench = _FakeBench()
+    supervisor = _FakeSupervisor(bench)
+    app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", preset=presets["alpha"], presets=presets,
+                               supervisor=supervisor, poll=False, sanity_check=False))
+    app.sources.start_bench = lambda preset, on_update: bench
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("b")
+        assert app.bench_running
+        app.switch_preset("beta")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, Confirm))
+        await pilot.press("n")
+        assert await wait_for(pilot, lambda: not isinstance(app.screen, Confirm))
+        assert supervisor.restarts == [] and app.bench_running and not bench.cancelled.is_set()
+        app.switch_preset("beta")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, Confirm))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: supervisor.restarts and not app.bench_running)
+        assert supervisor.restarts == [("beta", True)], "the run is cancelled before the server goes"
+        assert app.bench_results[-1].status == "cancelled"
+        assert await wait_for(pilot, lambda: any("cancelled" in str(n.message) for n in app._notifications))

@@ -76,7 +76,7 @@ async def test_progress_updates_its_row_in_place_and_charts_are_throttled():
             )
         await pilot.pause(0.7)
         assert table.row_count == 4
-        assert _rows(app)["eagle3-16"][:5] == ["eagle3-16", "40/40", "320.0", "–", "3.40"]
+        assert _rows(app)["eagle3-16 (run)"][:5] == ["eagle3-16 (run)", "40/40", "320.0", "–", "3.40"]
         assert 1 <= len(draws) <= 3
         assert "eagle3-16: measuring 40/40" in str(app.query_one("#bench-progress", Static).render())
         assert panel._series["eagle3-16"][-1] == 339.0
@@ -131,3 +131,44 @@ async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
         assert row[2] == "–" and row[0] == "broken"
         assert row[-1].startswith("failed,") and "aborted" in row[-1]
         assert app.is_running
+
+
+def _screen(app) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 200])
+async def test_the_flags_column_shows_at_every_width(width):
+    app = PanelApp(results=recorded_runs())
+    async with app.run_test(size=(width, 30)) as pilot:
+        await pilot.pause(0.3)
+        text = _screen(app)
+        header = next(line for line in text.splitlines() if "preset" in line and "tok/s" in line)
+        assert header.rstrip().endswith("flags")
+        for preset in ("baseline", "eagle3-5", "eagle3-10"):
+            line = next(line for line in text.splitlines() if line.strip().startswith(preset))
+            flags = _rows(app)[preset][-1]
+            assert line.rstrip().endswith(flags), (line, flags)
+
+
+async def test_a_cancelled_run_never_hides_or_spoils_an_earlier_completed_run():
+    import copy
+
+    runs = recorded_runs()
+    cancelled = copy.deepcopy(runs[0])
+    cancelled.run_id, cancelled.status = "cancelled-run", "cancelled"
+    for request in cancelled.requests:
+        request.ok, request.decode_tok_s = False, None
+    app = PanelApp(results=runs)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await pilot.pause()
+        before = _rows(app)
+        app.query_one(BenchPanel).show_results([*runs, cancelled])
+        await pilot.pause()
+        assert _rows(app) == before  # the baseline row and every speedup unchanged
+        assert "last run: baseline cancelled" in str(app.query_one("#bench-progress", Static).render())
+        only_cancelled = copy.deepcopy(cancelled)
+        only_cancelled.preset = "eagle3-16"
+        app.query_one(BenchPanel).show_results([*runs, cancelled, only_cancelled])
+        await pilot.pause()
+        assert _rows(app)["eagle3-16"][-1].startswith("cancelled")

@@ -66,9 +66,10 @@ def test_paired_speedup_known_ratios():
     s = paired_speedup(pairs)
     assert s["geomean"] == pytest.approx(2.0)
     assert s["median"] == pytest.approx(2.0)
-    assert s["ci95"] == pytest.approx([2.0, 2.0])
+    assert s["ci95"] is None  # fewer than 5 pairs: no CI
     assert s["pairs"] == 3
-    mixed = paired_speedup([(150.0, 100.0), (300.0, 100.0)])
+    assert paired_speedup(pairs + pairs[:2])["ci95"] == pytest.approx([2.0, 2.0])
+    mixed = paired_speedup([(150.0, 100.0), (300.0, 100.0)] * 3)
     assert mixed["geomean"] == pytest.approx((1.5 * 3.0) ** 0.5)
     assert mixed["ratio_of_medians"] == pytest.approx(225.0 / 100.0)
     assert mixed["ci95"][0] <= mixed["geomean"] <= mixed["ci95"][1]
@@ -98,8 +99,7 @@ def test_summarize_counts_measured_requests_and_weights_acceptance_by_tokens():
     assert s["decode_tok_s"]["mean"] == pytest.approx(110.0)
     assert s["accept_length"]["token_weighted"] == pytest.approx(500 / 150)
     assert s["accept_length"]["median"] == pytest.approx(4.0)
-    lo, hi = s["accept_length"]["ci95"]
-    assert lo <= 500 / 150 <= hi
+    assert s["accept_length"]["ci95"] is None and s["decode_tok_s"]["ci95"] is None  # 3 requests: no CI
     # per-token ITL spreads a 30 ms gap over 3 tokens: 10 ms each
     assert s["itl_ms"]["median"] == pytest.approx(10.0)
     assert s["chunk_gap_ms"]["median"] == pytest.approx(20.0)
@@ -135,3 +135,12 @@ def test_a_failed_run_says_failed_once_in_its_flags():
     cancelled = BenchResult("r2", "p", "http://127.0.0.1:1", 0.0, status="cancelled", summary={"flags": ["unstable"]})
     assert run_flags(failed) == ["failed", "no-flush", "aborted"]
     assert run_flags(cancelled) == ["cancelled", "unstable"]
+
+
+@pytest.mark.parametrize(("requests", "has_ci"), [(1, False), (4, False), (5, True), (20, True)])
+def test_no_confidence_interval_for_fewer_than_5_requests(requests, has_ci):
+    s = summarize([_request(i, 100.0 + i, 100, 40 + i) for i in range(requests)], max_new_tokens=None)
+    for figure in (s["decode_tok_s"], s["accept_length"]):
+        assert (figure["ci95"] is not None) is has_ci
+        if has_ci:
+            assert figure["ci95"][0] <= figure["median"] <= figure["ci95"][1]

@@ -196,3 +196,13 @@ def test_check_against_the_emulator_flags_a_draft_that_accepts_nothing(tmp_path:
     assert report["generation"]["accept_length"] < 1.1
     assert [c["level"] for c in report["checks"] if c["name"] == "acceptance"] == ["warn"]
     assert report["metrics_accept_length"] == pytest.approx(report["generation"]["accept_length"])
+
+
+def test_check_preset_flags_a_preset_binding_a_non_loopback_host(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "open.toml").write_text('extends = "eagle3-10"\n[server.args]\nhost = "0.0.0.0"\n')
+    with ReplayServer() as s:
+        main(["check", "--url", s.url, "--preset", "open", "--presets", str(presets)])
+    err = capsys.readouterr().err
+    assert "specmon check: warning: preset open: the server binds 0.0.0.0 (--host)" in err

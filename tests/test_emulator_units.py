@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,22 @@ def test_public_args_mask_the_keys_that_are_set_and_leave_the_args_alone():
     args = {"api_key": "s3cret-key", "admin_api_key": None, "port": 30000}
     assert public_args(args) == {"api_key": "***", "admin_api_key": None, "port": 30000}
     assert args["api_key"] == "s3cret-key"
+
+
+def test_the_gpu_side_port_binds_loopback_whatever_the_host():
+    from specmon.tui.emulator.gpus import GpuEndpoint, SimulatedGpus
+
+    endpoint = GpuEndpoint(0, SimulatedGpus(1))
+    try:
+        assert endpoint.server_address[0] == "127.0.0.1"
+    finally:
+        endpoint.server_close()
+
+
+def test_emulate_help_lists_the_emulators_own_flags_first():
+    done = subprocess.run([sys.executable, "-m", "specmon.tui", "emulate", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("usage: specmon emulate [EMULATOR FLAGS] <SGLang flags>")
+    assert out.index("--emulator-fail {oom-during-capture") < out.index("usage: sglang serve") < out.index("--model-path")

@@ -241,6 +241,9 @@ def test_a_padded_process_title_is_shown_without_its_padding():
     # On a real H200, SGLang's scheduler (`setproctitle("sglang::scheduler")`) read back padded with spaces.
     padded = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", " " * 40])
     try:
+        deadline = time.monotonic() + 30  # on a busy machine the child may not have exec'd Python yet
+        while "time.sleep(30)" not in " ".join(psutil.Process(padded.pid).cmdline()) and time.monotonic() < deadline:
+            time.sleep(0.02)
         fake = FakeNvml([FakeGpu(processes=[(padded.pid, 1_000 * MIB)])])
         name = source_for(fake).read().processes[0].name
     finally:

@@ -19,6 +19,7 @@ from specmon.tui.launch.presets import (
     BenchSettings,
     Preset,
     load_presets,
+    preset_warnings,
 )
 
 BUILTIN_NAMES = {"kimi-k25-eagle3", "eagle3-16", "eagle3-10", "eagle3-5", "baseline"}
@@ -268,6 +269,14 @@ BAD_FILES = [
     ('[server.args]\nok = 1\ncuda-graph-bs = [1, true]\n', 3, "strings or numbers, not a boolean"),
     ('[server.args]\nok = 1\nnested = {a = 1}\n', 3, "not a table"),
     ('[server.args]\napi-key = "sk-123"\n', 2, "secret on the command line"),
+    ('[server.args]\nok = 1\nAPI-Key = "sk-123"\n', 3, "secret on the command line"),
+    ('[server.args]\nok = 1\nAdmin-Api-Key = "sk-123"\n', 3, "secret on the command line"),
+    ('[server.args]\nextra = ["--API-KEY", "sk-123"]\n', 2, "secret on the command line"),
+    ('[server.args]\nextra = ["--api-key=sk-123"]\n', 2, "secret on the command line"),
+    ('[server.args]\nextra = "--Api_Key=sk-123"\n', 2, "secret on the command line"),
+    ('[server]\nlauncher = ["python3", "-m", "sglang.launch_server", "--api-key", "sk"]\n', 2,
+     "'server.launcher' would put a secret on the command line"),
+    ('[server]\nlauncher = ["sglang", "--Admin-API-Key=sk"]\n', 2, "secret on the command line"),
     ('[server.env]\nNCCL_P2P_DISABLE = 0\n', 2, 'must be a string (quote numbers: "0")'),
     ('[server.env]\n"BAD NAME" = "1"\n', 2, "not a valid environment variable name"),
     ('[bench]\nrequests = 0\n', 2, "'bench.requests' must be at least 1, not 0"),
@@ -360,3 +369,17 @@ def test_a_flag_sglang_does_not_know_is_caught_by_that_check():
     with pytest.raises(SystemExit) as exited:
         parse_launch_args(preset.argv()[len(preset.launcher) :])
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("host", "warned"),
+    [(None, False), ("127.0.0.1", False), ("127.0.0.2", False), ("localhost", False), ("::1", False),
+     ("[::1]", False), ("0.0.0.0", True), ("::", True), ("10.1.2.3", True), ("myhost.example", True)],
+)
+def test_a_non_loopback_host_is_warned_about(host, warned):
+    preset = Preset(name="p", args={"host": host} if host else {})
+    assert preset.binds_non_loopback is warned
+    warnings = preset_warnings(preset)
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0].startswith(f"the server binds {host} (--host)")

@@ -115,3 +115,27 @@ def test_secret_looking_env_values_are_never_printed(config_home, tmp_path):
     assert json.loads(done.stdout)["presets"][-1]["env"] == {
         "NCCL_P2P_DISABLE": "0", "HF_TOKEN": "<hidden>", "NCCL_DEBUG": "INFO",
     }  # fmt: skip
+
+
+def test_a_preset_binding_a_non_loopback_host_is_flagged(config_home, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "open.toml").write_text('extends = "eagle3-10"\n[server.args]\nhost = "0.0.0.0"\n')
+    done = specmon("presets", "--presets", str(extra), config_home=config_home)
+    blocks = {block.splitlines()[0]: block for block in done.stdout.strip().split("\n\n")}
+    assert "warning: the server binds 0.0.0.0 (--host)" in blocks["open"]
+    assert "binds" not in blocks["eagle3-10"]
+    as_json = json.loads(specmon("presets", "--json", "--presets", str(extra), config_home=config_home).stdout)
+    by_name = {p["name"]: p for p in as_json["presets"]}
+    assert by_name["open"]["warnings"][0].startswith("the server binds 0.0.0.0")
+
+
+def test_file_names_and_descriptions_are_printed_without_control_characters(config_home, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "evil.toml").write_text('description = "looks fine\\u001b[2J\\u001b]0;pwned\\u0007"\n')
+    (extra / "bad\x1b[31mname.toml").write_text("description = \n")
+    done = specmon("presets", "--presets", str(extra), config_home=config_home)
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout
+    assert "looks fine\\x1b[2J\\x1b]0;pwned\\x07" in done.stdout
+    assert "bad\\x1b[31mname.toml" in done.stderr

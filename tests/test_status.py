@@ -15,6 +15,8 @@ from specmon.tui.serving.poller import ServerStatus
 from specmon.tui.status import (
     MonitorState,
     ServerView,
+    bench_rows,
+    failure_notice,
     header_state,
     latest_capture,
     live_rows,
@@ -39,6 +41,11 @@ STARTING = StartupState()
 CAPTURING = StartupState(
     phases=[Phase("capture_target")], captures=[Capture("target", "running", done=3, total=8)]
 )
+CAPTURING_DRAFT = StartupState(
+    phases=[Phase("capture_draft")],
+    captures=[Capture("target", "done", 8, 8), Capture("draft", "running", done=3, total=8, eta_s=12.0,
+                                                        label="draft decode")],
+)
 CAPTURE_GAP = StartupState(phases=[Phase("capture_target")], captures=[Capture("target", "done", 8, 8)])
 READY = StartupState(state="ready")
 FAILED = StartupState(state="failed", error=StartupError("cuda_oom", "out of memory"))
@@ -51,7 +58,8 @@ STOPPED = StartupState(state="stopped")
         (ServerView(STARTING), "starting"),
         (ServerView(STARTING, http=http("unreachable")), "starting"),
         (ServerView(STARTING, http=http("starting")), "warming up"),
-        (ServerView(CAPTURING), "capturing 3/8"),
+        (ServerView(CAPTURING), "capturing target 3/8"),
+        (ServerView(CAPTURING_DRAFT), "capturing draft decode 3/8 · ETA 12.0s"),
         (ServerView(CAPTURE_GAP), "capturing"),
         (ServerView(READY), "ready"),
         (ServerView(READY, http=http("starting")), "warming up"),
@@ -212,3 +220,47 @@ def test_a_restart_is_noted_in_the_server_pane() -> None:
     watch.http_changed(http("ready", spec()))
     _, notes = live_rows(watch.view(READY, True, True, None, log_restarts=1))
     assert sum("restarted once" in text for text, _ in notes) == 1  # the same restart, seen twice
+
+
+OOM = StartupError("cuda_oom", "CUDA out of memory", hint="lower --mem-fraction-static")
+OOM_REFINED = StartupError("cuda_oom", "CUDA out of memory", hint="lower --mem-fraction-static (now 0.85)")
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        ([(0, None)], [None]),
+        ([(0, OOM)], [(("Startup failed: cuda oom", "lower --mem-fraction-static"), False)]),
+        ([(0, OOM), (0, OOM), (0, OOM)], [(("Startup failed: cuda oom", "lower --mem-fraction-static"), False),
+                                          None, None]),
+        ([(0, OOM), (0, OOM_REFINED)], [(failure_notice(OOM), False), (failure_notice(OOM_REFINED), True)]),
+        ([(0, OOM), (1, OOM)], [(failure_notice(OOM), False), (failure_notice(OOM), False)]),
+        ([(0, StartupError("killed", "the server was killed"))],
+         [(("Startup failed: killed", "the server was killed"), False)]),
+    ],
+)
+def test_a_failed_startup_gives_one_notification_with_the_panels_diagnosis(steps, expected):
+    watch = MonitorState()
+    assert [watch.failure_notice(generation, error) for generation, error in steps] == expected
+
+
+def _run(run_id: str, preset: str, status: str):
+    from specmon.tui.bench.model import BenchResult
+
+    return BenchResult(run_id=run_id, preset=preset, url="u", started_at=0.0, status=status)
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        ([("1", "base", "finished")], {"base": ("1", 1)}),
+        ([("1", "base", "finished"), ("2", "base", "cancelled")], {"base": ("1", 1)}),
+        ([("1", "base", "finished"), ("2", "base", "failed"), ("3", "base", "finished")], {"base": ("3", 2)}),
+        ([("1", "e5", "cancelled")], {"e5": ("1", 0)}),
+        ([("1", "e5", "failed"), ("2", "e5", "cancelled")], {"e5": ("2", 0)}),
+        ([("1", "base", "finished"), ("2", "e5", "cancelled")], {"base": ("1", 1), "e5": ("2", 0)}),
+    ],
+)
+def test_bench_rows_never_let_a_cancelled_run_hide_a_finished_one(runs, expected):
+    rows = bench_rows([_run(*run) for run in runs])
+    assert {preset: (result.run_id, count) for preset, (result, count) in rows.items()} == expected

@@ -41,6 +41,7 @@ FAKE_SERVER = textwrap.dedent(
 
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int)
+    p.add_argument("--host")
     p.add_argument("--model-path")
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--exit-code-on-term", type=int)
@@ -97,7 +98,7 @@ def fake_preset(script: Path, name: str = "fake", **args) -> Preset:
     return Preset(
         name=name,
         launcher=("{python}", str(script)),
-        args={"model-path": f"/models/{name}", **args},
+        args={"model-path": f"/models/{name}", "port": free_port(), **args},  # never SGLang's shared 30000
         env={"SPECMON_TEST_VALUE": name},
     )
 
@@ -344,3 +345,20 @@ def test_log_path_through_a_symlink_is_refused(script, tmp_path):
     with pytest.raises(OSError):
         sup.start()
     assert sup.pid is None
+
+
+def test_a_server_binding_a_non_loopback_host_is_warned_about_first_in_its_log(script, run_dir, cleanup):
+    sup = ServerSupervisor(fake_preset(script, host="0.0.0.0", port=free_port(), **{"exit-after-start": 0}),
+                           run_dir=run_dir)
+    log = sup.start()
+    cleanup.append(sup.pid)
+    ready_info(log)
+    first = log.read_text().splitlines()[0]
+    assert first.startswith("specmon: warning: the server binds 0.0.0.0 (--host)")
+    sup.stop(timeout=5)
+    quiet = ServerSupervisor(fake_preset(script, port=free_port(), **{"exit-after-start": 0}), run_dir=run_dir)
+    log = quiet.start()
+    cleanup.append(quiet.pid)
+    ready_info(log)
+    assert "specmon: warning" not in log.read_text()
+    quiet.stop(timeout=5)

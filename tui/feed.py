@@ -8,6 +8,7 @@ oldest pending lines are dropped (they would have been pruned from the bounded l
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -17,13 +18,26 @@ from dataclasses import dataclass, field
 from specmon.tui.logs.model import LineKind, StartupState, TrackerEvent
 from specmon.tui.logs.tracker import StartupTracker
 
+POLL_KIND = "poll"
+"""The kind of an access line of the app's own polling (hidden from the log pane by default)."""
+POLL_ACCESS = re.compile(
+    r'"GET /(?:health|health_generate|model_info|get_model_info|server_info|get_server_info|metrics)'
+    r'(?:\?[^ "]*)? HTTP/[\d.]+" \d{3}'
+)
+"""A uvicorn access line of a request the app's poller (or `specmon check`) makes."""
+
+
+def with_poll_kind(text: str, kind: str | None) -> str | None:
+    """``kind``, or ``POLL_KIND`` for an unclassified access line of a polling request."""
+    return POLL_KIND if kind is None and POLL_ACCESS.search(text) else kind
+
 
 @dataclass
 class FeedBatch:
     """What arrived since the previous ``take()``."""
 
     lines: list[str] = field(default_factory=list)
-    kinds: list[LineKind | None] = field(default_factory=list)
+    kinds: list[LineKind | str | None] = field(default_factory=list)
     events: list[TrackerEvent] = field(default_factory=list)
     changed: bool = False
     generation: int = 0
@@ -38,7 +52,7 @@ class LogFeed:
         self.generation = 0
         self.lines_fed = 0
         self._max_pending = max_pending
-        self._pending: deque[tuple[str, LineKind | None]] = deque(maxlen=max_pending)
+        self._pending: deque[tuple[str, LineKind | str | None]] = deque(maxlen=max_pending)
         self._changed = False
         self.grew_at: float | None = None
         """When (``time.monotonic()``) the log last grew: lines or progress frames arrived."""
@@ -67,6 +81,7 @@ class LogFeed:
             self.grew_at = time.monotonic()
             if self.tracker.clock != stamp:
                 self.stamped_at = self.grew_at
+            lines = [(text, with_poll_kind(text, kind)) for text, kind in lines]
             self._pending.extend(lines)
             for observer in self.observers:
                 observer(lines)

@@ -10,9 +10,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from specmon.tui.units import format_seconds
+
 if TYPE_CHECKING:
+    from specmon.tui.bench.model import BenchResult
     from specmon.tui.launch.presets import Preset
-    from specmon.tui.logs.model import Capture, StartupState
+    from specmon.tui.logs.model import Capture, StartupError, StartupState
     from specmon.tui.serving.client import SpecSettings
     from specmon.tui.serving.poller import ServerStatus
 
@@ -72,6 +75,23 @@ class MonitorState:
     restarts: int = 0
     """Restarts seen over HTTP: ready, then away (or warming up again), then ready; or other settings."""
     _away_after_ready: bool = False
+    failure_notified: tuple[int, Notice] | None = None
+    """The log generation and the notice of the last startup-failure notification."""
+
+    def failure_notice(self, generation: int, error: StartupError | None) -> tuple[Notice, bool] | None:
+        """The notification to give for a failed startup, and whether it replaces an earlier one of this run.
+
+        None when there is nothing new: one notification per server run, replaced only when the diagnosis
+        (the one the error panel shows) changed.
+        """
+        if error is None:
+            return None
+        notice = failure_notice(error)
+        earlier = self.failure_notified
+        if earlier == (generation, notice):
+            return None
+        self.failure_notified = (generation, notice)
+        return notice, earlier is not None and earlier[0] == generation
 
     def http_changed(self, http: ServerStatus) -> bool:
         """Take the poller's new status; True when it shows that the server restarted (a new run)."""
@@ -150,6 +170,15 @@ class MonitorState:
         )
 
 
+Notice = tuple[str, str]
+"""A notification's title and message."""
+
+
+def failure_notice(error: StartupError) -> Notice:
+    """The failure notification: the error panel's title and its hint (or the message, without a hint)."""
+    return f"Startup failed: {error.kind.replace('_', ' ')}", error.hint or error.message
+
+
 def latest_capture(state: StartupState) -> Capture | None:
     """The capture to show: the running one, else the most recent."""
     for capture in reversed(state.captures):
@@ -176,13 +205,22 @@ def header_state(view: ServerView) -> str:
         return "ready" if http is None else "warming up"
     capture = latest_capture(state)
     if capture is not None and capture.status == "running":
-        return f"capturing {capture.done}/{capture.total or '?'}"
+        return capturing_state(capture)
     phase = state.current_phase
     if phase is not None and phase.name.startswith("capture") and phase.status == "running":
         return "capturing"  # between a bar's last frame and the capture's end line
     if http == "starting":
         return "warming up"
     return "starting"
+
+
+def capturing_state(capture: Capture) -> str:
+    """``capturing draft decode 3/8 · ETA 12s``: the graph that is captured, and an ETA once one is known."""
+    name = capture.label or capture.graph.replace("_", " ")
+    text = f"capturing {name} {capture.done}/{capture.total or '?'}"
+    if capture.eta_s is not None:
+        text += f" · ETA {format_seconds(capture.eta_s)}"
+    return text
 
 
 def milestone(state: str) -> str | None:
@@ -266,3 +304,28 @@ def parse_milestone_specs(specs: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"--screenshot-at wants EVENT:PATH with EVENT one of {', '.join(MILESTONES)}")
         shots[event] = path
     return shots
+
+
+def bench_rows(results: Sequence[BenchResult]) -> dict[str, tuple[BenchResult, int]]:
+    """Per preset, the run its table row shows and how many finished runs it has.
+
+    The latest finished run; a cancelled or failed run shows only while its preset has no finished run, so
+    it never hides or spoils an earlier completed one.
+    """
+    rows: dict[str, tuple[BenchResult, int]] = {}
+    for result in results:
+        shown, count = rows.get(result.preset, (None, 0))
+        if result.status == "finished":
+            rows[result.preset] = (result, count + 1)
+        elif shown is None or shown.status != "finished":
+            rows[result.preset] = (result, count)
+    return rows
+
+
+def bench_outcome(result: BenchResult) -> tuple[str, str, str]:
+    """The notification when a benchmark run ends: title, message and severity."""
+    if result.status == "cancelled":
+        return "Benchmark cancelled", f"{result.preset}: cancelled; earlier runs are kept", "warning"
+    if result.status != "finished":
+        return "Benchmark failed", "; ".join(result.notes) or "the benchmark failed", "error"
+    return "Benchmark", f"Benchmark finished: {result.preset}", "information"

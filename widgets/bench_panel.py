@@ -14,6 +14,7 @@ from textual_plotext import PlotextPlot
 from specmon.tui.bench.compare import Comparison, compare_all
 from specmon.tui.bench.model import BenchProgress, BenchResult
 from specmon.tui.bench.report import describe_progress, run_figures
+from specmon.tui.status import bench_rows
 from specmon.tui.units import number, number_range
 from specmon.widgets.gpu_trend import columns
 
@@ -29,6 +30,8 @@ COLUMNS = (
     ("speedup", "speedup"),
     ("flags", "flags"),
 )
+NARROW_HIDDEN = {"ci"}
+"""Columns left out below ``NARROW_COLUMNS`` (the speedup loses its CI too), so the flags always show."""
 IDLE_TEXT = "No benchmark yet: press b to benchmark the current server."
 
 
@@ -45,9 +48,11 @@ def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1
     f = run_figures(result, comparison)
     tau, bound = f["accept_length"], f["accept_length_bound"]
     if f["speedup"] is not None:
-        speedup = f"{f['speedup']:.2f}× [{number_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')}]"
+        short = f"{f['speedup']:.2f}×"
+        speedup = f"{short} [{number_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')}]"
     else:
         speedup = "baseline" if comparison is not None and comparison.run_id == comparison.baseline_run_id else "–"
+        short = speedup
     return {
         "preset": result.preset,
         "runs": f"{f['requests_ok']}" + (f"×{runs}" if runs > 1 else ""),
@@ -56,6 +61,7 @@ def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1
         "tau": number(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
         "ttft": number(f["ttft_ms_median"], ".0f"),
         "speedup": speedup,
+        "speedup_short": short,
         "flags": ",".join(f["flags"]) or "ok",
     }
 
@@ -104,7 +110,8 @@ class BenchPanel(Vertical):
         self.baseline = baseline
         self._series: dict[str, list[float]] = {}
         self._accept: dict[str, tuple[float, tuple[float, float] | None]] = {}
-        self._rows: set[str] = set()
+        self._rows: dict[str, dict[str, str]] = {}
+        self._narrow = False
         self._charts_dirty = False
         self.results: list[BenchResult] = []
         self.progress: BenchProgress | None = None
@@ -117,16 +124,35 @@ class BenchPanel(Vertical):
         yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        self._build_table()
         self._charts_dirty = True
         self._redraw()
         self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
 
     def on_resize(self, event: Resize) -> None:
-        self.set_class(event.size.width < NARROW_COLUMNS, "-narrow")
+        narrow = event.size.width < NARROW_COLUMNS
+        self.set_class(narrow, "-narrow")
+        if narrow != self._narrow:
+            self._narrow = narrow
+            self._build_table()
         self._charts_dirty = True
+
+    def _columns(self) -> list[tuple[str, str]]:
+        return [(key, label) for key, label in COLUMNS if not (self._narrow and key in NARROW_HIDDEN)]
+
+    def _cell(self, cells: dict[str, str], key: str) -> str:
+        if key == "speedup" and self._narrow:
+            return cells.get("speedup_short", cells[key])
+        return cells[key]
+
+    def _build_table(self) -> None:
+        """(Re)build the table's columns for the current width, with every row."""
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        for key, label in self._columns():
+            table.add_column(label, key=key)
+        for row_key, cells in self._rows.items():
+            table.add_row(*(self._cell(cells, k) for k, _ in self._columns()), key=row_key)
 
     # -- input ---------------------------------------------------------------------------------------
     def show_progress(self, progress: BenchProgress) -> None:
@@ -136,49 +162,54 @@ class BenchPanel(Vertical):
         self._series[progress.preset] = list(progress.decode_tok_s)
         if progress.accept_length is not None:
             self._accept[progress.preset] = (progress.accept_length, None)
-        if progress.median_tok_s is not None or progress.preset not in self._rows:
+        live = f"{progress.preset} (run)"
+        if progress.finished:
+            self._remove_row(live)
+        elif progress.median_tok_s is not None or live not in self._rows:
             row = {key: "–" for key, _ in COLUMNS}
             row.update(
-                preset=progress.preset,
+                preset=live,
                 runs=f"{progress.done - progress.failed}/{progress.total}",
                 tok_s=number(progress.median_tok_s),
                 tau=number(progress.accept_length, ".2f"),
                 flags=progress.phase,
             )
-            self._set_row(progress.preset, row)
+            self._set_row(live, row)
         self._charts_dirty = True
 
     def show_results(self, results: list[BenchResult]) -> None:
         """Show finished runs; the latest run of each preset fills its row, series and bar."""
         self.results = list(results)
-        comparisons = compare_all(self.results, self.baseline)
-        latest: dict[str, BenchResult] = {}
-        counts: dict[str, int] = {}
-        for result in self.results:
-            latest[result.preset] = result
-            counts[result.preset] = counts.get(result.preset, 0) + 1
-        for preset, result in latest.items():
-            self._set_row(preset, result_row(result, comparisons.get(result.run_id), counts[preset]))
+        rows = bench_rows(self.results)
+        comparisons = compare_all([r for r in self.results if r.status == "finished"], self.baseline)
+        for preset, (result, runs) in rows.items():
+            self._remove_row(f"{preset} (run)")
+            self._set_row(preset, result_row(result, comparisons.get(result.run_id), runs))
             self._series[preset] = [r.decode_tok_s for r in result.measured if r.ok and r.decode_tok_s]
             accept = (result.summary or {}).get("accept_length") or {}
             if accept.get("token_weighted") is not None:
                 ci = accept.get("ci95")
                 self._accept[preset] = (accept["token_weighted"], tuple(ci) if ci else None)
-        if (self.progress is None or self.progress.finished) and latest:
+        if (self.progress is None or self.progress.finished) and rows:
             last = self.results[-1]
-            done = f"last run: {last.preset} {last.status}, {len(latest)} preset(s) compared"
+            done = f"last run: {last.preset} {last.status}, {len(rows)} preset(s) compared"
             self.query_one("#bench-progress", Static).update(done)
         self._charts_dirty = True
 
     # -- rendering -----------------------------------------------------------------------------------
     def _set_row(self, key: str, cells: dict[str, str]) -> None:
         table = self.query_one(DataTable)
-        if key not in self._rows:
-            table.add_row(*(cells[k] for k, _ in COLUMNS), key=key)
-            self._rows.add(key)
+        new = key not in self._rows
+        self._rows[key] = cells
+        if new:
+            table.add_row(*(self._cell(cells, k) for k, _ in self._columns()), key=key)
             return
-        for column, _ in COLUMNS:
-            table.update_cell(key, column, cells[column], update_width=True)
+        for column, _ in self._columns():
+            table.update_cell(key, column, self._cell(cells, column), update_width=True)
+
+    def _remove_row(self, key: str) -> None:
+        if self._rows.pop(key, None) is not None:
+            self.query_one(DataTable).remove_row(key)
 
     def _redraw_if_dirty(self) -> None:
         if self._charts_dirty:

@@ -39,8 +39,9 @@ class ErrorPanel(Static):
         self.border_title = f"Startup failed: {kind}"
         if error.phase:
             self.border_subtitle = f"during {PHASE_LABELS.get(error.phase, error.phase)}"
-        text = Text(error.message, style="bold")
-        if error.hint:
-            text.append("\nHint: ", style="bold yellow")
-            text.append(error.hint)
+        text = Text()
+        if error.hint:  # first, so the panel's height never cuts it: the message is in the log too
+            text.append("Hint: ", style="bold yellow")
+            text.append(error.hint + "\n")
+        text.append(error.message, style="bold")
         self.update(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from rich.highlighter import Highlighter
@@ -17,6 +18,8 @@ KIND_STYLES: dict[str, Style] = {
     "warning": Style(color="yellow"),
 }
 MATCH_STYLE = Style(reverse=True)
+HIDDEN_KIND = "poll"
+"""Lines of this kind (the app's own polling requests) show only after ``set_show_polls(True)``."""
 
 
 class _KindHighlighter(Highlighter):
@@ -61,9 +64,23 @@ class LogView(Log):
         self.lines_written = 0
         self.following = True
         """Keep the tail in view; false once the user scrolls up, true again at the end."""
+        self.show_polls = False
+        self._every_line: deque[tuple[str, str | None]] = deque(maxlen=max_lines)
+        """Every line written, shown or not, so the polling lines can be shown later."""
+
+    def set_show_polls(self, show: bool) -> None:
+        """Show (or hide) the lines of the app's own polling requests; the pane is rewritten."""
+        self.show_polls = show
+        every = list(self._every_line)
+        self.clear()
+        self.write_classified([text for text, _ in every], [kind for _, kind in every])
 
     def write_classified(self, lines: Sequence[str], kinds: Sequence[str | None]) -> None:
-        """Append a batch of complete lines with their kinds (same length)."""
+        """Append a batch of complete lines with their kinds (same length); polling lines only when shown."""
+        self._every_line.extend(zip(lines, kinds, strict=False))
+        if not self.show_polls:
+            shown = [(text, kind) for text, kind in zip(lines, kinds, strict=False) if kind != HIDDEN_KIND]
+            lines, kinds = [text for text, _ in shown], [kind for _, kind in shown]
         if not lines:
             return
         self.lines_written += len(lines)
@@ -104,6 +121,7 @@ class LogView(Log):
 
     def clear(self):
         self._kinds = []
+        self._every_line.clear()
         self.match_line = None
         return super().clear()
 

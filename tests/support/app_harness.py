@@ -97,7 +97,7 @@ def screen_text(app: SpecmonApp) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
-async def wait_for(pilot, predicate, timeout: float = 5.0, step: float = 0.05) -> bool:
+async def wait_for(pilot, predicate, timeout: float = 15.0, step: float = 0.05) -> bool:
     """Let the app run until ``predicate()`` is true (True) or ``timeout`` passes (False)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -33,7 +33,11 @@ TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
-MILESTONE_SETTLE_S = 1.5  # a milestone's screenshot waits this long, to show what came with it (health, settings)
+BENCH_CANCEL_WAIT_S = 10.0
+FAILURE_NOTICE_S = 20.0
+"""How long the startup-failure notification stays (Esc dismisses it at once)."""
+MILESTONE_SETTLE_S = 1.5
+"""A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
 
 
 class SpecmonApp(App[int]):
@@ -161,12 +165,21 @@ class SpecmonApp(App[int]):
         if batch.lines:
             self.main.write_log(batch.lines, batch.kinds)
             self._log_written_at = time.monotonic()
-        for event in batch.events:
-            if isinstance(event, StartupFailed):
-                self.notify(event.error.hint or event.error.message, title="Startup failed", severity="error")
-            elif isinstance(event, ServerBecameReady):
-                self._maybe_sanity_check()
+        if any(isinstance(event, StartupFailed) for event in batch.events):
+            self._notify_failure()
+        if any(isinstance(event, ServerBecameReady) for event in batch.events):
+            self._maybe_sanity_check()
         self.render_state()
+
+    def _notify_failure(self) -> None:
+        """One notification per failed run, with the error panel's diagnosis (replaced if it is refined)."""
+        with self.feed.lock:
+            due = self.watch.failure_notice(self._shown_generation, self.feed.state.error)
+        if due is not None:
+            (title, message), replaces = due
+            if replaces:
+                self.clear_notifications()
+            self.notify(message, title=title, severity="error", timeout=FAILURE_NOTICE_S, markup=False)
 
     def _defer_trickle(self) -> bool:
         """Except during a startup, lines wait to be written together: a few (health checks, access lines) up to
@@ -205,8 +218,7 @@ class SpecmonApp(App[int]):
         self._check_milestones(header[2])
 
     def _running_extra_s(self) -> float:
-        """Whole seconds a running phase went on past the log's newest timestamp: until now while the server
-        is alive, else until the log last grew, so an old log replayed never counts on."""
+        """Whole seconds a running phase went past the log's newest stamp (until now only while it is alive)."""
         supervisor = self.config.supervisor
         alive = status.server_alive(supervisor is not None and supervisor.is_running, self.watch.http)
         return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
@@ -249,10 +261,8 @@ class SpecmonApp(App[int]):
         if message.result is not None:
             self.bench_results.append(message.result)
             self.main.show_bench_results(list(self.bench_results))
-        if message.error:
-            self.notify(message.error, title="Benchmark failed", severity="error")
-        elif message.result is not None:
-            self.notify(f"Benchmark finished: {message.result.preset}", title="Benchmark")
+            title, text, severity = status.bench_outcome(message.result)
+            self.notify(text, title=title, severity=severity, markup=False)
 
     @on(messages.SanityChecked)
     def _sanity_checked(self, message: messages.SanityChecked) -> None:
@@ -281,12 +291,7 @@ class SpecmonApp(App[int]):
 
     @work(exclusive=True, group="sanity", exit_on_error=False)
     async def _sanity_check(self) -> None:
-        from specmon.tui.serving.check import run_check
-
-        preset = self.watch.preset
-        asked = dict(preset.args) if preset is not None else None
-        report = await run_check(self.config.url, self.config.api_key, asked=asked)
-        summary, ok = report.summary()
+        summary, ok = await self.sources.sanity_check(self.watch.preset)
         self.post_message(messages.SanityChecked(summary, ok=ok))
 
     # ----- actions
@@ -311,12 +316,14 @@ class SpecmonApp(App[int]):
     def action_follow_tail(self) -> None:
         self.main.follow_tail()
 
+    def action_toggle_polls(self) -> None:
+        self.notify(f"Polling requests {'shown' if self.main.toggle_polls() else 'hidden'}", title="Log")
+
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME
 
     def action_screenshot(self) -> None:
-        path = self.save_screenshot()
-        self.notify(f"Saved {path}", title="Screenshot")
+        self.notify(f"Saved {self.save_screenshot()}", title="Screenshot")
 
     def action_pick_preset(self) -> None:
         if self.config.supervisor is None or not self.config.presets:
@@ -331,20 +338,32 @@ class SpecmonApp(App[int]):
         if name:
             self.switch_preset(name)
 
-    def switch_preset(self, name: str) -> None:
-        """Restart the supervised server with preset ``name``; the log pane and tracker start over."""
+    def switch_preset(self, name: str, confirmed: bool = False) -> None:
+        """Restart the supervised server with preset ``name``; the log pane and tracker start over.
+
+        While a benchmark runs, ask first: switching cancels it.
+        """
         preset = self.config.presets.get(name)
         if preset is None or self.config.supervisor is None:
+            return
+        if self._bench is not None and not confirmed:
+            from specmon.tui.app.screens.confirm import Confirm
+
+            question = f"A benchmark is running. Cancel it and switch to {name}?"
+            self.push_screen(Confirm(question), lambda yes: yes and self.switch_preset(name, confirmed=True))
             return
         self.watch.begin_switch(name)
         self.sources.stop_following()
         self.feed.reset()
         self.render_state()
-        self._restart(preset)
+        self._restart(preset, self._bench)
 
     @work(thread=True, exclusive=True, group="supervisor", exit_on_error=False)
-    def _restart(self, preset: Preset) -> None:
+    def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
         supervisor = self.config.supervisor
+        if bench is not None:  # ends as "cancelled" before its server goes, not as a run of failed requests
+            bench.cancel()
+            bench.wait(BENCH_CANCEL_WAIT_S)
         try:
             supervisor.restart_with(preset)
         except Exception as exc:  # reported in the UI; the old server is gone either way
@@ -357,30 +376,19 @@ class SpecmonApp(App[int]):
         if self.bench_running:
             self.notify("A benchmark is already running", severity="warning")
             return
-        from specmon.tui.bench.run import BenchRun
-
-        preset = self.watch.preset
         self.main.show_pane("bench")
         self.bench_running = True
-        self._bench = BenchRun(
-            self.config.url,
-            preset.name if preset is not None else None,
-            preset.bench if preset is not None else None,
-            api_key=self.config.api_key,
-            on_update=lambda progress: self.post_message(messages.BenchProgressed(progress)),
-            gpu_sampler=self.sources.gpu_sampler,
-        )
-        self._bench.start()
+        on_update = lambda p: self.post_message(messages.BenchProgressed(p))  # noqa: E731
+        self._bench = self.sources.start_bench(self.watch.preset, on_update)
         self._wait_bench(self._bench)
 
     @work(thread=True, group="bench", exit_on_error=False)
     def _wait_bench(self, bench: BenchRun) -> None:
         bench.wait()
-        result = bench.result
-        error = ("; ".join(result.notes) or "the benchmark failed") if result.status == "failed" else None
-        self.post_message(messages.BenchFinished(result, error=error))
+        self.post_message(messages.BenchFinished(bench.result))
 
     # ----- command palette, quitting
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield from keys.palette_commands(self)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import os
 import signal
 import sys
 from pathlib import Path
+
+from specmon.tui.text import printable
 
 HEADLESS_SIZE = (200, 50)
 HEADLESS_SIZE_ENV = "SPECMON_HEADLESS_SIZE"
@@ -58,10 +61,25 @@ def _named_preset(preset_set, name: str):
     """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
     preset = preset_set.get(name)
     if preset is None:
-        print(f"specmon: no preset named {name!r} (see `specmon presets`)", file=sys.stderr)
+        print(f"specmon: no preset named {printable(name)!r} (see `specmon presets`)", file=sys.stderr)
     return preset
 
 
+def _interrupt_exits_130(handler):
+    """A Ctrl-C (SIGINT) that lands before the app installs its own handler ends the command with 130, never by
+    the signal itself (the ``finally`` blocks, such as stopping the demo's server, still run)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except KeyboardInterrupt:
+            return 128 + signal.SIGINT
+
+    return run
+
+
+@_interrupt_exits_130
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.tui.app.config import AppConfig
@@ -81,7 +99,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         print(f"specmon: attaching to {found.id} ({found.preset or 'pid ' + str(found.pid)}) at {found.url}",
               file=sys.stderr)  # fmt: skip
     if args.log and not os.path.exists(args.log):
-        print(f"specmon: note: {args.log} does not exist yet; it will be followed once it appears", file=sys.stderr)
+        print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
+              file=sys.stderr)
     preset = None
     if args.preset:
         from specmon.tui.launch.presets import load_presets
@@ -132,6 +151,7 @@ def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signal.SIGTERM)
 
 
+@_interrupt_exits_130
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from specmon.tui.app.config import AppConfig
@@ -145,6 +165,11 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.preset:
         preset = _named_preset(preset_set, args.preset)
         if preset is None:
+            return 2
+        if not preset.demo:
+            print(f"specmon demo: preset {printable(preset.name)!r} launches real SGLang "
+                  f"({printable(' '.join(preset.launcher))}), not the emulator; demo presets: "
+                  f"{', '.join(demos) or 'none'}. To watch a real server, use `specmon monitor`.", file=sys.stderr)
             return 2
         preset = _with_speed(preset, args.speed)
     else:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from textual.app import SystemCommand
 from textual.binding import Binding
 
+if TYPE_CHECKING:
+    from specmon.tui.app.app import SpecmonApp
+
 PANES = Binding.Group("Pane", compact=True)
 SEARCH = Binding.Group("Search", compact=True)
+LOG = Binding.Group("Log", compact=True)
 
 BINDINGS = [
     Binding("1", "show_pane('server')", "Server", id="pane-server", group=PANES),
@@ -19,7 +23,8 @@ BINDINGS = [
     Binding("slash", "search", "Search", id="search", group=SEARCH),
     Binding("n", "search_next", "Next match", id="search-next", group=SEARCH),
     Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
-    Binding("f", "follow_tail", "Follow", id="follow-tail"),
+    Binding("f", "follow_tail", "Follow", id="follow-tail", group=LOG),
+    Binding("h", "toggle_polls", "Polls", id="toggle-polls", group=LOG),
     Binding("p", "pick_preset", "Preset", id="pick-preset"),
     Binding("b", "run_bench", "Bench", id="run-bench"),
     Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
@@ -36,6 +41,10 @@ ACTION_HELP = {
     "search_next": ("Next match", "Jump to the next match of the log search (n)"),
     "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),
     "follow_tail": ("Follow the log tail", "Jump to the end of the log and keep following it"),
+    "toggle_polls": (
+        "Show/hide polling requests",
+        "specmon's own /health, /model_info and /server_info requests in the log (hidden by default)",
+    ),
     "pick_preset": ("Switch preset…", "Restart the server with another preset"),
     "run_bench": ("Run the benchmark", "Benchmark the running server with its preset's settings"),
     "toggle_theme": ("Toggle light/dark theme", "Switch between the light and dark themes"),
@@ -44,8 +53,8 @@ ACTION_HELP = {
 """Action → (palette title, help text)."""
 
 
-def palette_commands(app: Any) -> Iterable[SystemCommand]:
-    """The command palette's entries for the app's actions, plus "Switch preset: NAME" when it may switch."""
+def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
+    """A palette command per key binding (from the same table as the footer), and one per preset to switch to."""
     can_switch = app.check_action("pick_preset", ())
     for binding in BINDINGS:
         action = binding.action

@@ -14,8 +14,11 @@ from specmon.tui.feed import LogFeed, follow_log
 
 if TYPE_CHECKING:
     from specmon.tui.app.config import AppConfig
+    from specmon.tui.bench.model import BenchProgress
+    from specmon.tui.bench.run import BenchRun
     from specmon.tui.gpu.model import GpuSnapshot
     from specmon.tui.gpu.sampler import GpuSampler
+    from specmon.tui.launch.presets import Preset
     from specmon.tui.serving.poller import ServerPoller, ServerStatus
 
 
@@ -65,6 +68,29 @@ class AppSources:
 
         self.gpu_sampler = GpuSampler(self._config.gpu_source, interval_s=1.0, on_sample=self._on_gpus)
         self.gpu_sampler.start()
+
+    def start_bench(self, preset: Preset | None, on_update: Callable[[BenchProgress], None]) -> BenchRun:
+        """Start benchmarking the server with ``preset``'s settings, on the run's own thread."""
+        from specmon.tui.bench.run import BenchRun
+
+        bench = BenchRun(
+            self._config.url,
+            preset.name if preset is not None else None,
+            preset.bench if preset is not None else None,
+            api_key=self._config.api_key,
+            on_update=on_update,
+            gpu_sampler=self.gpu_sampler,
+        )
+        bench.start()
+        return bench
+
+    async def sanity_check(self, preset: Preset | None) -> tuple[str, bool]:
+        """`specmon check`'s core against the server (one short generation): its summary line and verdict."""
+        from specmon.tui.serving.check import run_check
+
+        asked = dict(preset.args) if preset is not None else None
+        report = await run_check(self._config.url, self._config.api_key, asked=asked)
+        return report.summary()
 
     def stop(self) -> None:
         """Stop every source; stopping must never keep the app from exiting."""

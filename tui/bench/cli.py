@@ -11,6 +11,7 @@ from specmon.tui.bench.report import accept_bound, describe_progress
 from specmon.tui.bench.results import ResultStore
 from specmon.tui.bench.results_text import FORMATTERS, select_runs
 from specmon.tui.bench.run import BenchRun, RunSettings
+from specmon.tui.text import printable
 from specmon.tui.units import number, number_range
 
 
@@ -69,7 +70,7 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
     d = s.get("decode_tok_s")
     if d:
         lines.append(
-            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*d['ci95'])}] · p10 {d['p10']:.1f} · "
+            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*(d['ci95'] or (None, None)))}] · p10 {d['p10']:.1f} · "
             f"p90 {d['p90']:.1f} · mean {d['mean']:.1f} · rel. MAD {d['rel_mad']:.1%}"
         )
     a = s.get("accept_length") or {}
@@ -161,7 +162,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(strict_json(result.to_json() | {"saved_to": saved_to, "save_error": bench.save_error}, indent=2))
     else:
-        print(format_result(result, saved_to, bench.save_error))
+        print(printable(format_result(result, saved_to, bench.save_error), newlines=True))
     if interrupted:
         return 130
     ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved
@@ -215,5 +216,5 @@ def run_results(args: argparse.Namespace) -> int:
         print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
         return 1
     text = FORMATTERS[args.format](runs, baseline)
-    print(text, end="" if text.endswith("\n") else "\n")
+    print(printable(text, newlines=True), end="" if text.endswith("\n") else "\n")
     return 1 if missing else 0

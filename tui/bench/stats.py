@@ -16,6 +16,8 @@ CROSS_CHECK_TOLERANCE = 0.05
 BOOTSTRAP_RESAMPLES = 2000
 REPETITION_MIN_CHARS = 200
 REPETITION_MAX_COMPRESSION = 0.2
+MIN_CI_SAMPLES = 5
+"""Fewer samples than this get no confidence interval: a bootstrap of 2–4 values only looks precise."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -67,6 +69,14 @@ def bootstrap_ci(
     return (percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha)))
 
 
+def ci95(values: Sequence[Any], statistic: Callable[[Sequence[Any]], float] = statistics.median,
+         seed: int = 0) -> list[float] | None:
+    """The bootstrap 95% CI as ``[low, high]``, or None with fewer than ``MIN_CI_SAMPLES`` values."""
+    if len(values) < MIN_CI_SAMPLES:
+        return None
+    return list(bootstrap_ci(values, statistic, seed=seed))
+
+
 def paired_speedup(pairs: Sequence[tuple[float, float]], seed: int = 0) -> dict[str, Any] | None:
     """Speedup of a preset over the baseline from (preset, baseline) tok/s pairs of the same prompts.
 
@@ -80,7 +90,7 @@ def paired_speedup(pairs: Sequence[tuple[float, float]], seed: int = 0) -> dict[
     return {
         "geomean": statistics.geometric_mean(ratios),
         "median": statistics.median(ratios),
-        "ci95": list(bootstrap_ci(ratios, statistics.geometric_mean, seed=seed)),
+        "ci95": ci95(ratios, statistics.geometric_mean, seed=seed),
         "ratio_of_medians": statistics.median(a for a, _ in good) / statistics.median(b for _, b in good),
         "pairs": len(good),
     }
@@ -138,7 +148,7 @@ def summarize(
             "p10": percentile(tps, 10),
             "p90": percentile(tps, 90),
             "mean": statistics.fmean(tps),
-            "ci95": list(bootstrap_ci(tps)),
+            "ci95": ci95(tps),
             "rel_mad": rel_mad,
             "n": len(tps),
         }
@@ -154,7 +164,7 @@ def summarize(
         pairs = [(r.completion_tokens, r.spec_verify_ct or 0) for r in with_spec]
         accept = {
             "token_weighted": tokens / steps,
-            "ci95": list(bootstrap_ci(pairs, _token_weighted)),
+            "ci95": ci95(pairs, _token_weighted),
             "median": statistics.median(r.completion_tokens / (r.spec_verify_ct or 1) for r in with_spec),
             "completion_tokens": tokens,
             "spec_verify_ct": steps,

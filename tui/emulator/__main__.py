@@ -90,7 +90,7 @@ def serve(config: LaunchConfig) -> int:
     port = int(args["port"])
     gpus = SimulatedGpus(options.gpus or tp)
     try:
-        GpuEndpoint(host, int(options.gpu_port), gpus).start()
+        GpuEndpoint(int(options.gpu_port), gpus).start()
     except OSError as error:
         log.raw(f"specmon emulator: GPU endpoint unavailable on port {options.gpu_port}: {error.strerror}")
     metrics = None

@@ -137,13 +137,14 @@ class _GpuHandler(BaseHTTPRequestHandler):
 
 
 class GpuEndpoint(ThreadingHTTPServer):
-    """The side HTTP server answering `GET /_emulator/gpus`."""
+    """The side HTTP server answering `GET /_emulator/gpus`; it binds loopback whatever `--host` says."""
 
     daemon_threads = True
+    HOST = "127.0.0.1"
 
-    def __init__(self, host: str, port: int, gpus: SimulatedGpus) -> None:
+    def __init__(self, port: int, gpus: SimulatedGpus) -> None:
         self.gpus = gpus
-        super().__init__((host, port), _GpuHandler)
+        super().__init__((self.HOST, port), _GpuHandler)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="emulator-gpus", daemon=True)

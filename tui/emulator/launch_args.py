@@ -128,17 +128,44 @@ def _probability(text: str) -> float:
     return value
 
 
-def _add_emulator_flags(parser: argparse.ArgumentParser) -> None:
-    hidden = argparse.SUPPRESS
-    parser.add_argument("--emulator-log-family", dest="emulator_family", choices=FAMILIES, default="new", help=hidden)
-    parser.add_argument("--emulator-speed", type=_positive_float, default=1.0, help=hidden)
-    parser.add_argument("--emulator-decode-speed", type=_positive_float, default=1.0, help=hidden)
-    parser.add_argument("--emulator-accept-prob", type=_probability, default=0.75, help=hidden)
-    parser.add_argument("--emulator-gpus", type=int, default=None, help=hidden)
-    parser.add_argument("--emulator-gpu-port", type=int, default=None, help=hidden)
-    parser.add_argument("--emulator-fail", choices=FAIL_KINDS, default=None, help=hidden)
-    parser.add_argument("--emulator-seed", type=int, default=0, help=hidden)
-    parser.add_argument("--emulator-warmup-delay", type=float, default=None, help=hidden)
+EMULATOR_FLAG_HELP = {
+    "--emulator-log-family": "the SGLang log to write: new (0.5.16+, the default) or legacy (0.4.x-0.5.9)",
+    "--emulator-speed": "speed factor of the startup and the decode (2 = twice as fast)",
+    "--emulator-decode-speed": "extra speed factor of the decode alone",
+    "--emulator-accept-prob": "probability that the draft's next token is accepted (default 0.75)",
+    "--emulator-gpus": "number of simulated GPUs (default: --tp-size x --dp-size)",
+    "--emulator-gpu-port": "port of the simulated-GPU side endpoint (default: --port + 1; always 127.0.0.1)",
+    "--emulator-fail": "fail the startup the way SGLang does: " + ", ".join(FAIL_KINDS),
+    "--emulator-seed": "random seed of the generated requests (default 0)",
+    "--emulator-warmup-delay": "real seconds before the warmup starts (default 1 s / --emulator-speed)",
+}
+"""What `specmon emulate --help` says about the emulator's own flags (SGLang's usage text leaves them out)."""
+
+
+def _add_emulator_flags(parser: argparse.ArgumentParser, shown: bool = False) -> None:
+    def add(flag: str, **kwargs: Any) -> None:
+        parser.add_argument(flag, help=EMULATOR_FLAG_HELP[flag] if shown else argparse.SUPPRESS, **kwargs)
+
+    add("--emulator-log-family", dest="emulator_family", choices=FAMILIES, default="new")
+    add("--emulator-speed", type=_positive_float, default=1.0)
+    add("--emulator-decode-speed", type=_positive_float, default=1.0)
+    add("--emulator-accept-prob", type=_probability, default=0.75)
+    add("--emulator-gpus", type=int, default=None)
+    add("--emulator-gpu-port", type=int, default=None)
+    add("--emulator-fail", choices=FAIL_KINDS, default=None)
+    add("--emulator-seed", type=int, default=0)
+    add("--emulator-warmup-delay", type=float, default=None)
+
+
+def emulator_help() -> str:
+    """The emulator's own flags, for `specmon emulate --help` to print before SGLang's usage text."""
+    parser = argparse.ArgumentParser(
+        prog="specmon emulate", add_help=False, usage="specmon emulate [EMULATOR FLAGS] <SGLang flags>",
+        description="The SGLang emulator, started like SGLang 0.5.16. Its own flags come first below; "
+        "SGLang's flags, which it accepts too, follow.",
+    )
+    _add_emulator_flags(parser.add_argument_group("emulator flags"), shown=True)  # type: ignore[arg-type]
+    return parser.format_help()
 
 
 def _add_sglang_flag(parser: argparse.ArgumentParser, flag: Flag, family: str) -> None:

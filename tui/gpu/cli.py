@@ -17,6 +17,7 @@ from specmon.tui import units
 from specmon.tui.gpu import describe
 from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.gpu.nvml import NvmlSource
+from specmon.tui.text import printable
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # with --watch on a terminal, each table replaces the last, like watch(1)
 
@@ -71,7 +72,7 @@ def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO, one_line: 
     if as_json:
         out.write(json.dumps(snapshot.to_json(), indent=None if one_line else 2) + "\n")
     else:
-        out.write(render_table(snapshot))
+        out.write(printable(render_table(snapshot), newlines=True))
     out.flush()
 
 

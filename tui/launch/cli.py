@@ -7,7 +7,8 @@ import json
 import sys
 from typing import TextIO
 
-from specmon.tui.launch.presets import Preset, PresetSet, load_presets
+from specmon.tui.launch.presets import Preset, PresetSet, load_presets, preset_warnings
+from specmon.tui.text import printable
 
 
 def run_presets(args: argparse.Namespace) -> int:
@@ -33,12 +34,12 @@ def print_presets(preset_set: PresetSet, out: TextIO) -> None:
     for i, preset in enumerate(preset_set.presets.values()):
         if i:
             out.write("\n")
-        out.write(_describe(preset))
+        out.write(printable(_describe(preset), newlines=True))
 
 
 def print_errors(preset_set: PresetSet, err: TextIO) -> None:
     for error in preset_set.errors:
-        err.write(f"error: {error}\n")
+        err.write(f"error: {printable(error)}\n")
 
 
 def _describe(preset: Preset) -> str:
@@ -55,5 +56,5 @@ def _describe(preset: Preset) -> str:
     lines.append(f"  command: {preset.command_line()}")
     if preset.env:
         lines.append("  env: " + " ".join(f"{k}={v}" for k, v in preset.display_env().items()))
-    lines.extend(f"  warning: {problem}" for problem in preset.speculative.problems())
+    lines.extend(f"  warning: {warning}" for warning in preset_warnings(preset))
     return "\n".join(lines) + "\n"

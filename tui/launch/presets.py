@@ -10,6 +10,7 @@ This module is UI-free (no Textual).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 import sys
@@ -39,6 +40,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Flags whose value is a secret: on a command line it is visible to every user through `ps`.
 _SECRET_ARGS = {"api-key", "admin-api-key"}
+_SECRET_WORD = re.compile(r"^-*(?:admin-)?api[-_]key(?:=|$)", re.IGNORECASE)
 _SECRET_ENV = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
@@ -172,6 +174,11 @@ class Preset:
         return value if isinstance(value, str) else "127.0.0.1"
 
     @property
+    def binds_non_loopback(self) -> bool:
+        """Whether the server would listen beyond this machine (e.g. `host = "0.0.0.0"`)."""
+        return not is_loopback(self.host)
+
+    @property
     def speculative(self) -> SpeculativeFlags:
         def get(key: str) -> Any:
             value = self.args.get(f"speculative-{key}")
@@ -205,7 +212,34 @@ class Preset:
             "argv": self.argv(),
             "command_line": self.command_line(),
             "speculative_problems": self.speculative.problems(),
+            "warnings": preset_warnings(self),
         }
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name or an interface address: reachable from elsewhere
+
+
+def host_warning(preset: Preset) -> str | None:
+    """A warning when the preset's server binds a non-loopback host, else None."""
+    if not preset.binds_non_loopback:
+        return None
+    return (
+        f"the server binds {preset.host} (--host): anyone who can reach this machine can use it; "
+        "bind 127.0.0.1 and reach it through an SSH tunnel"
+    )
+
+
+def preset_warnings(preset: Preset) -> list[str]:
+    """Everything to warn about before launching `preset`: a non-loopback host, settings SGLang rewrites."""
+    warning = host_warning(preset)
+    return ([warning] if warning else []) + preset.speculative.problems()
 
 
 @dataclass(frozen=True)
@@ -426,6 +460,8 @@ def _check_server(server: Any) -> None:
             raise _Invalid(
                 ("server", "launcher"), "'server.launcher' must be a non-empty array of non-empty strings"
             )
+        if any(_is_secret_flag(part) for part in launcher):
+            raise _Invalid(("server", "launcher"), _secret_message("server.launcher"))
     if "args" in server:
         _require(server["args"], (dict,), ("server", "args"), "a table")
         for key, value in server["args"].items():
@@ -447,12 +483,9 @@ def _check_arg(key: str, value: Any) -> None:
         raise _Invalid(keypath, f"write the flag {key!r} in dash form: {key.replace('_', '-')!r}")
     if not _ARG_NAME.match(key):
         raise _Invalid(keypath, f"{key!r} is not a flag name")
-    if key in _SECRET_ARGS:
-        raise _Invalid(
-            keypath,
-            f"'{key}' would put a secret on the command line (visible to every user in ps); "
-            "keep secrets out of presets",
-        )
+    values = value if isinstance(value, list) else [value]
+    if key.lower() in _SECRET_ARGS or any(isinstance(v, str) and _is_secret_flag(v) for v in values):
+        raise _Invalid(keypath, _secret_message(key))
     if isinstance(value, list):
         for item in value:
             if isinstance(item, bool) or not isinstance(item, str | int | float):
@@ -464,6 +497,18 @@ def _check_arg(key: str, value: Any) -> None:
         raise _Invalid(
             keypath, f"'{key}' must be a string, a number, true/false or an array, not {_type_name(value)}"
         )
+
+
+def _is_secret_flag(word: str) -> bool:
+    """Whether a command-line word passes an API key (``--api-key``, ``--API-KEY=x``, ``--admin-api-key``)."""
+    return _SECRET_WORD.match(word.strip()) is not None
+
+
+def _secret_message(where: str) -> str:
+    return (
+        f"'{where}' would put a secret on the command line (visible to every user in ps); "
+        "keep secrets out of presets: set SPECMON_API_KEY or use --api-key-file"
+    )
 
 
 def _check_bench(bench: Any) -> None:

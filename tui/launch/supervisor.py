@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from specmon.tui.launch.presets import Preset
+from specmon.tui.launch.presets import Preset, host_warning
 from specmon.tui.private_files import make_private_dir, open_private_file
 
 _POLL_S = 0.05
@@ -281,6 +281,8 @@ class ServerSupervisor:
                 read_end, write_end = os.pipe()
                 keep = (read_end,)
                 env[LIFELINE_ENV] = str(read_end)
+            if host_warning(self._preset):  # said first in the server's log, where the app shows it
+                os.write(fd, f"specmon: warning: {host_warning(self._preset)}\n".encode())
             try:
                 proc = subprocess.Popen(  # noqa: S603 - an argv list from the preset, never a shell
                     argv,

@@ -22,6 +22,7 @@ from specmon.tui.logs.summary import (
     summarize_stream,
 )
 from specmon.tui.logs.tracker import StartupTracker
+from specmon.tui.text import printable
 
 FOLLOW_POLL_S = 0.1
 FAILURE_GRACE_S = 0.5  # after a failure, keep reading the rest of the traceback until quiet this long
@@ -43,7 +44,7 @@ def run_log_summary(args: argparse.Namespace) -> int:
             with open(args.path, "rb", buffering=0) as stream:
                 summarize_stream(stream, tracker)
     except OSError as exc:
-        print(f"specmon log-summary: {exc.filename or args.path}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"specmon log-summary: {printable(exc.filename or args.path)}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     state = tracker.state
     if not is_sglang_log(state):
@@ -122,7 +123,7 @@ def _follow_batches(path: str) -> Iterator[list[LogItem]]:
         while True:
             items = follower.poll()
             if not follower.is_open and not announced:
-                print(f"specmon log-summary: waiting for {path} to appear…", file=sys.stderr, flush=True)
+                print(f"specmon log-summary: waiting for {printable(path)} to appear…", file=sys.stderr, flush=True)
                 announced = True
             yield items
             if not items:

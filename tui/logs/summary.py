@@ -27,6 +27,7 @@ from specmon.tui.logs.model import (
     WeightsProgressed,
 )
 from specmon.tui.logs.tracker import StartupTracker
+from specmon.tui.text import printable
 from specmon.tui.units import format_seconds
 
 PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model
@@ -78,14 +79,14 @@ class ChangePrinter:
         if self.as_json:
             print_state(state, True, self.out, compact=True)
         else:
-            self.out.write("".join(line + "\n" for line in lines))
+            self.out.write(printable("".join(line + "\n" for line in lines), newlines=True))
             self.out.flush()
 
     def finish(self, state: StartupState) -> None:
         if self.as_json:
             print_state(state, True, self.out, compact=True)
         else:
-            self.out.write("\n" + format_summary(state))
+            self.out.write("\n" + printable(format_summary(state), newlines=True))
             self.out.flush()
 
     def _describe(self, event: TrackerEvent, state: StartupState) -> str | None:
@@ -295,5 +296,5 @@ def print_state(state: StartupState, as_json: bool, out: TextIO, compact: bool =
     if as_json:
         out.write(json.dumps(state.to_json(), indent=None if compact else 2) + "\n")
     else:
-        out.write(format_summary(state))
+        out.write(printable(format_summary(state), newlines=True))
     out.flush()

@@ -24,6 +24,7 @@ from specmon.tui.serving.client import (
     spec_settings,
 )
 from specmon.tui.serving.metrics import MetricsSnapshot, delta
+from specmon.tui.text import printable
 
 CheckLevel = Literal["ok", "info", "warn", "fail"]
 
@@ -257,6 +258,6 @@ def format_report(report: CheckReport) -> str:
     lines += [f"  {_MARKS[i.level]} {i.name:<{width}}  {i.detail}" for i in report.items]
     verdict = {EXIT_OK: "all good", EXIT_FAILED: "something is wrong", EXIT_UNREACHABLE: "server unreachable"}
     lines.append(verdict[report.exit_code])
-    return "\n".join(lines)
+    return printable("\n".join(lines), newlines=True)
 
 

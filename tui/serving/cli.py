@@ -10,6 +10,7 @@ import sys
 from specmon.tui.serving.check import EXIT_FAILED, format_report
 from specmon.tui.serving.check import run_check as check_server
 from specmon.tui.serving.client import resolve_api_key, strict_json
+from specmon.tui.text import printable
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -28,16 +29,18 @@ def run_check(args: argparse.Namespace) -> int:
         message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
         if args.json:
             print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
-        print(f"specmon check: {message}", file=sys.stderr)
+        print(f"specmon check: {printable(message)}", file=sys.stderr)
         return EXIT_FAILED
     asked = None
     if args.preset:
-        from specmon.tui.launch.presets import load_presets
+        from specmon.tui.launch.presets import host_warning, load_presets
 
         preset = load_presets(args.presets).get(args.preset)
         if preset is None:
-            print(f"specmon check: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            print(f"specmon check: no preset named {printable(args.preset)!r} (see `specmon presets`)", file=sys.stderr)
             return EXIT_FAILED
+        if host_warning(preset):
+            print(f"specmon check: warning: preset {preset.name}: {host_warning(preset)}", file=sys.stderr)
         asked = dict(preset.args)
     report = asyncio.run(check_server(args.url, api_key, asked=asked))
     if args.json:

@@ -98,6 +98,12 @@ class MainScreen(Screen):
     def follow_tail(self) -> None:
         self.server_pane.follow_tail()
 
+    def toggle_polls(self) -> bool:
+        """Show or hide the app's own polling requests in the log; whether they show now."""
+        log = self.server_pane.log_view
+        log.set_show_polls(not log.show_polls)
+        return log.show_polls
+
     def open_search(self) -> None:
         """Show the Server pane with its search box open."""
         self.show_pane("server")
@@ -148,8 +154,11 @@ class MainScreen(Screen):
         self.server_pane.close_search()
 
     def key_escape(self) -> None:
+        """Esc closes the search box, else dismisses the notifications."""
         if self.query_one("#search", Input).has_class("-open"):
             self.server_pane.close_search()
+        else:
+            self.app.clear_notifications()
 
     def show_gpus(self, snapshot: GpuSnapshot) -> None:
         """Hand a GPU snapshot to the GPU pane; while the pane is hidden (another tab), keep only the latest."""

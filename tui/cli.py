@@ -46,6 +46,12 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=float, default=10.0, metavar="S",
                    help="with --once: seconds to scrape /metrics over (default 10)")
     p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
+    p.add_argument("--web", action="store_true",
+                   help="serve the app, read-only, to a browser (textual-serve; one app per tab)")
+    p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
+    p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
+                   help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--read-only", action="store_true", help="no preset switching, no benchmarks (as --web serves)")
     _add_headless(p)
     p.set_defaults(handler="specmon.tui.app.cli:run_monitor")
 

@@ -297,9 +297,9 @@ class SpecmonApp(App[int]):
     # ----- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "pick_preset":
-            return self.config.supervisor is not None and bool(self.config.presets)
-        return True
+        if self.config.read_only and action in ("pick_preset", "run_bench"):
+            return False
+        return action != "pick_preset" or (self.config.supervisor is not None and bool(self.config.presets))
 
     def action_show_pane(self, pane: str) -> None:
         self.main.show_pane(pane)

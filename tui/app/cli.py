@@ -87,6 +87,13 @@ def run_monitor(args: argparse.Namespace) -> int:
     from specmon.tui.serving.client import normalize_base_url, resolve_api_key
 
     found = None
+    if getattr(args, "web", False):
+        if not args.url:
+            print("specmon: --web needs --url", file=sys.stderr)
+            return 2
+        from specmon.tui.app.web import serve
+
+        return serve(args)
     if not args.url:
         found = _attach_target(args)
         if found is None:
@@ -121,6 +128,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         api_key=resolve_api_key(None),
         emulator=bool(found and found.emulator),
         attached=found,
+        read_only=getattr(args, "read_only", False),
     )
     return _run_app(config, args)
 

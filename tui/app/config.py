@@ -24,6 +24,8 @@ class AppConfig:
     """Presets offered for switching (only used with a supervisor)."""
     supervisor: ServerSupervisor | None = None
     """Set when specmon launched the server; None when attached."""
+    read_only: bool = False
+    """Watch only: no preset switching, no benchmarks (the --web app)."""
     attached: FoundServer | None = None
     """The server `specmon ps` found, when attached without --url: quitting may stop it."""
     emulator: bool = False

@@ -58,7 +58,7 @@ def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
     can_switch = app.check_action("pick_preset", ())
     for binding in BINDINGS:
         action = binding.action
-        if action not in ACTION_HELP or action == "pick_preset" and not can_switch:
+        if action not in ACTION_HELP or app.check_action(action, ()) is False:
             continue
         title, help_text = ACTION_HELP[action]
         yield SystemCommand(title, help_text, lambda a=action: app.run_action(a))

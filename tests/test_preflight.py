@@ -19,6 +19,7 @@ from specmon.tui.gpu.model import GpuSnapshot
 from specmon.tui.gpu.nvml import NvmlSource
 from specmon.tui.launch.presets import Preset
 from specmon.tui.launch.supervisor import PreflightFailed, ServerSupervisor
+from specmon.tui.ports import free_port
 from specmon.tui.preflight import run_preflight
 from specmon.tui.preflight.draft import examine_draft
 from specmon.tui.preflight.safetensors import encode_header, read_header
@@ -296,7 +297,8 @@ def test_check_preset_json_is_fast_and_exits_1_on_error(tmp_path):
 def test_the_supervisor_refuses_to_launch_a_preset_that_fails_preflight(tmp_path):
     bad = Preset(name="demo-bad", launcher=("{python}", "-m", "specmon.tui.emulator"),
                  args={"model-path": "demo/x", "speculative-algorithm": "EAGLE3",
-                       "speculative-draft-model-path": "demo/d", "speculative-num-draft-tokens": 16})
+                       "speculative-draft-model-path": "demo/d", "speculative-num-draft-tokens": 16,
+                       "port": free_port()})
     supervisor = ServerSupervisor(bad, tmp_path / "run.log")
     with pytest.raises(PreflightFailed, match="without --speculative-num-steps"):
         supervisor.start()

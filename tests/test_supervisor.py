@@ -313,7 +313,7 @@ def test_errors_for_double_start_and_missing_launcher(script, run_dir, cleanup):
     with pytest.raises(SupervisorError, match="already running"):
         sup.start()
     sup.stop(timeout=5)
-    missing = Preset(name="missing", launcher=(str(run_dir / "no-such-launcher"),))
+    missing = Preset(name="missing", launcher=(str(run_dir / "no-such-launcher"),), args={"port": free_port()})
     with pytest.raises(SupervisorError, match="cannot launch .*no-such-launcher"):
         sup.start(missing)
     assert not sup.is_running
@@ -348,15 +348,16 @@ def test_log_path_through_a_symlink_is_refused(script, tmp_path):
 
 
 def test_a_server_binding_a_non_loopback_host_is_warned_about_first_in_its_log(script, run_dir, cleanup):
-    sup = ServerSupervisor(fake_preset(script, host="0.0.0.0", port=free_port(), **{"exit-after-start": 0}),
-                           run_dir=run_dir)
+    sup = unchecked_supervisor(
+        fake_preset(script, host="0.0.0.0", port=free_port(), **{"exit-after-start": 0}), run_dir=run_dir
+    )
     log = sup.start()
     cleanup.append(sup.pid)
     ready_info(log)
     first = log.read_text().splitlines()[0]
     assert first.startswith("specmon: warning: the server binds 0.0.0.0 (--host)")
     sup.stop(timeout=5)
-    quiet = ServerSupervisor(fake_preset(script, port=free_port(), **{"exit-after-start": 0}), run_dir=run_dir)
+    quiet = unchecked_supervisor(fake_preset(script, port=free_port(), **{"exit-after-start": 0}), run_dir=run_dir)
     log = quiet.start()
     cleanup.append(quiet.pid)
     ready_info(log)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import signal
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from specmon.tui.ports import free_port_pair
 from tests.support.oncall import Oncall, wait_for, write_preset
 
 BENCH = "[bench]\nrequests = 6\nmax-new-tokens = 96\nwarmup = 0\n"  # 5+ requests: a CI
@@ -22,8 +24,9 @@ def oncall(tmp_path: Path):
     for tokens in (16, 10, 5):
         write_preset(presets, f"fast-{tokens}", f"demo-eagle3-{tokens}")
     write_preset(presets, "fast-broken", "demo-eagle3-10", 'emulator-fail = "oom-during-capture"')
+    port = free_port_pair()  # never SGLang's default 30000: another server may hold it
     for path in presets.glob("fast-*.toml"):
-        path.write_text(path.read_text().split("[bench]")[0] + BENCH)
+        path.write_text(path.read_text().split("[bench]")[0] + f"port = {port}\n" + BENCH)
     yield env
     env.cleanup()
 
@@ -119,7 +122,8 @@ def test_skip_predicted_worse_skips_a_chain_the_measured_ones_predict_clearly_sl
         "speculative-num-steps = 1\nspeculative-num-draft-tokens = 2",
     )  # fmt: skip
     path = oncall.presets / "fast-2.toml"
-    path.write_text(path.read_text().split("[bench]")[0] + BENCH)
+    port = tomllib.loads((oncall.presets / "fast-5.toml").read_text())["server"]["args"]["port"]
+    path.write_text(path.read_text().split("[bench]")[0] + f"port = {port}\n" + BENCH)
     report = sweep(
         oncall, "fast-base", "fast-16", "fast-5", "fast-2", "--skip-predicted-worse", "--leave", "none", expect=1
     )

@@ -1,3 +1,5 @@
+"""`python -m specmon.tui`: the `specmon` command."""
+
 import sys
 
 from specmon.tui.cli import main

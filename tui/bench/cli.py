@@ -1,4 +1,4 @@
-"""`specmon bench`: benchmark the server at --url and print a summary (or the whole result as JSON)."""
+"""`specmon bench` (benchmark the server at --url; a summary, or the whole result as JSON) and `specmon results`."""
 
 from __future__ import annotations
 

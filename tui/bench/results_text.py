@@ -1,4 +1,4 @@
-"""`specmon results`: list and compare saved benchmark runs; export CSV, JSON or a markdown table."""
+"""Saved benchmark runs as text for `specmon results`: a compared table, CSV, JSON or a markdown table."""
 
 from __future__ import annotations
 

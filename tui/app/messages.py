@@ -10,6 +10,8 @@ from textual.message import Message
 if TYPE_CHECKING:
     from specmon.tui.bench.model import BenchProgress, BenchResult
     from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.tui.oncall.discovery import FoundServer
+    from specmon.tui.oncall.switch import SwitchReport
     from specmon.tui.serving.poller import ServerStatus
 
 
@@ -64,3 +66,34 @@ class SanityChecked(Message):
 
     summary: str
     ok: bool
+
+
+@dataclass
+class ServerFound(Message):
+    """The followed server restarted or was switched elsewhere: this is the one now on its port."""
+
+    server: FoundServer
+
+
+@dataclass
+class SwitchStepped(Message):
+    """A step of an in-app switch of an attached server started ("running") or ended ("done", "failed")."""
+
+    name: str
+    status: str
+    took_s: float | None
+
+
+@dataclass
+class AttachedSwitchFinished(Message):
+    """An in-app switch of an attached server ended: its report, and the new server when it was found."""
+
+    report: SwitchReport
+    server: FoundServer | None
+
+
+@dataclass
+class ResultsLoaded(Message):
+    """The stored benchmark runs were read (the newest ``HISTORY_RUNS``), oldest first."""
+
+    results: list[BenchResult]

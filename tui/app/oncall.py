@@ -1,0 +1,228 @@
+"""The app's on-call wiring: switching presets (the demo's supervisor, or `specmon switch`'s core for an attached
+server), following an attached server across restarts and switches made elsewhere, and the stored results.
+
+Threads here post messages (``specmon.tui.app.messages``); the app's handlers call back into this class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from specmon.tui.app import messages
+from specmon.tui.oncall import progress
+
+if TYPE_CHECKING:
+    from specmon.tui.app.app import SpecmonApp
+    from specmon.tui.bench.model import BenchResult
+    from specmon.tui.bench.run import BenchRun
+    from specmon.tui.launch.presets import Preset
+    from specmon.tui.oncall.discovery import FoundServer
+
+BENCH_CANCEL_WAIT_S = 10.0
+LOOK_EVERY_S = 2.0
+"""How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
+
+
+class OncallWiring:
+    """Preset switching and the attached server's identity for one app."""
+
+    def __init__(self, app: SpecmonApp) -> None:
+        self.app = app
+        self.switch: progress.SwitchProgress | None = None
+        self.last: dict[str, BenchResult] = {}
+        """Each preset's last finished benchmark run (from the result store and this session's runs)."""
+        self._lost = False
+        self._looking = False
+
+    @property
+    def attached(self) -> FoundServer | None:
+        """The server followed without a supervisor (found by `specmon ps`), if any."""
+        config = self.app.config
+        return config.attached if config.supervisor is None else None
+
+    def start(self) -> None:
+        self.app.run_worker(self._load_results, thread=True, group="results", exit_on_error=False)
+        if self.attached is not None:
+            self.app.set_interval(LOOK_EVERY_S, self._check_alive)
+
+    # ----- switching
+
+    def can_switch(self) -> bool:
+        config = self.app.config
+        if not config.presets:
+            return False
+        if config.supervisor is not None:
+            return True
+        return self.attached is not None and self.attached.why_not_signalable() is None
+
+    def pick(self) -> None:
+        if not self.can_switch():
+            self.app.notify("Preset switching needs a server specmon launched or may signal (your own user)",
+                            severity="warning")
+            return
+        from specmon.tui.app.screens.preset_picker import PresetPicker
+
+        app = self.app
+        current = app.watch.preset.name if app.watch.preset is not None else None
+        lines = {name: progress.result_line(result) for name, result in self.last.items()}
+        app.push_screen(PresetPicker(app.config.presets, current, lines), lambda n: n and self.switch_to(n))
+
+    def switch_to(self, name: str, confirmed: bool = False) -> None:
+        """Restart the server with preset ``name`` (asking first while a benchmark runs: it is cancelled)."""
+        app = self.app
+        preset = app.config.presets.get(name)
+        if preset is None or not self.can_switch() or app.watch.switching_to is not None:
+            return
+        if app.bench_run is not None and not confirmed:
+            from specmon.tui.app.screens.confirm import Confirm
+
+            question = f"A benchmark is running. Cancel it and switch to {name}?"
+            app.push_screen(Confirm(question), lambda yes: yes and self.switch_to(name, confirmed=True))
+            return
+        app.watch.begin_switch(name)
+        app.sources.stop_following()
+        app.feed.reset()
+        if app.config.supervisor is None:
+            self.switch = progress.SwitchProgress(name)
+        app.render_state()
+        app.run_worker(lambda: self._restart(preset, app.bench_run), thread=True, group="supervisor",
+                       exclusive=True, exit_on_error=False)
+
+    def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
+        """On a worker thread: cancel the benchmark, then restart (the supervisor's, or `specmon switch`'s)."""
+        post = self.app.post_message
+        if bench is not None:  # ends as "cancelled" before its server goes, not as a run of failed requests
+            bench.cancel()
+            bench.wait(BENCH_CANCEL_WAIT_S)
+        supervisor = self.app.config.supervisor
+        if supervisor is None:
+            from specmon.tui.oncall.switch import switch
+
+            on_step = lambda name, status, took: post(messages.SwitchStepped(name, status, took))  # noqa: E731
+            report = switch(self.attached, preset, on_step=on_step)
+            post(messages.AttachedSwitchFinished(report, self._find(report.id) if report.id else None))
+            return
+        try:
+            supervisor.restart_with(preset)
+        except Exception as exc:  # reported in the UI; the old server is gone either way
+            post(messages.PresetSwitched(preset.name, None, error=str(exc)))
+            return
+        log_path = supervisor.log_path
+        post(messages.PresetSwitched(preset.name, str(log_path) if log_path else None))
+
+    def stepped(self, message: messages.SwitchStepped) -> None:
+        if self.switch is not None:
+            self.switch.step(message.name, message.status, message.took_s)
+
+    def attached_switch_finished(self, message: messages.AttachedSwitchFinished) -> None:
+        """The switch's outcome goes to the Server pane; the new server (if any) is followed from now on."""
+        report, app = message.report, self.app
+        if self.switch is not None:
+            self.switch.finish(report)
+        if message.server is not None:
+            app.watch.end_switch(app.config.presets.get(report.to))
+            self.follow(message.server, new_run=False)
+        else:
+            app.watch.end_switch(None)
+            self._lost = True  # whatever runs on the port now (maybe the old server, maybe nothing)
+        title = "Preset" if report.state == "ready" else "Preset switch failed"
+        text = f"Switched to {report.to}" if report.state == "ready" else report.error or "the switch failed"
+        app.notify(text + "".join(f"\n{alert}" for alert in report.alerts), title=title,
+                   severity="information" if report.state == "ready" and not report.alerts else "warning",
+                   markup=False)
+
+    # ----- the attached server's identity
+
+    def restart_seen(self) -> None:
+        """The log or HTTP shows a restart: look the server up again (its log and preset may have changed)."""
+        if self.attached is not None and self.app.watch.switching_to is None:
+            self._lost = True
+            self._look()
+
+    def _check_alive(self) -> None:
+        server = self.attached
+        if server is None or self.app.watch.switching_to is not None:
+            return
+        if not self._lost:
+            import psutil
+
+            try:
+                self._lost = psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                self._lost = True
+        if self._lost:
+            self._look()
+
+    def _look(self) -> None:
+        if self._looking or self.attached is None:
+            return
+        self._looking = True
+        self.app.run_worker(self._look_thread, thread=True, group="look", exit_on_error=False)
+
+    def _look_thread(self) -> None:
+        try:
+            followed = self.attached
+            if followed is None:
+                return
+            from specmon.tui.oncall.discovery import find_servers
+
+            found = progress.successor(find_servers(with_gpus=False).alive(), followed)
+            if found is not None:
+                self.app.post_message(messages.ServerFound(found))
+        finally:
+            self._looking = False
+
+    def _find(self, server_id: str) -> FoundServer | None:
+        from specmon.tui.oncall.discovery import find_servers
+
+        with contextlib.suppress(Exception):
+            found = find_servers(with_gpus=False).find(server_id)
+            return found if found is not None and found.alive else None
+        return None
+
+    def follow(self, server: FoundServer, new_run: bool = True) -> None:
+        """Follow ``server`` from now on: its log (the earlier run kept in history) and its preset."""
+        app = self.app
+        if app.config.supervisor is not None or app.watch.switching_to is not None:
+            return
+        self._lost = False
+        app.config.attached = server
+        if new_run:
+            self.switch = None
+            app.watch.server_replaced(app.config.presets.get(server.preset) if server.preset else None)
+        if server.log and server.log != app.log_path:
+            app.sources.stop_following()
+            if new_run:
+                app.feed.next_log()
+            app.log_path = server.log
+            app.sources.follow(server.log)
+        app.render_state()
+
+    # ----- stored results
+
+    def _load_results(self) -> None:
+        from specmon.tui.bench.results import ResultStore, read_run_file
+
+        store = ResultStore()
+        results = []
+        for run_id in store.run_ids()[-progress.HISTORY_RUNS :]:
+            with contextlib.suppress(OSError, ValueError):
+                results.append(read_run_file(store.path_for(run_id)))
+        results.sort(key=lambda r: r.started_at)
+        self.app.post_message(messages.ResultsLoaded(results))
+
+    def results_loaded(self, results: list[BenchResult]) -> None:
+        """Keep each preset's last result (the picker); attached, show this server's presets' runs."""
+        self.last = {**progress.last_results(results), **self.last}
+        app = self.app
+        if self.attached is None:
+            return
+        history = progress.history_for(results, app.watch.preset_name, app.config.url)
+        if history:
+            app.bench_results[:0] = history
+            app.main.show_bench_results(list(app.bench_results))
+
+    def bench_finished(self, result: BenchResult) -> None:
+        if result.status == "finished" and result.preset:
+            self.last[result.preset] = result

@@ -86,3 +86,20 @@ async def test_switching_an_attached_server_in_the_app_shows_each_step_and_befor
         assert app.watch.preset.name == "fast-b" and app.watch.switching_to is None
         assert gone(first["pid"]) and app.config.attached.pid != first["pid"]
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30), app.current_state()
+
+
+async def test_re_attaching_loads_the_benchmark_history_and_the_picker_shows_last_results(oc):
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    done = oc.run("bench", "--presets", str(oc.presets), "--url", first["url"], "--preset", "fast-a",
+                  "--requests", "2", "--warmup", "1", "--max-new-tokens", "24", "--json")  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    app = attached_app(oc, first["id"])
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: bool(app.bench_results), 20), "the stored run is loaded"
+        assert [r.preset for r in app.bench_results] == ["fast-a"]
+        assert await wait_for(pilot, lambda: "fast-a" in str(app.screen.query_one("#bench-table").get_row_at(0)))
+        await pilot.press("p")
+        assert isinstance(app.screen, PresetPicker)
+        text = screen_text(app)
+        assert "tok/s · accept" in text and "just now" in text and "last: no result yet" in text, text

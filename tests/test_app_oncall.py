@@ -13,7 +13,7 @@ from specmon.tui.launch.presets import load_presets
 from specmon.tui.oncall.discovery import find_servers
 from specmon.tui.ports import free_port_pair
 from tests.support.app_harness import screen_text, wait_for
-from tests.support.oncall import Oncall, gone
+from tests.support.oncall import Oncall, gone, write_preset
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -103,3 +103,26 @@ async def test_re_attaching_loads_the_benchmark_history_and_the_picker_shows_las
         assert isinstance(app.screen, PresetPicker)
         text = screen_text(app)
         assert "tok/s · accept" in text and "just now" in text and "last: no result yet" in text, text
+
+
+async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendation(oc):
+    write_preset(oc.presets, "fast-base", "demo-baseline")
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    app = attached_app(oc, first["id"])
+    app.config.presets = {n: app.config.presets[n] for n in ("fast-base", "fast-a", "fast-b")}
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+        assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
+        app.oncall.ask_sweep()
+        assert await wait_for(pilot, lambda: "fast-base → fast-a → fast-b → fast-base?" in screen_text(app))
+        await pilot.press("y")
+        notes: list[str] = []
+        show_note = app.main.show_bench_note
+        app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))  # every note, in order
+        assert await wait_for(pilot, lambda: not app.oncall.sweeping, 200)
+        assert any("switching" in n for n in notes) and any("measured" in n for n in notes), notes
+        assert "recommended" in str(app.screen.query_one("#bench-progress").render())
+        assert "recommended" in notes[-1] and "left serving" in notes[-1], notes[-1]
+        assert sorted({r.preset for r in app.bench_results}) == ["fast-a", "fast-b", "fast-base"]
+        assert len([r for r in app.bench_results if r.preset == "fast-base"]) == 2

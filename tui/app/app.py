@@ -350,6 +350,14 @@ class SpecmonApp(App[int]):
     def _server_found(self, message: messages.ServerFound) -> None:
         self.oncall.follow(message.server)
 
+    @on(messages.SweepProgressed)
+    def _sweep_progressed(self, message: messages.SweepProgressed) -> None:
+        self.oncall.sweep_progressed(message)
+
+    @on(messages.SweepFinished)
+    def _sweep_finished(self, message: messages.SweepFinished) -> None:
+        self.oncall.sweep_finished(message)
+
     @on(messages.ResultsLoaded)
     def _results_loaded(self, message: messages.ResultsLoaded) -> None:
         self.oncall.results_loaded(message.results)

@@ -62,6 +62,12 @@ def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
             continue
         title, help_text = ACTION_HELP[action]
         yield SystemCommand(title, help_text, lambda a=action: app.run_action(a))
+    if app.oncall.can_sweep():
+        yield SystemCommand(
+            "Sweep presets…",
+            "Benchmark every preset of this server's model in turn (`specmon sweep`) and recommend one",
+            app.oncall.ask_sweep,
+        )
     if can_switch:
         for name, preset in app.config.presets.items():
             yield SystemCommand(

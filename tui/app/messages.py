@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from specmon.tui.oncall.discovery import FoundServer
     from specmon.tui.oncall.switch import SwitchReport
     from specmon.tui.serving.poller import ServerStatus
+    from specmon.tui.sweep.report import SweepReport
 
 
 class LatestOnly(Message):
@@ -97,3 +98,19 @@ class ResultsLoaded(Message):
     """The stored benchmark runs were read (the newest ``HISTORY_RUNS``), oldest first."""
 
     results: list[BenchResult]
+
+
+@dataclass
+class SweepProgressed(Message):
+    """A sweep run from the app said what it does (``text``), or finished a benchmark run (``result``)."""
+
+    text: str
+    result: BenchResult | None = None
+
+
+@dataclass
+class SweepFinished(Message):
+    """A sweep run from the app ended: its report, or why it stopped."""
+
+    report: SweepReport | None
+    error: str | None = None

@@ -34,6 +34,7 @@ class OncallWiring:
         """Each preset's last finished benchmark run (from the result store and this session's runs)."""
         self._lost = False
         self._looking = False
+        self.sweeping = False
 
     @property
     def attached(self) -> FoundServer | None:
@@ -73,6 +74,9 @@ class OncallWiring:
         app = self.app
         preset = app.config.presets.get(name)
         if preset is None or not self.can_switch() or app.watch.switching_to is not None:
+            return
+        if self.sweeping:
+            app.notify("A sweep is running: it switches the presets itself", severity="warning")
             return
         if app.bench_run is not None and not confirmed:
             from specmon.tui.app.screens.confirm import Confirm
@@ -131,6 +135,80 @@ class OncallWiring:
         app.notify(text + "".join(f"\n{alert}" for alert in report.alerts), title=title,
                    severity="information" if report.state == "ready" and not report.alerts else "warning",
                    markup=False)
+
+    # ----- sweeping (issue 15): `specmon sweep`'s runner on a worker thread, progress in the Benchmark pane
+
+    def can_sweep(self) -> bool:
+        return self.attached is not None and self.can_switch() and self.app.watch.preset is not None
+
+    def ask_sweep(self) -> None:
+        """Plan a sweep of the presets that run this server's launcher and model; start it once confirmed."""
+        from specmon.tui.app.screens.confirm import Confirm
+        from specmon.tui.sweep.plan import SweepError, plan_sweep
+
+        app = self.app
+        if not self.can_sweep() or self.sweeping or app.watch.switching_to is not None:
+            app.notify("A sweep needs an attached server with a known preset, and no switch or sweep running",
+                       severity="warning")
+            return
+        candidates = progress.sweep_candidates(app.config.presets, app.watch.preset)
+        try:
+            plan = plan_sweep(candidates)
+        except SweepError as exc:
+            app.notify(str(exc), title="Sweep", severity="error", markup=False)
+            return
+        question = (f"Sweep {' → '.join(s.preset for s in plan.steps)}? The server restarts for each preset; "
+                    "the recommended one is left serving.")
+        app.push_screen(Confirm(question), lambda yes: yes and self.start_sweep(plan))
+
+    def start_sweep(self, plan) -> None:
+        self.sweeping = True
+        self.app.main.show_pane("bench")
+        self.app.main.show_bench_note(f"sweep {plan.run_id}: starting")
+        self.app.run_worker(lambda: self._sweep(plan), thread=True, group="sweep", exit_on_error=False)
+
+    def _sweep(self, plan) -> None:
+        """On a worker thread: run the sweep; each event and finished run is posted as it happens."""
+        from specmon.tui.bench.results import ResultStore
+        from specmon.tui.oncall.state import state_dir
+        from specmon.tui.sweep.plan import SweepStore
+        from specmon.tui.sweep.runner import SweepRunner
+
+        post = self.app.post_message
+
+        class PostingStore(ResultStore):
+            def finish_run(self, result: BenchResult) -> None:
+                super().finish_run(result)
+                post(messages.SweepProgressed(f"{result.preset}: benchmark {result.status}", result))
+
+        presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
+        runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
+                             on_event=lambda text: post(messages.SweepProgressed(text)))
+        try:
+            post(messages.SweepFinished(runner.run()))
+        except Exception as exc:  # the sweep is saved after each step: `specmon sweep --resume` goes on
+            post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}"))
+
+    def sweep_progressed(self, message: messages.SweepProgressed) -> None:
+        app = self.app
+        app.main.show_bench_note(f"sweep: {message.text}")
+        if message.result is not None:
+            app.bench_results.append(message.result)
+            self.bench_finished(message.result)
+            app.main.show_bench_results(list(app.bench_results))
+            app.main.show_bench_note(f"sweep: {message.text}")
+
+    def sweep_finished(self, message: messages.SweepFinished) -> None:
+        self.sweeping = False
+        report = message.report
+        if report is None:
+            text = f"sweep stopped: {message.error} (resume with `specmon sweep --resume`)"
+        else:
+            text = (f"sweep {report.run_id} done: recommended {report.recommended or 'none'}, "
+                    f"left serving {report.left_serving or 'nothing'}")
+        self.app.main.show_bench_note(text)
+        self.app.notify(text, title="Sweep", severity="information" if report else "error", markup=False)
+        self._lost = True  # the server serving now is whatever the sweep left: look it up
 
     # ----- the attached server's identity
 

@@ -115,3 +115,11 @@ def successor(servers: Sequence[Any], followed: Any) -> Any | None:
         ):
             return server
     return None
+
+
+def sweep_candidates(presets: dict[str, Any], current: Any) -> list[Any]:
+    """The presets a sweep from the app compares: those running the current preset's launcher and model."""
+    if current is None:
+        return []
+    model = current.args.get("model-path")
+    return [p for p in presets.values() if p.launcher == current.launcher and p.args.get("model-path") == model]

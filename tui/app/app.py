@@ -244,6 +244,7 @@ class SpecmonApp(App[int]):
 
     @on(messages.GpuSampled)
     def _gpu_sampled(self, message: messages.GpuSampled) -> None:
+        self.oncall.gpus = message.snapshot
         # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
         now = time.monotonic()
         shown_state = self._last_header[2] if self._last_header is not None else None

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from specmon.tui.app.app import SpecmonApp
     from specmon.tui.bench.model import BenchResult
     from specmon.tui.bench.run import BenchRun
+    from specmon.tui.gpu.model import GpuProcess, GpuSnapshot
     from specmon.tui.launch.presets import Preset
     from specmon.tui.oncall.discovery import FoundServer
 
@@ -35,6 +36,8 @@ class OncallWiring:
         self._lost = False
         self._looking = False
         self.sweeping = False
+        self.gpus: GpuSnapshot | None = None
+        """The last GPU snapshot (its leftover processes may be killed from the palette)."""
 
     @property
     def attached(self) -> FoundServer | None:
@@ -209,6 +212,34 @@ class OncallWiring:
         self.app.main.show_bench_note(text)
         self.app.notify(text, title="Sweep", severity="information" if report else "error", markup=False)
         self._lost = True  # the server serving now is whatever the sweep left: look it up
+
+    # ----- GPU memory left over by orphaned SGLang workers: killed by pid, after confirmation, own user only
+
+    def leftovers(self) -> list[GpuProcess]:
+        """The killable leftovers of the last GPU snapshot (see ``processes.why_not_killable``)."""
+        if self.gpus is None or not self.gpus.available:
+            return []
+        return [p for p in self.gpus.processes if p.leftover == "orphaned"]
+
+    def ask_kill(self, proc: GpuProcess) -> None:
+        from specmon.tui.app.screens.confirm import Confirm
+        from specmon.tui.gpu.processes import why_not_killable
+
+        refused = why_not_killable(proc)
+        if refused is not None:
+            self.app.notify(refused, title="GPU", severity="warning", markup=False)
+            return
+        question = (f"Kill pid {proc.pid} ({proc.name[:60]}), an orphaned SGLang worker holding "
+                    f"{(proc.used_mib or 0) / 1024:.1f} GiB on GPU {proc.gpu_index}? (SIGTERM, then SIGKILL)")
+        self.app.push_screen(Confirm(question), lambda yes: yes and self.app.run_worker(self._kill(proc)))
+
+    async def _kill(self, proc: GpuProcess) -> None:
+        import asyncio
+
+        from specmon.tui.gpu.processes import kill_leftover
+
+        outcome = await asyncio.to_thread(kill_leftover, proc)
+        self.app.notify(outcome, title="GPU", markup=False)
 
     # ----- the attached server's identity
 

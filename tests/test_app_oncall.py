@@ -80,6 +80,7 @@ async def test_switching_an_attached_server_in_the_app_shows_each_step_and_befor
 
         assert await wait_for(pilot, finished, 120)
         assert {"stopping", "gpus free", "port free", "launching", "startup", "sanity"} <= seen
+        assert app.log_path == app.config.attached.log != first["log"], "the new log is followed"
         notes = " ".join(text for text, _ in app.oncall.switch.notes())
         assert "before → after" in notes and "decode tok/s" in notes, notes
         assert "stopping" in screen_text(app) and "before → after" in screen_text(app)

@@ -83,6 +83,8 @@ class SwitchStepped(Message):
     name: str
     status: str
     took_s: float | None
+    server: FoundServer | None = None
+    """With the "startup" step: the new server, whose log the app follows from now on."""
 
 
 @dataclass

@@ -106,8 +106,13 @@ class OncallWiring:
         if supervisor is None:
             from specmon.tui.oncall.switch import switch
 
-            on_step = lambda name, status, took: post(messages.SwitchStepped(name, status, took))  # noqa: E731
-            report = switch(self.attached, preset, on_step=on_step)
+            old = self.attached
+
+            def on_step(name: str, status: str, took: float | None) -> None:
+                new = self._successor(old) if (name, status) == ("startup", "running") and old else None
+                post(messages.SwitchStepped(name, status, took, new))
+
+            report = switch(old, preset, on_step=on_step)
             post(messages.AttachedSwitchFinished(report, self._find(report.id) if report.id else None))
             return
         try:
@@ -121,6 +126,11 @@ class OncallWiring:
     def stepped(self, message: messages.SwitchStepped) -> None:
         if self.switch is not None:
             self.switch.step(message.name, message.status, message.took_s)
+        server, app = message.server, self.app
+        if server is not None and server.log and server.log != app.log_path:  # its startup, as it happens
+            app.sources.stop_following()
+            app.log_path = server.log
+            app.sources.follow(server.log)
 
     def attached_switch_finished(self, message: messages.AttachedSwitchFinished) -> None:
         """The switch's outcome goes to the Server pane; the new server (if any) is followed from now on."""
@@ -274,13 +284,19 @@ class OncallWiring:
             followed = self.attached
             if followed is None:
                 return
-            from specmon.tui.oncall.discovery import find_servers
-
-            found = progress.successor(find_servers(with_gpus=False).alive(), followed)
+            found = self._successor(followed)
             if found is not None:
                 self.app.post_message(messages.ServerFound(found))
         finally:
             self._looking = False
+
+    @staticmethod
+    def _successor(followed: FoundServer) -> FoundServer | None:
+        from specmon.tui.oncall.discovery import find_servers
+
+        with contextlib.suppress(Exception):
+            return progress.successor(find_servers(with_gpus=False).alive(), followed)
+        return None
 
     def _find(self, server_id: str) -> FoundServer | None:
         from specmon.tui.oncall.discovery import find_servers

@@ -9,6 +9,7 @@ import pytest
 
 from specmon.tui.app.app import AppConfig, SpecmonApp
 from specmon.tui.app.screens.preset_picker import PresetPicker
+from specmon.tui.app.screens.sweep_picker import SweepPicker
 from specmon.tui.launch.presets import load_presets
 from specmon.tui.oncall.discovery import find_servers
 from specmon.tui.ports import free_port_pair
@@ -116,8 +117,10 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
         assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
         app.oncall.ask_sweep()
-        assert await wait_for(pilot, lambda: "fast-base → fast-a → fast-b → fast-base?" in screen_text(app))
-        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
+        assert await wait_for(pilot, lambda: "baseline (no speculation)" in screen_text(app)), screen_text(app)
+        assert "EAGLE3 · draft tokens 5" in screen_text(app)
+        await pilot.press("s")
         notes: list[str] = []
         show_note = app.main.show_bench_note
         app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))  # every note, in order

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from specmon.tui.oncall.progress import SwitchProgress, ago, history_for, last_results, result_line, successor
+from specmon.tui.oncall.progress import (
+    SwitchProgress,
+    ago,
+    history_for,
+    last_results,
+    result_line,
+    successor,
+    sweep_candidates,
+    sweep_choices,
+)
 from specmon.tui.oncall.switch import SwitchReport
 
 
@@ -66,3 +75,19 @@ def test_successor_is_another_process_on_the_same_port() -> None:
     new = SimpleNamespace(pid=4, port=30000, create_time=4.0, alive=True)
     assert successor([same, other_port, dead], followed) is None
     assert successor([same, other_port, dead, new], followed) is new
+
+
+def test_sweep_choices_offer_a_valid_plan_first() -> None:
+    from specmon.tui.launch.presets import load_presets
+
+    presets = load_presets(user_dir=None)
+    current = presets.get("demo-eagle3-10")
+    candidates = sweep_candidates(presets.presets, current)
+    names = {p.name for p in candidates}
+    assert {"demo-baseline", "demo-eagle3-5", "demo-eagle3-10", "demo-eagle3-16"} <= names
+    assert not any(name == "eagle3-10" for name in names), "real SGLang presets run another launcher"
+    last = {"demo-eagle3-5": run("demo-eagle3-5", 0)}
+    choices = {name: (about, on) for name, about, on in sweep_choices(candidates, last)}
+    assert choices["demo-baseline"] == ("baseline (no speculation)", True)
+    assert choices["demo-eagle3-5"][0].startswith("EAGLE3 · draft tokens 5 · last: 100.0 tok/s")
+    assert all(on for _, on in choices.values())

@@ -155,9 +155,8 @@ class OncallWiring:
         return self.attached is not None and self.can_switch() and self.app.watch.preset is not None
 
     def ask_sweep(self) -> None:
-        """Plan a sweep of the presets that run this server's launcher and model; start it once confirmed."""
-        from specmon.tui.app.screens.confirm import Confirm
-        from specmon.tui.sweep.plan import SweepError, plan_sweep
+        """Pick among the presets that run this server's launcher and model; start the sweep they make."""
+        from specmon.tui.app.screens.sweep_picker import SweepPicker
 
         app = self.app
         if not self.can_sweep() or self.sweeping or app.watch.switching_to is not None:
@@ -165,14 +164,19 @@ class OncallWiring:
                        severity="warning")
             return
         candidates = progress.sweep_candidates(app.config.presets, app.watch.preset)
-        try:
-            plan = plan_sweep(candidates)
-        except SweepError as exc:
-            app.notify(str(exc), title="Sweep", severity="error", markup=False)
+        app.push_screen(SweepPicker(progress.sweep_choices(candidates, self.last)), self._sweep_picked)
+
+    def _sweep_picked(self, names: list[str] | None) -> None:
+        from specmon.tui.sweep.plan import SweepError, plan_sweep
+
+        if not names:
             return
-        question = (f"Sweep {' → '.join(s.preset for s in plan.steps)}? The server restarts for each preset; "
-                    "the recommended one is left serving.")
-        app.push_screen(Confirm(question), lambda yes: yes and self.start_sweep(plan))
+        try:
+            plan = plan_sweep([self.app.config.presets[name] for name in names])
+        except SweepError as exc:
+            self.app.notify(str(exc), title="Sweep", severity="error", markup=False)
+            return
+        self.start_sweep(plan)
 
     def start_sweep(self, plan) -> None:
         self.sweeping = True

@@ -123,3 +123,20 @@ def sweep_candidates(presets: dict[str, Any], current: Any) -> list[Any]:
         return []
     model = current.args.get("model-path")
     return [p for p in presets.values() if p.launcher == current.launcher and p.args.get("model-path") == model]
+
+
+def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The sweep picker's rows: name, what it is (baseline or draft tokens, its last result), selected at first
+    (every speculative preset and the first baseline, so the plan is valid as offered)."""
+    choices = []
+    baseline_taken = False
+    for preset in candidates:
+        spec = preset.speculative
+        if spec.enabled:
+            about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}", True
+        else:
+            about, selected, baseline_taken = "baseline (no speculation)", not baseline_taken, True
+        if preset.name in last:
+            about += f" · last: {result_line(last[preset.name])}"
+        choices.append((preset.name, about, selected))
+    return choices

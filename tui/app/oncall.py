@@ -7,6 +7,7 @@ Threads here post messages (``specmon.tui.app.messages``); the app's handlers ca
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 from specmon.tui.app import messages
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 BENCH_CANCEL_WAIT_S = 10.0
 LOOK_EVERY_S = 2.0
 """How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
+
+
+def _daemon(target, name: str) -> None:
+    threading.Thread(target=target, name=name, daemon=True).start()
 
 
 class OncallWiring:
@@ -93,8 +98,11 @@ class OncallWiring:
         if app.config.supervisor is None:
             self.switch = progress.SwitchProgress(name)
         app.render_state()
-        app.run_worker(lambda: self._restart(preset, app.bench_run), thread=True, group="supervisor",
-                       exclusive=True, exit_on_error=False)
+        if app.config.supervisor is None:  # a daemon thread: quitting mid-switch must not wait for it
+            _daemon(lambda: self._restart(preset, app.bench_run), "switch the attached server")
+        else:
+            app.run_worker(lambda: self._restart(preset, app.bench_run), thread=True, group="supervisor",
+                           exclusive=True, exit_on_error=False)
 
     def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
         """On a worker thread: cancel the benchmark, then restart (the supervisor's, or `specmon switch`'s)."""
@@ -182,7 +190,7 @@ class OncallWiring:
         self.sweeping = True
         self.app.main.show_pane("bench")
         self.app.main.show_bench_note(f"sweep {plan.run_id}: starting")
-        self.app.run_worker(lambda: self._sweep(plan), thread=True, group="sweep", exit_on_error=False)
+        _daemon(lambda: self._sweep(plan), "sweep")  # quitting mid-sweep leaves it resumable (`--resume`)
 
     def _sweep(self, plan) -> None:
         """On a worker thread: run the sweep; each event and finished run is posted as it happens."""

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Label, SelectionList
+from textual.widgets import SelectionList, Static
 
 
 class SweepPicker(ModalScreen[list[str] | None]):
@@ -44,7 +44,7 @@ class SweepPicker(ModalScreen[list[str] | None]):
     def compose(self) -> ComposeResult:
         options = [(Text.assemble((name, "bold"), (f"  {about}", "dim")), name, on) for name, about, on in self._choices]
         with Vertical(id="sweep-picker"):
-            yield Label("Sweep: one preset without speculation (the baseline) and the speculative ones to compare. "
+            yield Static("Sweep: one preset without speculation (the baseline) and the speculative ones to compare. "
                         "The server restarts for each; the best is left serving. Space: toggle · s: start · Esc")
             yield SelectionList[str](*options, id="sweep-list")
 

@@ -102,8 +102,7 @@ class GpuProcess:
             "state": self.state,
             "kind": self.kind,
             "zombie": self.zombie,
-            "orphan": self.orphan,
-        }
+        } | ({"orphan": True} if self.orphan else {})  # only when set: the readings' JSON stays as it was
 
     @classmethod
     def from_json(cls, data: dict[str, Any], gpu_index: int | None = None) -> GpuProcess:

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 BENCH_CANCEL_WAIT_S = 10.0
 LOOK_EVERY_S = 2.0
 """How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
+SLOW_LOOK_AFTER = 15
+SLOW_LOOK_EVERY = 5
+"""After ``SLOW_LOOK_AFTER`` checks without a successor (the server was stopped for good), scan every 5th."""
 
 
 def _daemon(target, name: str) -> None:
@@ -40,6 +43,8 @@ class OncallWiring:
         """Each preset's last finished benchmark run (from the result store and this session's runs)."""
         self._lost = False
         self._looking = False
+        self._ticks_lost = 0
+        self._log_restarts = 0
         self.sweeping = False
         self.gpus: GpuSnapshot | None = None
         """The last GPU snapshot (its leftover processes may be killed from the palette)."""
@@ -272,9 +277,17 @@ class OncallWiring:
             self._look()
 
     def _check_alive(self) -> None:
+        """Every ``LOOK_EVERY_S``: a restart the log began, or the followed process gone, starts a look-up
+        (a process scan), repeated while none is found, less often after ``SLOW_LOOK_AFTER`` tries."""
         server = self.attached
         if server is None or self.app.watch.switching_to is not None:
             return
+        if self.app.feed.restarts != self._log_restarts:
+            self._log_restarts, self._lost = self.app.feed.restarts, True
+        if self._lost:
+            self._ticks_lost += 1
+            if self._ticks_lost > SLOW_LOOK_AFTER and self._ticks_lost % SLOW_LOOK_EVERY:
+                return
         if not self._lost:
             import psutil
 
@@ -323,7 +336,7 @@ class OncallWiring:
         app = self.app
         if app.config.supervisor is not None or app.watch.switching_to is not None:
             return
-        self._lost = False
+        self._lost, self._ticks_lost = False, 0
         app.config.attached = server
         if new_run:
             self.switch = None
@@ -334,6 +347,7 @@ class OncallWiring:
                 app.feed.next_log()
             app.log_path = server.log
             app.sources.follow(server.log)
+        self._log_restarts = app.feed.restarts  # this one is seen
         app.render_state()
 
     # ----- stored results

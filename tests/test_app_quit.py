@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 from specmon.tui.app.screens.quit_dialog import QuitDialog
 from tests.support.app_harness import READY_LOG, fixture_app
@@ -15,6 +16,10 @@ class FakeServer:
     url: str = "http://127.0.0.1:30000"
     alive: bool = True
     foreign: str | None = None
+    pid: int = field(default_factory=os.getpid)  # alive: the app does not go looking for another server
+    port: int = 30000
+    create_time: float | None = None
+    log: str | None = None
 
     def why_not_signalable(self) -> str | None:
         return self.foreign

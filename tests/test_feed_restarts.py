@@ -70,3 +70,17 @@ def test_the_emulator_restarted_into_its_log_is_a_new_run(tmp_path: Path, how: s
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_next_log_keeps_the_earlier_run_in_history_and_ignores_the_old_follower() -> None:
+    from specmon.tui.feed import LogFeed, feed_text
+
+    feed = LogFeed()
+    feed_text(feed, b"[2026-12-01 10:00:00] server_args=ServerArgs(model_path='m')\n")
+    old_generation = feed.generation
+    feed.next_log()
+    assert feed.restarts == 1 and len(feed.history) == 1 and feed.generation == old_generation + 1
+    feed.feed([], generation=old_generation)  # the old follower's lines: ignored
+    assert feed.take().lines == []
+    feed_text(feed, b"[2026-12-01 10:01:00] server_args=ServerArgs(model_path='m')\n")
+    assert feed.restarts == 1, "the new log's first startup is not another restart"

@@ -156,6 +156,22 @@ class LogFeed:
             self.generation += 1
 
 
+    def next_log(self) -> None:
+        """Another log follows: the server restarted into a new file. The current run goes to ``history`` (it
+        counts as a restart); the old follower's further lines are ignored (a new generation)."""
+        with self.lock:
+            if self._startup_seen or self.lines_fed:
+                self.history.append(self.tracker.state)
+                self.restarts += 1
+            self.tracker = StartupTracker()
+            self._startup_seen = False
+            self._carried_events = []
+            self._pending.clear()
+            self._changed = True
+            self.grew_at = self.stamped_at = None
+            self.generation += 1
+
+
 def is_new_startup(text: str) -> bool:
     """The line SGLang writes at the start of every launch (its parsed arguments)."""
     return "server_args=ServerArgs(" in text or "server_args={" in text

@@ -123,6 +123,14 @@ class MonitorState:
         if preset is not None:
             self.preset = preset
 
+    def server_replaced(self, preset: Preset | None) -> None:
+        """Another server took the followed one's place (a restart or a switch made elsewhere), with ``preset``
+        when known: the old one's settings and sanity check no longer count."""
+        if preset is not None:
+            self.preset = preset
+        self.spec_stale = True
+        self.sanity, self.sanity_for = None, -1
+
     def sanity_due(self, generation: int) -> bool:
         """Whether the sanity check should run now (once per server run, once it is ready); marks it started."""
         if self.http is None or self.http.state != "ready" or self.sanity_for == generation:

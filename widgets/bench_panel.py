@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
@@ -176,6 +177,10 @@ class BenchPanel(Vertical):
             )
             self._set_row(live, row)
         self._charts_dirty = True
+
+    def show_note(self, text: str) -> None:
+        """A line of text in place of the progress line (a sweep's progress, its recommendation)."""
+        self.query_one("#bench-progress", Static).update(Text(text))
 
     def show_results(self, results: list[BenchResult]) -> None:
         """Show finished runs; the latest run of each preset fills its row, series and bar."""

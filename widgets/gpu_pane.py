@@ -405,6 +405,11 @@ class GpuPane(Vertical):
             held = sum(p.used_mib or 0 for p in zombies) / 1024
             noun = "zombie holds" if len(zombies) == 1 else "zombies hold"
             text.append(f"{SEPARATOR}{len(zombies)} {noun} {held:.1f} GiB", style="bold red")
+        others = [p for p in snapshot.processes if p.leftover and not p.zombie]
+        if others:
+            held = sum(p.used_mib or 0 for p in others) / 1024
+            kinds = "/".join(sorted({p.leftover or "" for p in others}))
+            text.append(f"{SEPARATOR}{len(others)} {kinds} hold {held:.1f} GiB", style="bold yellow")
         links = {link.kind for link in snapshot.topology}
         optional = []  # left out from the last when the line would overflow
         if links:
@@ -464,7 +469,7 @@ class GpuPane(Vertical):
         shown: dict[str, tuple[Text, ...]] = {}
         for proc in sorted(processes, key=lambda p: (p.gpu_index or 0, p.pid)):
             key = f"{proc.gpu_index}:{proc.pid}"
-            style = "bold red" if proc.zombie else ("dim" if not proc.alive else "")
+            style = "bold red" if proc.zombie else "bold yellow" if proc.leftover else "dim" if not proc.alive else ""
             cells = shown[key] = (
                 Text(str(proc.gpu_index if proc.gpu_index is not None else "?"), style=style),
                 Text(str(proc.pid), style=style),

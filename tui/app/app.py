@@ -18,6 +18,7 @@ from textual.screen import Screen
 from specmon.tui import status
 from specmon.tui.app import keys, live, messages
 from specmon.tui.app.config import AppConfig
+from specmon.tui.app.oncall import OncallWiring
 from specmon.tui.app.screens import quit_dialog
 from specmon.tui.app.screens.main import MainScreen
 from specmon.tui.app.sources import AppSources
@@ -27,13 +28,11 @@ from specmon.tui.logs.model import ServerBecameReady, StartupFailed
 if TYPE_CHECKING:
     from specmon.tui.bench.model import BenchResult
     from specmon.tui.bench.run import BenchRun
-    from specmon.tui.launch.presets import Preset
 
 TRICKLE_LINES = 50
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
-BENCH_CANCEL_WAIT_S = 10.0
 FAILURE_NOTICE_S = 20.0
 """How long the startup-failure notification stays (Esc dismisses it at once)."""
 MILESTONE_SETTLE_S = 1.5
@@ -60,7 +59,8 @@ class SpecmonApp(App[int]):
             config, self.feed, lambda s: self.post_message(messages.ServerStatusChanged(s)),
             lambda s: self.post_message(messages.GpuSampled(s)),
         )
-        self._bench: BenchRun | None = None
+        self.bench_run: BenchRun | None = None
+        self.oncall = OncallWiring(self)
         self._shown_generation = self.feed.generation
         self._last_header: tuple[str, str | None, str, bool] | None = None
         self._main_screen = MainScreen(max_lines=config.max_lines, id="main")
@@ -95,6 +95,7 @@ class SpecmonApp(App[int]):
         if self.config.gpu_source is not None:
             self.sources.start_gpu_sampler()
         self.live.start()
+        self.oncall.start()
         self.flush_feed(force=True)
         if self.config.exit_after_s is not None:
             self.set_timer(self.config.exit_after_s, self._finish_headless)
@@ -138,8 +139,8 @@ class SpecmonApp(App[int]):
                 loop.remove_signal_handler(signum)
         self.sources.stop()
         self.live.stop()
-        if self._bench is not None:
-            self._bench.cancel()
+        if self.bench_run is not None:
+            self.bench_run.cancel()
 
     # ----- rendering
 
@@ -210,6 +211,7 @@ class SpecmonApp(App[int]):
         with self.feed.lock:
             view = self.view()
             rows, notes = status.live_rows(view)
+            notes += self.oncall.switch.notes() if self.oncall.switch is not None else []
             self.main.show_server(view.startup, rows, notes, bool(self.log_path), self._running_extra_s())
             header = (self.config.url, self.watch.preset_name, status.header_state(view), self.config.emulator)
         if header != self._last_header:
@@ -235,12 +237,14 @@ class SpecmonApp(App[int]):
 
     @on(messages.ServerStatusChanged)
     def _server_status_changed(self, message: messages.ServerStatusChanged) -> None:
-        self.watch.http_changed(message.status)
+        if self.watch.http_changed(message.status):
+            self.oncall.restart_seen()
         self._maybe_sanity_check()
         self.render_state()
 
     @on(messages.GpuSampled)
     def _gpu_sampled(self, message: messages.GpuSampled) -> None:
+        self.oncall.gpus = message.snapshot
         # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
         now = time.monotonic()
         shown_state = self._last_header[2] if self._last_header is not None else None
@@ -257,9 +261,10 @@ class SpecmonApp(App[int]):
     @on(messages.BenchFinished)
     def _bench_finished(self, message: messages.BenchFinished) -> None:
         self.bench_running = False
-        self._bench = None
+        self.bench_run = None
         if message.result is not None:
             self.bench_results.append(message.result)
+            self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
             title, text, severity = status.bench_outcome(message.result)
             self.notify(text, title=title, severity=severity, markup=False)
@@ -299,7 +304,7 @@ class SpecmonApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.config.read_only and action in ("pick_preset", "run_bench"):
             return False
-        return action != "pick_preset" or (self.config.supervisor is not None and bool(self.config.presets))
+        return action != "pick_preset" or self.oncall.can_switch()
 
     def action_show_pane(self, pane: str) -> None:
         self.main.show_pane(pane)
@@ -326,51 +331,37 @@ class SpecmonApp(App[int]):
         self.notify(f"Saved {self.save_screenshot()}", title="Screenshot")
 
     def action_pick_preset(self) -> None:
-        if self.config.supervisor is None or not self.config.presets:
-            self.notify("Preset switching needs a server specmon launched (specmon demo)", severity="warning")
-            return
-        from specmon.tui.app.screens.preset_picker import PresetPicker
-
-        current = self.watch.preset.name if self.watch.preset is not None else None
-        self.push_screen(PresetPicker(self.config.presets, current), self._preset_picked)
-
-    def _preset_picked(self, name: str | None) -> None:
-        if name:
-            self.switch_preset(name)
+        self.oncall.pick()
 
     def switch_preset(self, name: str, confirmed: bool = False) -> None:
-        """Restart the supervised server with preset ``name``; the log pane and tracker start over.
+        """Restart the server with preset ``name`` (see ``OncallWiring.switch_to``)."""
+        self.oncall.switch_to(name, confirmed)
 
-        While a benchmark runs, ask first: switching cancels it.
-        """
-        preset = self.config.presets.get(name)
-        if preset is None or self.config.supervisor is None:
-            return
-        if self._bench is not None and not confirmed:
-            from specmon.tui.app.screens.confirm import Confirm
-
-            question = f"A benchmark is running. Cancel it and switch to {name}?"
-            self.push_screen(Confirm(question), lambda yes: yes and self.switch_preset(name, confirmed=True))
-            return
-        self.watch.begin_switch(name)
-        self.sources.stop_following()
-        self.feed.reset()
+    @on(messages.SwitchStepped)
+    def _switch_stepped(self, message: messages.SwitchStepped) -> None:
+        self.oncall.stepped(message)
         self.render_state()
-        self._restart(preset, self._bench)
 
-    @work(thread=True, exclusive=True, group="supervisor", exit_on_error=False)
-    def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
-        supervisor = self.config.supervisor
-        if bench is not None:  # ends as "cancelled" before its server goes, not as a run of failed requests
-            bench.cancel()
-            bench.wait(BENCH_CANCEL_WAIT_S)
-        try:
-            supervisor.restart_with(preset)
-        except Exception as exc:  # reported in the UI; the old server is gone either way
-            self.post_message(messages.PresetSwitched(preset.name, None, error=str(exc)))
-            return
-        log_path = supervisor.log_path
-        self.post_message(messages.PresetSwitched(preset.name, str(log_path) if log_path else None))
+    @on(messages.AttachedSwitchFinished)
+    def _attached_switch_finished(self, message: messages.AttachedSwitchFinished) -> None:
+        self.oncall.attached_switch_finished(message)
+        self.render_state()
+
+    @on(messages.ServerFound)
+    def _server_found(self, message: messages.ServerFound) -> None:
+        self.oncall.follow(message.server)
+
+    @on(messages.SweepProgressed)
+    def _sweep_progressed(self, message: messages.SweepProgressed) -> None:
+        self.oncall.sweep_progressed(message)
+
+    @on(messages.SweepFinished)
+    def _sweep_finished(self, message: messages.SweepFinished) -> None:
+        self.oncall.sweep_finished(message)
+
+    @on(messages.ResultsLoaded)
+    def _results_loaded(self, message: messages.ResultsLoaded) -> None:
+        self.oncall.results_loaded(message.results)
 
     def action_run_bench(self) -> None:
         if self.bench_running:
@@ -379,8 +370,8 @@ class SpecmonApp(App[int]):
         self.main.show_pane("bench")
         self.bench_running = True
         on_update = lambda p: self.post_message(messages.BenchProgressed(p))  # noqa: E731
-        self._bench = self.sources.start_bench(self.watch.preset, on_update)
-        self._wait_bench(self._bench)
+        self.bench_run = self.sources.start_bench(self.watch.preset, on_update)
+        self._wait_bench(self.bench_run)
 
     @work(thread=True, group="bench", exit_on_error=False)
     def _wait_bench(self, bench: BenchRun) -> None:

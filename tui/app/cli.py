@@ -109,12 +109,16 @@ def run_monitor(args: argparse.Namespace) -> int:
         print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
               file=sys.stderr)
     preset = None
-    if args.preset:
+    presets = {}
+    if args.preset or found is not None:
         from specmon.tui.launch.presets import load_presets
 
-        preset = _named_preset(load_presets(args.presets), args.preset)
-        if preset is None:
+        preset_set = load_presets(args.presets)
+        preset = _named_preset(preset_set, args.preset) if args.preset else None
+        if args.preset and preset is None:
             return 2
+        if found is not None:  # offered for switching: those that run what it runs (the emulator, or SGLang)
+            presets = {n: p for n, p in preset_set.presets.items() if p.demo == found.emulator}
     gpu_source = NvmlSource()
     if found is not None and found.gpu_url:
         from specmon.tui.gpu.demo import DemoGpuSource
@@ -124,6 +128,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         url=normalize_base_url(args.url),
         log_path=args.log,
         preset=preset,
+        presets=presets,
         gpu_source=gpu_source,
         api_key=resolve_api_key(None),
         emulator=bool(found and found.emulator),

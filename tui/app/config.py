@@ -21,7 +21,7 @@ class AppConfig:
     preset: Preset | None = None
     """The running server's preset, when known."""
     presets: dict[str, Preset] = field(default_factory=dict)
-    """Presets offered for switching (only used with a supervisor)."""
+    """Presets offered for switching (with a supervisor, or attached to a server found by `specmon ps`)."""
     supervisor: ServerSupervisor | None = None
     """Set when specmon launched the server; None when attached."""
     read_only: bool = False

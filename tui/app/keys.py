@@ -62,6 +62,20 @@ def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
             continue
         title, help_text = ACTION_HELP[action]
         yield SystemCommand(title, help_text, lambda a=action: app.run_action(a))
+    if app.config.read_only:  # watch only: nothing that stops, starts or kills
+        return
+    for proc in app.oncall.leftovers():
+        yield SystemCommand(
+            f"Kill leftover GPU process {proc.pid}",
+            f"An orphaned SGLang worker holding {(proc.used_mib or 0) / 1024:.1f} GiB on GPU {proc.gpu_index}",
+            lambda p=proc: app.oncall.ask_kill(p),
+        )
+    if app.oncall.can_sweep():
+        yield SystemCommand(
+            "Sweep presets…",
+            "Benchmark every preset of this server's model in turn (`specmon sweep`) and recommend one",
+            app.oncall.ask_sweep,
+        )
     if can_switch:
         for name, preset in app.config.presets.items():
             yield SystemCommand(

@@ -65,7 +65,7 @@ class LiveWiring:
             self.monitor.tracker.set_preset(name, dict(preset.args) if preset is not None else None, baseline)
 
     def _note_bench(self) -> None:
-        bench = self.app._bench
+        bench = self.app.bench_run
         if bench is None:
             return
         if id(bench) != self._bench_id:

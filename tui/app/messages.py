@@ -10,7 +10,10 @@ from textual.message import Message
 if TYPE_CHECKING:
     from specmon.tui.bench.model import BenchProgress, BenchResult
     from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.tui.oncall.discovery import FoundServer
+    from specmon.tui.oncall.switch import SwitchReport
     from specmon.tui.serving.poller import ServerStatus
+    from specmon.tui.sweep.report import SweepReport
 
 
 class LatestOnly(Message):
@@ -64,3 +67,52 @@ class SanityChecked(Message):
 
     summary: str
     ok: bool
+
+
+@dataclass
+class ServerFound(Message):
+    """The followed server restarted or was switched elsewhere: this is the one now on its port."""
+
+    server: FoundServer
+
+
+@dataclass
+class SwitchStepped(Message):
+    """A step of an in-app switch of an attached server started ("running") or ended ("done", "failed")."""
+
+    name: str
+    status: str
+    took_s: float | None
+    server: FoundServer | None = None
+    """With the "startup" step: the new server, whose log the app follows from now on."""
+
+
+@dataclass
+class AttachedSwitchFinished(Message):
+    """An in-app switch of an attached server ended: its report, and the new server when it was found."""
+
+    report: SwitchReport
+    server: FoundServer | None
+
+
+@dataclass
+class ResultsLoaded(Message):
+    """The stored benchmark runs were read (the newest ``HISTORY_RUNS``), oldest first."""
+
+    results: list[BenchResult]
+
+
+@dataclass
+class SweepProgressed(Message):
+    """A sweep run from the app said what it does (``text``), or finished a benchmark run (``result``)."""
+
+    text: str
+    result: BenchResult | None = None
+
+
+@dataclass
+class SweepFinished(Message):
+    """A sweep run from the app ended: its report, or why it stopped."""
+
+    report: SweepReport | None
+    error: str | None = None

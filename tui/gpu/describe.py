@@ -47,4 +47,6 @@ def process_state(proc: GpuProcess) -> str:
     """`running`, or `ZOMBIE (gone)` / `ZOMBIE (defunct)` for dead processes that still hold memory."""
     if proc.zombie:
         return f"ZOMBIE ({proc.state})"
+    if proc.leftover == "orphaned":
+        return "ORPHANED"
     return proc.state

@@ -71,11 +71,25 @@ class GpuProcess:
     user: str | None = None
     state: str = "running"
     kind: str = "compute"
+    orphan: bool = False
+    """An SGLang worker (``sglang::…``) whose server process is gone (its parent is no SGLang process): it lives
+    on, holding the memory, until killed."""
 
     @property
     def zombie(self) -> bool:
         """True when a dead or defunct process still holds GPU memory: the next launch may run out of it."""
         return self.state in ("defunct", "gone") and bool(self.used_mib)
+
+    @property
+    def leftover(self) -> str | None:
+        """Why the memory it holds is left over ("defunct", "gone", "orphaned", "not visible"), or None."""
+        if not self.used_mib:
+            return None
+        if self.zombie:
+            return self.state
+        if self.orphan and self.alive:
+            return "orphaned"
+        return "not visible" if self.state == "not visible" else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,7 +102,7 @@ class GpuProcess:
             "state": self.state,
             "kind": self.kind,
             "zombie": self.zombie,
-        }
+        } | ({"orphan": True} if self.orphan else {})  # only when set: the readings' JSON stays as it was
 
     @classmethod
     def from_json(cls, data: dict[str, Any], gpu_index: int | None = None) -> GpuProcess:
@@ -102,6 +116,7 @@ class GpuProcess:
             user=data.get("user"),
             state=str(data.get("state") or ("running" if alive else "gone")),
             kind=str(data.get("kind") or "compute"),
+            orphan=bool(data.get("orphan", False)),
         )
 
 

@@ -12,7 +12,22 @@ from collections.abc import Callable, Iterable
 
 import psutil
 
-from specmon.tui.gpu.model import GpuReading
+from specmon.tui.gpu.model import GpuProcess, GpuReading
+
+
+def orphaned(ps: psutil.Process, name: str) -> bool:
+    """An SGLang worker (``sglang::…``) whose parent is no SGLang process: its server is gone (the parent is
+    init or a subreaper), and it holds its GPU memory until killed."""
+    if not name.startswith("sglang::"):
+        return False
+    from specmon.tui.oncall.discovery import is_server_cmdline, is_sglang_child
+
+    try:
+        parent = ps.parent()
+        argv = parent.cmdline() if parent is not None else []
+    except psutil.Error:
+        return False
+    return not (is_server_cmdline(argv) or is_sglang_child(argv))
 
 
 class ProcessInspector:
@@ -60,6 +75,7 @@ class ProcessInspector:
                 proc.state, proc.alive = "defunct", False
             else:
                 proc.state, proc.alive = str(status), True
+                proc.orphan = orphaned(ps, proc.name)
         hidden = self.in_container and len(missing) == len(processes)
         for proc in missing:
             proc.alive = False
@@ -85,3 +101,53 @@ class ProcessInspector:
         except (psutil.Error, KeyError):
             user = None
         return cmdline, user
+
+
+def why_not_killable(proc: GpuProcess) -> str | None:
+    """Why specmon will not kill this leftover process (None: it may, after the user confirms).
+
+    Only an orphaned SGLang worker of the user's own, still alive, is killed: a defunct one is reaped by its
+    parent, a gone or not-visible pid cannot be signalled from here, and other users' processes are theirs.
+    """
+    import os
+
+    reason = proc.leftover
+    if reason is None:
+        return f"pid {proc.pid} is not a leftover"
+    if reason == "defunct":
+        return f"pid {proc.pid} is defunct: only its parent can reap it (or ending the parent frees it)"
+    if reason in ("gone", "not visible"):
+        return f"pid {proc.pid} is {reason} here: kill it where it runs (the host, or its container)"
+    try:
+        if psutil.Process(proc.pid).uids().real != os.getuid():
+            return f"pid {proc.pid} belongs to another user ({proc.user or '?'}); specmon kills only yours"
+    except psutil.Error as exc:
+        return f"pid {proc.pid}: {exc}"
+    return None
+
+
+def kill_leftover(proc: GpuProcess, timeout: float = 5.0) -> str:
+    """SIGTERM the orphaned process, SIGKILL it after ``timeout``; what happened, in a sentence.
+
+    Checked again just before the signal (its user, that it is still an orphaned ``sglang::`` worker), so a pid
+    reused in the meantime is left alone.
+    """
+    refused = why_not_killable(proc)
+    if refused is not None:
+        return refused
+    try:
+        ps = psutil.Process(proc.pid)
+        if not orphaned(ps, " ".join(ps.cmdline()).strip()):
+            return f"pid {proc.pid} is no longer an orphaned SGLang worker: left alone"
+        ps.terminate()
+        try:
+            ps.wait(timeout)
+            return f"pid {proc.pid} ended (SIGTERM)"
+        except psutil.TimeoutExpired:
+            ps.kill()
+            ps.wait(timeout)
+            return f"pid {proc.pid} killed (SIGKILL after {timeout:.0f} s)"
+    except psutil.NoSuchProcess:
+        return f"pid {proc.pid} is gone"
+    except psutil.Error as exc:
+        return f"pid {proc.pid}: {exc}"

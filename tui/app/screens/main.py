@@ -182,6 +182,10 @@ class MainScreen(Screen):
         for panel in self.query("#bench-panel"):
             self._guarded("Benchmark panel", panel.show_progress, progress)
 
+    def show_bench_note(self, text: str) -> None:
+        for panel in self.query("#bench-panel"):
+            self._guarded("Benchmark panel", panel.show_note, text)
+
     def show_bench_results(self, results: list[BenchResult]) -> None:
         for panel in self.query("#bench-panel"):
             self._guarded("Benchmark panel", panel.show_results, results)

@@ -1,4 +1,5 @@
-"""PresetPicker: a modal list of presets; Enter restarts the server with the highlighted one."""
+"""PresetPicker: a modal list of presets, each with its last benchmark result; Enter restarts the server with
+the highlighted one."""
 
 from __future__ import annotations
 
@@ -37,10 +38,12 @@ class PresetPicker(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, presets: dict, current: str | None) -> None:
+    def __init__(self, presets: dict, current: str | None, last: dict[str, str] | None = None) -> None:
         super().__init__()
         self._presets = presets
         self._current = current
+        self._last = last or {}
+        """Each preset's last benchmark result, in one line."""
 
     def compose(self) -> ComposeResult:
         options = []
@@ -51,6 +54,8 @@ class PresetPicker(ModalScreen[str | None]):
             description = getattr(preset, "description", "")
             if description:
                 label.append(f"\n  {description}", style="dim")
+            label.append(f"\n  last: {self._last[name]}" if name in self._last else "\n  last: no result yet",
+                         style="italic")
             options.append(Option(label, id=name))
         with Vertical(id="picker"):
             yield Label("Switch preset: the server restarts with it (Enter to confirm, Esc to cancel)")

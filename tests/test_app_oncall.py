@@ -1,0 +1,132 @@
+"""The app attached to a detached server (as `specmon monitor` without --url): it follows a switch made from
+another terminal, switches presets itself through `specmon switch`'s core, and shows stored results."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from specmon.tui.app.app import AppConfig, SpecmonApp
+from specmon.tui.app.screens.preset_picker import PresetPicker
+from specmon.tui.app.screens.sweep_picker import SweepPicker
+from specmon.tui.launch.presets import load_presets
+from specmon.tui.oncall.discovery import find_servers
+from specmon.tui.ports import free_port_pair
+from tests.support.app_harness import screen_text, wait_for
+from tests.support.oncall import Oncall, gone, write_preset
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def oc(tmp_path, monkeypatch):
+    env = Oncall(tmp_path)
+    for name in ("SPECMON_STATE_DIR", "XDG_STATE_HOME"):  # the app's own look-ups use the test's state
+        monkeypatch.setenv(name, env.env[name])
+    yield env
+    env.cleanup()
+
+
+def attached_app(oc: Oncall, server_id: str) -> SpecmonApp:
+    """The app as `specmon monitor --server ID --presets DIR` builds it (no GPU sampling)."""
+    found = find_servers(with_gpus=False).find(server_id)
+    preset_set = load_presets([oc.presets])
+    presets = {n: p for n, p in preset_set.presets.items() if p.demo}
+    config = AppConfig(url=found.url, log_path=found.log, preset=presets.get(found.preset), presets=presets,
+                       attached=found, emulator=True, sanity_check=False)  # fmt: skip
+    return SpecmonApp(config)
+
+
+def header_text(app: SpecmonApp) -> str:
+    return str(app.screen.query_one("#header").render())
+
+
+async def test_the_attached_app_follows_a_switch_made_from_another_terminal(oc):
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    app = attached_app(oc, first["id"])
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+        done = await asyncio.to_thread(oc.run, "switch", "fast-b", "--yes", "--requests", "0", "--from",
+                                       first["id"])  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert await wait_for(pilot, lambda: app.watch.preset is not None and app.watch.preset.name == "fast-b",
+                              30), "the app took the new server's preset"  # fmt: skip
+        assert app.log_path != first["log"] and app.config.attached.pid != first["pid"]
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30), app.current_state()
+        assert len(app.feed.history) >= 1, "the earlier run stays in history"
+        assert "fast-b" in header_text(app)
+
+
+async def test_switching_an_attached_server_in_the_app_shows_each_step_and_before_after(oc):
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    app = attached_app(oc, first["id"])
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+        assert app.check_action("pick_preset", ())
+        await pilot.press("p")
+        assert isinstance(app.screen, PresetPicker)
+        assert "last: no result yet" in screen_text(app)
+        await pilot.press("escape")
+        app.switch_preset("fast-b")
+        seen: set[str] = set()
+
+        def finished() -> bool:
+            switch = app.oncall.switch
+            if switch is not None:
+                seen.update(name for name, _, _ in switch.steps)
+            return switch is not None and switch.finished
+
+        assert await wait_for(pilot, finished, 120)
+        assert {"stopping", "gpus free", "port free", "launching", "startup", "sanity"} <= seen
+        assert app.log_path == app.config.attached.log != first["log"], "the new log is followed"
+        notes = " ".join(text for text, _ in app.oncall.switch.notes())
+        assert "before → after" in notes and "decode tok/s" in notes, notes
+        assert "stopping" in screen_text(app) and "before → after" in screen_text(app)
+        assert app.watch.preset.name == "fast-b" and app.watch.switching_to is None
+        assert gone(first["pid"]) and app.config.attached.pid != first["pid"]
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30), app.current_state()
+
+
+async def test_re_attaching_loads_the_benchmark_history_and_the_picker_shows_last_results(oc):
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    done = oc.run("bench", "--presets", str(oc.presets), "--url", first["url"], "--preset", "fast-a",
+                  "--requests", "2", "--warmup", "1", "--max-new-tokens", "24", "--json")  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    app = attached_app(oc, first["id"])
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: bool(app.bench_results), 20), "the stored run is loaded"
+        assert [r.preset for r in app.bench_results] == ["fast-a"]
+        assert await wait_for(pilot, lambda: "fast-a" in str(app.screen.query_one("#bench-table").get_row_at(0)))
+        await pilot.press("p")
+        assert isinstance(app.screen, PresetPicker)
+        text = screen_text(app)
+        assert "tok/s · accept" in text and "just now" in text and "last: no result yet" in text, text
+
+
+async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendation(oc):
+    write_preset(oc.presets, "fast-base", "demo-baseline")
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    app = attached_app(oc, first["id"])
+    app.config.presets = {n: app.config.presets[n] for n in ("fast-base", "fast-a", "fast-b")}
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+        assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
+        app.oncall.ask_sweep()
+        assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
+        assert await wait_for(pilot, lambda: "baseline (no speculation)" in screen_text(app)), screen_text(app)
+        assert "EAGLE3 · draft tokens 5" in screen_text(app)
+        await pilot.press("s")
+        notes: list[str] = []
+        show_note = app.main.show_bench_note
+        app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))  # every note, in order
+        assert await wait_for(pilot, lambda: not app.oncall.sweeping, 200)
+        assert any("switching" in n for n in notes) and any("measured" in n for n in notes), notes
+        assert "recommended" in str(app.screen.query_one("#bench-progress").render())
+        assert "recommended" in notes[-1] and "left serving" in notes[-1], notes[-1]
+        assert sorted({r.preset for r in app.bench_results}) == ["fast-a", "fast-b", "fast-base"]
+        assert len([r for r in app.bench_results if r.preset == "fast-base"]) == 2

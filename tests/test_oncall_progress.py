@@ -1,0 +1,93 @@
+"""The app's on-call core: a switch's steps and outcome as Server-pane notes, last results, the successor."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from specmon.tui.oncall.progress import (
+    SwitchProgress,
+    ago,
+    history_for,
+    last_results,
+    result_line,
+    successor,
+    sweep_candidates,
+    sweep_choices,
+)
+from specmon.tui.oncall.switch import SwitchReport
+
+
+def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0):
+    summary = {"decode_tok_s": {"median": decode}, "accept_length": {"token_weighted": accept}}
+    return SimpleNamespace(preset=preset, started_at=started_at, status=status, url=url, summary=summary)
+
+
+def test_steps_replace_their_running_entry_and_show_times() -> None:
+    progress = SwitchProgress("fast-b")
+    assert progress.notes()[0][0] == "switch → fast-b: starting…"
+    progress.step("stopping", "running", None)
+    progress.step("stopping", "done", 1.23)
+    progress.step("gpus free", "done", 0.5)
+    progress.step("preflight", "running", None)
+    text, style = progress.notes()[0]
+    assert text == "switch → fast-b: stopping 1.2s ✓ · gpus free 0.5s ✓ · preflight …"
+    assert style == "bold cyan"
+    progress.step("preflight", "failed", 0.1)
+    assert progress.notes()[0][1] == "bold red"
+
+
+def test_outcome_shows_before_after_with_change_and_alerts() -> None:
+    report = SwitchReport(from_="a", to="b", state="ready")
+    report.sanity = {"decode_tok_s": 90.0, "accept_length": 2.0}
+    report.previous = {"run_id": "r1", "decode_tok_s": 100.0, "accept_length": 3.0}
+    report.change_pct = {"decode_tok_s": -10.0, "accept_length": -33.3}
+    report.alerts = ["acceptance length fell 33.3% against run r1"]
+    progress = SwitchProgress("b")
+    progress.finish(report)
+    notes = [text for text, _ in progress.notes()[1:]]
+    assert notes[0] == ("before → after (vs run r1): decode tok/s 100.0 → 90.0 (-10.0%) · "
+                        "acceptance 3.00 → 2.00 (-33.3%)")  # fmt: skip
+    assert notes[1] == "alert: acceptance length fell 33.3% against run r1"
+    first = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": None})
+    progress = SwitchProgress("b")
+    progress.finish(first)
+    assert progress.notes()[1][0] == "before → after (no earlier result): decode tok/s – → 90.0 · acceptance – → –"
+    failed = SwitchReport(from_="a", to="b", state="failed", error="the preflight failed: no GPU")
+    progress.finish(failed)
+    assert progress.notes()[1] == ("switch failed: the preflight failed: no GPU", "bold red")
+
+
+def test_last_results_history_and_lines() -> None:
+    results = [run("a", 10), run("a", 30, status="cancelled"), run("a", 20, decode=120.5), run("b", 5, url="x")]
+    last = last_results(results)
+    assert last["a"].started_at == 20 and last["b"].started_at == 5
+    assert result_line(last["a"], now=20 + 7200) == "120.5 tok/s · accept 3.00 · 2 h ago"
+    assert ago(100, now=130) == "just now" and ago(0, now=3 * 86400) == "3 d ago"
+    assert history_for(results, "b", "http://h:1") == results
+    assert history_for(results, None, "x") == [results[3]]
+
+
+def test_successor_is_another_process_on_the_same_port() -> None:
+    followed = SimpleNamespace(pid=1, port=30000, create_time=1.0, alive=True)
+    same = SimpleNamespace(pid=1, port=30000, create_time=1.0, alive=True)
+    other_port = SimpleNamespace(pid=2, port=30002, create_time=2.0, alive=True)
+    dead = SimpleNamespace(pid=3, port=30000, create_time=3.0, alive=False)
+    new = SimpleNamespace(pid=4, port=30000, create_time=4.0, alive=True)
+    assert successor([same, other_port, dead], followed) is None
+    assert successor([same, other_port, dead, new], followed) is new
+
+
+def test_sweep_choices_offer_a_valid_plan_first() -> None:
+    from specmon.tui.launch.presets import load_presets
+
+    presets = load_presets(user_dir=None)
+    current = presets.get("demo-eagle3-10")
+    candidates = sweep_candidates(presets.presets, current)
+    names = {p.name for p in candidates}
+    assert {"demo-baseline", "demo-eagle3-5", "demo-eagle3-10", "demo-eagle3-16"} <= names
+    assert not any(name == "eagle3-10" for name in names), "real SGLang presets run another launcher"
+    last = {"demo-eagle3-5": run("demo-eagle3-5", 0)}
+    choices = {name: (about, on) for name, about, on in sweep_choices(candidates, last)}
+    assert choices["demo-baseline"] == ("baseline (no speculation)", True)
+    assert choices["demo-eagle3-5"][0].startswith("EAGLE3 · draft tokens 5 · last: 100.0 tok/s")
+    assert all(on for _, on in choices.values())

@@ -264,3 +264,11 @@ def _run(run_id: str, preset: str, status: str):
 def test_bench_rows_never_let_a_cancelled_run_hide_a_finished_one(runs, expected):
     rows = bench_rows([_run(*run) for run in runs])
     assert {preset: (result.run_id, count) for preset, (result, count) in rows.items()} == expected
+
+
+def test_a_flag_the_preset_leaves_out_is_not_asked() -> None:
+    plain = SpecSettings(None, None, None, None, None, None, None, "0.5.16", 1000)
+    assert plain.requested_vs_effective({"speculative-algorithm": False, "speculative-num-steps": None}) == []
+    eagle = spec(draft_tokens=4)
+    (diff,) = eagle.requested_vs_effective({"speculative-num-draft-tokens": 16, "speculative-eagle-topk": False})
+    assert (diff.requested, diff.effective) == (16, 4)

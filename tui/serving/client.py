@@ -166,6 +166,8 @@ def _requested_spec_values(preset_args: Mapping[str, Any] | Sequence[str]) -> di
     found: dict[str, Any] = {}
     if isinstance(preset_args, Mapping):
         for name, value in preset_args.items():
+            if value is False or value is None:  # a preset's way of leaving the flag out
+                continue
             found[_flag_key(str(name))] = value
     else:
         args = [str(a) for a in preset_args]

@@ -15,7 +15,7 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
 `--standin` measures issue 14 item 27 instead: a ThreadingHTTPServer child (HTTP/1.1 chunked SSE, no
 TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000 and
 ~5,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
-`stream_generate` on one reused connection as BenchRun uses it, the same without the TCP quick-ACK (the
+`stream_generate` on one reused connection as BenchRun uses it (the h1 reader for http), the same without the TCP quick-ACK (the
 behaviour before the fix), and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
 request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that column is skipped):
 

@@ -15,7 +15,7 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
 `--standin` measures issue 14 item 27 instead: a ThreadingHTTPServer child (HTTP/1.1 chunked SSE, no
 TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000 and
 ~5,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
-`stream_generate` on one reused connection as BenchRun uses it, the same without the TCP quick-ACK (the
+`stream_generate` on one reused connection as BenchRun uses it (the h1 reader for http), the same without the TCP quick-ACK (the
 behaviour before the fix), and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
 request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that column is skipped):
 
@@ -171,10 +171,10 @@ def serve_standin(cadence: float, per_step: int) -> None:
                 self.wfile.flush()
                 times.append(time.perf_counter())
                 counts.append(tokens)
+            sent.append((times, counts))  # before the last chunk: a client may ask for /sent as soon as it has it
             done = b"data: [DONE]\n\n"
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
             self.wfile.flush()
-            sent.append((times, counts))
 
         def do_GET(self) -> None:
             data = json.dumps(sent[-1]).encode()
@@ -235,7 +235,7 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     payload = {"text": "hi", "sampling_params": {"max_new_tokens": n, "temperature": 0.0, "ignore_eos": True},
                "stream": True}
     columns: dict[str, list[tuple[float, float]]] = {}
-    quick_ack = stream._quick_ack
+    quick_ack = stream._set_quickack
     try:
         async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
             async def truth() -> float:
@@ -243,7 +243,7 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
                 return (counts[-1] - counts[0]) / (times[-1] - times[0])
 
             async def specmon_one(ack: bool) -> float:
-                stream._quick_ack = quick_ack if ack else (lambda response: None)
+                stream._set_quickack = quick_ack if ack else (lambda sock: None)
                 result = await stream.stream_generate(client, payload, 0, "p")
                 return result.decode_tok_s
 
@@ -263,7 +263,7 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
                     cpu = time.process_time() - cpu
                     columns.setdefault(name, []).append((100 * (measured / await truth() - 1), cpu))
     finally:
-        stream._quick_ack = quick_ack
+        stream._set_quickack = quick_ack
         proc.kill()
     row: dict[str, Any] = {"cadence_ms": cadence * 1000, "tokens_per_step": per_step, "tokens": n}
     for name, values in columns.items():

@@ -1,12 +1,13 @@
-"""The startup facts rows, from real logs."""
+"""The startup facts rows, from real logs, and their compact form at 80x24."""
 
 from __future__ import annotations
 
 import pytest
+from rich.text import Text
 
 from specmon.tui.logs.tracker import StartupTracker
-from specmon.widgets.server_facts import startup_rows
-from tests.support.app_harness import fixture_bytes
+from specmon.widgets.server_facts import compact_startup_rows, flow, startup_rows
+from tests.support.app_harness import capturing_app, fixture_bytes, ready_app, screen_text, wait_for
 
 
 def _rows(log: str, until: str | None = None) -> dict[str, str]:
@@ -29,3 +30,35 @@ def test_free_gpu_memory_says_what_it_comes_after(log, until, after):
     rows = _rows(log, until)
     assert "avail mem" not in rows
     assert rows["free GPU mem"].endswith(f" GB after {after}"), rows
+
+
+def test_the_compact_rows_keep_the_memory_summary_short():
+    tracker = StartupTracker()
+    for line in fixture_bytes("h200-0.5.16-standalone-ready.log", "SIGTERM received").decode().splitlines():
+        tracker.feed_line(line)
+    rows = dict(compact_startup_rows(tracker.state))
+    assert rows["weights"] == "0.07 GB + 0.05 GB"
+    assert rows["KV"] == "151,561 + 151,561 tok · 2.32 GB"
+    assert rows["max tokens"] == "151,561"
+    assert rows["free"] == "95.37 GB after KV+graphs"
+    assert all(len(label) + len(value) < 40 for label, value in rows.items())
+
+
+def test_flow_packs_chunks_into_the_first_line_with_room_and_cuts_an_overlong_one():
+    lines = flow([Text("a" * 30), Text("b" * 30), Text("c" * 10), Text("d" * 90)], 76, "  ")
+    assert [line.plain for line in lines] == ["a" * 30 + "  " + "b" * 30 + "  " + "c" * 10, "d" * 75 + "…"]
+
+
+@pytest.mark.parametrize("make_app", [ready_app, capturing_app])
+async def test_at_80x24_the_memory_summary_shows_whole_with_the_live_rows(make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "free " in screen_text(app) and "KV " in screen_text(app), timeout=10)
+        await pilot.pause()
+        text = screen_text(app)
+        for fact in ("weights 0.07 GB + 0.05 GB", "KV 151,561 + 151,561 tok · 2.32 GB", "after KV+graphs"):
+            assert fact in text, text
+        if make_app is ready_app:
+            for fact in ("max tokens 151,561", "health ready (2 ms)", "spec EAGLE3 steps 3 topk 1 draft 4",
+                         "num steps: 15 asked, 3 effective", "ready after 1m47s"):
+                assert fact in text, text

@@ -2,6 +2,15 @@
 
 import sys
 
-from specmon.tui.cli import main
+from specmon.tui import exits
 
-sys.exit(main())
+exits.install()  # first, before the heavy imports: a Ctrl-C from here on ends with 130, never by the signal
+
+try:
+    from specmon.tui.cli import main
+
+    code = main()
+except KeyboardInterrupt:
+    code = exits.EXIT_SIGINT
+exits.settle()
+sys.exit(code)

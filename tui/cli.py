@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from specmon.tui import exits
+
 Handler = str  # "package.module:function", imported lazily
 
 
@@ -359,7 +361,21 @@ def _resolve(handler: Handler) -> Callable[[argparse.Namespace], int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `specmon` console script."""
+    """Entry point of the `specmon` console script (and of ``python -m specmon.tui``).
+
+    It first makes SIGINT and SIGTERM end the command with 130 and 143, never by the signal (``exits``); run as
+    the command (``argv`` None), a signal after the exit code is decided is ignored (``exits.settle``)."""
+    exits.install()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return exits.EXIT_SIGINT
+    finally:
+        if argv is None:
+            exits.settle()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
@@ -369,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(_resolve(handler)(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return exits.EXIT_SIGINT
     except BrokenPipeError:
         return 0
 

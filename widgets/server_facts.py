@@ -48,6 +48,70 @@ def startup_rows(state) -> list[tuple[str, str]]:
     return rows
 
 
+COMPACT_BELOW = 100
+"""Narrower than this (80x24: 76 columns), the facts flow several to a line, in their short forms."""
+COMPACT_LABELS = {"speculative": "spec", "accept length": "accept"}
+COMPACT_AFTER = {"KV cache and graphs": "KV+graphs", "draft weights": "draft", "draft KV cache": "draft KV"}
+
+
+def compact_startup_rows(state) -> list[tuple[str, str]]:
+    """``startup_rows`` in short: the models' weights on one row, their KV pools on another, then max tokens,
+    free memory and time to ready, so the memory summary fits next to the live rows at 80x24."""
+    rows: list[tuple[str, str]] = []
+    weights = []
+    for w in state.weights:
+        if w.mem_usage_gb is not None:
+            weights.append(f"{w.mem_usage_gb:.2f} GB")
+        elif w.shards_total:
+            weights.append(f"shards {w.shards_done or 0}/{w.shards_total}")
+        else:
+            weights.append("?")
+    if weights:
+        rows.append(("weights", " + ".join(weights)))
+    if state.kv_pools:
+        tokens = " + ".join(f"{p.tokens:,}" if p.tokens is not None else "?" for p in state.kv_pools)
+        value = f"{tokens} tok"
+        sizes = [(p.k_size_gb or 0.0) + (p.v_size_gb or 0.0) for p in state.kv_pools if p.k_size_gb is not None]
+        if sizes:
+            value += f" · {sum(sizes):.2f} GB"
+        rows.append(("KV", value))
+    if state.max_total_num_tokens is not None:
+        rows.append(("max tokens", f"{state.max_total_num_tokens:,}"))
+    if state.memory:
+        last = state.memory[-1]
+        after = MEMORY_AFTER.get(last.step, "KV cache and graphs")
+        rows.append(("free", f"{last.avail_gb:.2f} GB after {COMPACT_AFTER.get(after, after)}"))
+    if state.ready_after_s is not None:
+        rows.append(("ready after", format_seconds(state.ready_after_s)))
+    return rows
+
+
+def compact_live_row(label: str, value: str) -> tuple[str, str]:
+    """A live row in short: "spec EAGLE3 steps 3 topk 1 draft 4", "accept 1.00"."""
+    if label == "speculative":
+        value = value.replace(" · ", " ").replace("draft tokens", "draft")
+    elif label == "accept length":
+        value = value.split(" (")[0]
+    return COMPACT_LABELS.get(label, label), value
+
+
+def flow(chunks: Sequence[Text], width: int, sep: str) -> list[Text]:
+    """Pack ``chunks`` into lines of at most ``width`` cells, each into the first line with room (order kept
+    within a line); a chunk wider than a line gets a line of its own (cut with an ellipsis)."""
+    lines: list[Text] = []
+    for chunk in chunks:
+        for line in lines:
+            if line.cell_len + len(sep) + chunk.cell_len <= width:
+                line.append(sep)
+                line.append_text(chunk)
+                break
+        else:
+            lines.append(chunk.copy())
+    for line in lines:
+        line.truncate(width, overflow="ellipsis")
+    return lines
+
+
 class ServerFacts(Static):
     """Two-column facts table: what the log said during startup, and what the live server reports."""
 
@@ -59,14 +123,41 @@ class ServerFacts(Static):
     """
 
     _shown: tuple | None = ("unset",)
+    _compact: bool | None = None
+    _given: tuple = ((), (), ())
 
-    def show(self, rows: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]] = ()) -> None:
-        """Render label/value rows; ``notes`` are (text, style) lines shown first. No-op when unchanged."""
-        key = (tuple(rows), tuple(notes))
+    def show(
+        self,
+        rows: Sequence[tuple[str, str]],
+        notes: Sequence[tuple[str, str]] = (),
+        compact_rows: Sequence[tuple[str, str]] | None = None,
+    ) -> None:
+        """Render label/value rows; ``notes`` are (text, style) lines shown first. No-op when unchanged.
+
+        Narrower than ``COMPACT_BELOW``, the notes and the facts flow several to a line, the facts in their short
+        form: ``compact_rows`` where given (else ``rows``), each through ``compact_live_row``."""
+        self._given = (tuple(rows), tuple(notes), tuple(compact_rows if compact_rows is not None else rows))
+        self._render_facts()
+
+    def on_resize(self) -> None:
+        if (self.size.width < COMPACT_BELOW) != self._compact:
+            self.call_after_refresh(self._render_facts)  # after this layout, so the new height is laid out
+
+    def _render_facts(self) -> None:
+        rows, notes, compact_rows = self._given
+        width = self.size.width
+        self._compact = compact = 0 < width < COMPACT_BELOW
+        key = (rows, notes, compact_rows, width) if compact else (rows, notes)
         if key == self._shown:
             return
         self._shown = key
         self.display = bool(rows or notes)
+        if compact:
+            facts = [compact_live_row(label, value) for label, value in compact_rows]
+            chunks = [Text.assemble((label, "bold"), " ", value) for label, value in facts]
+            lines = flow([Text(text, style=style) for text, style in notes], width, " · ")
+            self.update(Group(*lines, *flow(chunks, width, "  ")))
+            return
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()

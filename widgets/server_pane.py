@@ -13,7 +13,7 @@ from specmon.widgets.capture_progress import CaptureProgress
 from specmon.widgets.error_panel import ErrorPanel
 from specmon.widgets.log_view import LogView
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
-from specmon.widgets.server_facts import ServerFacts, startup_rows
+from specmon.widgets.server_facts import ServerFacts, compact_startup_rows, startup_rows
 
 if TYPE_CHECKING:
     from specmon.tui.logs.model import LineKind
@@ -62,7 +62,9 @@ class ServerPane(Vertical):
         capture = latest_capture(state) if state.state in ("starting", "failed") else None
         self.query_one(CaptureProgress).show(capture)
         self.query_one(ErrorPanel).show(state.error)
-        self.query_one(ServerFacts).show([*live_rows, *startup_rows(state)], notes)
+        self.query_one(ServerFacts).show(
+            [*live_rows, *startup_rows(state)], notes, [*live_rows, *compact_startup_rows(state)]
+        )
 
     @property
     def search_query(self) -> str:

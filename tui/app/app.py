@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Iterable
@@ -16,7 +15,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from specmon.tui import status
-from specmon.tui.app import keys, live, messages
+from specmon.tui.app import keys, live, messages, shots
 from specmon.tui.app.config import AppConfig
 from specmon.tui.app.oncall import OncallWiring
 from specmon.tui.app.screens import quit_dialog
@@ -103,12 +102,8 @@ class SpecmonApp(App[int]):
     def _finish_headless(self) -> None:
         self.flush_feed()
         if self.config.screenshot_path:
-            self._save_svg(self.config.screenshot_path)
+            shots.save_svg(self, self.config.screenshot_path)
         self.exit(0)
-
-    def _save_svg(self, path: str) -> None:
-        path = os.path.abspath(path)
-        self.save_screenshot(filename=os.path.basename(path), path=os.path.dirname(path))
 
     def _check_milestones(self, state: str) -> None:
         wanted = {*self.config.screenshots_at, *self.config.exit_on}
@@ -120,7 +115,7 @@ class SpecmonApp(App[int]):
         self.flush_feed(force=True)
         path = self.config.screenshots_at.get(milestone)
         if path:
-            self._save_svg(path)
+            shots.save_svg(self, path)
         if milestone in self.config.exit_on:
             self.exit(1 if milestone == "failed" else 0)
 
@@ -328,7 +323,8 @@ class SpecmonApp(App[int]):
         self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME
 
     def action_screenshot(self) -> None:
-        self.notify(f"Saved {self.save_screenshot()}", title="Screenshot")
+        if (saved := shots.save_svg(self)) is not None:
+            self.notify(f"Saved {saved}", title="Screenshot")
 
     def action_pick_preset(self) -> None:
         self.oncall.pick()

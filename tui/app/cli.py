@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from specmon.tui import exits
 from specmon.tui.text import printable
 
 HEADLESS_SIZE = (200, 50)
@@ -54,6 +55,7 @@ def _run_app(config, args: argparse.Namespace) -> int:
         app.run(headless=True, size=headless_size())
     else:
         app.run()
+    exits.install()  # the app's loop handlers are gone (SIGTERM back to its default): 130/143 again, to the end
     return app.return_code or 0
 
 

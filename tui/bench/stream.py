@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from specmon.tui.bench import h1
 from specmon.tui.bench.model import RequestResult
 from specmon.tui.bench.predict import clean_histogram
 from specmon.tui.bench.stats import is_degenerate
@@ -220,12 +221,15 @@ def _quick_ack(response: httpx.Response) -> None:
     arrives late and decode tok/s reads high. A fresh connection starts in quick-ACK mode, which is why
     SGLang's own benchmark (one connection per request) does not see it.
     """
-    quickack = getattr(socket, "TCP_QUICKACK", None)
     stream = response.extensions.get("network_stream")
-    if quickack is None or stream is None:
-        return
-    sock = stream.get_extra_info("socket")
-    if sock is not None:
+    if stream is not None:
+        _set_quickack(stream.get_extra_info("socket"))
+
+
+def _set_quickack(sock: Any) -> None:
+    """TCP_QUICKACK on `sock` (a socket, or None); Linux only, and any error is ignored."""
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+    if quickack is not None and sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
 
@@ -306,6 +310,10 @@ async def _read_stream(
     max_new: int,
 ) -> None:
     max_event = EVENT_BYTES_BASE + EVENT_BYTES_PER_TOKEN * max_new
+    origin = h1.plain_origin(client)
+    if origin is not None:
+        await _read_h1(client, origin, path, payload, state, watchdog, max_event)
+        return
     headers = {"accept-encoding": "identity"}
     async with client.stream("POST", path, json=payload, headers=headers) as response:
         if response.status_code >= 400:
@@ -322,6 +330,73 @@ async def _read_stream(
                 raise StreamError(f"garbled SSE: an event larger than {max_event} bytes without a separator")
         if buffer.strip():
             _feed_event(state, buffer, time.perf_counter())
+
+
+class _SseFeed:
+    """SSE events from body pieces as they arrive: complete events are fed at once, the rest is kept (bounded)."""
+
+    def __init__(self, state: _StreamState, watchdog: _Watchdog, max_event: int) -> None:
+        self.state = state
+        self.watchdog = watchdog
+        self.max_event = max_event
+        self.buffer = b""
+
+    def feed(self, piece: bytes, at: float) -> None:
+        buffer = self.buffer + piece if self.buffer else piece
+        if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
+            buffer = _feed_events(self.state, buffer, at, self.watchdog)
+        if len(buffer) > self.max_event:
+            raise StreamError(f"garbled SSE: an event larger than {self.max_event} bytes without a separator")
+        self.buffer = buffer
+
+    def finish(self) -> None:
+        if self.buffer.strip():
+            _feed_event(self.state, self.buffer, time.perf_counter())
+
+
+def _check_head(status: int, headers: dict[bytes, bytes], transport: asyncio.BaseTransport) -> None:
+    encoding = headers.get(b"content-encoding", b"identity").strip().lower()
+    if status < 400 and encoding not in (b"identity", b""):
+        raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
+    _set_quickack(transport.get_extra_info("socket"))
+
+
+async def _read_h1(
+    client: httpx.AsyncClient,
+    origin: tuple[str, int],
+    path: str,
+    payload: dict[str, Any],
+    state: _StreamState,
+    watchdog: _Watchdog,
+    max_event: int,
+) -> None:
+    """The stream on a connection of its own, read by `h1.StreamProtocol` (plain http, no proxy)."""
+    sse = _SseFeed(state, watchdog, max_event)
+    host, port = origin
+    pool = h1.pool_for(client, origin)
+    try:
+        async with asyncio.timeout(client.timeout.connect):
+            conn = await pool.connect()
+    except TimeoutError:
+        raise StreamError(f"ConnectTimeout: no connection to {host}:{port} in {client.timeout.connect} s") from None
+    except OSError as exc:
+        raise StreamError(f"ConnectError: {exc}") from None
+    conn.begin(_check_head, sse.feed, max_event)
+    protocol = conn
+    try:
+        assert conn.transport is not None and conn.done is not None
+        conn.transport.write(h1.request_bytes(client, path, payload))
+        await conn.done
+    except h1.H1Error as exc:
+        raise StreamError(str(exc)[:MAX_ERROR_CHARS]) from None
+    finally:
+        if conn.done is not None and not conn.done.done():
+            conn.done.cancel()  # a stall or the deadline: nobody waits for its outcome any more
+            conn.reusable = False
+        pool.release(conn)
+    if protocol.status >= 400:
+        raise StreamError(error_message(protocol.status, protocol.error_body[:max_event]))
+    sse.finish()
 
 
 async def _bounded_body(response: httpx.Response, limit: int) -> bytes:

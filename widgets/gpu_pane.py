@@ -164,7 +164,10 @@ class GpuRow(Widget):
         # changes only when an error replaces them; the chart labels are one line.
         failed = bool(reading.error)
         relayout, self._info_failed = failed != self._info_failed, failed
-        info = self.query_one(".gpu-info", Static)
+        infos = self.query(".gpu-info")
+        if not infos:  # the row is being torn down (the app exits while a reading is shown)
+            return
+        info = infos.first(Static)
         if self.compact:
             info.update(self._compact(reading, wide), layout=relayout)
             return

@@ -71,6 +71,16 @@ class LineSplitter:
             return None
         return self._segment_text(self._carry)
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is held: the next byte starts a new line (a reader may then take complete lines
+        itself, see ``summary.summarize_stream``)."""
+        return not self._carry and not self._in_frames and not self._overflow and not self._held_cr
+
+    def line_text(self, raw: bytes) -> str:
+        """One complete line without ``\r`` as ``feed`` delivers it (decoded, cleaned, cut at the limit)."""
+        return self._segment_text(raw)
+
     def feed(self, chunk: bytes) -> list[LogItem]:
         """Consume bytes; return the lines and frames they complete."""
         items: list[LogItem] = []

@@ -29,7 +29,9 @@ POLL_ACCESS = re.compile(
 
 def with_poll_kind(text: str, kind: str | None) -> str | None:
     """``kind``, or ``POLL_KIND`` for an unclassified access line of a polling request."""
-    return POLL_KIND if kind is None and POLL_ACCESS.search(text) else kind
+    if kind is not None or '"GET /' not in text:  # most lines (`Decode batch`, POSTs): no regex search
+        return kind
+    return POLL_KIND if POLL_ACCESS.search(text) else kind
 
 
 @dataclass

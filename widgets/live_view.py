@@ -3,6 +3,8 @@ and one history line per run, labelled with its preset. Renders a LiveSnapshot i
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -54,16 +56,19 @@ class LiveView(Static):
 
     def show(self, snapshot: LiveSnapshot) -> None:
         width = max(40, self.size.width or 80)
-        key = (snapshot, width)
+        history = history_lines(snapshot.series, width)
+        # What it shows: not the log's last line (the app's own polls change it every second) and the history
+        # as drawn (an idle server's flat line does not change once it fills the width). Each render is ~4 ms.
+        key = (replace(snapshot, series=(), last_log_line=None), tuple(line.plain for line in history), width)
         if key == self._shown:
             return
         self._shown = key
-        parts = self._render_parts(snapshot, width)
+        parts = self._render_parts(snapshot, width, history)
         shape = (len(parts), len(snapshot.alerts), len(snapshot.series), len(snapshot.latencies))
         self.update(Group(*parts), layout=shape != self._shape)  # a layout only when its height can change
         self._shape = shape
 
-    def _render_parts(self, s: LiveSnapshot, width: int) -> list:
+    def _render_parts(self, s: LiveSnapshot, width: int, history: list[Text]) -> list:
         head = Text.assemble(
             (s.state, STATE_STYLE.get(s.state, "bold")),
             f" · {SOURCE_TEXT.get(s.source, s.source)}",
@@ -91,7 +96,6 @@ class LiveView(Static):
         for alert in s.alerts:
             parts.append(Text(f"! {alert.text}", style=ALERT_STYLE.get(alert.severity, ""), overflow="ellipsis",
                               no_wrap=True))
-        history = history_lines(s.series, width)
         if history:
             parts.append(Text("decode tok/s history (a point per 5 s, a line per run)", style="dim"))
             parts.extend(history)

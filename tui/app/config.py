@@ -41,7 +41,7 @@ class AppConfig:
     """Outside a startup, fewer than ``TRICKLE_LINES`` new lines wait up to this long to be written."""
     busy_flush_s: float = 0.8
     """Outside a startup, a stream of lines is written to the log pane at most this often (each write repaints it)."""
-    gpu_idle_refresh_s: float = 5.0
+    gpu_idle_refresh_s: float = 10.0
     """How often the GPU pane repaints while the server is ready and no benchmark runs (sampling stays 1 s)."""
     sanity_check: bool = True
     exit_after_s: float | None = None

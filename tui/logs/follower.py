@@ -20,6 +20,7 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 FINGERPRINT_BYTES = 256  # the file's first bytes, kept to notice a truncate-and-refill between two polls
 TRUNCATION_MARK = "…"
+IDLE_POLL_S = 0.25  # the longest wait between two polls of a log that does not grow
 
 # ANSI/VT escape sequences (CSI, OSC, two-byte ESC forms), a lone ESC, and the other C0 controls except TAB.
 _CONTROL = re.compile(
@@ -70,6 +71,16 @@ class LineSplitter:
         if not self._in_frames or not self._carry.strip():
             return None
         return self._segment_text(self._carry)
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is held: the next byte starts a new line (a reader may then take complete lines
+        itself, see ``summary.summarize_stream``)."""
+        return not self._carry and not self._in_frames and not self._overflow and not self._held_cr
+
+    def line_text(self, raw: bytes) -> str:
+        """One complete line without ``\r`` as ``feed`` delivers it (decoded, cleaned, cut at the limit)."""
+        return self._segment_text(raw)
 
     def feed(self, chunk: bytes) -> list[LogItem]:
         """Consume bytes; return the lines and frames they complete."""
@@ -366,15 +377,22 @@ def follow(
     stop_event: threading.Event,
     interval: float = 0.05,
     from_start: bool = True,
+    max_interval: float = IDLE_POLL_S,
 ) -> None:
     """Follow ``path`` until ``stop_event`` is set, calling ``on_items`` with each non-empty batch.
 
-    Meant to be a thread's target; ``on_items`` runs on that thread (post a message from it).
+    Polls every ``interval`` while the log grows; each empty poll waits half as long again, up to
+    ``max_interval`` (an idle server's log is looked at a few times a second, not 20: each poll is a stat and
+    a read of the file's first bytes). Meant to be a thread's target; ``on_items`` runs on that thread (post a
+    message from it).
     """
+    wait = interval
     with LogFollower(path, from_start=from_start) as follower:
         while not stop_event.is_set():
             items = follower.poll()
             if items:
                 on_items(items)
+                wait = interval
             else:
-                stop_event.wait(interval)
+                stop_event.wait(wait)
+                wait = min(max(interval, max_interval), wait * 1.5)

@@ -48,6 +48,15 @@ _CAPTURE_PHASE = {
     ("draft", "draft"): "capture_draft",
     ("draft_extend", "draft"): "capture_draft_extend",
 }
+# A line that, once the server is ready, only counts and moves the clock (``feed_line`` returns None at once
+# for it: a steady `Decode batch`/`Prefill batch` message or an INFO line behind a full `[date time TAGS]`
+# prefix). A strict subset of what ``patterns.parse_prefix`` reads that way (ASCII, no newline in `\s`; `]`
+# right after the seconds is tried first, which makes a search a fifth faster), as bytes, so that a reader can
+# skip whole runs of them without decoding them (see ``skip_steady_lines``).
+STEADY_WHEN_READY = (
+    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] ?|(?:[.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
+    rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
+)
 _MAX_EVENTS = 2000
 _MAX_RANKS = 256
 _MAX_TRACEBACK_LINES = 400
@@ -192,6 +201,18 @@ class StartupTracker:
             else:
                 feed_frame(text)
         return lines
+
+    @property
+    def skips_steady(self) -> bool:
+        """Whether lines matching ``STEADY_WHEN_READY`` are now only counted (the server is ready and the log
+        has a first time), so that a reader may hand a run of them to ``skip_steady_lines``."""
+        return self._ready and self._state.first_ts is not None
+
+    def skip_steady_lines(self, count: int) -> None:
+        """Count ``count`` lines matching ``STEADY_WHEN_READY`` without reading them (only while
+        ``skips_steady``). The caller feeds the run's last line with ``feed_line``, so the clock is its time:
+        the same state as feeding every line (their full-date timestamps do not depend on each other)."""
+        self._state.lines_seen += count
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""

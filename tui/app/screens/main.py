@@ -19,6 +19,8 @@ from specmon.widgets.server_pane import ServerPane
 from specmon.widgets.status_header import StatusHeader
 
 if TYPE_CHECKING:
+    from textual.widget import Widget
+
     from specmon.tui.bench.model import BenchProgress, BenchResult
     from specmon.tui.gpu.model import GpuSnapshot
     from specmon.tui.live.model import LiveSnapshot
@@ -42,6 +44,7 @@ class MainScreen(Screen):
         self.composed = False
         self._pending_gpus: GpuSnapshot | None = None
         self._failed_panes: set[str] = set()
+        self._found: dict[str, Widget] = {}
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -73,13 +76,26 @@ class MainScreen(Screen):
         self.composed = True
         self.post_message(self.Composed())
 
+    def _one(self, selector: str) -> list[Widget]:
+        """The widget with this id selector (``[]`` before it is mounted), found once: a DOM query costs about
+        1 ms, and the Live view, GPU pane, header and Server pane are looked up at every update."""
+        widget = self._found.get(selector)
+        if widget is None or not widget.is_attached:
+            widget = next(iter(self.query(selector)), None)
+            if widget is None:
+                return []
+            self._found[selector] = widget
+        return [widget]
+
     @property
     def header(self) -> StatusHeader:
-        return self.query_one(StatusHeader)
+        found = self._one("#header")
+        return found[0] if found else self.query_one(StatusHeader)
 
     @property
     def server_pane(self) -> ServerPane:
-        return self.query_one(ServerPane)
+        found = self._one("#pane-server")
+        return found[0] if found else self.query_one(ServerPane)
 
     def show_header(self, url: str, preset: str | None, state: str, emulator: bool) -> None:
         self.header.show(url, preset, state, emulator)
@@ -169,17 +185,17 @@ class MainScreen(Screen):
     def _flush_gpus(self) -> None:
         snapshot, self._pending_gpus = self._pending_gpus, None
         if snapshot is not None:
-            for pane in self.query("#gpu-pane"):
+            for pane in self._one("#gpu-pane"):
                 self._guarded("GPU pane", pane.show, snapshot)
 
     def show_live(self, snapshot: LiveSnapshot) -> None:
         """Hand a live snapshot to the Live view (only while it is shown: the next one follows soon)."""
         if self.wide or self.active_pane == "live":
-            for view in self.query("#live-view"):
+            for view in self._one("#live-view"):
                 self._guarded("Live view", view.show, snapshot)
 
     def show_bench_progress(self, progress: BenchProgress) -> None:
-        for panel in self.query("#bench-panel"):
+        for panel in self._one("#bench-panel"):
             self._guarded("Benchmark panel", panel.show_progress, progress)
 
     def show_bench_note(self, text: str) -> None:
@@ -187,7 +203,7 @@ class MainScreen(Screen):
             self._guarded("Benchmark panel", panel.show_note, text)
 
     def show_bench_results(self, results: list[BenchResult]) -> None:
-        for panel in self.query("#bench-panel"):
+        for panel in self._one("#bench-panel"):
             self._guarded("Benchmark panel", panel.show_results, results)
 
     def _guarded(self, what: str, show, value) -> None:

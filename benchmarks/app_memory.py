@@ -3,7 +3,7 @@
 Runs the real `specmon demo --headless` (the emulator as its child) and, once it is ready, sends one small
 `/generate` request a second to the emulator while sampling the app's own RSS every 10 s.
 
-    .venv/bin/python -m benchmarks.app_memory --minutes 3
+    .venv/bin/python -m benchmarks.app_memory --minutes 3 [--rate 8]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--warmup", type=float, default=12.0)
+    parser.add_argument("--rate", type=float, default=1.0, help="requests a second (more fills the log pane sooner)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
@@ -52,7 +53,7 @@ def main() -> int:
             if time.monotonic() >= next_sample:
                 samples.append((time.monotonic() - start, app.memory_info().rss / 2**20))
                 next_sample += 10
-            time.sleep(1.0)
+            time.sleep(1.0 / args.rate)
         proc.terminate()
         proc.wait(30)
     print(f"requests sent: {requests}")

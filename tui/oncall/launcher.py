@@ -92,19 +92,26 @@ def wait_ready(
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True) if log else None
     client = httpx.Client(timeout=2.0, trust_env=False)
+    def read_log() -> None:
+        while follower is not None and (items := follower.poll()):
+            tracker.feed_items(items)
+
+    def failure(took: float) -> ReadyOutcome | None:
+        st = tracker.state
+        if st.state != "failed":
+            return None
+        error = st.error.message if st.error else "the startup failed"
+        if st.error and st.error.hint:
+            error += f" (hint: {st.error.hint})"
+        return ReadyOutcome("failed", error, took, st.to_json())
+
     try:
         while True:
-            if follower is not None:
-                items = follower.poll()
-                if items:
-                    tracker.feed_items(items)
-            st = tracker.state
+            read_log()
             took = time.monotonic() - started
-            if st.state == "failed":
-                error = st.error.message if st.error else "the startup failed"
-                if st.error and st.error.hint:
-                    error += f" (hint: {st.error.hint})"
-                return ReadyOutcome("failed", error, took, st.to_json())
+            st = tracker.state
+            if (failed := failure(took)) is not None:
+                return failed
             try:
                 healthy = client.get(url.rstrip("/") + "/health").status_code == 200
             except httpx.HTTPError:
@@ -112,8 +119,9 @@ def wait_ready(
             if healthy:
                 return ReadyOutcome("ready", None, took, st.to_json())
             if pid is not None and create_time is not None and not process_matches(pid, create_time):
-                return ReadyOutcome(
-                    "failed", f"the server (pid {pid}) exited before it was ready", took, st.to_json()
+                read_log()  # what it wrote as it died (its traceback) says why, not only that it exited
+                return failure(took) or ReadyOutcome(
+                    "failed", f"the server (pid {pid}) exited before it was ready", took, tracker.state.to_json()
                 )
             if took >= timeout:
                 return ReadyOutcome("timeout", f"not ready after {timeout:.0f} s", took, st.to_json())

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from specmon.tui.sglang.source import FLAG_KEYS, SUPPRESS, SGLangSourceError, read_source
+from specmon.tui.sglang.source import FLAG_KEYS, SUPPRESS, SGLangSourceError, read_source, source_stamp
 
 __all__ = [
     "FLAG_ALIASES",
@@ -318,9 +318,4 @@ def _read_installed(path: str, stamp: float) -> FlagTable:
 def read_installed(package_dir: str | Path) -> FlagTable:
     """The table of the sglang package in `package_dir` (the folder holding `srt/server_args.py`), read
     from its source with `ast` (nothing is imported). Cached until server_args.py changes."""
-    path = Path(package_dir).resolve()
-    try:
-        stamp = (path / "srt" / "server_args.py").stat().st_mtime
-    except OSError as error:
-        raise SGLangSourceError(f"{path}: not an sglang package directory ({error})") from error
-    return _read_installed(str(path), stamp)
+    return _read_installed(*source_stamp(package_dir))

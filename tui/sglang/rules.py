@@ -26,7 +26,7 @@ from typing import Any
 
 from specmon.tui.sglang.draft_loader import DraftLoader, read_draft_loader
 from specmon.tui.sglang.flags import DATA_DIR, SHIPPED, SOURCE, version_key
-from specmon.tui.sglang.source import SGLangSourceError, read_version
+from specmon.tui.sglang.source import SGLangSourceError, read_version, source_stamp
 
 __all__ = ["SGLangRules", "load_shipped_rules", "read_installed_rules", "read_rules"]
 
@@ -166,9 +166,4 @@ def _read_installed(path: str, stamp: float) -> SGLangRules:
 
 def read_installed_rules(package_dir: str | Path) -> SGLangRules:
     """The rules of the sglang package in `package_dir`, read from its source (cached per server_args.py)."""
-    path = Path(package_dir).resolve()
-    try:
-        stamp = (path / "srt" / "server_args.py").stat().st_mtime
-    except OSError as error:
-        raise SGLangSourceError(f"{path}: not an sglang package directory ({error})") from error
-    return _read_installed(str(path), stamp)
+    return _read_installed(*source_stamp(package_dir))

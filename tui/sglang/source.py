@@ -60,6 +60,16 @@ def read_version(package_dir: Path) -> str:
     raise SGLangSourceError(f"{package_dir}: no version (neither a dist-info METADATA nor version.py)")
 
 
+def source_stamp(package_dir: str | Path) -> tuple[str, float]:
+    """An sglang package's resolved path and its server_args.py's mtime: the key of a cached read of its
+    source. SGLangSourceError when the folder is not an sglang package."""
+    path = Path(package_dir).resolve()
+    try:
+        return str(path), (path / "srt" / "server_args.py").stat().st_mtime
+    except OSError as error:
+        raise SGLangSourceError(f"{path}: not an sglang package directory ({error})") from error
+
+
 def read_source(package_dir: str | Path, generated_from: str | None = None) -> dict[str, Any]:
     """SGLang's launch flags, `ServerArgs` defaults, version and speculative algorithms, read from source."""
     root = Path(package_dir)

@@ -10,10 +10,12 @@ source is read with the same AST reader `specmon.tui.sglang.flags.read_installed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +28,24 @@ def table_json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
-def _from_wheel(wheel: Path) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
-        wanted = [n for n in archive.namelist() if n.endswith(".py") or n.endswith(".dist-info/METADATA")]
-        for name in wanted:
-            if name.startswith("sglang/") or ".dist-info/" in name:
-                archive.extract(name, tmp)
-        return read_source(Path(tmp) / "sglang", generated_from=wheel.name)
+@contextlib.contextmanager
+def unpacked_wheel(wheel: Path) -> Iterator[Path]:
+    """The `sglang/` folder of a wheel, its Python sources and METADATA unpacked in a temporary folder."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if name.endswith(".py") and name.startswith("sglang/") or name.endswith(".dist-info/METADATA"):
+                    archive.extract(name, tmp)
+            yield Path(tmp) / "sglang"
+    except (OSError, zipfile.BadZipFile) as error:
+        raise SGLangSourceError(f"cannot read {wheel}: {error}") from error
 
 
 def read_any(path: Path) -> dict[str, Any]:
     """The table data of a wheel or an sglang package directory."""
     if path.suffix == ".whl":
-        try:
-            return _from_wheel(path)
-        except (OSError, zipfile.BadZipFile) as error:
-            raise SGLangSourceError(f"cannot read {path}: {error}") from error
+        with unpacked_wheel(path) as package:
+            return read_source(package, generated_from=path.name)
     return read_source(path, generated_from=f"sglang {path.name}/ source")
 
 

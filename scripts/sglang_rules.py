@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
+from scripts.sglang_flags import unpacked_wheel
 from specmon.tui.sglang.flags import DATA_DIR
 from specmon.tui.sglang.rules import read_rules
 from specmon.tui.sglang.source import SGLangSourceError
@@ -30,14 +29,8 @@ def read_any(path: Path) -> dict[str, Any]:
     """The rules of a wheel or an sglang package directory."""
     if path.suffix != ".whl":
         return read_rules(path)
-    try:
-        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(path) as archive:
-            for name in archive.namelist():
-                if name.endswith(".py") and name.startswith("sglang/") or name.endswith(".dist-info/METADATA"):
-                    archive.extract(name, tmp)
-            return read_rules(Path(tmp) / "sglang")
-    except (OSError, zipfile.BadZipFile) as error:
-        raise SGLangSourceError(f"cannot read {path}: {error}") from error
+    with unpacked_wheel(path) as package:
+        return read_rules(package)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 
 import psutil
 import pytest
@@ -24,11 +25,19 @@ from tests.support.oncall import gone
 def worker():
     """A process titled like an SGLang scheduler whose parent (pytest) is no SGLang server: orphaned."""
     proc = subprocess.Popen(["bash", "-c", 'exec -a "sglang::scheduler_TP0" sleep 120'], start_new_session=True)
-    psutil.Process(proc.pid)  # it exists
+    deadline = time.monotonic() + 10
+    while not _titled_as_worker(proc.pid):  # bash's exec renames it; cmdline reads empty mid-exec
+        assert time.monotonic() < deadline, "the worker never took its sglang:: title"
+        time.sleep(0.02)
     yield proc
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _titled_as_worker(pid: int) -> bool:
+    argv = psutil.Process(pid).cmdline()
+    return bool(argv) and argv[0].startswith("sglang::")
 
 
 def held(pid: int, name: str = "") -> GpuProcess:
@@ -42,11 +51,6 @@ def inspected(*procs: GpuProcess) -> GpuReading:
 
 
 def test_an_orphaned_sglang_worker_is_flagged_and_killable(worker) -> None:
-    import time
-
-    deadline = time.monotonic() + 10
-    while not psutil.Process(worker.pid).cmdline()[0].startswith("sglang::") and time.monotonic() < deadline:
-        time.sleep(0.02)
     proc = inspected(held(worker.pid)).processes[0]
     assert proc.orphan and proc.leftover == "orphaned" and describe.process_state(proc) == "ORPHANED"
     assert why_not_killable(proc) is None
@@ -69,11 +73,6 @@ def test_other_leftovers_are_flagged_but_not_killed(monkeypatch) -> None:
 
 
 async def test_the_palette_offers_the_kill_and_asks_first(worker) -> None:
-    import time
-
-    deadline = time.monotonic() + 10
-    while not psutil.Process(worker.pid).cmdline()[0].startswith("sglang::") and time.monotonic() < deadline:
-        time.sleep(0.02)
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False))
     async with app.run_test(size=(80, 24)) as pilot:
         app.oncall.gpus = GpuSnapshot(available=True, gpus=[inspected(held(worker.pid))])

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.command import CommandList
 from textual.widgets import Label, ProgressBar, Tabs
 from textual.widgets._footer import FooterKey
 
@@ -168,8 +169,7 @@ async def test_unreachable_server_is_shown_within_two_seconds_and_recovers():
     app = SpecmonApp(AppConfig(url=f"http://127.0.0.1:{port}", poll=True, poll_interval_s=0.5))
     async with app.run_test(size=(80, 24)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "unreachable", timeout=2.0)
-        await pilot.pause(0.1)
-        assert "unreachable" in screen_text(app)
+        assert await wait_for(pilot, lambda: "unreachable" in screen_text(app))
         server = subprocess.Popen(
             [sys.executable, str(REPLAY), "--port", str(port)], stdout=subprocess.PIPE, text=True
         )
@@ -182,8 +182,7 @@ async def test_unreachable_server_is_shown_within_two_seconds_and_recovers():
             server.kill()
             server.wait(5)
             assert await wait_for(pilot, lambda: app.current_state() == "unreachable", timeout=2.0)
-            await pilot.pause(0.1)
-            assert "unreachable" in screen_text(app)
+            assert await wait_for(pilot, lambda: "unreachable" in screen_text(app))
         finally:
             server.kill()
             server.wait(5)
@@ -202,10 +201,18 @@ async def test_command_palette_has_every_action_and_runs_them():
                 assert SpecmonApp.ACTION_HELP[binding.action][0] in titles, binding
         assert not any(t.startswith("Switch preset") for t in titles), "attached mode offers no switching"
         await pilot.press("ctrl+p", *"Show the Benchmark pane")
-        await pilot.pause(0.5)
+        assert await wait_for(pilot, lambda: _palette_highlights(app, "Show the Benchmark pane"))
         await pilot.press("enter")
-        await pilot.pause()
-        assert _active_panes(app) == ["pane-bench"]
+        assert await wait_for(pilot, lambda: _active_panes(app) == ["pane-bench"])
+
+
+def _palette_highlights(app: SpecmonApp, title: str) -> bool:
+    """The command palette is open with ``title`` highlighted (its search has caught up with the typing)."""
+    lists = app.screen.query(CommandList)
+    if not lists:
+        return False
+    index = lists.first().highlighted
+    return index is not None and title in str(lists.first().get_option_at_index(index).prompt)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
@@ -355,18 +362,25 @@ async def test_gpu_pane_repaints_every_few_seconds_only_while_ready_and_idle(mak
         app.post_message(GpuSampled(first))
         assert await wait_for(pilot, lambda: pane.snapshot is first)
         app.post_message(GpuSampled(second))
-        await pilot.pause(0.3)
-        assert (pane.snapshot is second) == shows_second, app.current_state()
+        if shows_second:
+            assert await wait_for(pilot, lambda: pane.snapshot is second), app.current_state()
+        else:
+            await pilot.pause(0.3)  # time for a repaint that must not come
+            assert pane.snapshot is first, app.current_state()
 
 
 async def test_at_80x24_the_whole_phase_strip_shows_through_ready():
     app = ready_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.3)
         timeline = app.screen.query_one("#timeline")
-        lines = timeline.row.lines(timeline.content_size.width)
-        assert len(lines) >= 4 and timeline.size.height == len(lines)
-        assert "✔ ready" in screen_text(app)
+
+        def lines() -> list:
+            return timeline.row.lines(timeline.content_size.width) if timeline.row is not None else []
+
+        def whole_strip_shown() -> bool:
+            return len(lines()) >= 4 and timeline.size.height == len(lines()) and "✔ ready" in screen_text(app)
+
+        assert await wait_for(pilot, whole_strip_shown), lines()
 
 
 @pytest.mark.parametrize("log", [FAILED_LOG, "synthetic/legacy-0.5.9-capture-cuda-oom.log",

@@ -61,8 +61,7 @@ async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_pat
             assert supervisor.preset.name == "beta" and supervisor.pid != first_pid
             assert app.watch.preset.name == "beta" and app.watch.switching_to is None
             assert any("Switched to beta" in str(n.message) for n in app._notifications)
-            await pilot.pause(0.2)
-            assert "beta" in screen_text(app).splitlines()[0]
+            assert await wait_for(pilot, lambda: "beta" in screen_text(app).splitlines()[0])
     finally:
         supervisor.stop()
     assert supervisor.returncode is not None

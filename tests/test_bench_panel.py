@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 from specmon.tui.bench.model import BenchProgress
 from specmon.tui.bench.results import ResultStore
 from specmon.widgets.bench_panel import BenchPanel, downsample
+from tests.support.app_harness import wait_for
 
 RECORDED = Path(__file__).parent / "fixtures" / "bench"
 
@@ -74,10 +75,10 @@ async def test_progress_updates_its_row_in_place_and_charts_are_throttled():
                               decode_tok_s=tuple(300.0 + i for i in range(done)), accept_length=3.4,
                               median_tok_s=300.0 + done / 2)
             )
-        await pilot.pause(0.7)
         assert table.row_count == 4
         assert _rows(app)["eagle3-16 (run)"][:5] == ["eagle3-16 (run)", "40/40", "320.0", "–", "3.40"]
-        assert 1 <= len(draws) <= 3
+        assert await wait_for(pilot, lambda: draws and not panel._charts_dirty)
+        assert 1 <= len(draws) <= 3, "40 updates, a redraw per interval at most"
         assert "eagle3-16: measuring 40/40" in str(app.query_one("#bench-progress", Static).render())
         assert panel._series["eagle3-16"][-1] == 339.0
 
@@ -85,9 +86,8 @@ async def test_progress_updates_its_row_in_place_and_charts_are_throttled():
 async def test_it_fits_a_small_pane():
     app = PanelApp(results=recorded_runs())
     async with app.run_test(size=(78, 18)) as pilot:
-        await pilot.pause(0.6)
         panel = app.query_one(BenchPanel)
-        assert panel.has_class("-narrow")
+        assert await wait_for(pilot, lambda: panel.has_class("-narrow") and not panel._charts_dirty)
         assert not app.query_one("#bench-accept-chart").display or app.query_one("#bench-accept-chart").size.width == 0
         table = app.query_one(DataTable)
         assert table.region.height >= 4 and table.region.bottom <= 18
@@ -104,7 +104,9 @@ def test_downsample_averages_buckets():
 @pytest.mark.parametrize("size", [(80, 24), (160, 40)])
 def test_snapshot(snap_compare, size):
     async def settle(pilot):
-        await pilot.pause(0.7)
+        panel = pilot.app.query_one(BenchPanel)
+        await wait_for(pilot, lambda: not panel._charts_dirty)
+        await pilot.pause()
 
     assert snap_compare(PanelApp(results=recorded_runs()), terminal_size=size, run_before=settle)
 
@@ -126,7 +128,7 @@ async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
         panel.show_progress(BenchProgress(run_id=failed.run_id, preset="broken", phase="failed", done=5, total=6,
                                           failed=5, message="stopped after 5 failures in a row"))
         panel.show_results([*recorded_runs(), failed])
-        await pilot.pause(0.6)
+        await pilot.pause()
         row = _rows(app)["broken"]
         assert row[2] == "–" and row[0] == "broken"
         assert row[-1].startswith("failed,") and "aborted" in row[-1]
@@ -141,7 +143,7 @@ def _screen(app) -> str:
 async def test_the_flags_column_shows_at_every_width(width):
     app = PanelApp(results=recorded_runs())
     async with app.run_test(size=(width, 30)) as pilot:
-        await pilot.pause(0.3)
+        assert await wait_for(pilot, lambda: any("preset" in ln and "tok/s" in ln for ln in _screen(app).splitlines()))
         text = _screen(app)
         header = next(line for line in text.splitlines() if "preset" in line and "tok/s" in line)
         assert header.rstrip().endswith("flags")

@@ -7,7 +7,7 @@ from textual.app import App
 
 from specmon.tui.logs.tracker import StartupTracker
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
-from tests.support.app_harness import READY_LOG, fixture_bytes
+from tests.support.app_harness import READY_LOG, fixture_bytes, wait_for
 
 
 def _ready_phases():
@@ -48,11 +48,15 @@ async def test_the_widget_is_as_tall_as_its_lines_at_80_columns():
     async with app.run_test(size=(80, 20)) as pilot:
         timeline = app.query_one(PhaseTimeline)
         timeline.show(_ready_phases())
-        await pilot.pause(0.1)
-        shown = [strip.text.rstrip() for strip in app.screen._compositor.render_strips()][: timeline.size.height]
-        assert len(shown) >= 2 and all(shown), shown
-        rebuilt = [part for line in shown for part in line.split("  ")]
-        assert rebuilt == _phase_texts(timeline), shown
+
+        def shown() -> list[str]:
+            return [strip.text.rstrip() for strip in app.screen._compositor.render_strips()][: timeline.size.height]
+
+        def rebuilt() -> list[str]:
+            return [part for line in shown() for part in line.split("  ")]
+
+        assert await wait_for(pilot, lambda: rebuilt() == _phase_texts(timeline)), shown()
+        assert len(shown()) >= 2 and all(shown()), shown()
 
 
 def _state(log: str):

@@ -34,6 +34,7 @@ class LiveWiring:
             self.sampler = LiveSampler(app.config.url, self.monitor, api_key=app.config.api_key)
             self.sampler.start()
         app.set_interval(REFRESH_S, self.refresh)
+        self.refresh()  # the view says where it stands at once, not after the first interval
 
     def stop(self) -> None:
         if self.sampler is not None:

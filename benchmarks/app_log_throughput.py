@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,7 @@ def _startup_until_ready() -> bytes:
 
 async def measure(rate: int, seconds: float, ready: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["XDG_STATE_HOME"] = tmp  # the user's stored benchmark runs are not loaded into the window
         log_path = Path(tmp) / "server.log"
         log_path.write_bytes(_startup_until_ready() if ready else b"")
         app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import time
 from collections.abc import Iterable
@@ -96,6 +97,7 @@ class SpecmonApp(App[int]):
         self.live.start()
         self.oncall.start()
         self.flush_feed(force=True)
+        self.call_after_refresh(freeze_startup_objects)
         if self.config.exit_after_s is not None:
             self.set_timer(self.config.exit_after_s, self._finish_headless)
 
@@ -384,3 +386,10 @@ class SpecmonApp(App[int]):
         """Quit; attached to a server found by `specmon ps`, ask whether to leave it running (the default)."""
         if not quit_dialog.ask_before_quit(self, self.config.attached):
             self.exit(self.return_code)
+
+
+def freeze_startup_objects() -> None:
+    """Move everything alive after startup (Textual's DOM, styles, imported modules) out of the cyclic GC's
+    reach: a full collection then scans only what the app made since, not ~50,000 startup objects."""
+    gc.collect()
+    gc.freeze()

@@ -148,31 +148,46 @@ class BatchLog:
         newest = self.newest_ts()
         end = now if now is not None else newest
         start = None if end is None else end - window_s
-        recent = [ln for ln in self.lines if ln.ts is None or start is None or ln.ts >= start]
-        decode = [ln for ln in recent if ln.kind == "decode"]
-        prefill = [ln for ln in recent if ln.kind == "prefill"]
-        tok_by_dp: dict[int, list[float]] = {}
-        for ln in decode:
-            if ln.tok_s is not None:
-                tok_by_dp.setdefault(ln.dp, []).append(ln.tok_s)
-        decode_tok_s = sum(sum(v) / len(v) for v in tok_by_dp.values()) if tok_by_dp else None
-        weighted = [(ln.accept_len, ln.tok_s or 1.0) for ln in decode if ln.accept_len is not None]
-        weight = sum(w for _, w in weighted)
-        accept_length = sum(a * w for a, w in weighted) / weight if weighted and weight > 0 else None
-        rates = [ln.accept_rate for ln in decode if ln.accept_rate is not None]
-        new = sum(ln.new_tokens or 0.0 for ln in prefill)
-        cached = sum(ln.cached_tokens or 0.0 for ln in prefill)
+        count = decoded = prefilled = 0
+        tok_by_dp: dict[int, list[float]] = {}  # per DP rank: [sum of tok/s, lines]
+        accept_sum = accept_weight = rate_sum = 0.0
+        accepts = rates = 0
+        new = cached = 0.0
+        for ln in self.lines:  # one pass, no intermediate lists: this runs every refresh over up to 4096 lines
+            if ln.ts is not None and start is not None and ln.ts < start:
+                continue
+            count += 1
+            if ln.kind == "decode":
+                decoded += 1
+                if ln.tok_s is not None:
+                    pair = tok_by_dp.setdefault(ln.dp, [0.0, 0])
+                    pair[0] += ln.tok_s
+                    pair[1] += 1
+                if ln.accept_len is not None:
+                    weight = ln.tok_s or 1.0
+                    accept_sum += ln.accept_len * weight
+                    accept_weight += weight
+                    accepts += 1
+                if ln.accept_rate is not None:
+                    rate_sum += ln.accept_rate
+                    rates += 1
+            elif ln.kind == "prefill":
+                prefilled += 1
+                new += ln.new_tokens or 0.0
+                cached += ln.cached_tokens or 0.0
+        decode_tok_s = sum(total / n for total, n in tok_by_dp.values()) if tok_by_dp else None
+        accept_length = accept_sum / accept_weight if accepts and accept_weight > 0 else None
         latest = list(self.latest.values())
         return LogFigures(
-            decode_tok_s=decode_tok_s if decode or end is None else 0.0,
+            decode_tok_s=decode_tok_s if decoded or end is None else 0.0,
             running=_sum(ln.running for ln in latest),
             queued=_sum(ln.queued for ln in latest),
             kv_used=_sum(ln.used for ln in latest),
             kv_usage=_mean(ln.usage for ln in latest),
             accept_length=accept_length,
-            accept_rate=sum(rates) / len(rates) if rates else None,
-            cache_hit_rate=cached / (new + cached) if prefill and new + cached > 0 else None,
-            lines=len(recent),
+            accept_rate=rate_sum / rates if rates else None,
+            cache_hit_rate=cached / (new + cached) if prefilled and new + cached > 0 else None,
+            lines=count,
             newest_ts=newest,
         )
 

@@ -83,3 +83,25 @@ async def test_the_target_capture_is_named_from_what_the_log_says(log, shown):
         target = [text for text in _phase_texts(timeline) if text.startswith("✔ ") and "graphs" in text]
         assert any(text.startswith(f"✔ {shown} ") for text in target), target
         assert not any(text.startswith("✔ graphs") for text in target), target
+
+
+async def test_time_past_the_log_redraws_only_a_running_phase():
+    """The app passes the seconds since the log's newest stamp every second; with no phase running they change
+    nothing, and redrawing (a layout of the whole screen) would cost CPU every second on an idle server."""
+    ready = _ready_phases()
+    assert not any(p.status == "running" for p in ready)
+    app = _TimelineApp()
+    async with app.run_test(size=(120, 20)):
+        timeline = app.query_one(PhaseTimeline)
+        updates = []
+        original = timeline.update
+        timeline.update = lambda content: (updates.append(content), original(content))
+        timeline.show(ready, running_extra_s=0.0)
+        timeline.show(ready, running_extra_s=1.0)
+        timeline.show(ready, running_extra_s=2.0)
+        assert len(updates) == 1
+        running = [*ready[:-1], type(ready[-1])(**{**ready[-1].__dict__, "status": "running", "elapsed_s": 1.0})]
+        timeline.show(running, running_extra_s=1.0)
+        timeline.show(running, running_extra_s=2.0)
+        assert len(updates) == 3
+        assert "3.0s" in timeline.row.lines(200)[-1].plain

@@ -111,6 +111,8 @@ class PhaseTimeline(Static):
         newest timestamp. ``labels`` override ``PHASE_LABELS`` by phase name.
         """
         labels = {**PHASE_LABELS, **(labels or {})}
+        if not any(p.status == "running" for p in phases):
+            running_extra_s = 0.0  # it only lengthens running phases: no reason to draw the row again
         key = (tuple((p.name, p.status, p.elapsed_s) for p in phases), placeholder, running_extra_s, tuple(labels.items()))
         if key == self._shown:
             return

@@ -26,6 +26,13 @@ warmup = 1
 """
 
 
+def default_signal_actions() -> None:
+    """In the child before exec: the signals the tests send act by default, even where the test run inherited
+    them ignored (under `nohup` SIGHUP is ignored, and a background job of a script ignores SIGINT and SIGQUIT)."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def write_preset(
     directory: Path, name: str, extends: str, args: str = "", launcher: list[str] | None = None
 ) -> None:
@@ -82,7 +89,12 @@ class Oncall:
 
     def popen(self, *args: str, **kw) -> subprocess.Popen:
         proc = subprocess.Popen(
-            self.argv(*args), env=self.env, stdin=subprocess.DEVNULL, start_new_session=True, **kw
+            self.argv(*args),
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=default_signal_actions,
+            **kw,
         )
         self.extra_pids.append(proc.pid)
         return proc

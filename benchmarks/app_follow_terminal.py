@@ -26,15 +26,11 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.app_idle_cpu import cpu_seconds
 from benchmarks.app_log_throughput import WRITER, _startup_until_ready
 from specmon.tui.ports import free_port
 
 STAMP = re.compile(r"\[(\d{10}\.\d{6})\] \d+ Decode batch")
-
-
-def _cpu(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
-    return times.user + times.system
 
 
 def _screen(session: str) -> str:
@@ -87,12 +83,12 @@ def main() -> int:
                 print(_screen(session))
                 raise
             time.sleep(2)  # the first screens and the results load behind
-            cpu0, t0 = _cpu(app), time.monotonic()
+            cpu0, t0 = cpu_seconds(app), time.monotonic()
             time.sleep(args.idle)
-            idle_pct = 100 * (_cpu(app) - cpu0) / (time.monotonic() - t0)
+            idle_pct = 100 * (cpu_seconds(app) - cpu0) / (time.monotonic() - t0)
             writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log_path), str(args.rate), str(args.seconds)],
                                       stdout=subprocess.PIPE, text=True)
-            cpu0, t0 = _cpu(app), time.monotonic()
+            cpu0, t0 = cpu_seconds(app), time.monotonic()
             lags = []
             while writer.poll() is None:
                 stamps = [float(s) for s in STAMP.findall(_screen(session))]
@@ -100,7 +96,7 @@ def main() -> int:
                     lags.append(time.time() - max(stamps))
                 time.sleep(0.5)
             follow_s = time.monotonic() - t0
-            follow_pct = 100 * (_cpu(app) - cpu0) / follow_s
+            follow_pct = 100 * (cpu_seconds(app) - cpu0) / follow_s
             written = int(writer.stdout.read().strip())
             rss = app.memory_info().rss / 2**20
         finally:

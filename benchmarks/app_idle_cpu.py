@@ -19,7 +19,8 @@ import time
 import psutil
 
 
-def _cpu(proc: psutil.Process) -> float:
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User plus system CPU seconds of one process so far."""
     times = proc.cpu_times()
     return times.user + times.system
 
@@ -40,9 +41,9 @@ def main() -> int:
         app = psutil.Process(proc.pid)
         time.sleep(args.warmup)
         children = app.children(recursive=True)
-        cpu0, emu0, t0 = _cpu(app), sum(_cpu(c) for c in children), time.monotonic()
+        cpu0, emu0, t0 = cpu_seconds(app), sum(cpu_seconds(c) for c in children), time.monotonic()
         time.sleep(args.window)
-        cpu1, emu1, t1 = _cpu(app), sum(_cpu(c) for c in children), time.monotonic()
+        cpu1, emu1, t1 = cpu_seconds(app), sum(cpu_seconds(c) for c in children), time.monotonic()
         rss = app.memory_info().rss / 2**20
         code = proc.wait(60)
         with open(os.path.join(tmp, "idle.svg")) as shot:

@@ -130,3 +130,34 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
         assert "recommended" in notes[-1] and "left serving" in notes[-1], notes[-1]
         assert sorted({r.preset for r in app.bench_results}) == ["fast-a", "fast-b", "fast-base"]
         assert len([r for r in app.bench_results if r.preset == "fast-base"]) == 2
+
+
+async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays_resumable(oc):
+    from specmon.tui.oncall.state import state_dir
+    from specmon.tui.sweep.plan import SweepStore
+
+    write_preset(oc.presets, "fast-base", "demo-baseline")
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    app = attached_app(oc, first["id"])
+    app.config.presets = {n: app.config.presets[n] for n in ("fast-base", "fast-a", "fast-b")}
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+        app.oncall.ask_sweep()
+        assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
+        notes: list[str] = []
+        show_note = app.main.show_bench_note
+        app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))
+        await pilot.press("s")
+        assert await wait_for(pilot, lambda: any("measuring" in n for n in notes), 120), notes
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        assert "Sweep presets…" not in commands, notes
+        commands["Cancel the sweep"].callback()
+        assert await wait_for(pilot, lambda: not app.oncall.sweeping, 60), notes
+        assert "cancelling after the step under way" in " ".join(notes)
+        assert "cancelled with 0 of" in notes[-1] and "specmon sweep --resume" in notes[-1], notes[-1]
+        assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
+    plan = SweepStore(state_dir() / "sweeps").latest_unfinished()
+    assert plan is not None and not plan.finished, "the cancelled sweep is left to resume"
+    assert [s.state for s in plan.steps].count("pending") == len(plan.steps), [s.state for s in plan.steps]
+    assert any(s["alive"] for s in oc.json("ps")["servers"]), "cancelling leaves the server serving"

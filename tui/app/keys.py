@@ -70,7 +70,13 @@ def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
             f"An orphaned SGLang worker holding {(proc.used_mib or 0) / 1024:.1f} GiB on GPU {proc.gpu_index}",
             lambda p=proc: app.oncall.ask_kill(p),
         )
-    if app.oncall.can_sweep():
+    if app.oncall.sweeping:
+        yield SystemCommand(
+            "Cancel the sweep",
+            "Stop after the step under way (a benchmark measuring is cancelled); `specmon sweep --resume` goes on",
+            app.oncall.cancel_sweep,
+        )
+    elif app.oncall.can_sweep():
         yield SystemCommand(
             "Sweep presets…",
             "Benchmark every preset of this server's model in turn (`specmon sweep`) and recommend one",

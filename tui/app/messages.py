@@ -116,3 +116,4 @@ class SweepFinished(Message):
 
     report: SweepReport | None
     error: str | None = None
+    cancelled: bool = False

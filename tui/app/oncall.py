@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from specmon.tui.gpu.model import GpuProcess, GpuSnapshot
     from specmon.tui.launch.presets import Preset
     from specmon.tui.oncall.discovery import FoundServer
+    from specmon.tui.sweep.runner import SweepRunner
 
 BENCH_CANCEL_WAIT_S = 10.0
 LOOK_EVERY_S = 2.0
@@ -46,6 +47,7 @@ class OncallWiring:
         self._ticks_lost = 0
         self._log_restarts = 0
         self.sweeping = False
+        self._sweep_runner: SweepRunner | None = None
         self.gpus: GpuSnapshot | None = None
         """The last GPU snapshot (its leftover processes may be killed from the palette)."""
 
@@ -214,10 +216,20 @@ class OncallWiring:
         presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
         runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
                              on_event=lambda text: post(messages.SweepProgressed(text)))
+        self._sweep_runner = runner
         try:
-            post(messages.SweepFinished(runner.run()))
+            report = runner.run()
+            post(messages.SweepFinished(report, cancelled=runner.cancelled))
         except Exception as exc:  # the sweep is saved after each step: `specmon sweep --resume` goes on
             post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}"))
+
+    def cancel_sweep(self) -> None:
+        """Stop the sweep after the step under way (a benchmark measuring is cancelled); resumable later."""
+        runner = self._sweep_runner
+        if not self.sweeping or runner is None or runner.cancelled:
+            return
+        runner.cancel()
+        self.app.main.show_bench_note("sweep: cancelling after the step under way…")
 
     def sweep_progressed(self, message: messages.SweepProgressed) -> None:
         app = self.app
@@ -230,9 +242,14 @@ class OncallWiring:
 
     def sweep_finished(self, message: messages.SweepFinished) -> None:
         self.sweeping = False
+        self._sweep_runner = None
         report = message.report
         if report is None:
             text = f"sweep stopped: {message.error} (resume with `specmon sweep --resume`)"
+        elif message.cancelled:
+            measured = sum(1 for row in report.rows if row.get("state") == "measured")
+            text = (f"sweep {report.run_id} cancelled with {measured} of {len(report.rows)} runs measured; "
+                    f"`specmon sweep --resume {report.run_id}` measures the rest")
         else:
             text = (f"sweep {report.run_id} done: recommended {report.recommended or 'none'}, "
                     f"left serving {report.left_serving or 'nothing'}")

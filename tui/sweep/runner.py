@@ -7,6 +7,7 @@ sweep goes on. At the end the report is built and the chosen preset is left serv
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from specmon.tui.sweep.report import PresetOutcome, SweepReport, build_report
 if TYPE_CHECKING:
     from specmon.tui.bench.model import BenchResult
     from specmon.tui.bench.results import ResultStore
+    from specmon.tui.bench.run import BenchRun
     from specmon.tui.launch.presets import Preset
 
 Event = Callable[[str], None]
@@ -87,11 +89,25 @@ class SweepRunner:
         self.results = results
         self.options = options or SweepOptions()
         self.say = on_event or (lambda text: None)
+        self._stop = threading.Event()
+        self._measuring: BenchRun | None = None
+
+    def cancel(self) -> None:
+        """Stop after the step under way, cancelling its benchmark if it is measuring (from any thread). The plan
+        stays unfinished and the server as it is: `specmon sweep --resume` measures what is left."""
+        self._stop.set()
+        bench = self._measuring
+        if bench is not None:
+            bench.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
 
     def run(self) -> SweepReport:
         """Run every pending step, then report and leave the chosen preset serving."""
         self.store.save(self.plan)
-        while (step := self.plan.next_step) is not None:
+        while not self.cancelled and (step := self.plan.next_step) is not None:
             if self._predicted_worse(step):
                 step.state, step.error = "skipped", "predicted clearly worse than the best measured preset"
                 self.say(f"{step.preset}: skipped ({step.error})")
@@ -99,6 +115,8 @@ class SweepRunner:
                 self._run_step(step)
             self.store.save(self.plan)
         report = self.report()
+        if self.cancelled:
+            return report
         if not self.plan.finished:
             self.plan.left_serving = self._leave(report)
             self.plan.finished = True
@@ -140,9 +158,14 @@ class SweepRunner:
             step.state, step.error = "failed", outcome.error or "not ready"
             self.say(f"{step.preset}: failed: {step.error}")
             return
+        if self.cancelled:
+            return
         self.say(f"{step.preset}: ready after {step.startup_s:.1f} s; measuring")
         step.state, step.error = "pending", None
         run = self._bench(outcome.url, preset, step)
+        if self.cancelled and run.status != "finished":
+            self.say(f"{step.preset}: benchmark cancelled after {step.measure_s:.1f} s")
+            return  # still pending: a resume measures it again
         if run.status == "finished" and (run.summary.get("decode_tok_s") or {}).get("median"):
             step.state = "measured"
         else:
@@ -158,7 +181,13 @@ class SweepRunner:
         step.bench_run_id = bench.result.run_id
         self.store.save(self.plan)  # a kill now keeps the partial run's id (the run itself is saved as it goes)
         started = time.monotonic()
-        run = bench.run_blocking()
+        self._measuring = bench
+        if self.cancelled:  # a cancel that came before the run existed
+            bench.cancel()
+        try:
+            run = bench.run_blocking()
+        finally:
+            self._measuring = None
         step.measure_s = round(time.monotonic() - started, 3)
         return run
 

@@ -124,7 +124,12 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
         notes: list[str] = []
         show_note = app.main.show_bench_note
         app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))  # every note, in order
+        progress: list = []
+        show_progress = app.main.show_bench_progress
+        app.main.show_bench_progress = lambda p: (progress.append(p), show_progress(p))
         assert await wait_for(pilot, lambda: not app.oncall.sweeping, 200)
+        shown = {p.preset for p in progress}  # coalesced: a fast run may show only its last update
+        assert shown == {"fast-base", "fast-a", "fast-b"}, "each run's progress reaches the Benchmark pane"
         assert any("switching" in n for n in notes) and any("measured" in n for n in notes), notes
         assert "recommended" in str(app.screen.query_one("#bench-progress").render())
         assert "recommended" in notes[-1] and "left serving" in notes[-1], notes[-1]

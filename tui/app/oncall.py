@@ -215,7 +215,8 @@ class OncallWiring:
 
         presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
         runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
-                             on_event=lambda text: post(messages.SweepProgressed(text)))
+                             on_event=lambda text: post(messages.SweepProgressed(text)),
+                             on_progress=lambda progress: post(messages.BenchProgressed(progress)))
         self._sweep_runner = runner
         try:
             report = runner.run()

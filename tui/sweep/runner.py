@@ -24,7 +24,7 @@ from specmon.tui.sweep.plan import SweepPlan, SweepStep, SweepStore
 from specmon.tui.sweep.report import PresetOutcome, SweepReport, build_report
 
 if TYPE_CHECKING:
-    from specmon.tui.bench.model import BenchResult
+    from specmon.tui.bench.model import BenchProgress, BenchResult
     from specmon.tui.bench.results import ResultStore
     from specmon.tui.bench.run import BenchRun
     from specmon.tui.launch.presets import Preset
@@ -82,6 +82,7 @@ class SweepRunner:
         results: ResultStore,
         options: SweepOptions | None = None,
         on_event: Event | None = None,
+        on_progress: Callable[[BenchProgress], None] | None = None,
     ) -> None:
         self.plan = plan
         self.presets = presets
@@ -89,6 +90,8 @@ class SweepRunner:
         self.results = results
         self.options = options or SweepOptions()
         self.say = on_event or (lambda text: None)
+        self.on_progress = on_progress
+        """Each benchmark's progress, request by request (called on the runner's thread)."""
         self._stop = threading.Event()
         self._measuring: BenchRun | None = None
 
@@ -177,7 +180,8 @@ class SweepRunner:
         from specmon.tui.serving.client import resolve_api_key
 
         settings = self._settings()
-        bench = BenchRun(url, preset.name, settings, api_key=resolve_api_key(None), store=self.results)
+        bench = BenchRun(url, preset.name, settings, api_key=resolve_api_key(None), on_update=self.on_progress,
+                         store=self.results)
         step.bench_run_id = bench.result.run_id
         self.store.save(self.plan)  # a kill now keeps the partial run's id (the run itself is saved as it goes)
         started = time.monotonic()

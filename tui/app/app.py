@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from specmon.tui.bench.run import BenchRun
 
 TRICKLE_LINES = 50
+SELDOM_FLUSH_S = 0.25
+"""How often the feed is looked at while no startup runs and no stream of lines arrives (else at flush_hz)."""
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
@@ -86,7 +88,8 @@ class SpecmonApp(App[int]):
         if self._started:
             return
         self._started = True
-        self.set_interval(1 / self.config.flush_hz, self.flush_feed)
+        self._often = self.set_interval(1 / self.config.flush_hz, self._flush_often)
+        self.set_interval(SELDOM_FLUSH_S, self._flush_seldom)
         self.set_interval(1.0, self._tick_running_phase)
         if self.log_path:
             self.sources.follow(self.log_path)
@@ -168,6 +171,22 @@ class SpecmonApp(App[int]):
         if any(isinstance(event, ServerBecameReady) for event in batch.events):
             self._maybe_sanity_check()
         self.render_state()
+
+    def _flush_often(self) -> None:
+        self.flush_feed()
+        if not self._log_busy():
+            self._often.pause()  # an idle server's few lines wait seconds anyway (trickle_s): 4 looks a second do
+
+    def _flush_seldom(self) -> None:
+        if self._log_busy():
+            self._often.resume()
+        self.flush_feed()
+
+    def _log_busy(self) -> bool:
+        """A startup shows its progress, or lines stream in: the feed is flushed at flush_hz."""
+        with self.feed.lock:
+            starting = self.feed.state.state in ("starting", "failed")
+        return starting or self.feed.pending >= TRICKLE_LINES or self.feed.generation != self._shown_generation
 
     def _notify_failure(self) -> None:
         """One notification per failed run, with the error panel's diagnosis (replaced if it is refined)."""

@@ -220,7 +220,7 @@ class OncallWiring:
         self._sweep_runner = runner
         try:
             report = runner.run()
-            post(messages.SweepFinished(report, cancelled=runner.cancelled))
+            post(messages.SweepFinished(report, cancelled=not plan.finished))
         except Exception as exc:  # the sweep is saved after each step: `specmon sweep --resume` goes on
             post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}"))
 

@@ -118,8 +118,8 @@ class SweepRunner:
                 self._run_step(step)
             self.store.save(self.plan)
         report = self.report()
-        if self.cancelled:
-            return report
+        if self.cancelled and self.plan.next_step is not None:
+            return report  # unfinished: `specmon sweep --resume` goes on
         if not self.plan.finished:
             self.plan.left_serving = self._leave(report)
             self.plan.finished = True

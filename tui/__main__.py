@@ -12,5 +12,9 @@ try:
     code = main()
 except KeyboardInterrupt:
     code = exits.EXIT_SIGINT
+except Exception as exc:  # a signal wrapped by the import it landed in (see exits.interrupted_code)
+    code = exits.interrupted_code(exc)
+    if code is None:
+        raise
 exits.settle()
 sys.exit(code)

@@ -370,6 +370,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:
         return exits.EXIT_SIGINT
+    except Exception as exc:
+        code = exits.interrupted_code(exc)
+        if code is None:
+            raise
+        return code
     finally:
         if argv is None:
             exits.settle()

@@ -35,3 +35,20 @@ def settle() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except ValueError:
         pass
+
+
+def interrupted_code(exc: BaseException) -> int | None:
+    """The exit code of a SIGINT or SIGTERM hidden inside another exception, else None.
+
+    A signal that lands while a class body runs (Textual's imports are full of them) surfaces as
+    ``RuntimeError: Error calling __set_name__`` with the KeyboardInterrupt or SystemExit as its cause."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt):
+            return EXIT_SIGINT
+        if isinstance(current, SystemExit) and current.code in (EXIT_SIGINT, EXIT_SIGTERM):
+            return int(current.code)
+        current = current.__cause__ or current.__context__
+    return None

@@ -15,7 +15,7 @@ import json
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ from specmon.tui.sglang.flags import DATA_DIR
 from specmon.tui.sglang.source import SGLangSourceError, read_source
 
 
-def table_json(data: dict[str, Any]) -> str:
-    """The exact text a shipped table file holds."""
+def shipped_json(data: dict[str, Any]) -> str:
+    """The exact text a shipped data file (a flag table or a rules file) holds."""
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -53,25 +53,40 @@ def write_table(data: dict[str, Any], out_dir: Path) -> Path:
     """Write one table as `sglang-VERSION.json` under `out_dir`; returns its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"sglang-{data['version']}.json"
-    path.write_text(table_json(data), encoding="utf-8")
+    path.write_text(shipped_json(data), encoding="utf-8")
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def write_each_source(
+    argv: list[str] | None,
+    description: str,
+    read: Callable[[Path], dict[str, Any]],
+    write: Callable[[dict[str, Any], Path], str],
+) -> int:
+    """The scripts' command line: `read` each wheel or sglang directory given, `write` it under --out and print
+    what `write` says; 1 at the first source that cannot be read."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("sources", nargs="+", type=Path, help="sglang wheels or package directories")
     parser.add_argument("--out", type=Path, default=DATA_DIR, help=f"output folder (default {DATA_DIR})")
     args = parser.parse_args(argv)
     for source in args.sources:
         try:
-            data = read_any(source)
+            data = read(source)
         except SGLangSourceError as error:
             print(f"{source}: {error}", file=sys.stderr)
             return 1
-        path = write_table(data, args.out)
-        print(f"{path}: {len(data['flags'])} flags, {len(data['defaults'])} defaults ({data['layout']})")
+        print(write(data, args.out))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point."""
+
+    def write(data: dict[str, Any], out_dir: Path) -> str:
+        path = write_table(data, out_dir)
+        return f"{path}: {len(data['flags'])} flags, {len(data['defaults'])} defaults ({data['layout']})"
+
+    return write_each_source(argv, __doc__.split("\n\n")[0], read_any, write)
 
 
 if __name__ == "__main__":

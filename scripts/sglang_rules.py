@@ -8,21 +8,12 @@ The same AST reader `specmon.tui.sglang.rules.read_installed_rules` uses; nothin
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.sglang_flags import unpacked_wheel
-from specmon.tui.sglang.flags import DATA_DIR
+from scripts.sglang_flags import shipped_json, unpacked_wheel, write_each_source
 from specmon.tui.sglang.rules import read_rules
-from specmon.tui.sglang.source import SGLangSourceError
-
-
-def rules_json(data: dict[str, Any]) -> str:
-    """The exact text a shipped rules file holds."""
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
 def read_any(path: Path) -> dict[str, Any]:
@@ -33,23 +24,17 @@ def read_any(path: Path) -> dict[str, Any]:
         return read_rules(package)
 
 
+def write_rules(data: dict[str, Any], out_dir: Path) -> str:
+    """Write one rules file as `rules-VERSION.json` under `out_dir`; says its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"rules-{data['version']}.json"
+    path.write_text(shipped_json(data), encoding="utf-8")
+    return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("sources", nargs="+", type=Path, help="sglang wheels or package directories")
-    parser.add_argument("--out", type=Path, default=DATA_DIR, help=f"output folder (default {DATA_DIR})")
-    args = parser.parse_args(argv)
-    for source in args.sources:
-        try:
-            data = read_any(source)
-        except SGLangSourceError as error:
-            print(f"{source}: {error}", file=sys.stderr)
-            return 1
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"rules-{data['version']}.json"
-        path.write_text(rules_json(data), encoding="utf-8")
-        print(path)
-    return 0
+    return write_each_source(argv, __doc__.split("\n\n")[0], read_any, write_rules)
 
 
 if __name__ == "__main__":

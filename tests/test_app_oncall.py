@@ -107,12 +107,26 @@ async def test_re_attaching_loads_the_benchmark_history_and_the_picker_shows_las
         assert "tok/s · accept" in text and "just now" in text and "last: no result yet" in text, text
 
 
-async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendation(oc):
+def sweep_app(oc: Oncall) -> SpecmonApp:
+    """The app attached to fast-a, offered a baseline and two EAGLE3 presets to sweep."""
     write_preset(oc.presets, "fast-base", "demo-baseline")
     port = free_port_pair()
     first = oc.json("start", "fast-a", "--port", str(port), "--wait")
     app = attached_app(oc, first["id"])
     app.config.presets = {n: app.config.presets[n] for n in ("fast-base", "fast-a", "fast-b")}
+    return app
+
+
+def recorded(app: SpecmonApp, method: str) -> list:
+    """Everything the main screen's ``method`` is given from now on, in order (it still shows each)."""
+    calls: list = []
+    show = getattr(app.main, method)
+    setattr(app.main, method, lambda value: (calls.append(value), show(value)))
+    return calls
+
+
+async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendation(oc):
+    app = sweep_app(oc)
     async with app.run_test(size=(200, 50)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
         assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
@@ -120,13 +134,8 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
         assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
         assert await wait_for(pilot, lambda: "baseline (no speculation)" in screen_text(app)), screen_text(app)
         assert "EAGLE3 · draft tokens 5" in screen_text(app)
+        notes, progress = recorded(app, "show_bench_note"), recorded(app, "show_bench_progress")
         await pilot.press("s")
-        notes: list[str] = []
-        show_note = app.main.show_bench_note
-        app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))  # every note, in order
-        progress: list = []
-        show_progress = app.main.show_bench_progress
-        app.main.show_bench_progress = lambda p: (progress.append(p), show_progress(p))
         assert await wait_for(pilot, lambda: not app.oncall.sweeping, 200)
         shown = {p.preset for p in progress}  # coalesced: a fast run may show only its last update
         assert shown == {"fast-base", "fast-a", "fast-b"}, "each run's progress reaches the Benchmark pane"
@@ -141,18 +150,12 @@ async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays
     from specmon.tui.oncall.state import state_dir
     from specmon.tui.sweep.plan import SweepStore
 
-    write_preset(oc.presets, "fast-base", "demo-baseline")
-    port = free_port_pair()
-    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
-    app = attached_app(oc, first["id"])
-    app.config.presets = {n: app.config.presets[n] for n in ("fast-base", "fast-a", "fast-b")}
+    app = sweep_app(oc)
     async with app.run_test(size=(200, 50)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
         app.oncall.ask_sweep()
         assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
-        notes: list[str] = []
-        show_note = app.main.show_bench_note
-        app.main.show_bench_note = lambda text: (notes.append(text), show_note(text))
+        notes = recorded(app, "show_bench_note")
         await pilot.press("s")
         assert await wait_for(pilot, lambda: any("measuring" in n for n in notes), 120), notes
         commands = {c.title: c for c in app.get_system_commands(app.screen)}

@@ -11,42 +11,24 @@ import pytest
 from specmon.tui.bench import h1
 from specmon.tui.bench.stream import stream_generate
 from specmon.tui.serving.client import generate_payload, http_client
-from tests.test_bench_hostile import HEAD, chunk, event
+from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
 
-class Recording:
+class Recording(Hostile):
     """A raw server on 127.0.0.1 that records each request head and answers with `answer` written in pieces."""
 
     def __init__(self, answer: bytes, piece: int = 0):
+        super().__init__(self._answer)
         self.answer = answer
         self.piece = piece
-        self.heads: list[bytes] = []
-        self.bodies: list[bytes] = []
 
-    async def __aenter__(self):
-        async def handle(reader, writer):
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = [int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")]
-                self.heads.append(head)
-                self.bodies.append(await reader.readexactly(length[0] if length else 0))
-                step = self.piece or len(self.answer)
-                for i in range(0, len(self.answer), step):
-                    writer.write(self.answer[i : i + step])
-                    await writer.drain()
-                    if self.piece:
-                        await asyncio.sleep(0)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                pass
-            finally:
-                writer.close()
-
-        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc):
-        self.server.close()
+    async def _answer(self, writer) -> None:
+        step = self.piece or len(self.answer)
+        for i in range(0, len(self.answer), step):
+            writer.write(self.answer[i : i + step])
+            await writer.drain()
+            if self.piece:
+                await asyncio.sleep(0)
 
 
 GOOD = HEAD + chunk(event(2, "ab")) + chunk(event(5, "abcde")) + chunk(event(8, "abcdefgh", finish=True)) + b"0\r\n\r\n"

@@ -29,18 +29,22 @@ def event(tokens, text="x", finish=False, **meta) -> bytes:
 
 
 class Hostile:
-    """A raw asyncio HTTP server on 127.0.0.1 whose /generate answer is `script(writer)`."""
+    """A raw asyncio HTTP server on 127.0.0.1 whose /generate answer is `script(writer)`; it records each request's
+    head and body."""
 
     def __init__(self, script):
         self.script = script
         self.server = None
+        self.heads: list[bytes] = []
+        self.bodies: list[bytes] = []
 
     async def __aenter__(self):
         async def handle(reader, writer):
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = [int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")]
-                await reader.readexactly(length[0] if length else 0)
+                self.heads.append(head)
+                self.bodies.append(await reader.readexactly(length[0] if length else 0))
                 await self.script(writer)
             except (ConnectionError, asyncio.IncompleteReadError):
                 pass

@@ -37,12 +37,21 @@ def startup_rows(state) -> list[tuple[str, str]]:
         if pool.k_size_gb is not None and pool.v_size_gb is not None:
             parts.append(f"K {pool.k_size_gb:.2f} + V {pool.v_size_gb:.2f} GB")
         rows.append((f"{pool.model} KV", " · ".join(parts)))
+    return rows + _closing_rows(state, compact=False)
+
+
+def _closing_rows(state, compact: bool) -> list[tuple[str, str]]:
+    """Max tokens, the GPU memory left after the last step, and the time to ready (shortened when compact)."""
+    rows = []
     if state.max_total_num_tokens is not None:
         rows.append(("max tokens", f"{state.max_total_num_tokens:,}"))
     if state.memory:
         last = state.memory[-1]
         after = MEMORY_AFTER.get(last.step, "KV cache and graphs")
-        rows.append(("free GPU mem", f"{last.avail_gb:.2f} GB after {after}"))
+        if compact:
+            rows.append(("free", f"{last.avail_gb:.2f} GB after {COMPACT_AFTER.get(after, after)}"))
+        else:
+            rows.append(("free GPU mem", f"{last.avail_gb:.2f} GB after {after}"))
     if state.ready_after_s is not None:
         rows.append(("ready after", format_seconds(state.ready_after_s)))
     return rows
@@ -75,15 +84,7 @@ def compact_startup_rows(state) -> list[tuple[str, str]]:
         if sizes:
             value += f" · {sum(sizes):.2f} GB"
         rows.append(("KV", value))
-    if state.max_total_num_tokens is not None:
-        rows.append(("max tokens", f"{state.max_total_num_tokens:,}"))
-    if state.memory:
-        last = state.memory[-1]
-        after = MEMORY_AFTER.get(last.step, "KV cache and graphs")
-        rows.append(("free", f"{last.avail_gb:.2f} GB after {COMPACT_AFTER.get(after, after)}"))
-    if state.ready_after_s is not None:
-        rows.append(("ready after", format_seconds(state.ready_after_s)))
-    return rows
+    return rows + _closing_rows(state, compact=True)
 
 
 def compact_live_row(label: str, value: str) -> tuple[str, str]:

@@ -89,6 +89,7 @@ class SpecmonApp(App[int]):
             return
         self._started = True
         self._often = self.set_interval(1 / self.config.flush_hz, self._flush_often)
+        self._often_paused = False
         self.set_interval(SELDOM_FLUSH_S, self._flush_seldom)
         self.set_interval(1.0, self._tick_running_phase)
         if self.log_path:
@@ -176,10 +177,14 @@ class SpecmonApp(App[int]):
         self.flush_feed()
         if not self._log_busy():
             self._often.pause()  # an idle server's few lines wait seconds anyway (trickle_s): 4 looks a second do
+            self._often_paused = True
 
     def _flush_seldom(self) -> None:
+        if not self._often_paused:
+            return  # the often timer flushes
         if self._log_busy():
             self._often.resume()
+            self._often_paused = False
         self.flush_feed()
 
     def _log_busy(self) -> bool:

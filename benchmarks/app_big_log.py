@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from specmon.tui.app.app import SpecmonApp
-from specmon.tui.app.config import AppConfig
+from specmon.tui.app import SpecmonApp
+from specmon.tui.config import AppConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP = ROOT / "tests" / "fixtures" / "logs" / "03-laguna-int4-dflash-v0.5.16-ready.log"
@@ -81,7 +81,7 @@ def main() -> None:
         seconds = asyncio.run(time_to_screen(path))
         print(f"app: last startup (ready) and live figures on screen after {seconds:.2f} s")
         began = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "specmon.tui", "monitor", "--url", "http://127.0.0.1:9",
+        done = subprocess.run([sys.executable, "-m", "specmon", "monitor", "--url", "http://127.0.0.1:9",
                                "--log", str(path), "--once", "--json", "--window", "1"],
                               capture_output=True, text=True, timeout=120)
         print(f"monitor --once --log: {time.perf_counter() - began:.2f} s (exit {done.returncode})")

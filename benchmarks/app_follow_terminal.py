@@ -28,7 +28,7 @@ import psutil
 
 from benchmarks.app_idle_cpu import cpu_seconds
 from benchmarks.app_log_throughput import WRITER, _startup_until_ready
-from specmon.tui.ports import free_port
+from specmon.ports import free_port
 
 STAMP = re.compile(r"\[(\d{10}\.\d{6})\] \d+ Decode batch")
 
@@ -62,12 +62,12 @@ def main() -> int:
         log_path.write_bytes(_startup_until_ready())
         port = free_port()
         emulator = subprocess.Popen(
-            [sys.executable, "-m", "specmon.tui.emulator", "--model-path", "demo/m", "--port", str(port),
+            [sys.executable, "-m", "specmon.emulator", "--model-path", "demo/m", "--port", str(port),
              "--emulator-speed", "40"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
         session = f"specmon-bench-{os.getpid()}"
-        command = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}",
+        command = [sys.executable, "-m", "specmon", "monitor", "--url", f"http://127.0.0.1:{port}",
                    "--log", str(log_path)]
         script = Path(tmp) / "run.sh"
         script.write_text("exec " + " ".join(f"'{part}'" for part in command) + "\n")

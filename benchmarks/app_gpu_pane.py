@@ -18,7 +18,7 @@ from pathlib import Path
 
 from textual.screen import Screen
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
+from specmon.tui.app import AppConfig, SpecmonApp
 from tests.support.gpu_fixtures import load, replay
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,7 +35,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": args.size}
         duration = args.warmup + args.window + 5
-        argv = [sys.executable, "-m", "specmon.tui", "demo", "--headless", "--speed", str(args.speed),
+        argv = [sys.executable, "-m", "specmon", "demo", "--headless", "--speed", str(args.speed),
                 "--duration", str(duration), "--screenshot", os.path.join(tmp, "idle.svg")]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         app = psutil.Process(proc.pid)

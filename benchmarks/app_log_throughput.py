@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
+from specmon.tui.app import AppConfig, SpecmonApp
 
 WRITER = r"""
 import sys, time

@@ -36,7 +36,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
         duration = args.warmup + args.minutes * 60 + 5
-        argv = [sys.executable, "-m", "specmon.tui", "demo", "--headless", "--speed", "20", "--duration", str(duration)]
+        argv = [sys.executable, "-m", "specmon", "demo", "--headless", "--speed", "20", "--duration", str(duration)]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         app = psutil.Process(proc.pid)
         time.sleep(args.warmup)

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
-from specmon.tui.ports import free_port
+from specmon.ports import free_port
+from specmon.tui.app import AppConfig, SpecmonApp
 from tests.support.app_harness import screen_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Accuracy and overhead of the benchmark client against a loopback server with known timing.
 
-The loopback SGLang stand-in (`python -m specmon.tui.bench.loopback`) runs as its own process, streams
+The loopback SGLang stand-in (`python -m specmon.bench.loopback`) runs as its own process, streams
 `/generate` in SGLang 0.5.16's shape (several tokens per chunk, cumulative text and completion_tokens,
 spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk. This script runs
 `BenchRun` against it in this process and compares:
@@ -38,8 +38,8 @@ from typing import Any
 
 import httpx
 
-from specmon.tui.bench.prompts import load_prompts
-from specmon.tui.bench.run import BenchRun, RunSettings
+from specmon.bench.prompts import load_prompts
+from specmon.bench.run import BenchRun, RunSettings
 
 CHUNKS = "3,2,4,1,3"  # tokens per verify step, cycled: mean 2.6
 
@@ -49,7 +49,7 @@ class LoopbackProcess:
 
     def __init__(self, tokens_per_s: float) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "specmon.tui.bench.loopback", "--port", "0", "--tokens-per-s", str(tokens_per_s),
+            [sys.executable, "-m", "specmon.bench.loopback", "--port", "0", "--tokens-per-s", str(tokens_per_s),
              "--chunk-tokens", CHUNKS],
             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent,
         )  # fmt: skip
@@ -226,7 +226,7 @@ def load_sglang_request_function(src: str | None) -> Any:
 async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sglang_fn: Any) -> dict[str, Any]:
     import types
 
-    import specmon.tui.bench.stream as stream
+    import specmon.bench.stream as stream
 
     proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cadence), str(per_step)],
                             stdout=subprocess.PIPE, text=True)

@@ -17,7 +17,7 @@ import time
 
 import httpx
 
-from specmon.tui.ports import free_port
+from specmon.ports import free_port
 
 MODEL = ["--model-path", "demo/Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.85"]
 SETTINGS = {
@@ -42,7 +42,7 @@ def _launch(flags: list[str], speed: float) -> tuple[subprocess.Popen, str, floa
     port = free_port()
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui.emulator", *MODEL, "--port", str(port), "--emulator-speed", str(speed), *flags],
+        [sys.executable, "-m", "specmon.emulator", *MODEL, "--port", str(port), "--emulator-speed", str(speed), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from specmon.tui.logs.summary import summarize_stream
+from specmon.logs.summary import summarize_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 STARTUP_LOG = ROOT / "tests" / "fixtures" / "logs" / "03-laguna-int4-dflash-v0.5.16-ready.log"

@@ -3,7 +3,7 @@
 Builds each log in a temporary directory: a real startup to ready (tests/fixtures/logs, SGLang 0.5.16
 DFLASH on a GB10), then the real post-ready lines of that log (`Decode batch` and uvicorn access-log
 lines) repeated until the log has the requested number of lines. Runs the real command
-(`python -m specmon.tui log-summary LOG`) as a child process and reports lines/s over its whole wall time
+(`python -m specmon log-summary LOG`) as a child process and reports lines/s over its whole wall time
 (interpreter start included) and the child's peak RSS (from wait4), for every size, so a flat RSS shows
 that memory does not grow with the length of the log.
 
@@ -55,7 +55,7 @@ def build_log(path: Path, total_lines: int) -> int:
 
 def run_once(log: Path) -> tuple[float, int, int]:
     """Run `log-summary` on ``log``: (wall seconds, peak RSS in KiB, exit code)."""
-    argv = [sys.executable, "-m", "specmon.tui", "log-summary", str(log)]
+    argv = [sys.executable, "-m", "specmon", "log-summary", str(log)]
     started = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
         proc = subprocess.Popen(argv, stdout=devnull, cwd=ROOT)

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from specmon.tui.launch.presets import Preset, load_presets
-from specmon.tui.launch.supervisor import ServerSupervisor, port_is_free
-from specmon.tui.ports import free_port
+from specmon.launch.presets import Preset, load_presets
+from specmon.launch.supervisor import ServerSupervisor
+from specmon.ports import free_port, port_is_free
 
 SERVER = """
 import argparse, signal, socket, time
@@ -69,7 +69,7 @@ def main() -> int:
     cli = []
     for _ in range(n):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "specmon.tui", "presets"], capture_output=True, check=True)  # noqa: S603
+        subprocess.run([sys.executable, "-m", "specmon", "presets"], capture_output=True, check=True)  # noqa: S603
         cli.append(time.perf_counter() - t)
     print(f"`specmon presets` process: {median_ms(cli)}")
 

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from specmon.tui.serving.poller import ServerPoller, ServerStatus
+from specmon.serving.poller import ServerPoller, ServerStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY = ROOT / "tests" / "support" / "serving_replay.py"
@@ -94,7 +94,7 @@ def main() -> int:
     for _ in range(3):
         started = time.monotonic()
         subprocess.run(
-            [sys.executable, "-m", "specmon.tui", "check", "--url", f"http://127.0.0.1:{port}"],
+            [sys.executable, "-m", "specmon", "check", "--url", f"http://127.0.0.1:{port}"],
             cwd=ROOT,
             capture_output=True,
             check=False,

@@ -12,7 +12,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from specmon.tui.logs.tracker import StartupTracker
+from specmon.logs.tracker import StartupTracker
 
 LOGS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "logs"
 STARTUP = LOGS / "h200-0.5.16-standalone-ready.log"

@@ -4,7 +4,7 @@
 #   usage: emulated-serve.sh PORT LOGFILE [extra SGLang flags...]
 set -u
 PORT=$1 LOG=$2; shift 2
-exec "${PY:-python3}" -m specmon.tui.emulator --model-path /tmp/tiny/target --host 127.0.0.1 --port "$PORT" \
+exec "${PY:-python3}" -m specmon.emulator --model-path /tmp/tiny/target --host 127.0.0.1 --port "$PORT" \
   --attention-backend triton --sampling-backend pytorch --grammar-backend none \
   --mem-fraction-static 0.2 --cuda-graph-max-bs 8 --enable-metrics "$@" \
   --emulator-speed "${EMULATOR_SPEED:-5}" > "$LOG" 2>&1

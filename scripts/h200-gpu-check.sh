@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prove specmon's GPU readings on a real NVIDIA GPU (an H200): run from the repository root on the device
-# machine. A PyTorch process holds about 20 GiB on GPU 0 and computes; meanwhile `python3 -m specmon.tui gpus
+# machine. A PyTorch process holds about 20 GiB on GPU 0 and computes; meanwhile `python3 -m specmon gpus
 # --json` and nvidia-smi read the GPUs at the same moment, and the two are compared (memory, utilization,
 # processes and the load's own pid). Then benchmarks/nvml_poll.py times every NVML call and a full poll,
 # and the GPU pane, fed live readings, is saved as SVG. Everything goes under $OUT.
@@ -20,7 +20,7 @@ source scripts/device-env.sh
 } >"$OUT/environment.txt" 2>&1
 nvidia-smi >"$OUT/nvidia-smi-before.txt" 2>&1
 nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1
-python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus-idle.json" 2>"$OUT/specmon-gpus-idle.err"
+python3 -m specmon gpus --json >"$OUT/specmon-gpus-idle.json" 2>"$OUT/specmon-gpus-idle.err"
 
 rm -f "$OUT/load.ready"
 python3 -m scripts.h200_gpu_check load --gib 20 --seconds 150 --ready "$OUT/load.ready" >"$OUT/load.log" 2>&1 &
@@ -37,7 +37,7 @@ fi
 sleep 5  # utilization is averaged over the last sample period: let it settle at the load's level
 
 # The same moment: all three readers start together.
-python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus.json" 2>"$OUT/specmon-gpus.err" &
+python3 -m specmon gpus --json >"$OUT/specmon-gpus.json" 2>"$OUT/specmon-gpus.err" &
 P1=$!
 nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,utilization.memory,power.draw,power.limit,temperature.gpu,clocks.sm,clocks.mem \
     --format=csv >"$OUT/nvidia-smi-gpu.csv" 2>&1 &
@@ -48,7 +48,7 @@ wait "$P1" "$P2" "$P3"
 nvidia-smi --query-gpu=index,clocks_event_reasons.active --format=csv >"$OUT/nvidia-smi-clock-events.csv" 2>&1 \
     || nvidia-smi --query-gpu=index,clocks_throttle_reasons.active --format=csv >"$OUT/nvidia-smi-clock-events.csv" 2>&1
 
-python3 -m specmon.tui gpus >"$OUT/specmon-gpus.txt" 2>&1
+python3 -m specmon gpus >"$OUT/specmon-gpus.txt" 2>&1
 python3 -m scripts.h200_gpu_check compare "$OUT" >"$OUT/compare.log" 2>&1
 echo "compare exit $?" >>"$OUT/compare.log"
 
@@ -59,7 +59,7 @@ python3 -m scripts.h200_gpu_check screenshot "$OUT" --seconds 20 >"$OUT/screensh
 kill "$LOAD_PID" 2>/dev/null
 wait "$LOAD_PID" 2>/dev/null
 sleep 2
-python3 -m specmon.tui gpus --json >"$OUT/specmon-gpus-after.json" 2>&1
+python3 -m specmon gpus --json >"$OUT/specmon-gpus-after.json" 2>&1
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv >"$OUT/nvidia-smi-apps-after.csv" 2>&1
 echo "done: $(ls "$OUT" | tr '\n' ' ')"
 cat "$OUT/compare.log"

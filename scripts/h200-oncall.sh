@@ -37,14 +37,14 @@ if [ "${REHEARSE:-0}" = 1 ]; then
   PRESETS=$WORK/presets-emulated
   mkdir -p "$PRESETS"
   for f in scripts/h200-presets/*.toml; do
-    sed -e 's|^launcher = .*|launcher = ["{python}", "-m", "specmon.tui.emulator"]|' \
+    sed -e 's|^launcher = .*|launcher = ["{python}", "-m", "specmon.emulator"]|' \
         -e 's|^\[server.args\]|[server.args]\nemulator-speed = 20\nemulator-decode-speed = 5|' "$f" >"$PRESETS/$(basename "$f")"
   done
   SPECMON=(.venv/bin/specmon)
 else
   [ -d /tmp/site/specmon ] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"  # installed by setup
   source scripts/device-env.sh
-  SPECMON=(python3 -m specmon.tui)
+  SPECMON=(python3 -m specmon)
 fi
 
 case $STAGE in

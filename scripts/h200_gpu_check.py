@@ -160,7 +160,7 @@ def pane_svg(size: tuple[int, int], snapshots: list, title: str = SCREENSHOT_TIT
 
 
 def screenshot(args: argparse.Namespace) -> int:
-    from specmon.tui.gpu.nvml import NvmlSource
+    from specmon.gpu.nvml import NvmlSource
 
     out = Path(args.out)
     source = NvmlSource()
@@ -179,7 +179,7 @@ def screenshot(args: argparse.Namespace) -> int:
 def replay_screenshot(args: argparse.Namespace) -> int:
     import copy
 
-    from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.gpu.model import GpuSnapshot
 
     def load(path: str) -> GpuSnapshot:
         return GpuSnapshot.from_json(json.loads(Path(path).read_text()))

@@ -11,9 +11,9 @@ import asyncio
 import time
 from pathlib import Path
 
-from specmon.tui.app.app import SpecmonApp
-from specmon.tui.app.config import AppConfig
-from specmon.tui.launch.presets import load_presets
+from specmon.launch.presets import load_presets
+from specmon.tui.app import SpecmonApp
+from specmon.tui.config import AppConfig
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"
 

@@ -33,7 +33,7 @@ GPU_READING = ROOT / "tests" / "fixtures" / "gpu" / "h200-real-torch-20g.json"
 
 
 async def shoot(name: str, factory, size: tuple[int, int], press: tuple[str, ...] = ()) -> Path:
-    from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.gpu.model import GpuSnapshot
 
     app = factory()
     async with app.run_test(size=size) as pilot:
@@ -60,7 +60,7 @@ async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
 
 def gpu_pane_shots():
     """(name, snapshots, size) for the GPU pane screenshots."""
-    from specmon.tui.gpu.model import GpuSnapshot
+    from specmon.gpu.model import GpuSnapshot
     from tests.support.gpu_fixtures import load, replay
 
     reason = ("libnvidia-ml.so not found: no NVIDIA driver on this machine, or a container started without "
@@ -77,7 +77,7 @@ def shoot_demo(seconds: float) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
         subprocess.run(  # noqa: S603 (a fixed argv: this interpreter running specmon)
-            [sys.executable, "-m", "specmon.tui", "demo", "--headless", "--speed", "10", "--duration", str(seconds),
+            [sys.executable, "-m", "specmon", "demo", "--headless", "--speed", "10", "--duration", str(seconds),
              "--screenshot", str(target)],
             env=env, check=True, timeout=seconds + 60,
         )

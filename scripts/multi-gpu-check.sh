@@ -3,7 +3,7 @@
 # root on the device machine (OUT=<folder>, default /tmp/multi-gpu-out). One NCCL all-reduce worker per
 # GPU (separate processes, init_method file://, no torchrun) loops all_reduce on a 256 MiB tensor while a
 # second process holds 10 GiB on GPUs 0 and 1 (HOLD_GPUS, HOLD_GIB).
-# Meanwhile `python3 -m specmon.tui gpus --json`, nvidia-smi and NVML's NVLink counters read the GPUs at the same
+# Meanwhile `python3 -m specmon gpus --json`, nvidia-smi and NVML's NVLink counters read the GPUs at the same
 # moment, a `--watch 1` run records about 10 s, and scripts/multi_gpu_check.py compares everything. Then
 # benchmarks/nvml_poll.py times a full poll and the GPU pane, fed by the sampler's thread, is saved as SVG.
 # Every file goes into $OUT/multi-gpu.tgz (written even when the run stops early); $OUT/compare.json too.
@@ -61,7 +61,7 @@ fail() {
 } >"$WORK/environment.txt" 2>&1
 
 # Fail early and clearly when there is nothing to check; still record what specmon says.
-python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus-detect.json" 2>"$WORK/specmon-gpus-detect.err"
+python3 -m specmon gpus --json >"$WORK/specmon-gpus-detect.json" 2>"$WORK/specmon-gpus-detect.err"
 SAID=$(head -c 300 "$WORK/specmon-gpus-detect.json" | tr -d '\n')
 [ -n "$SAID" ] || SAID=$(tail -n 1 "$WORK/specmon-gpus-detect.err")
 if ! command -v nvidia-smi >/dev/null 2>&1; then
@@ -80,7 +80,7 @@ python3 -c "import pynvml, psutil, torch; print('nvidia-ml-py', getattr(pynvml, 
 nvidia-smi >"$WORK/nvidia-smi-before.txt" 2>&1
 nvidia-smi topo -m >"$WORK/nvidia-smi-topo.txt" 2>&1
 nvidia-smi nvlink -s >"$WORK/nvidia-smi-nvlink-status.txt" 2>&1
-python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus-idle.json" 2>"$WORK/specmon-gpus-idle.err"
+python3 -m specmon gpus --json >"$WORK/specmon-gpus-idle.json" 2>"$WORK/specmon-gpus-idle.err"
 
 for rank in $(seq 0 $((GPUS - 1))); do
     python3 -m scripts.multi_gpu_check allreduce --rank "$rank" --world "$GPUS" --init "$WORK/nccl-init" \
@@ -104,7 +104,7 @@ sleep 5  # utilization is averaged over the last sample period: let it settle at
 nvidia-smi nvlink -gt d >"$WORK/nvidia-smi-nvlink-counters-before.txt" 2>&1
 python3 -m scripts.multi_gpu_check nvlink "$WORK/nvlink.json" --seconds 5 >"$WORK/nvlink.log" 2>&1 &
 P0=$!
-python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus.json" 2>"$WORK/specmon-gpus.err" &
+python3 -m specmon gpus --json >"$WORK/specmon-gpus.json" 2>"$WORK/specmon-gpus.err" &
 P1=$!
 nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,utilization.memory,power.draw,power.limit,temperature.gpu,clocks.sm,clocks.mem,pcie.link.gen.current,pcie.link.width.current \
     --format=csv >"$WORK/nvidia-smi-gpu.csv" 2>&1 &
@@ -115,8 +115,8 @@ wait "$P0" "$P1" "$P2" "$P3"
 nvidia-smi nvlink -gt d >"$WORK/nvidia-smi-nvlink-counters-after.txt" 2>&1
 nvidia-smi dmon -s pucvmet -c 5 >"$WORK/nvidia-smi-dmon.txt" 2>&1
 
-timeout -s INT 10.5 python3 -m specmon.tui gpus --json --watch 1 >"$WORK/specmon-watch.jsonl" 2>"$WORK/specmon-watch.err"
-python3 -m specmon.tui gpus >"$WORK/specmon-gpus.txt" 2>&1
+timeout -s INT 10.5 python3 -m specmon gpus --json --watch 1 >"$WORK/specmon-watch.jsonl" 2>"$WORK/specmon-watch.err"
+python3 -m specmon gpus >"$WORK/specmon-gpus.txt" 2>&1
 if ! python3 -m benchmarks.nvml_poll >"$WORK/nvml_poll.json" 2>"$WORK/nvml_poll.err"; then
     # it crashed once in the one-GPU rehearsal (a segfault): keep that run's output and try once more
     mv "$WORK/nvml_poll.json" "$WORK/nvml_poll-failed.json"
@@ -130,7 +130,7 @@ STATUS=$?
 
 stop_children
 sleep 2
-python3 -m specmon.tui gpus --json >"$WORK/specmon-gpus-after.json" 2>&1
+python3 -m specmon gpus --json >"$WORK/specmon-gpus-after.json" 2>&1
 nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv >"$WORK/nvidia-smi-apps-after.csv" 2>&1
 cat "$WORK/compare.log"
 exit "$STATUS"

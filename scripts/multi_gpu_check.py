@@ -315,13 +315,13 @@ class ThreadNotingSource:
 def screenshot(args: argparse.Namespace) -> int:
     from textual.app import App, ComposeResult
 
-    from specmon.tui.app.messages import GpuSampled
-    from specmon.tui.gpu.nvml import NvmlSource
-    from specmon.tui.gpu.sampler import GpuSampler
+    from specmon.gpu.nvml import NvmlSource
+    from specmon.gpu.sampler import GpuSampler
+    from specmon.tui.messages import GpuSampled
     from specmon.widgets.gpu_pane import GpuPane
 
     if args.fake:
-        from specmon.tui.gpu.fake import FakeNvml
+        from specmon.gpu.fake import FakeNvml
 
         source = ThreadNotingSource(NvmlSource(FakeNvml.h200s(args.fake, pcie_delay_s=0.02)))
     else:

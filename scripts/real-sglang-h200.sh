@@ -12,7 +12,7 @@ set -u
 STAGE=$1 OUT=$(realpath -m "$2")
 SERVE=${SERVE:-.sglang-parcels/b/serve.sh}
 PY=${PY:-python3}
-SPECMON=("$PY" -m specmon.tui)
+SPECMON=("$PY" -m specmon)
 READY_TIMEOUT=${READY_TIMEOUT:-300}
 mkdir -p "$OUT"
 say() { printf '[%s] %s\n' "$(date +%T)" "$*" | tee -a "$OUT/steps.txt"; }

@@ -1,10 +1,10 @@
-"""Write SGLang's launch-flag tables (tui/sglang/data/sglang-VERSION.json) from SGLang sources.
+"""Write SGLang's launch-flag tables (specmon/sglang/data/sglang-VERSION.json) from SGLang sources.
 
     pip download --no-deps sglang==0.5.16 -d /tmp/sgl        # a wheel is a zip file
     .venv/bin/python -m scripts.sglang_flags /tmp/sgl/sglang-0.5.16-*.whl [more wheels or sglang/ dirs]
 
 Each argument is a wheel, or an sglang package directory (the folder holding srt/server_args.py). The
-source is read with the same AST reader `specmon.tui.sglang.flags.read_installed` uses; nothing is imported.
+source is read with the same AST reader `specmon.sglang.flags.read_installed` uses; nothing is imported.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from specmon.tui.sglang.flags import DATA_DIR
-from specmon.tui.sglang.source import SGLangSourceError, read_source
+from specmon.sglang.flags import DATA_DIR
+from specmon.sglang.source import SGLangSourceError, read_source
 
 
 def shipped_json(data: dict[str, Any]) -> str:

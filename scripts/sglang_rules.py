@@ -1,9 +1,9 @@
-"""Write SGLang's launch rules (tui/sglang/data/rules-VERSION.json) from SGLang sources.
+"""Write SGLang's launch rules (specmon/sglang/data/rules-VERSION.json) from SGLang sources.
 
     pip download --no-deps sglang==0.5.16 -d /tmp/sgl
     .venv/bin/python scripts/sglang_rules.py /tmp/sgl/sglang-0.5.16-*.whl [more wheels or sglang/ dirs]
 
-The same AST reader `specmon.tui.sglang.rules.read_installed_rules` uses; nothing is imported.
+The same AST reader `specmon.sglang.rules.read_installed_rules` uses; nothing is imported.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.sglang_flags import shipped_json, unpacked_wheel, write_each_source
-from specmon.tui.sglang.rules import read_rules
+from specmon.sglang.rules import read_rules
 
 
 def read_any(path: Path) -> dict[str, Any]:

@@ -13,11 +13,11 @@ from textual.command import CommandList
 from textual.widgets import Label, ProgressBar, Tabs
 from textual.widgets._footer import FooterKey
 
-from specmon.tui.app.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
-from specmon.tui.app.messages import GpuSampled
-from specmon.tui.gpu.model import GpuSnapshot
-from specmon.tui.ports import free_port
-from specmon.tui.status import failure_notice, latest_capture
+from specmon.gpu.model import GpuSnapshot
+from specmon.ports import free_port
+from specmon.tui.app import DARK_THEME, LIGHT_THEME, AppConfig, SpecmonApp
+from specmon.tui.messages import GpuSampled
+from specmon.view.state import failure_notice, latest_capture
 from tests.support.app_harness import (
     capturing_app,
     failed_app,
@@ -409,7 +409,7 @@ async def test_a_failed_startup_gives_one_notification_esc_dismisses_and_the_hin
 async def test_the_error_panels_hint_shows_whole_above_a_long_message(width):
     from textual.app import App
 
-    from specmon.tui.logs.model import StartupError
+    from specmon.logs.model import StartupError
     from specmon.widgets.error_panel import ErrorPanel
 
     hint = "CUDA ran out of memory while capturing graphs: lower --mem-fraction-static (now 0.85; e.g. 0.8)"
@@ -439,7 +439,7 @@ async def test_the_error_panels_hint_shows_whole_above_a_long_message(width):
     ],
 )
 def test_polling_access_lines_are_recognised(line, poll):
-    from specmon.tui.feed import POLL_KIND, with_poll_kind
+    from specmon.view.log_feed import POLL_KIND, with_poll_kind
 
     assert (with_poll_kind(line, None) == POLL_KIND) is poll
     assert with_poll_kind(line, "error") == "error"

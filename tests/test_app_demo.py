@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specmon.tui.ports import free_port
+from specmon.ports import free_port
 
 REPLAY = Path(__file__).parent / "support" / "serving_replay.py"
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -32,7 +32,7 @@ def _emulators(marker: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "specmon.tui.emulator" in cmdline and marker in cmdline:
+        if "specmon.emulator" in cmdline and marker in cmdline:
             found.append(proc)
     return found
 
@@ -41,7 +41,7 @@ def _demo_argv(tmp_path, marker: str, *extra: str) -> list[str]:
     (tmp_path / "presets").mkdir()
     (tmp_path / "presets" / f"{marker}.toml").write_text(DEMO_PRESET.format(name=marker))
     return [
-        sys.executable, "-m", "specmon.tui", "demo", "--presets", str(tmp_path / "presets"), "--preset", marker,
+        sys.executable, "-m", "specmon", "demo", "--presets", str(tmp_path / "presets"), "--preset", marker,
         "--speed", "20", *extra,
     ]
 
@@ -104,7 +104,7 @@ def test_headless_monitor_attaches_to_a_running_server_and_its_log(tmp_path):
         log = tmp_path / "server.log"
         log.write_bytes((LOGS / "h200-0.5.16-standalone-ready.log").read_bytes().split(b"SIGTERM received")[0])
         shot = tmp_path / "monitor.svg"
-        argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
+        argv = [sys.executable, "-m", "specmon", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
                 "--headless", "--duration", "90", "--screenshot-at", f"ready:{shot}", "--exit-on", "ready"]
         env = {**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"}
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
@@ -130,7 +130,7 @@ def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(head)
     mid, ready = tmp_path / "mid.svg", tmp_path / "ready.svg"
-    argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
+    argv = [sys.executable, "-m", "specmon", "monitor", "--url", f"http://127.0.0.1:{port}", "--log", str(log),
             "--headless", "--duration", "120", "--screenshot-at", f"capture:{mid}",
             "--screenshot-at", f"ready:{ready}", "--exit-on", "ready,failed"]
     monitor = subprocess.Popen(argv, env={**_env(tmp_path), "SPECMON_HEADLESS_SIZE": "200x50"},
@@ -160,7 +160,7 @@ def test_headless_monitor_screenshots_milestones_and_exits_at_ready(tmp_path):
 
 
 def test_screenshot_at_rejects_an_unknown_event(tmp_path):
-    argv = [sys.executable, "-m", "specmon.tui", "monitor", "--url", "http://127.0.0.1:9", "--headless",
+    argv = [sys.executable, "-m", "specmon", "monitor", "--url", "http://127.0.0.1:9", "--headless",
             "--screenshot-at", f"booting:{tmp_path / 'x.svg'}"]
     done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "EVENT:PATH" in done.stderr
@@ -168,14 +168,14 @@ def test_screenshot_at_rejects_an_unknown_event(tmp_path):
 
 def test_an_unknown_preset_is_refused_before_anything_starts(tmp_path):
     for command in (["demo"], ["monitor", "--url", "http://127.0.0.1:9"]):
-        argv = [sys.executable, "-m", "specmon.tui", *command, "--preset", "no-such-preset", "--headless", "--duration", "1"]
+        argv = [sys.executable, "-m", "specmon", *command, "--preset", "no-such-preset", "--headless", "--duration", "1"]
         done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
         assert done.returncode == 2, done.stderr
         assert "no preset named 'no-such-preset' (see `specmon presets`)" in done.stderr
 
 
 def test_demo_refuses_a_preset_that_launches_real_sglang(tmp_path):
-    argv = [sys.executable, "-m", "specmon.tui", "demo", "--preset", "eagle3-10", "--headless", "--duration", "1"]
+    argv = [sys.executable, "-m", "specmon", "demo", "--preset", "eagle3-10", "--headless", "--duration", "1"]
     done = subprocess.run(argv, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
     assert done.returncode == 2, done.stderr
     assert "preset 'eagle3-10' launches real SGLang (python3 -m sglang.launch_server), not the emulator" in done.stderr

@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
-from specmon.tui.app.screens.preset_picker import PresetPicker
-from specmon.tui.app.screens.sweep_picker import SweepPicker
-from specmon.tui.launch.presets import load_presets
-from specmon.tui.oncall.discovery import find_servers
-from specmon.tui.ports import free_port_pair
+from specmon.launch.presets import load_presets
+from specmon.oncall.discovery import find_servers
+from specmon.ports import free_port_pair
+from specmon.tui.app import AppConfig, SpecmonApp
+from specmon.tui.screens.preset_picker import PresetPicker
+from specmon.tui.screens.sweep_picker import SweepPicker
 from tests.support.app_harness import screen_text, wait_for
 from tests.support.oncall import Oncall, gone, write_preset
 
@@ -147,8 +147,8 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
 
 
 async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays_resumable(oc):
-    from specmon.tui.oncall.state import state_dir
-    from specmon.tui.sweep.plan import SweepStore
+    from specmon.oncall.state import state_dir
+    from specmon.sweep.plan import SweepStore
 
     app = sweep_app(oc)
     async with app.run_test(size=(200, 50)) as pilot:

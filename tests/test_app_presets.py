@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
-from specmon.tui.app.screens.preset_picker import PresetPicker
-from specmon.tui.launch.presets import Preset
-from specmon.tui.launch.supervisor import ServerSupervisor
-from specmon.tui.ports import free_port
+from specmon.launch.presets import Preset
+from specmon.launch.supervisor import ServerSupervisor
+from specmon.ports import free_port
+from specmon.tui.app import AppConfig, SpecmonApp
+from specmon.tui.screens.preset_picker import PresetPicker
 from tests.support.app_harness import screen_text, wait_for
 
 
@@ -101,7 +101,7 @@ class _FakeBench:
     def __init__(self) -> None:
         import threading
 
-        from specmon.tui.bench.model import BenchResult
+        from specmon.bench.model import BenchResult
 
         self.cancelled = threading.Event()
         self.result = BenchResult(run_id="r1", preset="alpha", url="http://x", settings={}, started_at=0.0)
@@ -123,7 +123,7 @@ class _FakeSupervisor:
 
 
 async def test_switching_preset_while_a_benchmark_runs_asks_first_and_cancels_it():
-    from specmon.tui.app.screens.confirm import Confirm
+    from specmon.tui.screens.confirm import Confirm
 
     presets = {name: _preset(name) for name in ("alpha", "beta")}
     bench = _FakeBench()

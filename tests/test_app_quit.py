@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from specmon.tui.app.screens.quit_dialog import QuitDialog
+from specmon.tui.screens.quit_dialog import QuitDialog
 from tests.support.app_harness import READY_LOG, fixture_app
 
 
@@ -35,7 +35,7 @@ async def test_quit_without_an_attached_server_just_quits():
 
 async def test_quit_asks_and_leaves_the_server_running_by_default(monkeypatch):
     stopped = []
-    monkeypatch.setattr("specmon.tui.oncall.stopper.stop_server", lambda server: stopped.append(server))
+    monkeypatch.setattr("specmon.oncall.stopper.stop_server", lambda server: stopped.append(server))
     app = fixture_app(READY_LOG, attached=FakeServer())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("q")
@@ -53,7 +53,7 @@ async def test_quit_asks_and_leaves_the_server_running_by_default(monkeypatch):
 
 async def test_quit_can_stop_the_server(monkeypatch):
     stopped = []
-    monkeypatch.setattr("specmon.tui.oncall.stopper.stop_server", lambda server: stopped.append(server.id))
+    monkeypatch.setattr("specmon.oncall.stopper.stop_server", lambda server: stopped.append(server.id))
     app = fixture_app(READY_LOG, attached=FakeServer())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("q")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 
-from specmon.tui.app import shots
+from specmon.tui import shots
 from tests.support.app_harness import fixture_app
 
 READY_LOG = "h200-0.5.16-standalone-ready.log"

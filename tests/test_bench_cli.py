@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.bench.compare import compare, compare_all
-from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
-from specmon.tui.bench.prompts import Prompt
-from specmon.tui.bench.results import ResultStore
-from specmon.tui.bench.run import BenchRun, RunSettings
+from specmon.bench.compare import compare, compare_all
+from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+from specmon.bench.prompts import Prompt
+from specmon.bench.results import ResultStore
+from specmon.bench.run import BenchRun, RunSettings
 
 SECRET = "sk-test-7f3a9c1e-never-print-me"
 
 
 def specmon(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specmon.tui", *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})}, cwd=Path(__file__).parents[1],
     )
 

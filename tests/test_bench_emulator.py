@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specmon.tui.ports import free_port
+from specmon.ports import free_port
 
 ROOT = Path(__file__).parents[1]
 EAGLE3 = [
@@ -28,7 +28,7 @@ def emulator(tmp_path):
     port = free_port()
     with (tmp_path / "emulator.log").open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "specmon.tui.emulator", "--model-path", "/models/llama-8b", "--port", str(port), *EAGLE3,
+            [sys.executable, "-m", "specmon.emulator", "--model-path", "/models/llama-8b", "--port", str(port), *EAGLE3,
              "--enable-metrics", "--emulator-speed", "50", "--emulator-decode-speed", "20"],
             stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
@@ -56,7 +56,7 @@ def emulator(tmp_path):
 @pytest.mark.timeout(90)
 def test_bench_json_against_the_emulator(emulator, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "specmon.tui", "bench", "--url", emulator, "--preset", "demo-eagle3-5", "--requests", "4",
+        [sys.executable, "-m", "specmon", "bench", "--url", emulator, "--preset", "demo-eagle3-5", "--requests", "4",
          "--max-new-tokens", "48", "--warmup", "1", "--json"],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
         env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "SPECMON_API_KEY": ""},

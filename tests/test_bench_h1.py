@@ -8,9 +8,9 @@ import asyncio
 import httpx
 import pytest
 
-from specmon.tui.bench import h1
-from specmon.tui.bench.stream import stream_generate
-from specmon.tui.serving.client import generate_payload, http_client
+from specmon.bench import h1
+from specmon.bench.stream import stream_generate
+from specmon.serving.client import generate_payload, http_client
 from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
 
@@ -90,7 +90,7 @@ def test_https_proxies_and_custom_transports_keep_the_httpx_path():
 
 
 async def test_sequential_streams_reuse_one_connection_which_closes_with_the_client():
-    from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
+    from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 
     with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:

@@ -10,11 +10,11 @@ import tracemalloc
 import httpx
 import pytest
 
-from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
-from specmon.tui.bench.prompts import Prompt
-from specmon.tui.bench.run import BenchRun, RunSettings
-from specmon.tui.bench.stream import stream_generate
-from specmon.tui.serving.client import generate_payload
+from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+from specmon.bench.prompts import Prompt
+from specmon.bench.run import BenchRun, RunSettings
+from specmon.bench.stream import stream_generate
+from specmon.serving.client import generate_payload
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
@@ -145,7 +145,7 @@ PROMPTS = [Prompt(id=f"p{i}", text=f"Prompt {i}.") for i in range(3)]
 
 
 def test_a_run_with_impossible_counts_finishes_saves_and_reads_back(tmp_path, capsys):
-    from specmon.tui.cli import main
+    from specmon.cli import main
 
     recorded = event(1) + event(1e30) + event(8, finish=True, spec_verify_ct=3) + b"data: [DONE]\n\n"
     with LoopbackServer(LoopbackConfig(replay=recorded, replay_gap_s=0.001)) as server:
@@ -159,7 +159,7 @@ def test_a_run_with_impossible_counts_finishes_saves_and_reads_back(tmp_path, ca
 
 
 def test_results_skip_hostile_records_with_file_and_line_and_print_strict_json(tmp_path, capsys):
-    from specmon.tui.cli import main
+    from specmon.cli import main
 
     with LoopbackServer(LoopbackConfig(tokens_per_s=3000)) as server:
         BenchRun(server.url, "good", RunSettings(requests=2, max_new_tokens=8, warmup=0), results_dir=str(tmp_path),

@@ -8,8 +8,8 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
-from specmon.tui.bench.model import BenchProgress
-from specmon.tui.bench.results import ResultStore
+from specmon.bench.model import BenchProgress
+from specmon.bench.results import ResultStore
 from specmon.widgets.bench_panel import BenchPanel, downsample
 from tests.support.app_harness import wait_for
 
@@ -112,8 +112,8 @@ def test_snapshot(snap_compare, size):
 
 
 async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
-    from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
-    from specmon.tui.bench.run import BenchRun, RunSettings
+    from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+    from specmon.bench.run import BenchRun, RunSettings
 
     with LoopbackServer(LoopbackConfig(fail_status=500)) as server:
         bench = BenchRun(server.url, "broken", RunSettings(requests=6, max_new_tokens=8, warmup=0),

@@ -1,4 +1,4 @@
-"""specmon.tui.bench.predict: shorter chains from a longer run's acceptance histograms; the step-cost model."""
+"""specmon.bench.predict: shorter chains from a longer run's acceptance histograms; the step-cost model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.bench.predict import (
+from specmon.bench.predict import (
     accept_length,
     chain_tokens,
     clean_histogram,
@@ -18,7 +18,7 @@ from specmon.tui.bench.predict import (
     predict,
     with_cost_model,
 )
-from specmon.tui.emulator.speed_model import SpecShape, SpeedModel
+from specmon.emulator.speed_model import SpecShape, SpeedModel
 
 API = Path(__file__).parent / "fixtures" / "api"
 

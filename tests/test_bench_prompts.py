@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from specmon.tui.bench.prompts import (
+from specmon.bench.prompts import (
     PromptError,
     load_prompts,
     parse_prompts,

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
-from specmon.tui.bench.prompts import Prompt
-from specmon.tui.bench.results import ResultStore
-from specmon.tui.bench.run import BenchRun, RunSettings
+from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+from specmon.bench.prompts import Prompt
+from specmon.bench.results import ResultStore
+from specmon.bench.run import BenchRun, RunSettings
 
 PROMPTS = [Prompt(id=f"p{i}", text=f"Question number {i}: explain caching.") for i in range(6)]
 
@@ -171,7 +171,7 @@ def test_a_run_without_a_preset_is_labelled_by_the_server_settings(tmp_path):
 
 
 def test_settings_come_from_a_preset_bench_table():
-    from specmon.tui.launch.presets import BenchSettings
+    from specmon.launch.presets import BenchSettings
 
     settings = RunSettings.of(BenchSettings(requests=7, max_new_tokens=99, concurrency=2))
     assert (settings.requests, settings.max_new_tokens, settings.concurrency, settings.ignore_eos) == (7, 99, 2, True)
@@ -184,7 +184,7 @@ class _ThrottlingGpus:
         self.reads = 0
 
     def read(self):
-        from specmon.tui.gpu.model import GpuReading, GpuSnapshot
+        from specmon.gpu.model import GpuReading, GpuSnapshot
 
         self.reads += 1
         reasons = ["power cap"] if self.reads > 3 else []
@@ -196,7 +196,7 @@ class _ThrottlingGpus:
 
 
 def test_a_gpu_slowdown_during_the_measured_window_flags_the_run(tmp_path):
-    from specmon.tui.gpu.sampler import GpuSampler
+    from specmon.gpu.sampler import GpuSampler
 
     sampler = GpuSampler(_ThrottlingGpus(), interval_s=0.05)
     sampler.start()

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specmon.tui.bench.model import RequestResult
-from specmon.tui.bench.stats import (
+from specmon.bench.model import RequestResult
+from specmon.bench.stats import (
     bootstrap_ci,
     is_degenerate,
     paired_speedup,
     percentile,
     relative_mad,
-    summarize,
 )
+from specmon.bench.summary import summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
 
@@ -127,8 +127,8 @@ def test_degenerate_repetition_is_detected_in_the_real_eagle3_stream():
 
 
 def test_a_failed_run_says_failed_once_in_its_flags():
-    from specmon.tui.bench.model import BenchResult
-    from specmon.tui.bench.report import run_flags
+    from specmon.bench.model import BenchResult
+    from specmon.bench.report import run_flags
 
     failed = BenchResult("r1", "p", "http://127.0.0.1:1", 0.0, status="failed",
                          summary={"flags": ["failed", "no-flush", "aborted"]})

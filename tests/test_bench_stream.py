@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specmon.tui.bench.loopback import LoopbackConfig, LoopbackServer
-from specmon.tui.bench.stream import error_message, stream_generate
-from specmon.tui.ports import free_port
-from specmon.tui.serving.client import generate_payload
+from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+from specmon.bench.stream import error_message, stream_generate
+from specmon.ports import free_port
+from specmon.serving.client import generate_payload
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
 

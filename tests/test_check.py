@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.cli import main
-from specmon.tui.ports import free_port
+from specmon.cli import main
+from specmon.ports import free_port
 from tests.support.serving_replay import ReplayServer
 
 
@@ -134,7 +134,7 @@ def test_missing_key_file_fails(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 def test_unreachable_server_exits_2_as_a_process() -> None:
     env = {**os.environ, "SPECMON_API_KEY": "sk-never-shown"}
     proc = subprocess.run(
-        [sys.executable, "-m", "specmon.tui", "check", "--url", f"http://localhost:{free_port()}", "--json"],
+        [sys.executable, "-m", "specmon", "check", "--url", f"http://localhost:{free_port()}", "--json"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -167,7 +167,7 @@ def test_low_acceptance_hint_names_the_key_mismatch_only_where_sglang_skips_keys
 def test_check_against_the_emulator_flags_a_draft_that_accepts_nothing(tmp_path: Path) -> None:
     port, gpu_port = free_port(), free_port()
     emulator = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui.emulator", "--model-path", "/tmp/tiny/target", "--port", str(port),
+        [sys.executable, "-m", "specmon.emulator", "--model-path", "/tmp/tiny/target", "--port", str(port),
          "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/tmp/tiny/eagle3",
          "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
          "--enable-metrics", "--emulator-speed", "100", "--emulator-accept-prob", "0",
@@ -179,7 +179,7 @@ def test_check_against_the_emulator_flags_a_draft_that_accepts_nothing(tmp_path:
         deadline = time.monotonic() + 20
         while True:
             check = subprocess.run(
-                [sys.executable, "-m", "specmon.tui", "check", "--url", f"http://127.0.0.1:{port}", "--json"],
+                [sys.executable, "-m", "specmon", "check", "--url", f"http://127.0.0.1:{port}", "--json"],
                 capture_output=True, text=True, timeout=60,
             )
             if check.returncode != 2 and json.loads(check.stdout)["health"]["state"] == "ready":

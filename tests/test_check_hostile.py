@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.cli import main
+from specmon.cli import main
 
 API = Path(__file__).parent / "fixtures" / "api"
 GOOD_INFO = (API / "h200-0.5.16-server-info-eagle3.json").read_bytes()

@@ -18,11 +18,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specmon.tui.emulator.speed_model import SpecShape, SpeedModel
-from specmon.tui.gpu.model import GpuSnapshot
-from specmon.tui.logs.follower import LineSplitter
-from specmon.tui.logs.tracker import StartupTracker
-from specmon.tui.ports import free_port_pair
+from specmon.emulator.speed_model import SpecShape, SpeedModel
+from specmon.gpu.model import GpuSnapshot
+from specmon.logs.follower import LineSplitter
+from specmon.logs.tracker import StartupTracker
+from specmon.ports import free_port_pair
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -76,7 +76,7 @@ def launch(tmp_path: Path, *flags: str, port: int | None = None, name: str = "se
     log_path = tmp_path / name
     with log_path.open("wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "specmon.tui.emulator", "--model-path", "/models/llama-8b", "--port", str(port), *flags],
+            [sys.executable, "-m", "specmon.emulator", "--model-path", "/models/llama-8b", "--port", str(port), *flags],
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -121,7 +121,7 @@ def fixture_chunks(name: str) -> list[dict]:
 
 def run_flags(*flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specmon.tui.emulator", *flags], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "specmon.emulator", *flags], capture_output=True, text=True, timeout=30
     )
 
 
@@ -547,7 +547,7 @@ def test_legacy_family_log_and_endpoints(tmp_path):
 
 def test_specmon_emulate_runs_the_same_emulator():
     done = subprocess.run(
-        [sys.executable, "-m", "specmon.tui", "emulate", "--model-path", "/m", "--bogus"],
+        [sys.executable, "-m", "specmon", "emulate", "--model-path", "/m", "--bogus"],
         capture_output=True, text=True, timeout=30,
     )
     assert done.returncode == 2

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.emulator.launch_args import (
+from specmon.emulator.launch_args import (
     SpeculativeArgsError,
     capture_batch_sizes,
     parse_launch_args,
     public_args,
 )
-from specmon.tui.emulator.sglang_log import tqdm_frame
-from specmon.tui.emulator.speed_model import SpecShape, SpeedModel, TextModel, acceptance_rng
+from specmon.emulator.sglang_log import tqdm_frame
+from specmon.emulator.speed_model import SpecShape, SpeedModel, TextModel, acceptance_rng
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 FRAME = re.compile(
@@ -135,7 +135,7 @@ def test_public_args_mask_the_keys_that_are_set_and_leave_the_args_alone():
 
 
 def test_the_gpu_side_port_binds_loopback_whatever_the_host():
-    from specmon.tui.emulator.gpus import GpuEndpoint, SimulatedGpus
+    from specmon.emulator.gpus import GpuEndpoint, SimulatedGpus
 
     endpoint = GpuEndpoint(0, SimulatedGpus(1))
     try:
@@ -145,7 +145,7 @@ def test_the_gpu_side_port_binds_loopback_whatever_the_host():
 
 
 def test_emulate_help_lists_the_emulators_own_flags_first():
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "emulate", "--help"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "specmon", "emulate", "--help"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
     out = done.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.tui import cli, exits
+from specmon import cli, exits
 
 
 class _RaisesOnSetName:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.feed import LogFeed, feed_text, follow_log
-from specmon.tui.ports import free_port_pair
+from specmon.ports import free_port_pair
+from specmon.view.log_feed import LogFeed, feed_text, follow_log
 from tests.support.oncall import wait_for
 
 LOG = Path(__file__).parent / "fixtures" / "logs" / "h200-0.5.16-plain-ready.log"
@@ -46,7 +46,7 @@ def test_two_startups_in_one_batch_keep_the_first_in_history() -> None:
 def test_the_emulator_restarted_into_its_log_is_a_new_run(tmp_path: Path, how: str) -> None:
     port = free_port_pair()
     log = tmp_path / "server.log"
-    argv = [sys.executable, "-m", "specmon.tui.emulator", "--model-path", "demo/m", "--port", str(port),
+    argv = [sys.executable, "-m", "specmon.emulator", "--model-path", "demo/m", "--port", str(port),
             "--emulator-speed", "40", "--emulator-warmup-delay", "0.1"]  # fmt: skip
     feed, stop = LogFeed(), threading.Event()
     follower = threading.Thread(target=follow_log, args=(str(log), feed, stop, 0.02), daemon=True)
@@ -73,7 +73,7 @@ def test_the_emulator_restarted_into_its_log_is_a_new_run(tmp_path: Path, how: s
 
 
 def test_next_log_keeps_the_earlier_run_in_history_and_ignores_the_old_follower() -> None:
-    from specmon.tui.feed import LogFeed, feed_text
+    from specmon.view.log_feed import LogFeed, feed_text
 
     feed = LogFeed()
     feed_text(feed, b"[2026-12-01 10:00:00] server_args=ServerArgs(model_path='m')\n")

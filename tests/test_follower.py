@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.tui.logs.follower import LineSplitter, LogFollower, LogItem, follow, read_items
+from specmon.logs.follower import LineSplitter, LogFollower, LogItem, follow, read_items
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.gpu.cli import render_table
-from specmon.tui.gpu.model import GpuSnapshot
+from specmon.gpu.cli import render_table
+from specmon.gpu.model import GpuSnapshot
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 ROOT = Path(__file__).parent.parent
@@ -31,7 +31,7 @@ def _nvml_present() -> bool:
 def test_gpus_json_without_nvml_says_why_and_exits_0():
     if _nvml_present():
         pytest.skip("NVML is present on this machine")
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "gpus", "--json"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "specmon", "gpus", "--json"], capture_output=True, text=True,
                           timeout=30, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -42,7 +42,7 @@ def test_gpus_json_without_nvml_says_why_and_exits_0():
 def test_gpus_table_without_nvml():
     if _nvml_present():
         pytest.skip("NVML is present on this machine")
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "gpus"], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "specmon", "gpus"], capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert done.returncode == 0
     assert done.stdout.startswith("available: false")
     assert "reason: libnvidia-ml.so not found" in done.stdout
@@ -50,7 +50,7 @@ def test_gpus_table_without_nvml():
 
 def test_gpus_never_imports_textual():
     code = (
-        "import sys; from specmon.tui.cli import main; rc = main(['gpus', '--json']);"
+        "import sys; from specmon.cli import main; rc = main(['gpus', '--json']);"
         "assert not [m for m in sys.modules if m.split('.')[0] in ('textual', 'widgets')], 'textual imported';"
         "sys.exit(rc)"
     )
@@ -60,7 +60,7 @@ def test_gpus_never_imports_textual():
 
 def test_watch_repeats_until_interrupted():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui", "gpus", "--json", "--watch", "0.2"],
+        [sys.executable, "-m", "specmon", "gpus", "--json", "--watch", "0.2"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     readings = []

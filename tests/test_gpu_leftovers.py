@@ -12,11 +12,11 @@ import time
 import psutil
 import pytest
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
-from specmon.tui.app.screens.confirm import Confirm
-from specmon.tui.gpu import describe
-from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
-from specmon.tui.gpu.processes import ProcessInspector, kill_leftover, why_not_killable
+from specmon.gpu import describe
+from specmon.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+from specmon.gpu.processes import ProcessInspector, kill_leftover, why_not_killable
+from specmon.tui.app import AppConfig, SpecmonApp
+from specmon.tui.screens.confirm import Confirm
 from tests.support.app_harness import wait_for
 from tests.support.oncall import gone
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot, decode_throttle_reasons
+from specmon.gpu.model import GpuProcess, GpuReading, GpuSnapshot, decode_throttle_reasons
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 SPEC_GPU_KEYS = {

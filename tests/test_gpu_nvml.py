@@ -8,9 +8,9 @@ import psutil
 import pynvml
 import pytest
 
-from specmon.tui.gpu.fake import MIB, FakeGpu, FakeNvml
-from specmon.tui.gpu.nvml import NvmlSource
-from specmon.tui.gpu.processes import ProcessInspector
+from specmon.gpu.fake import MIB, FakeGpu, FakeNvml
+from specmon.gpu.nvml import NvmlSource
+from specmon.gpu.processes import ProcessInspector
 
 
 def source_for(fake, **kwargs):

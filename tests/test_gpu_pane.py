@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Label, Static
 
-from specmon.tui.gpu.model import GpuProcess, GpuSnapshot
+from specmon.gpu.model import GpuProcess, GpuSnapshot
 from specmon.widgets.gpu_pane import DETAIL_INFO_LINES, GpuPane, GpuRow
 from specmon.widgets.gpu_trend import TrendChart, bar_lines, columns
 from tests.support.gpu_fixtures import load, replay

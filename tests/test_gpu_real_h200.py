@@ -14,7 +14,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
-from specmon.tui.gpu.model import GpuSnapshot
+from specmon.gpu.model import GpuSnapshot
 from specmon.widgets.gpu_pane import GpuPane, GpuRow
 
 ROOT = Path(__file__).resolve().parent.parent

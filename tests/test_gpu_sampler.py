@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.gpu.demo import DemoGpuSource
-from specmon.tui.gpu.fake import FakeNvml
-from specmon.tui.gpu.model import GpuReading, GpuSnapshot
-from specmon.tui.gpu.nvml import NvmlSource
-from specmon.tui.gpu.processes import ProcessInspector
-from specmon.tui.gpu.sampler import GpuSampler
+from specmon.gpu.demo import DemoGpuSource
+from specmon.gpu.fake import FakeNvml
+from specmon.gpu.model import GpuReading, GpuSnapshot
+from specmon.gpu.nvml import NvmlSource
+from specmon.gpu.processes import ProcessInspector
+from specmon.gpu.sampler import GpuSampler
 from tests.support.serving_replay import ReplayServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"

@@ -10,18 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from scripts.lint_imports import package_dirs
+
 ROOT = Path(__file__).resolve().parents[1]
 LOG = ROOT / "tests" / "fixtures" / "logs" / "h200-0.5.16-plain-ready.log"
 
 RUN_AND_REPORT = """
 import sys
-from specmon.tui.cli import main
+from specmon.cli import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
 ui = sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'textual_plotext', 'plotext'})
-ui += sorted(m for m in sys.modules if m.startswith(('specmon.widgets', 'specmon.tui.app')))
+ui += sorted(m for m in sys.modules if m.startswith(('specmon.widgets', 'specmon.tui')))
 print('UI-MODULES:', ','.join(ui), file=sys.stderr)
 """
 
@@ -57,7 +59,7 @@ def test_headless_command_never_imports_textual(command: str, tmp_path: Path) ->
 
 
 def test_every_headless_command_of_the_cli_is_checked() -> None:
-    from specmon.tui.cli import build_parser
+    from specmon.cli import build_parser
 
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices)
@@ -69,7 +71,7 @@ def test_no_generic_top_level_package_is_importable(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, cwd=tmp_path)
         assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, name
     done = subprocess.run(
-        [sys.executable, "-c", "import specmon.tui.cli, specmon.widgets, specmon.presets"], cwd=tmp_path
+        [sys.executable, "-c", "import specmon.cli, specmon.widgets, specmon.presets"], cwd=tmp_path
     )
     assert done.returncode == 0
 
@@ -79,8 +81,9 @@ def test_the_wheel_holds_one_top_level_package_with_its_data(tmp_path: Path) -> 
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    for name in ("tui", "widgets", "presets"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    folders = package_dirs()
+    for folder in folders.values():
+        shutil.copytree(folder, source / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
         capture_output=True, text=True, timeout=300,
@@ -89,8 +92,18 @@ def test_the_wheel_holds_one_top_level_package_with_its_data(tmp_path: Path) -> 
     (wheel,) = tmp_path.glob("specmon-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"specmon", "specmon-" + wheel.name.split("-")[1] + ".dist-info"}
-    packages = {str(p.parent.relative_to(ROOT)) for top in ("tui", "widgets", "presets") for p in (ROOT / top).rglob("__init__.py")}
-    for package in packages:
-        assert f"specmon/{package}/__init__.py" in names, package
-    for data in ("specmon/presets/eagle3-16.toml", "specmon/tui/app/app.tcss", "specmon/tui/bench/prompts_chat.jsonl"):
+    for name, folder in folders.items():
+        for init in folder.rglob("__init__.py"):
+            installed = "/".join([*name.split("."), *init.relative_to(folder).parts])
+            assert installed in names, init
+    for data in ("specmon/presets/eagle3-16.toml", "specmon/tui/app.tcss", "specmon/bench/prompts_chat.jsonl",
+                 "specmon/sglang/data/sglang-0.5.16.json"):
         assert data in names
+
+
+def test_the_core_folder_is_its_import_path() -> None:
+    import specmon.bench.stats
+    import specmon.view.state
+
+    assert Path(specmon.bench.stats.__file__) == ROOT / "specmon" / "bench" / "stats.py"
+    assert Path(specmon.view.state.__file__) == ROOT / "specmon" / "view" / "state.py"

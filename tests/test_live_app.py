@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from benchmarks.app_big_log import write_log
-from specmon.tui.app.app import SpecmonApp
-from specmon.tui.app.config import AppConfig
+from specmon.tui.app import SpecmonApp
+from specmon.tui.config import AppConfig
 from tests.support.app_harness import screen_text, wait_for
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.live.attach import plan_attach, read_range
-from specmon.tui.live.loglines import parse_batch_line
-from specmon.tui.live.prom import parse_scrape
-from specmon.tui.live.quantiles import bucket_delta, quantile
-from specmon.tui.live.tracker import LiveTracker
+from specmon.live.attach import plan_attach, read_range
+from specmon.live.loglines import parse_batch_line
+from specmon.live.prom import parse_scrape
+from specmon.live.quantiles import bucket_delta, quantile
+from specmon.live.tracker import LiveTracker
 
 API = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "sglang-api"
 if not API.is_dir():

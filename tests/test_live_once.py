@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from specmon.tui.ports import free_port_pair
+from specmon.ports import free_port_pair
 from tests.support.serving_replay import ReplayServer
 from tests.test_emulator import EAGLE3, launch
 
@@ -21,7 +21,7 @@ KEYS = {"state", "source", "window_s", "decode_tok_s", "running", "queued", "max
 
 
 def specmon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specmon.tui", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "specmon", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -37,7 +37,7 @@ def test_once_under_a_concurrent_benchmark_agrees_with_it(tmp_path):
         server.wait_ready()
         url = f"http://127.0.0.1:{server.port}"
         bench = subprocess.Popen(
-            [sys.executable, "-m", "specmon.tui", "bench", "--url", url, "--concurrency", "4", "--requests", "48",
+            [sys.executable, "-m", "specmon", "bench", "--url", url, "--concurrency", "4", "--requests", "48",
              "--warmup", "0", "--max-new-tokens", "256", "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )

@@ -24,7 +24,7 @@ STATUSES = {"running", "done", "failed"}
 
 def log_summary(*args: str, stdin: bytes | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specmon.tui", "log-summary", *args],
+        [sys.executable, "-m", "specmon", "log-summary", *args],
         input=stdin,
         capture_output=True,
         timeout=timeout,
@@ -398,7 +398,7 @@ def start_writer(path: Path, source: Path, delay: float, forever: bool) -> subpr
 def test_follow_prints_changes_and_exits_at_ready(tmp_path: Path):
     log = tmp_path / "server.log"
     follower = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui", "log-summary", str(log), "--follow"],
+        [sys.executable, "-m", "specmon", "log-summary", str(log), "--follow"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
@@ -442,7 +442,7 @@ def test_follow_interrupted_prints_the_summary_so_far(tmp_path: Path):
     startup = (LOGS / "02-qwen3-14b-tp2-a4500-cutoff-during-capture.log").read_bytes()
     log.write_bytes(startup)  # never becomes ready
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui", "log-summary", str(log), "--follow"],
+        [sys.executable, "-m", "specmon", "log-summary", str(log), "--follow"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
@@ -463,8 +463,8 @@ def test_follow_interrupted_prints_the_summary_so_far(tmp_path: Path):
 
 
 def test_change_printer_throttles_progress_but_not_status_changes():
-    from specmon.tui.logs.summary import ChangePrinter
-    from specmon.tui.logs.tracker import StartupTracker
+    from specmon.logs.summary import ChangePrinter
+    from specmon.logs.tracker import StartupTracker
 
     tracker = StartupTracker()
     out = io.StringIO()
@@ -495,7 +495,7 @@ REAL_LINES = sorted(
     )
 )
 def test_no_input_makes_the_summary_raise(pieces: list[bytes]):
-    from specmon.tui.logs.summary import format_summary, summarize_stream
+    from specmon.logs.summary import format_summary, summarize_stream
 
     state = summarize_stream(io.BytesIO(b"".join(pieces)))
     doc = json.loads(json.dumps(state.to_json()))
@@ -568,7 +568,7 @@ def test_follow_still_waits_for_a_dangling_symlink_to_get_its_file(tmp_path: Pat
     link = tmp_path / "server.log"
     link.symlink_to(tmp_path / "later.log")
     follower = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui", "log-summary", str(link), "--follow"],
+        [sys.executable, "-m", "specmon", "log-summary", str(link), "--follow"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.logs.follower import read_items
-from specmon.tui.logs.summary import summarize_stream
-from specmon.tui.logs.tracker import STEADY_WHEN_READY, StartupTracker
+from specmon.logs.follower import read_items
+from specmon.logs.summary import summarize_stream
+from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 STARTUP = LOGS / "03-laguna-int4-dflash-v0.5.16-ready.log"

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from specmon.tui.loop_thread import LoopThread
+from specmon.loop_thread import LoopThread
 
 
 def test_runs_on_a_named_daemon_thread_once_and_joins():

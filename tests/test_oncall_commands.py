@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specmon.tui.ports import free_port_pair
+from specmon.ports import free_port_pair
 from tests.support.oncall import Oncall, gone, wait_for, write_preset
 
 pytestmark = pytest.mark.timeout(180)
@@ -161,7 +161,7 @@ def test_switch_works_with_a_shell_script_launcher(oc, tmp_path):
     script = tmp_path / "serve.sh"
     script.write_text(
         "#!/bin/sh\n# takes SGLang flags, like a site's serve script; no exec: sh stays the parent\n"
-        f'"{os.sys.executable}" -m specmon.tui.emulator "$@"\n'
+        f'"{os.sys.executable}" -m specmon.emulator "$@"\n'
     )
     script.chmod(0o700)
     write_preset(oc.presets, "fast-sh", "demo-eagle3-10", launcher=[str(script)])

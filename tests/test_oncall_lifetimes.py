@@ -12,7 +12,7 @@ import httpx
 import psutil
 import pytest
 
-from specmon.tui.ports import free_port_pair
+from specmon.ports import free_port_pair
 from tests.support.oncall import Oncall, gone, wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,7 +33,7 @@ def emulator_children(pid: int) -> list[psutil.Process]:
     out = []
     for child in children:
         try:
-            if "specmon.tui.emulator" in " ".join(child.cmdline()):
+            if "specmon.emulator" in " ".join(child.cmdline()):
                 out.append(child)
         except psutil.Error:
             continue
@@ -92,7 +92,7 @@ def test_a_real_orphan_holding_the_port_is_found_and_stopped(oc):
         [
             "sh",
             "-c",
-            f'"{sys.executable}" -m specmon.tui.emulator --model-path demo/m --port {port} '
+            f'"{sys.executable}" -m specmon.emulator --model-path demo/m --port {port} '
             "--emulator-speed 40 >/dev/null 2>&1 & wait",
         ],
         env=oc.env,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from specmon.tui.oncall.progress import (
+from specmon.oncall.progress import (
     SwitchProgress,
     ago,
     history_for,
@@ -14,7 +14,7 @@ from specmon.tui.oncall.progress import (
     sweep_candidates,
     sweep_choices,
 )
-from specmon.tui.oncall.switch import SwitchReport
+from specmon.oncall.switch import SwitchReport
 
 
 def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0):
@@ -78,7 +78,7 @@ def test_successor_is_another_process_on_the_same_port() -> None:
 
 
 def test_sweep_choices_offer_a_valid_plan_first() -> None:
-    from specmon.tui.launch.presets import load_presets
+    from specmon.launch.presets import load_presets
 
     presets = load_presets(user_dir=None)
     current = presets.get("demo-eagle3-10")

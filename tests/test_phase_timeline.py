@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 
-from specmon.tui.logs.tracker import StartupTracker
+from specmon.logs.tracker import StartupTracker
 from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
 from tests.support.app_harness import READY_LOG, fixture_bytes, wait_for
 

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 from support.sglang_installs import VERSIONS, install
 
-from specmon.tui.gpu.fake import FakeGpu, FakeNvml
-from specmon.tui.gpu.model import GpuSnapshot
-from specmon.tui.gpu.nvml import NvmlSource
-from specmon.tui.launch.presets import Preset
-from specmon.tui.launch.supervisor import PreflightFailed, ServerSupervisor
-from specmon.tui.ports import free_port
-from specmon.tui.preflight import run_preflight
-from specmon.tui.preflight.draft import examine_draft
-from specmon.tui.preflight.safetensors import encode_header, read_header
-from specmon.tui.sglang.flags import DATA_DIR
-from specmon.tui.sglang.rules import read_installed_rules, read_rules
+from specmon.gpu.fake import FakeGpu, FakeNvml
+from specmon.gpu.model import GpuSnapshot
+from specmon.gpu.nvml import NvmlSource
+from specmon.launch.presets import Preset
+from specmon.launch.supervisor import PreflightFailed, ServerSupervisor
+from specmon.ports import free_port
+from specmon.preflight import run_preflight
+from specmon.preflight.draft import examine_draft
+from specmon.preflight.safetensors import encode_header, read_header
+from specmon.sglang.flags import DATA_DIR
+from specmon.sglang.rules import read_installed_rules, read_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "logs"
@@ -216,7 +216,7 @@ def test_hostile_safetensors_give_a_problem_and_exit_1(tmp_path, damage):
         shard.write_bytes(data[:-10])
     else:
         shard.write_bytes(data[:5])
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "doctor", str(draft), "--json"],
+    done = subprocess.run([sys.executable, "-m", "specmon", "doctor", str(draft), "--json"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
@@ -227,7 +227,7 @@ def test_hostile_safetensors_give_a_problem_and_exit_1(tmp_path, damage):
 def test_malformed_config_json_is_a_problem(tmp_path):
     draft = make_draft(tmp_path, "midlayer.")
     (draft / "config.json").write_text("{not json")
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "doctor", str(draft)], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "specmon", "doctor", str(draft)], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "draft-config" in done.stdout
@@ -237,7 +237,7 @@ def test_fix_draft_keys_writes_a_checked_copy_and_never_touches_src(sites, tmp_p
     src = make_draft(tmp_path, "layers.0.")
     before = {p.name: p.read_bytes() for p in src.iterdir()}
     dst = tmp_path / "fixed"
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "fix-draft-keys", str(src), str(dst)],
+    done = subprocess.run([sys.executable, "-m", "specmon", "fix-draft-keys", str(src), str(dst)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "layers.0.self_attn.q_proj.weight -> midlayer.self_attn.q_proj.weight" in done.stdout
@@ -249,7 +249,7 @@ def test_fix_draft_keys_writes_a_checked_copy_and_never_touches_src(sites, tmp_p
     assert [new.tensors[n] for n in new.tensors] == [old.tensors[n] for n in old.tensors]
     report = examine_draft(dst, read_installed_rules(sites["0.5.9"] / "sglang"))
     assert not report.problems and len(report.outcome.loaded) == len(LAYER_KEYS) + 4
-    again = subprocess.run([sys.executable, "-m", "specmon.tui", "fix-draft-keys", str(src), str(dst)],
+    again = subprocess.run([sys.executable, "-m", "specmon", "fix-draft-keys", str(src), str(dst)],
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 1 and "already exists" in again.stderr
 
@@ -282,7 +282,7 @@ def test_check_preset_json_is_fast_and_exits_1_on_error(tmp_path):
     (presets / "typo.toml").write_text(
         'extends = "demo-eagle3-16"\n[server.args]\nnum-speculative-tokens = 16\n')
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "specmon.tui", "check", "typo", "--presets", str(presets), "--json"],
+    done = subprocess.run([sys.executable, "-m", "specmon", "check", "typo", "--presets", str(presets), "--json"],
                           capture_output=True, text=True, timeout=60)
     elapsed = time.perf_counter() - started
     assert done.returncode == 1, done.stderr
@@ -295,7 +295,7 @@ def test_check_preset_json_is_fast_and_exits_1_on_error(tmp_path):
 
 
 def test_the_supervisor_refuses_to_launch_a_preset_that_fails_preflight(tmp_path):
-    bad = Preset(name="demo-bad", launcher=("{python}", "-m", "specmon.tui.emulator"),
+    bad = Preset(name="demo-bad", launcher=("{python}", "-m", "specmon.emulator"),
                  args={"model-path": "demo/x", "speculative-algorithm": "EAGLE3",
                        "speculative-draft-model-path": "demo/d", "speculative-num-draft-tokens": 16,
                        "port": free_port()})

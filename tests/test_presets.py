@@ -12,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.presets import BUILTIN_DIR
-from specmon.tui.launch.presets import (
+from specmon.launch.presets import (
     DEFAULT_LAUNCHER,
     DEFAULT_PORT,
     BenchSettings,
@@ -21,6 +20,7 @@ from specmon.tui.launch.presets import (
     load_presets,
     preset_warnings,
 )
+from specmon.presets import BUILTIN_DIR
 
 BUILTIN_NAMES = {"kimi-k25-eagle3", "eagle3-16", "eagle3-10", "eagle3-5", "baseline"}
 DEMO_NAMES = {"demo-baseline", "demo-eagle3-16", "demo-eagle3-10", "demo-eagle3-5"}
@@ -95,7 +95,7 @@ def test_demo_presets_run_the_emulator_with_the_real_presets_flags():
     assert loaded.default_demo().name == "demo-eagle3-10"
     for demo in demos:
         argv = demo.argv()
-        assert argv[:3] == [sys.executable, "-m", "specmon.tui.emulator"]
+        assert argv[:3] == [sys.executable, "-m", "specmon.emulator"]
         assert demo.port == 30000
         real = loaded.presets[demo.name.removeprefix("demo-")]
         assert demo.speculative.effective_draft_tokens == real.speculative.effective_draft_tokens
@@ -124,7 +124,7 @@ def test_builtin_tomls_are_package_data():
 def test_argv_flag_forms_and_python_placeholder():
     preset = Preset(
         name="x",
-        launcher=("{python}", "-m", "specmon.tui.emulator"),
+        launcher=("{python}", "-m", "specmon.emulator"),
         args={
             "model-path": "/m",
             "tp-size": 8,
@@ -137,7 +137,7 @@ def test_argv_flag_forms_and_python_placeholder():
         },
     )
     assert preset.argv() == [
-        sys.executable, "-m", "specmon.tui.emulator",
+        sys.executable, "-m", "specmon.emulator",
         "--model-path", "/m", "--tp-size", "8", "--mem-fraction-static", "0.85", "--trust-remote-code",
         "--cuda-graph-bs", "1", "2", "4", "--port", "30000",
     ]  # fmt: skip
@@ -342,7 +342,7 @@ def test_any_mix_of_files_never_raises_and_errors_point_into_the_file(tmp_path_f
 @pytest.mark.parametrize("name", sorted(BUILTIN_NAMES | DEMO_NAMES))
 def test_builtin_flags_are_sglang_flags_and_keep_their_draft_tokens(name):
     """The emulator parses flags with SGLang 0.5.16's own flag list and speculative rules."""
-    from specmon.tui.emulator.launch_args import parse_launch_args
+    from specmon.emulator.launch_args import parse_launch_args
 
     preset = load_presets(user_dir=None).presets[name]
     launch = parse_launch_args(preset.argv()[len(preset.launcher) :])
@@ -353,7 +353,7 @@ def test_builtin_flags_are_sglang_flags_and_keep_their_draft_tokens(name):
 
 
 def test_the_emulator_check_sees_a_rewritten_draft_token_count():
-    from specmon.tui.emulator.launch_args import parse_launch_args
+    from specmon.emulator.launch_args import parse_launch_args
 
     sloppy = load_presets(user_dir=None).presets["eagle3-16"]
     sloppy = Preset(name="sloppy", args={**sloppy.args, "speculative-num-steps": 1})
@@ -363,7 +363,7 @@ def test_the_emulator_check_sees_a_rewritten_draft_token_count():
 
 
 def test_a_flag_sglang_does_not_know_is_caught_by_that_check():
-    from specmon.tui.emulator.launch_args import parse_launch_args
+    from specmon.emulator.launch_args import parse_launch_args
 
     preset = Preset(name="typo", args={"model-path": "/m", "num-speculative-tokens": 16})
     with pytest.raises(SystemExit) as exited:

@@ -14,7 +14,7 @@ import pytest
 def specmon(*args: str, config_home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CONFIG_HOME": str(config_home)}
     return subprocess.run(
-        [sys.executable, "-m", "specmon.tui", *args], capture_output=True, text=True, env=env, timeout=60, check=False
+        [sys.executable, "-m", "specmon", *args], capture_output=True, text=True, env=env, timeout=60, check=False
     )
 
 
@@ -38,7 +38,7 @@ def test_lists_builtins_with_description_source_and_command(config_home):
     assert "from: built-in " in block and "eagle3-16.toml  (extends kimi-k25-eagle3)" in block
     assert "--speculative-num-steps 15 --speculative-eagle-topk 1 --speculative-num-draft-tokens 16" in block
     assert "command: python3 -m sglang.launch_server --model-path /models/Kimi-K2.5" in block
-    assert f"command: {sys.executable} -m specmon.tui.emulator" in blocks["demo-eagle3-10  [demo]"]
+    assert f"command: {sys.executable} -m specmon.emulator" in blocks["demo-eagle3-10  [demo]"]
 
 
 def test_bad_files_are_reported_by_file_and_line_and_hide_nothing(config_home, tmp_path):
@@ -89,7 +89,7 @@ def test_json_output(config_home, tmp_path):
 def test_presets_command_does_not_import_textual(config_home):
     code = (
         "import sys, io, contextlib\n"
-        "from specmon.tui.cli import main\n"
+        "from specmon.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    rc = main(['presets'])\n"
         "assert rc == 0, rc\n"

@@ -1,4 +1,4 @@
-"""specmon.tui.private_files on real files: 0700 directories, 0600 files, no symlinks followed."""
+"""specmon.private_files on real files: 0700 directories, 0600 files, no symlinks followed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from specmon.tui.private_files import make_private_dir, open_private_file, write_private_text
+from specmon.private_files import make_private_dir, open_private_file, write_private_text
 
 
 def mode(path) -> int:

@@ -31,7 +31,7 @@ def step_seconds(name: str) -> float:
 
 def log_summary(log: Path) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "specmon.tui", "log-summary", "--json", str(log)], capture_output=True, text=True
+        [sys.executable, "-m", "specmon", "log-summary", "--json", str(log)], capture_output=True, text=True
     )
     return json.loads(done.stdout)
 

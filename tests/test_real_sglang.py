@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.gpu.model import GpuSnapshot
-from specmon.tui.logs.follower import LogFollower
-from specmon.tui.logs.summary import ChangePrinter
-from specmon.tui.logs.tracker import StartupTracker
-from specmon.tui.serving.client import spec_settings
-from specmon.tui.serving.metrics import parse_metrics
-from specmon.tui.units import format_seconds
+from specmon.gpu.model import GpuSnapshot
+from specmon.logs.follower import LogFollower
+from specmon.logs.summary import ChangePrinter
+from specmon.logs.tracker import StartupTracker
+from specmon.serving.client import spec_settings
+from specmon.serving.metrics import parse_metrics
+from specmon.units import format_seconds
 from tests.support.serving_replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def stamp(text: str) -> str:
 def summary(config: str) -> tuple[int, dict]:
     """`specmon log-summary --json` on the real log, as a process: (exit code, JSON)."""
     done = subprocess.run(
-        [sys.executable, "-m", "specmon.tui", "log-summary", "--json", str(REAL / config / "server.log")],
+        [sys.executable, "-m", "specmon", "log-summary", "--json", str(REAL / config / "server.log")],
         capture_output=True, timeout=60, cwd=ROOT, check=False,
     )
     return done.returncode, json.loads(done.stdout)
@@ -269,7 +269,7 @@ def test_check_against_the_real_topk1_server_info_says_16_asked_2_effective() ->
     assert json.loads(info.read_text())["speculative_num_draft_tokens"] == 2
     with ReplayServer(server_info=str(info), metrics=str(REAL / "topk1-rewrite" / "metrics.txt")) as server:
         done = subprocess.run(
-            [sys.executable, "-m", "specmon.tui", "check", "--url", server.url, "--preset", "h200-topk1-16",
+            [sys.executable, "-m", "specmon", "check", "--url", server.url, "--preset", "h200-topk1-16",
              "--presets", str(REAL / "presets"), "--json"],
             capture_output=True, timeout=60, cwd=ROOT, check=False,
         )

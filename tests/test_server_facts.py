@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.text import Text
 
-from specmon.tui.logs.tracker import StartupTracker
+from specmon.logs.tracker import StartupTracker
 from specmon.widgets.server_facts import compact_startup_rows, flow, startup_rows
 from tests.support.app_harness import capturing_app, fixture_bytes, ready_app, screen_text, wait_for
 

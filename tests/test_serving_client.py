@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.ports import free_port
-from specmon.tui.serving.client import (
+from specmon.ports import free_port
+from specmon.serving.client import (
     AuthenticationFailed,
     SGLangClient,
     SGLangError,

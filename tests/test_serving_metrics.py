@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specmon.tui.serving.metrics import MetricsSnapshot, delta, parse_metrics
+from specmon.serving.metrics import MetricsSnapshot, delta, parse_metrics
 from tests.support.serving_replay import API_FIXTURES
 
 LABELS_0523 = 'engine_type="unified",model_name="m"'

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.serving.poller import ServerPoller, ServerStatus
+from specmon.serving.poller import ServerPoller, ServerStatus
 from tests.support.serving_replay import ReplayServer
 
 REPLAY = Path(__file__).parent / "support" / "serving_replay.py"

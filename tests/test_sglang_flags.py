@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.sglang.flags import (
+from specmon.sglang.flags import (
     DATA_DIR,
     Flag,
     load_shipped,
@@ -19,7 +19,7 @@ from specmon.tui.sglang.flags import (
     table_from_data,
     version_key,
 )
-from specmon.tui.sglang.source import SUPPRESS, SGLangSourceError, read_source
+from specmon.sglang.source import SUPPRESS, SGLangSourceError, read_source
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sglang_flags.py"
 SHIPPED = ("0.4.6.post5", "0.5.9", "0.5.16", "0.5.23")

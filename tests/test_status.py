@@ -1,4 +1,4 @@
-"""specmon.tui.status: the header state, live rows, capture and milestones, without a terminal."""
+"""specmon.view.state: the header state, live rows, capture and milestones, without a terminal."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.launch.presets import load_presets
-from specmon.tui.logs.model import Capture, Phase, StartupError, StartupState
-from specmon.tui.logs.summary import summarize_stream
-from specmon.tui.logs.tracker import StartupTracker
-from specmon.tui.serving.client import SpecSettings
-from specmon.tui.serving.poller import ServerStatus
-from specmon.tui.status import (
+from specmon.launch.presets import load_presets
+from specmon.logs.model import Capture, Phase, StartupError, StartupState
+from specmon.logs.summary import summarize_stream
+from specmon.logs.tracker import StartupTracker
+from specmon.serving.client import SpecSettings
+from specmon.serving.poller import ServerStatus
+from specmon.view.state import (
     MonitorState,
     ServerView,
     bench_rows,
@@ -245,7 +245,7 @@ def test_a_failed_startup_gives_one_notification_with_the_panels_diagnosis(steps
 
 
 def _run(run_id: str, preset: str, status: str):
-    from specmon.tui.bench.model import BenchResult
+    from specmon.bench.model import BenchResult
 
     return BenchResult(run_id=run_id, preset=preset, url="u", started_at=0.0, status=status)
 

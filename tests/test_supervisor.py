@@ -16,16 +16,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specmon.tui.launch.presets import Preset
-from specmon.tui.launch.supervisor import (
+from specmon.launch.presets import Preset
+from specmon.launch.supervisor import (
     PortInUseError,
     ServerSupervisor,
     SupervisorError,
     default_run_dir,
     group_members,
-    port_is_free,
 )
-from specmon.tui.ports import free_port
+from specmon.ports import free_port, port_is_free
 
 
 def unchecked_supervisor(*args, **kwargs) -> ServerSupervisor:

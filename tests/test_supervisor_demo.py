@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specmon.tui.launch.presets import load_presets
-from specmon.tui.launch.supervisor import ServerSupervisor, port_is_free
-from specmon.tui.ports import free_port_pair
+from specmon.launch.presets import load_presets
+from specmon.launch.supervisor import ServerSupervisor
+from specmon.ports import free_port_pair, port_is_free
 
 pytestmark = pytest.mark.timeout(90)
 

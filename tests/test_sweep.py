@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.ports import free_port_pair
+from specmon.ports import free_port_pair
 from tests.support.oncall import Oncall, wait_for, write_preset
 
 BENCH = "[bench]\nrequests = 6\nmax-new-tokens = 96\nwarmup = 0\n"  # 5+ requests: a CI

@@ -1,4 +1,4 @@
-"""specmon.tui.sweep: the plan, its saved progress, the report and the recommendation (no server)."""
+"""specmon.sweep: the plan, its saved progress, the report and the recommendation (no server)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.bench.results import ResultStore
-from specmon.tui.launch.presets import load_presets
-from specmon.tui.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
-from specmon.tui.sweep.report import PresetOutcome, build_report, conservative_tok_s, recommend
+from specmon.bench.results import ResultStore
+from specmon.launch.presets import load_presets
+from specmon.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
+from specmon.sweep.report import PresetOutcome, build_report, conservative_tok_s, recommend
 
 BENCH = Path(__file__).parent / "fixtures" / "bench"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.tui.serving.check import CheckReport, format_report
-from specmon.tui.text import printable
+from specmon.serving.check import CheckReport, format_report
+from specmon.text import printable
 
 
 @pytest.mark.parametrize(

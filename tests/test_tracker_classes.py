@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.feed import LogFeed
-from specmon.tui.logs.follower import LogFollower, read_items
-from specmon.tui.logs.model import StartupState
-from specmon.tui.logs.summary import format_summary
-from specmon.tui.logs.tracker import StartupTracker
+from specmon.logs.follower import LogFollower, read_items
+from specmon.logs.model import StartupState
+from specmon.logs.summary import format_summary
+from specmon.logs.tracker import StartupTracker
+from specmon.view.log_feed import LogFeed
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specmon.tui.logs.tracker import StartupTracker
+from specmon.logs.tracker import StartupTracker
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 REAL_PIECES = sorted(

@@ -6,11 +6,11 @@ from datetime import datetime
 
 import pytest
 
-from specmon.tui.logs.errors import classify_exception, hint_for
-from specmon.tui.logs.model import ERROR_KINDS, CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed
-from specmon.tui.logs.patterns import parse_prefix, suggest_flag
-from specmon.tui.logs.tracker import StartupTracker
-from specmon.tui.sglang.flags import load_shipped
+from specmon.logs.errors import classify_exception, hint_for
+from specmon.logs.model import ERROR_KINDS, CaptureProgressed, PhaseChanged, ServerStopped, StartupFailed
+from specmon.logs.patterns import parse_prefix, suggest_flag
+from specmon.logs.tracker import StartupTracker
+from specmon.sglang.flags import load_shipped
 
 TS = "[2025-10-01 12:00:00]"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.tui.logs.follower import read_items
-from specmon.tui.logs.model import (
+from specmon.logs.follower import read_items
+from specmon.logs.model import (
     CaptureProgressed,
     PhaseChanged,
     ServerBecameReady,
@@ -21,7 +21,7 @@ from specmon.tui.logs.model import (
     StartupFailed,
     StartupState,
 )
-from specmon.tui.logs.tracker import StartupTracker
+from specmon.logs.tracker import StartupTracker
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 SYNTHETIC = LOGS / "synthetic"

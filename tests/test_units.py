@@ -1,10 +1,10 @@
-"""specmon.tui.units: the one duration formatter of the headless commands (and, later, the widgets)."""
+"""specmon.units: the one duration formatter of the headless commands (and, later, the widgets)."""
 
 from __future__ import annotations
 
 import pytest
 
-from specmon.tui.units import format_seconds
+from specmon.units import format_seconds
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import time
 import aiohttp
 import pytest
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
-from specmon.tui.ports import free_port
+from specmon.ports import free_port
+from specmon.tui.app import AppConfig, SpecmonApp
 from tests.support.app_harness import wait_for
 
 
@@ -23,7 +23,7 @@ from tests.support.app_harness import wait_for
 def web_server(tmp_path):
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon.tui", "monitor", "--url", "http://127.0.0.1:9", "--web", "--web-port",
+        [sys.executable, "-m", "specmon", "monitor", "--url", "http://127.0.0.1:9", "--web", "--web-port",
          str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")},

@@ -1,1 +1,4 @@
-"""specmon's application package: the CLI, the Textual app and its UI-free core."""
+"""The Textual app: SpecmonApp, its screens, messages, stylesheet and the monitor/demo command handlers.
+
+The only part of specmon (with specmon.widgets) that imports Textual.
+"""

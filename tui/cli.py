@@ -1,399 +1,223 @@
-"""specmon's command line: subcommands whose handlers are imported only when run.
-
-`specmon --help` must answer fast, so this module imports nothing beyond argparse; each handler module
-is imported when its subcommand runs, and only the app's handlers import Textual.
-"""
+"""Handlers of `specmon monitor` and `specmon demo` (the only commands that import Textual)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import atexit
+import functools
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from specmon.tui import exits
+from specmon import exits
+from specmon.text import printable
 
-Handler = str  # "package.module:function", imported lazily
-
-
-def _add_log_summary(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "log-summary",
-        help="summarise an SGLang startup log: phases, captures, memory, time to ready, errors",
-        description="Read an SGLang server log and summarise its startup: the phase timeline, graph "
-        "captures, memory after each step, time to ready, and a classified error with a hint.",
-    )
-    p.add_argument("path", help="the log file, or - for standard input")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument(
-        "--follow", action="store_true", help="keep reading as the file grows, until ready or failure"
-    )
-    p.set_defaults(handler="specmon.tui.logs.cli:run_log_summary")
+HEADLESS_SIZE = (200, 50)
+HEADLESS_SIZE_ENV = "SPECMON_HEADLESS_SIZE"
+"""Environment variable overriding the headless terminal size, e.g. ``80x24``."""
 
 
-def _add_monitor(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "monitor",
-        help="attach the app to a running SGLang server",
-        description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
-        "follow its log from the start.",
-    )
-    p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
-                   "server `specmon ps` finds; asks which when there are several)")
-    p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
-    p.add_argument("--log", help="the server's log file (followed from its start)")
-    p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--once", action="store_true", help="print one live snapshot and exit (no app)")
-    p.add_argument("--window", type=float, default=10.0, metavar="S",
-                   help="with --once: seconds to scrape /metrics over (default 10)")
-    p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
-    p.add_argument("--web", action="store_true",
-                   help="serve the app, read-only, to a browser (textual-serve; one app per tab)")
-    p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
-    p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
-                   help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--read-only", action="store_true", help="no preset switching, no benchmarks (as --web serves)")
-    _add_headless(p)
-    p.set_defaults(handler="specmon.tui.app.cli:run_monitor")
-
-
-def _add_headless(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
-    p.add_argument("--duration", type=float, default=20.0, help="with --headless: seconds to run")
-    p.add_argument("--screenshot", metavar="PATH.svg", help="with --headless: save an SVG screenshot at the end")
-    p.add_argument(
-        "--screenshot-at",
-        metavar="EVENT:PATH.svg",
-        action="append",
-        default=[],
-        help="with --headless: an SVG screenshot when the server first reaches EVENT (capture, ready or failed)",
-    )
-    p.add_argument(
-        "--exit-on",
-        metavar="EVENTS",
-        default="",
-        help="with --headless: exit at the first of these comma-separated events (ready: 0, failed: 1)",
-    )
-
-
-def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="run the app against the built-in SGLang emulator",
-        description="Launch the SGLang emulator with a demo preset as a child process and open the app on it.",
-    )
-    p.add_argument("--preset", default=None, help="the demo preset to launch (default: the first demo preset)")
-    p.add_argument("--speed", type=float, default=1.0, help="emulator speed factor (2 = twice as fast)")
-    p.add_argument("--no-preflight", action="store_true", help="launch without the preflight (`specmon check PRESET`)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    _add_headless(p)
-    p.set_defaults(handler="specmon.tui.app.cli:run_demo")
-
-
-def _add_presets(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "presets",
-        help="list presets with their resolved SGLang command lines",
-        description="List every preset (built in, user config directory, --presets DIR) with its "
-        "description and the SGLang command line it resolves to.",
-    )
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.launch.cli:run_presets")
-
-
-def _add_emulate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "emulate",
-        help="run the SGLang emulator with SGLang's launch flags",
-        description="Start the SGLang emulator exactly as SGLang would be started. Every argument after "
-        "'emulate' is an SGLang launch flag (e.g. --model-path M --port 30000).",
-        add_help=False,
-    )
-    p.add_argument("sglang_args", nargs=argparse.REMAINDER)
-    p.set_defaults(handler="specmon.tui.emulator.cli:run_emulate")
-
-    def _all_args_are_sglangs(args=None, namespace=None):
-        # REMAINDER does not take a leading `--flag`; every argument belongs to the SGLang parser.
-        namespace = namespace or argparse.Namespace()
-        namespace.sglang_args = list(args or [])
-        namespace.handler = "specmon.tui.emulator.cli:run_emulate"
-        return namespace, []
-
-    p.parse_known_args = _all_args_are_sglangs
-
-
-def _add_gpus(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "gpus",
-        help="read per-GPU memory, utilization and processes from NVML",
-        description="One NVML reading of every GPU (memory, utilization, power, clocks, throttling, "
-        "processes), or one every SECONDS with --watch.",
-    )
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.add_argument("--watch", type=float, metavar="SECONDS", help="print a reading every SECONDS")
-    p.set_defaults(handler="specmon.tui.gpu.cli:run_gpus")
-
-
-def _add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="benchmark decode tok/s and acceptance length of a running server",
-        description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
-        "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
-    )
-    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
-    p.add_argument("--preset", help="label the run with this preset (and use its [bench] settings)")
-    p.add_argument("--requests", type=int, help="measured requests (default: the preset's, or 20)")
-    p.add_argument("--max-new-tokens", type=int, help="tokens per request (default: the preset's, or 256)")
-    p.add_argument("--concurrency", type=int, help="concurrent streams (default 1)")
-    p.add_argument("--warmup", type=int, help="warmup requests, not counted (default 2)")
-    p.add_argument("--prompts", help="builtin:chat or a JSONL file of {\"prompt\": ...}")
-    p.add_argument(
-        "--natural-eos", action="store_true", help="let requests stop at EOS (default: ignore_eos, fixed length)"
-    )
-    p.add_argument(
-        "--stall-timeout", type=float, default=60.0, metavar="S",
-        help="a request that gets nothing from the server for S seconds fails (default 60)",
-    )
-    p.add_argument(
-        "--deadline", type=float, default=3600.0, metavar="S",
-        help="stop the run after S seconds, keeping what was measured (default 3600)",
-    )
-    p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(handler="specmon.tui.bench.cli:run_bench")
-
-
-def _add_results(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "results",
-        help="list, compare and export past benchmark runs",
-        description="List and compare benchmark runs saved in the state directory; export CSV, JSON or markdown.",
-    )
-    p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
-    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
-    p.add_argument("--dir", help="results directory (default: the user state directory)")
-    p.add_argument("--baseline", metavar="PRESET", help="speedups against this preset (default: the latest run "
-                   "without speculative decoding)")
-    p.set_defaults(handler="specmon.tui.bench.cli:run_results")
-
-
-def _add_check(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "check",
-        help="preflight a preset (no server needed), or sanity-check a running server with --url",
-        description="`check PRESET`: the preflight that runs before every launch: which SGLang the launcher "
-        "runs, its flags and speculative rules, the draft checkpoint, the port and the GPUs; exit 1 on an "
-        "error. `check --url URL`: a running server's /health, effective speculative settings and one short "
-        "generation. Give exactly one of PRESET and --url.",
-    )
-    p.add_argument("preset_name", nargs="?", metavar="PRESET", help="the preset to preflight")
-    p.add_argument("--url", help="a running server's base URL")
-    p.add_argument("--preset", help="with --url: the preset the server was launched with (asked vs effective)")
-    p.add_argument("--port", type=int, help="with PRESET: check this port instead of the preset's")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.serving.cli:run_check")
-
-
-def _add_doctor(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "doctor",
-        help="check an EAGLE-3 draft checkpoint against what an SGLang version loads",
-        description="Read a draft checkpoint without torch: config.json (architectures, hidden and vocab sizes "
-        "against the target's, draft_vocab_size), d2t/t2d, every safetensors header and the index, and the key "
-        "names against that SGLang version's draft loader: the keys it would drop and the parameters left "
-        "unloaded. Exit 1 on an error.",
-    )
-    p.add_argument("draft", help="the draft checkpoint folder")
-    p.add_argument("--target", metavar="PATH", help="the target model folder (hidden size, vocabulary)")
-    p.add_argument("--preset", help="use the SGLang this preset's launcher runs (and its model path as target)")
-    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: the shipped rules of this version "
-                   "(default: the newest)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.preflight.cli:run_doctor")
-
-
-def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "fix-draft-keys",
-        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0)",
-        description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
-        "`midlayer.*` (or back with --to layers.0), without torch; SRC is never written. The copy is then "
-        "checked by the doctor.",
-    )
-    p.add_argument("src", help="the draft checkpoint folder")
-    p.add_argument("dst", help="the new folder")
-    p.add_argument("--to", choices=["midlayer", "layers.0"], default="midlayer",
-                   help="the layout to write (default midlayer: every SGLang version loads it)")
-    p.set_defaults(handler="specmon.tui.preflight.cli:run_fix_draft_keys")
-
-
-def _add_start(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "start",
-        help="launch a preset's server detached: it outlives specmon and the SSH session",
-        description="Preflight, then launch the preset's server in its own session and process group, with a "
-        "private log and state file in the state directory. Exit 0 started (or ready with --wait), 1 failed.",
-    )
-    p.add_argument("preset", help="the preset to launch (see `specmon presets`)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--port", type=int, help="listen on this port instead of the preset's")
-    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
-    p.add_argument("--wait", action="store_true", help="wait until the server is ready or has failed")
-    p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
-    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.oncall.cli:run_start")
-
-
-def _add_ps(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "ps",
-        help="servers specmon launched and other SGLang servers on this host",
-        description="List the servers specmon launched (alive or dead, checked against live pids and start "
-        "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
-    )
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.oncall.cli:run_ps")
-
-
-def _add_stop(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "stop",
-        help="stop a server: SIGTERM, SIGKILL after a timeout, then wait until its GPUs and port are free",
-        description="Stop a server (by id or pid from `specmon ps`; the only one running by default). Asks "
-        "first unless --yes. Names leftover processes and offers to kill them.",
-    )
-    p.add_argument("server", nargs="?", help="the server's id or pid (default: the only one running)")
-    p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.oncall.cli:run_stop")
-
-
-def _add_switch(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "switch",
-        help="replace the running server with another preset, then compare a sanity benchmark with the last",
-        description="Stop the running server, wait until GPUs and port are free, preflight, start PRESET on the "
-        "same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's last "
-        "stored result. Exit 0 ready without alerts, 1 failed or alerts.",
-    )
-    p.add_argument("preset", help="the preset to switch to")
-    p.add_argument("--from", dest="server", metavar="ID|PID", help="the server to replace (default: the only one)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
-    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
-    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
-    p.add_argument("--requests", type=int, default=4, help="requests of the sanity benchmark (default 4)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(handler="specmon.tui.oncall.cli:run_switch")
-
-
-def _add_sweep(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "sweep",
-        help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
-        description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
-        "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
-        "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
-        "against measuring time, the drift, and a recommendation. --resume goes on after an interruption.",
-    )
-    p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--requests", type=int, help="measured requests per preset (default: the baseline's [bench])")
-    p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
-                   help="go on with an interrupted sweep (default: the latest unfinished one)")
-    p.add_argument("--leave", choices=["best", "baseline", "none"], default="best",
-                   help="which preset is left serving at the end (default: the recommended one)")
-    p.add_argument("--predict-only", action="store_true",
-                   help="measure the longest chain alone and predict the acceptance of shorter ones")
-    p.add_argument("--skip-predicted-worse", action="store_true",
-                   help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
-    p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
-    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(handler="specmon.tui.sweep.cli:run_sweep")
-
-
-_COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
-    _add_demo,
-    _add_monitor,
-    _add_log_summary,
-    _add_bench,
-    _add_gpus,
-    _add_check,
-    _add_doctor,
-    _add_fix_draft_keys,
-    _add_presets,
-    _add_results,
-    _add_emulate,
-    _add_start,
-    _add_ps,
-    _add_stop,
-    _add_switch,
-    _add_sweep,
-)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with one subparser per command."""
-    parser = argparse.ArgumentParser(
-        prog="specmon",
-        description="A terminal monitor for live speculative serving (SGLang with EAGLE-3 and friends).",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in _COMMANDS:
-        add(sub)
-    return parser
-
-
-def _resolve(handler: Handler) -> Callable[[argparse.Namespace], int]:
-    module_name, func_name = handler.split(":")
-    return getattr(importlib.import_module(module_name), func_name)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `specmon` console script (and of ``python -m specmon.tui``).
-
-    It first makes SIGINT and SIGTERM end the command with 130 and 143, never by the signal (``exits``); run as
-    the command (``argv`` None), a signal after the exit code is decided is ignored (``exits.settle``)."""
-    exits.install()
+def headless_size() -> tuple[int, int]:
+    """The terminal size of a ``--headless`` run: $SPECMON_HEADLESS_SIZE (``WxH``) or 200x50."""
+    value = os.environ.get(HEADLESS_SIZE_ENV, "")
     try:
-        return _main(argv)
-    except KeyboardInterrupt:
-        return exits.EXIT_SIGINT
-    except Exception as exc:
-        code = exits.interrupted_code(exc)
-        if code is None:
-            raise
-        return code
+        width, height = (int(part) for part in value.lower().split("x"))
+    except ValueError:
+        return HEADLESS_SIZE
+    return (width, height) if width >= 20 and height >= 10 else HEADLESS_SIZE
+
+
+def demo_log_dir() -> Path:
+    """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700, as are the
+    parents it creates)."""
+    from platformdirs import user_state_dir
+
+    from specmon.private_files import make_private_dir
+
+    return make_private_dir(Path(user_state_dir("specmon")) / "demo")
+
+
+def _run_app(config, args: argparse.Namespace) -> int:
+    from specmon.tui.app import SpecmonApp
+    from specmon.view.state import parse_milestone_specs
+
+    if args.headless:
+        config.exit_after_s = args.duration
+        config.screenshot_path = args.screenshot
+        try:
+            config.screenshots_at = parse_milestone_specs(args.screenshot_at)
+        except ValueError as exc:
+            raise SystemExit(f"specmon: {exc}") from None
+        config.exit_on = frozenset(e.strip() for e in args.exit_on.split(",") if e.strip())
+    app = SpecmonApp(config)
+    if args.headless:
+        app.run(headless=True, size=headless_size())
+    else:
+        app.run()
+    exits.install()  # the app's loop handlers are gone (SIGTERM back to its default): 130/143 again, to the end
+    return app.return_code or 0
+
+
+def _named_preset(preset_set, name: str):
+    """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
+    preset = preset_set.get(name)
+    if preset is None:
+        print(f"specmon: no preset named {printable(name)!r} (see `specmon presets`)", file=sys.stderr)
+    return preset
+
+
+def _interrupt_exits_130(handler):
+    """A Ctrl-C (SIGINT) that lands before the app installs its own handler ends the command with 130, never by
+    the signal itself (the ``finally`` blocks, such as stopping the demo's server, still run)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except KeyboardInterrupt:
+            return 128 + signal.SIGINT
+
+    return run
+
+
+@_interrupt_exits_130
+def run_monitor(args: argparse.Namespace) -> int:
+    """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
+    from specmon.gpu.nvml import NvmlSource
+    from specmon.serving.client import normalize_base_url, resolve_api_key
+    from specmon.tui.config import AppConfig
+
+    found = None
+    if getattr(args, "web", False):
+        if not args.url:
+            print("specmon: --web needs --url", file=sys.stderr)
+            return 2
+        from specmon.tui.web import serve
+
+        return serve(args)
+    if not args.url:
+        found = _attach_target(args)
+        if found is None:
+            return 2
+        args.url, args.log = found.url, args.log or found.log
+        if not args.preset and found.preset:
+            from specmon.launch.presets import load_presets
+
+            args.preset = found.preset if load_presets(args.presets).get(found.preset) else None
+        print(f"specmon: attaching to {found.id} ({found.preset or 'pid ' + str(found.pid)}) at {found.url}",
+              file=sys.stderr)  # fmt: skip
+    if args.log and not os.path.exists(args.log):
+        print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
+              file=sys.stderr)
+    preset = None
+    presets = {}
+    if args.preset or found is not None:
+        from specmon.launch.presets import load_presets
+
+        preset_set = load_presets(args.presets)
+        preset = _named_preset(preset_set, args.preset) if args.preset else None
+        if args.preset and preset is None:
+            return 2
+        if found is not None:  # offered for switching: those that run what it runs (the emulator, or SGLang)
+            presets = {n: p for n, p in preset_set.presets.items() if p.demo == found.emulator}
+    gpu_source = NvmlSource()
+    if found is not None and found.gpu_url:
+        from specmon.gpu.demo import DemoGpuSource
+
+        gpu_source = DemoGpuSource(found.gpu_url)
+    config = AppConfig(
+        url=normalize_base_url(args.url),
+        log_path=args.log,
+        preset=preset,
+        presets=presets,
+        gpu_source=gpu_source,
+        api_key=resolve_api_key(None),
+        emulator=bool(found and found.emulator),
+        attached=found,
+        read_only=getattr(args, "read_only", False),
+    )
+    return _run_app(config, args)
+
+
+def _attach_target(args: argparse.Namespace):
+    """The server `specmon ps` finds (asking which on a terminal when several run), or None after saying why."""
+    from specmon.oncall.attach import NothingToAttach, ask_on_terminal, choose_server, find_by_key
+
+    try:
+        if args.server:
+            return find_by_key(args.server)
+        return choose_server(ask_on_terminal if sys.stdin.isatty() and not args.headless else None)
+    except NothingToAttach as exc:
+        print(f"specmon: {exc}", file=sys.stderr)
+        return None
+
+
+def _with_speed(preset, speed: float):
+    """The preset with the emulator's speed factor added (only for emulator presets)."""
+    import dataclasses
+
+    if speed == 1.0:
+        return preset
+    return dataclasses.replace(preset, args={**preset.args, "emulator-speed": speed})
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+@_interrupt_exits_130
+def run_demo(args: argparse.Namespace) -> int:
+    """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
+    from specmon.gpu.demo import DemoGpuSource
+    from specmon.launch.presets import load_presets
+    from specmon.launch.supervisor import ServerSupervisor, SupervisorError
+    from specmon.ports import free_port_pair
+    from specmon.tui.config import AppConfig
+
+    preset_set = load_presets(args.presets)
+    demos = {p.name: _with_speed(p, args.speed) for p in preset_set.demo_presets()}
+    if args.preset:
+        preset = _named_preset(preset_set, args.preset)
+        if preset is None:
+            return 2
+        if not preset.demo:
+            print(f"specmon demo: preset {printable(preset.name)!r} launches real SGLang "
+                  f"({printable(' '.join(preset.launcher))}), not the emulator; demo presets: "
+                  f"{', '.join(demos) or 'none'}. To watch a real server, use `specmon monitor`.", file=sys.stderr)
+            return 2
+        preset = _with_speed(preset, args.speed)
+    else:
+        default = preset_set.default_demo()
+        if default is None:
+            print("specmon: no demo preset found", file=sys.stderr)
+            return 2
+        preset = demos[default.name]
+    port = free_port_pair()
+    log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+    supervisor = ServerSupervisor(
+        preset, log_path, port, preflight=not getattr(args, "no_preflight", False), lifeline=True
+    )  # lifeline: no orphan, whatever ends us
+    atexit.register(supervisor.stop)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the finally below stops the server (the app, too)
+    try:
+        try:
+            supervisor.start()
+        except SupervisorError as exc:
+            print(f"specmon demo: {exc}", file=sys.stderr)
+            report = getattr(exc, "report", None)
+            if report is not None:
+                print(report.format_text(), file=sys.stderr)
+            return 1
+        config = AppConfig(
+            url=f"http://127.0.0.1:{port}",
+            log_path=str(log_path),
+            preset=preset,
+            presets=demos,
+            supervisor=supervisor,
+            emulator=True,
+            gpu_source=DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus"),
+        )
+        return _run_app(config, args)
     finally:
-        if argv is None:
-            exits.settle()
-
-
-def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
-    handler = "specmon.tui.live.cli:run_once" if getattr(args, "once", False) else args.handler
-    try:
-        return int(_resolve(handler)(args) or 0)
-    except KeyboardInterrupt:
-        return exits.EXIT_SIGINT
-    except BrokenPipeError:
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        supervisor.stop()

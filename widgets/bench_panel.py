@@ -12,11 +12,11 @@ from textual.events import Resize
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from specmon.tui.bench.compare import Comparison, compare_all
-from specmon.tui.bench.model import BenchProgress, BenchResult
-from specmon.tui.bench.report import describe_progress, run_figures
-from specmon.tui.status import bench_rows
-from specmon.tui.units import number, number_range
+from specmon.bench.compare import Comparison, compare_all
+from specmon.bench.model import BenchProgress, BenchResult
+from specmon.bench.report import describe_progress, run_figures
+from specmon.units import number, number_range
+from specmon.view.state import bench_rows
 from specmon.widgets.gpu_trend import columns
 
 REDRAW_INTERVAL_S = 0.5

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Label, ProgressBar
 
-from specmon.tui.units import format_seconds
+from specmon.units import format_seconds
 
 GRAPH_LABELS = {
     "target": "target decode graphs",
@@ -55,7 +55,7 @@ class CaptureProgress(Vertical):
     _shown: tuple | None = ("unset",)
 
     def show(self, capture) -> None:
-        """Show a ``specmon.tui.logs.model.Capture`` (or hide when None); a no-op when nothing visible changed."""
+        """Show a ``specmon.logs.model.Capture`` (or hide when None); a no-op when nothing visible changed."""
         label = describe_capture(capture) if capture is not None else None
         key = (label, capture.total if capture else None, capture.done if capture else None)
         if key == self._shown:

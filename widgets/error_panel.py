@@ -27,7 +27,7 @@ class ErrorPanel(Static):
     _shown: tuple | None = ("unset",)
 
     def show(self, error) -> None:
-        """Show a ``specmon.tui.logs.model.StartupError`` (or hide when None); a no-op when it did not change."""
+        """Show a ``specmon.logs.model.StartupError`` (or hide when None); a no-op when it did not change."""
         key = (error.kind, error.message, error.phase, error.hint) if error is not None else None
         if key == self._shown:
             return

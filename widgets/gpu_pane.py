@@ -18,9 +18,9 @@ from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import DataTable, Label, Static
 
-from specmon.tui import units
-from specmon.tui.gpu import describe
-from specmon.tui.gpu.model import GpuProcess, GpuReading, GpuSnapshot
+from specmon import units
+from specmon.gpu import describe
+from specmon.gpu.model import GpuProcess, GpuReading, GpuSnapshot
 from specmon.widgets.gpu_trend import TrendChart
 
 COMPACT_FROM = 8

@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from specmon.tui.live.model import LiveSnapshot, Series
-from specmon.tui.live.text import SOURCE_TEXT, effective_text, figure_rows, latency_rows
+from specmon.live.model import LiveSnapshot, Series
+from specmon.live.text import SOURCE_TEXT, effective_text, figure_rows, latency_rows
 
 BARS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"serving": "bold green", "idle": "bold", "stalled": "bold red", "unreachable": "bold red",

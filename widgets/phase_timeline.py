@@ -12,7 +12,7 @@ from textual.style import Style
 from textual.visual import RenderOptions, Visual
 from textual.widgets import Static
 
-from specmon.tui.units import format_seconds
+from specmon.units import format_seconds
 
 PHASE_LABELS = {
     "server_args": "args",
@@ -80,7 +80,7 @@ class PhaseRow(Visual):
 
 
 class PhaseTimeline(Static):
-    """Renders a list of ``specmon.tui.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ verify graphs 3.0s``."""
+    """Renders a list of ``specmon.logs.model.Phase`` as a wrapped row: ``✔ weights 12.1s  ▶ verify graphs 3.0s``."""
 
     DEFAULT_CSS = """
     PhaseTimeline {

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from specmon.tui.units import format_seconds
+from specmon.units import format_seconds
 
 MEMORY_AFTER = {
     "load_weights": "weights",

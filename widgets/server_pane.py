@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input
 
-from specmon.tui.status import latest_capture
+from specmon.view.state import latest_capture
 from specmon.widgets.capture_progress import CaptureProgress
 from specmon.widgets.error_panel import ErrorPanel
 from specmon.widgets.log_view import LogView
@@ -16,7 +16,7 @@ from specmon.widgets.phase_timeline import PhaseTimeline, phase_labels
 from specmon.widgets.server_facts import ServerFacts, compact_startup_rows, startup_rows
 
 if TYPE_CHECKING:
-    from specmon.tui.logs.model import LineKind
+    from specmon.logs.model import LineKind
 
 
 class ServerPane(Vertical):

@@ -6,8 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from specmon.tui.app.app import AppConfig, SpecmonApp
-from specmon.tui.feed import feed_text
+from specmon.tui.app import AppConfig, SpecmonApp
+from specmon.view.log_feed import feed_text
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 LOGS = FIXTURES / "logs"
@@ -52,15 +52,15 @@ def following_app(log_path: Path) -> SpecmonApp:
 
 def fixture_status(server_info: str = "h200-0.5.16-server-info-eagle3.json", state: str = "ready"):
     """A ServerStatus as the poller reports it, from a recorded /server_info answer (fixed times)."""
-    from specmon.tui.serving.client import spec_settings
-    from specmon.tui.serving.poller import ServerStatus
+    from specmon.serving.client import spec_settings
+    from specmon.serving.poller import ServerStatus
 
     spec = spec_settings(json.loads((FIXTURES / "api" / server_info).read_text()))
     return ServerStatus(state, 1_700_000_000.0, None, spec, spec.version, FIXTURE_URL, 0.0021)
 
 
 def fixture_preset(name: str = "eagle3-16"):
-    from specmon.tui.launch.presets import load_presets
+    from specmon.launch.presets import load_presets
 
     return load_presets().get(name)
 

@@ -6,7 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-from specmon.tui.gpu.model import GpuSnapshot
+from specmon.gpu.model import GpuSnapshot
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu"
 

@@ -64,7 +64,7 @@ class Oncall:
         self.extra_pids: list[int] = []
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "specmon.tui", *args]
+        return [sys.executable, "-m", "specmon", *args]
 
     def run(self, *args: str, timeout: float = 120.0, presets: bool = True) -> subprocess.CompletedProcess:
         if presets and args[0] in ("start", "switch"):  # first, so a later --presets DIR overrides it

@@ -1,0 +1,220 @@
+"""`specmon bench` (benchmark the server at --url; a summary, or the whole result as JSON) and `specmon results`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from specmon.bench.model import BenchProgress, BenchResult
+from specmon.bench.report import accept_bound, describe_progress
+from specmon.bench.results import ResultStore
+from specmon.bench.results_text import FORMATTERS, select_runs
+from specmon.bench.run import BenchRun, RunSettings
+from specmon.text import printable
+from specmon.units import number, number_range
+
+
+def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
+    """The run's settings: the preset's [bench] table (when --preset names one), then the flags."""
+    base = RunSettings()
+    if args.preset:
+        from specmon.launch.presets import load_presets
+
+        preset = load_presets(args.presets or ()).get(args.preset)
+        if preset is None:
+            return base, f"no preset named {args.preset!r} (see `specmon presets`)"
+        base = RunSettings.of(preset.bench)
+    overrides = {
+        "requests": args.requests,
+        "max_new_tokens": args.max_new_tokens,
+        "concurrency": args.concurrency,
+        "warmup": args.warmup,
+        "prompts": args.prompts,
+    }
+    values = base.to_json() | {k: v for k, v in overrides.items() if v is not None}
+    if getattr(args, "natural_eos", False):
+        values["ignore_eos"] = False
+    for name in ("requests", "max_new_tokens", "concurrency"):
+        if values[name] < 1:
+            return base, f"--{name.replace('_', '-')} must be at least 1"
+    if values["warmup"] < 0:
+        return base, "--warmup must be 0 or more"
+    for name in ("stall_timeout", "deadline"):
+        value = getattr(args, name, None)
+        if value is not None and not 0 < value < float("inf"):
+            return base, f"--{name.replace('_', '-')} must be a positive number of seconds"
+    return RunSettings(**values), None
+
+
+def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None) -> str:
+    """The human-readable summary of one run."""
+    s = result.summary
+    lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
+    server = result.server or {}
+    spec = server.get("speculative") or {}
+    if server.get("error"):
+        lines.append(f"server: {server['error']}")
+    else:
+        algo = spec.get("algorithm")
+        spec_text = (
+            f"{algo} steps {spec.get('num_steps')} topk {spec.get('eagle_topk')} draft tokens {spec.get('num_draft_tokens')}"
+            if algo
+            else "no speculative decoding"
+        )
+        lines.append(f"server: SGLang {server.get('version') or '?'} · {server.get('model_path') or '?'} · {spec_text}")
+    warm = sum(1 for r in result.requests if r.warmup)
+    lines.append(
+        f"requests: {s['requests_ok']} ok, {s['requests_failed']} failed ({warm} warmup not counted)"
+    )
+    d = s.get("decode_tok_s")
+    if d:
+        lines.append(
+            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*(d['ci95'] or (None, None)))}] · p10 {d['p10']:.1f} · "
+            f"p90 {d['p90']:.1f} · mean {d['mean']:.1f} · rel. MAD {d['rel_mad']:.1%}"
+        )
+    a = s.get("accept_length") or {}
+    if a.get("token_weighted") is not None:
+        bound = accept_bound(result)
+        lines.append(
+            f"acceptance length: {a['token_weighted']:.3f} token-weighted (Σ completion_tokens / Σ spec_verify_ct) · "
+            f"{a['median']:.3f} median per request" + (f" · bound {bound}" if bound else "")
+        )
+    ttft, itl, gap = s.get("ttft_s") or {}, s.get("itl_ms") or {}, s.get("chunk_gap_ms") or {}
+    if ttft:
+        lines.append(
+            f"TTFT: median {ttft['median'] * 1000:.1f} ms, p90 {ttft['p90'] * 1000:.1f} ms · ITL: median "
+            f"{number(itl.get('median'), '.2f')} ms/token, p90 {number(itl.get('p90'), '.2f')} · chunk gap median "
+            f"{number(gap.get('median'), '.2f')} ms, {number(s.get('tokens_per_chunk'), '.2f')} tokens/chunk"
+        )
+    checks = result.cross_checks
+    parts = []
+    if (checks.get("metrics") or {}).get("accept_length") is not None:
+        parts.append(f"/metrics delta τ {checks['metrics']['accept_length']:.3f}")
+    if checks.get("server_info_accept_length") is not None:
+        parts.append(f"/server_info τ {checks['server_info_accept_length']:.3f}")
+    if parts:
+        lines.append("server's figures: " + " · ".join(parts))
+    for gpu in result.gpus:
+        lines.append(
+            f"GPU {gpu['gpu_index']} during the run: SM clock median {number(gpu.get('sm_clock_median_mhz'), '.0f')} MHz "
+            f"(min {number(gpu.get('sm_clock_min_mhz'), '.0f')}), max {number(gpu.get('temp_max_c'), '.0f')} °C, "
+            f"slowdowns: {', '.join(gpu.get('slowdowns') or []) or 'none'}"
+        )
+    for error, count in (s.get("errors") or {}).items():
+        lines.append(f"error ×{count}: {error}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    details = s.get("flag_details") or {}
+    if s.get("flags"):
+        for flag in s["flags"]:
+            lines.append(f"FLAG {flag}: {details.get(flag, '')}".rstrip(": "))
+    else:
+        lines.append("flags: none")
+    if saved_to:
+        lines.append(f"saved: {saved_to}")
+    else:
+        lines.append(f"NOT saved: {save_error or 'nothing was saved'}")
+    return "\n".join(lines)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Handler of `specmon bench`."""
+    from specmon.bench.prompts import PromptError, load_prompts
+    from specmon.serving.client import resolve_api_key, strict_json
+
+    try:
+        api_key = resolve_api_key(args.api_key_file)
+    except OSError as exc:
+        print(f"specmon bench: cannot read the API key file {args.api_key_file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    settings, error = _settings(args)
+    if error:
+        print(f"specmon bench: {error}", file=sys.stderr)
+        return 2
+    try:
+        prompts = load_prompts(settings.prompts)
+    except PromptError as exc:
+        print(f"specmon bench: {exc}", file=sys.stderr)
+        return 2
+    on_update = describe_to(sys.stderr) if sys.stderr.isatty() else None
+    sampler = _gpu_sampler()
+    bench = BenchRun(
+        args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler,
+        stall_timeout_s=args.stall_timeout, deadline_s=args.deadline,
+    )
+    interrupted = False
+    try:
+        result = bench.run_blocking()
+    except KeyboardInterrupt:
+        interrupted = True
+        result = bench.result
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    if bench.fatal is not None:
+        if args.json:
+            print(strict_json({"url": bench.url, "status": "failed", "error": bench.fatal, "saved_to": None}))
+        print(f"specmon bench: {bench.fatal}", file=sys.stderr)
+        return 2
+    saved = bench.save_error is None and bench.store.path_for(result.run_id).is_file()
+    saved_to = str(bench.store.path_for(result.run_id)) if saved else None
+    if args.json:
+        print(strict_json(result.to_json() | {"saved_to": saved_to, "save_error": bench.save_error}, indent=2))
+    else:
+        print(printable(format_result(result, saved_to, bench.save_error), newlines=True))
+    if interrupted:
+        return 130
+    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved
+    return 0 if ok else 1
+
+
+def _gpu_sampler() -> Any:
+    """A running GpuSampler on this machine's NVML (to flag throttling), or None where NVML is absent."""
+    from specmon.gpu.sampler import GpuSampler, NvmlSource
+
+    source = NvmlSource(pcie="off")
+    if not source.read().available:
+        source.close()
+        return None
+    sampler = GpuSampler(source, interval_s=0.5)
+    sampler.start()
+    return sampler
+
+
+def describe_to(stream: Any) -> Any:
+    """An on_update callback that redraws one progress line on `stream` (a terminal)."""
+    last = {"line": ""}
+
+    def show(progress: BenchProgress) -> None:
+        line = describe_progress(progress)
+        if line != last["line"]:
+            last["line"] = line
+            print(f"\r\x1b[2K{line}", end="\n" if progress.finished else "", file=stream, flush=True)
+
+    return show
+
+
+def run_results(args: argparse.Namespace) -> int:
+    """Handler of `specmon results`."""
+    store = ResultStore(args.dir)
+
+    def warn(message: str) -> None:
+        print(f"specmon results: {message}", file=sys.stderr)
+
+    runs, missing = select_runs(store.load_all(warn), list(args.runs))
+    for run_id in missing:
+        print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
+    if not runs:
+        if args.format == "json":
+            print("[]")
+        elif not missing:
+            print(f"No benchmark runs in {store.directory} yet (run `specmon bench --url URL`).", file=sys.stderr)
+        return 1 if missing else 0
+    baseline = getattr(args, "baseline", None)
+    if baseline and not any(r.preset == baseline for r in runs):
+        print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
+        return 1
+    text = FORMATTERS[args.format](runs, baseline)
+    print(printable(text, newlines=True), end="" if text.endswith("\n") else "\n")
+    return 1 if missing else 0

@@ -1,0 +1,98 @@
+"""Benchmark prompts: the built-in chat set (`builtin:chat`) and user JSONL files.
+
+A JSONL line is `{"prompt": "..."}` or `{"prompt": [{"role": ..., "content": ...}, ...]}` (a multi-turn
+conversation), optionally with `id` and `category`; `messages` is accepted for `prompt`. A conversation is
+rendered into one text prompt that ends with the assistant's turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_SETS = {"chat": "prompts_chat.jsonl"}
+DEFAULT_PROMPTS = "builtin:chat"
+
+
+class PromptError(ValueError):
+    """A prompt set cannot be read or a line of it is not a prompt."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One benchmark prompt: `text` is what is sent to /generate."""
+
+    id: str
+    text: str
+    category: str = ""
+
+
+def render_messages(messages: list[dict[str, Any]]) -> str:
+    """A conversation as one plain-text prompt, ending with an open assistant turn."""
+    lines = []
+    for message in messages:
+        role = str(message.get("role", "user")).strip().capitalize() or "User"
+        lines.append(f"{role}: {str(message.get('content', '')).strip()}")
+    if not lines or not lines[-1].startswith("Assistant:"):
+        lines.append("Assistant:")
+    return "\n\n".join(lines)
+
+
+def _parse_line(data: Any, where: str, index: int) -> Prompt:
+    if not isinstance(data, dict):
+        raise PromptError(f"{where}: not a JSON object")
+    body = data.get("prompt", data.get("messages"))
+    if isinstance(body, str) and body.strip():
+        text = body
+    elif isinstance(body, list) and body and all(isinstance(m, dict) for m in body):
+        text = render_messages(body)
+    else:
+        raise PromptError(f"{where}: needs \"prompt\" (a string or a list of messages)")
+    return Prompt(id=str(data.get("id", f"p{index:03d}")), text=text, category=str(data.get("category", "")))
+
+
+def parse_prompts(text: str, source: str = "<prompts>") -> list[Prompt]:
+    """Prompts from JSONL text; blank lines and lines starting with # are skipped."""
+    prompts = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        where = f"{source}:{number}"
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise PromptError(f"{where}: not JSON ({exc.msg})") from exc
+        prompts.append(_parse_line(data, where, len(prompts)))
+    if not prompts:
+        raise PromptError(f"{source}: no prompts")
+    return prompts
+
+
+def load_prompts(spec: str = DEFAULT_PROMPTS) -> list[Prompt]:
+    """The prompts named by `spec`: `builtin:<name>` or the path of a JSONL file."""
+    if spec.startswith(BUILTIN_PREFIX):
+        name = spec[len(BUILTIN_PREFIX) :]
+        if name not in BUILTIN_SETS:
+            raise PromptError(f"unknown built-in prompt set {spec!r} (known: builtin:{', builtin:'.join(BUILTIN_SETS)})")
+        text = resources.files("specmon.bench").joinpath(BUILTIN_SETS[name]).read_text(encoding="utf-8")
+        return parse_prompts(text, spec)
+    path = Path(spec).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromptError(f"cannot read prompts from {path}: {exc.strerror or exc}") from exc
+    return parse_prompts(text, str(path))
+
+
+def prompt_set_hash(prompts: list[Prompt]) -> str:
+    """A short hash of the prompt texts in order, stored with results so runs can be checked comparable."""
+    digest = hashlib.sha256()
+    for prompt in prompts:
+        digest.update(prompt.text.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]

@@ -1,0 +1,92 @@
+"""A run's headline figures as flat values, shared by `specmon bench`, `specmon results` and the panel."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from specmon.bench.compare import Comparison
+from specmon.bench.model import BenchProgress, BenchResult
+
+FIGURE_COLUMNS = (
+    "run_id", "preset", "status", "started", "requests_ok", "requests_failed",
+    "decode_tok_s_median", "decode_tok_s_ci95_low", "decode_tok_s_ci95_high", "decode_tok_s_p10",
+    "decode_tok_s_p90", "accept_length", "accept_length_median", "accept_length_bound",
+    "ttft_ms_median", "ttft_ms_p90", "itl_ms_median", "itl_ms_p90",
+    "speedup", "speedup_ci95_low", "speedup_ci95_high", "flags",
+)  # fmt: skip
+
+
+def accept_bound(result: BenchResult) -> int | None:
+    """The most tokens one verify step can emit: num_steps + 1 (None without speculation)."""
+    spec = (result.server or {}).get("speculative") or {}
+    steps = spec.get("num_steps")
+    return steps + 1 if spec.get("algorithm") and isinstance(steps, int) else None
+
+
+def run_flags(result: BenchResult, comparison: Comparison | None = None) -> list[str]:
+    flags = list((result.summary or {}).get("flags", []))
+    if comparison is not None:
+        flags += [f for f in comparison.flags if f not in flags]
+    if result.status != "finished" and result.status not in flags:
+        flags.insert(0, result.status)
+    return flags
+
+
+def run_figures(result: BenchResult, comparison: Comparison | None = None) -> dict[str, Any]:
+    """The flat figures of one run (None where not measured), in FIGURE_COLUMNS order."""
+    summary = result.summary or {}
+    decode = summary.get("decode_tok_s") or {}
+    accept = summary.get("accept_length") or {}
+    ttft = summary.get("ttft_s") or {}
+    itl = summary.get("itl_ms") or {}
+    ci = decode.get("ci95") or [None, None]
+    speedup: dict[str, Any] = {}
+    if comparison is not None and comparison.speedup and comparison.run_id != comparison.baseline_run_id:
+        speedup = comparison.speedup
+
+    def ms(value: float | None) -> float | None:
+        return None if value is None else value * 1000.0
+
+    return {
+        "run_id": result.run_id,
+        "preset": result.preset,
+        "status": result.status,
+        "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(result.started_at)),
+        "requests_ok": summary.get("requests_ok", 0),
+        "requests_failed": summary.get("requests_failed", 0),
+        "decode_tok_s_median": decode.get("median"),
+        "decode_tok_s_ci95_low": ci[0],
+        "decode_tok_s_ci95_high": ci[1],
+        "decode_tok_s_p10": decode.get("p10"),
+        "decode_tok_s_p90": decode.get("p90"),
+        "accept_length": accept.get("token_weighted"),
+        "accept_length_median": accept.get("median"),
+        "accept_length_bound": accept_bound(result),
+        "ttft_ms_median": ms(ttft.get("median")),
+        "ttft_ms_p90": ms(ttft.get("p90")),
+        "itl_ms_median": itl.get("median"),
+        "itl_ms_p90": itl.get("p90"),
+        "speedup": speedup.get("geomean"),
+        "speedup_ci95_low": (speedup.get("ci95") or [None])[0],
+        "speedup_ci95_high": (speedup.get("ci95") or [None, None])[1],
+        "flags": run_flags(result, comparison),
+    }
+
+
+def describe_progress(progress: BenchProgress) -> str:
+    """One progress line: ``eagle3: measuring 12/40 · 1 failed · median 142.3 tok/s · τ 3.12``."""
+    if progress.phase == "warmup":
+        step = f"warmup {progress.warmup_done}/{progress.warmup_total}"
+    else:
+        step = f"{progress.phase} {progress.done}/{progress.total}"
+    parts = [f"{progress.preset}: {step}"]
+    if progress.failed:
+        parts.append(f"{progress.failed} failed")
+    if progress.median_tok_s is not None:
+        parts.append(f"median {progress.median_tok_s:.1f} tok/s")
+    if progress.accept_length is not None:
+        parts.append(f"τ {progress.accept_length:.2f}")
+    if progress.message:
+        parts.append(progress.message)
+    return " · ".join(parts)

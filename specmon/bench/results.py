@@ -1,0 +1,252 @@
+"""The results store: one JSONL file per run in the user's state directory, appended as requests finish.
+
+Each file starts with a `run` record, then one `request` record per finished request (warmups included,
+marked), then a `summary` record when the run ends; a run read back without a summary (the app died) is
+re-summarised from its requests and marked "incomplete". The directory is 0700 and the files 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specmon.bench.model import BenchResult, RequestResult
+from specmon.private_files import make_private_dir, open_private_file
+
+RESULTS_SUBDIR = "results"
+
+
+def default_results_dir() -> Path:
+    """`<user state dir>/specmon/results` (platformdirs; honours XDG_STATE_HOME)."""
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("specmon")) / RESULTS_SUBDIR
+
+
+class ResultStore:
+    """Appends benchmark records to `<dir>/<run_id>.jsonl` and reads runs back."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_results_dir()
+
+    def path_for(self, run_id: str) -> Path:
+        return self.directory / f"{run_id}.jsonl"
+
+    def _append(self, run_id: str, record: dict[str, Any]) -> None:
+        make_private_dir(self.directory)
+        os.chmod(self.directory, 0o700)  # specmon's own directory: tightened even if it was there before
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        fd = open_private_file(self.path_for(run_id), append=True)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def start_run(self, result: BenchResult) -> None:
+        """Write the run record (settings, server) before any request finishes."""
+        self._append(
+            result.run_id,
+            {
+                "kind": "run",
+                "run_id": result.run_id,
+                "preset": result.preset,
+                "url": result.url,
+                "started_at": result.started_at,
+                "settings": result.settings,
+                "server": result.server,
+            },
+        )
+
+    def add_request(self, run_id: str, request: RequestResult) -> None:
+        self._append(run_id, {"kind": "request", "run_id": run_id, **request.to_json()})
+
+    def finish_run(self, result: BenchResult) -> None:
+        self._append(
+            result.run_id,
+            {
+                "kind": "summary",
+                "run_id": result.run_id,
+                "status": result.status,
+                "finished_at": result.finished_at,
+                "server": result.server,
+                "summary": result.summary,
+                "cross_checks": result.cross_checks,
+                "notes": result.notes,
+                "gpus": result.gpus,
+            },
+        )
+
+    def run_ids(self) -> list[str]:
+        """Every stored run id, oldest first (run ids sort by start time)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p.stem for p in self.directory.glob("*.jsonl"))
+
+    def load(self, run_id: str) -> BenchResult:
+        """One run read back; raises FileNotFoundError when there is no such run."""
+        return read_run_file(self.path_for(run_id))
+
+    def load_all(self, warn: Callable[[str], None] | None = None) -> list[BenchResult]:
+        """Every readable run, oldest first by start time; each record or file skipped is told to `warn`."""
+        runs = []
+        for run_id in self.run_ids():
+            path = self.path_for(run_id)
+            try:
+                runs.append(read_run_file(path, warn))
+            except (OSError, ValueError) as exc:
+                if warn is not None:
+                    warn(f"{path}: skipped ({exc.strerror if isinstance(exc, OSError) else exc})")
+        return sorted(runs, key=lambda run: run.started_at)
+
+
+def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> BenchResult:
+    """A BenchResult from one run's JSONL file; a torn last line (a crash mid-write) is ignored.
+
+    A record that is not what specmon writes (wrong types, NaN, impossible counts) is skipped and told to
+    `warn` as FILE:LINE; a bad summary record makes the run re-summarised from its requests.
+    """
+    from specmon.bench.summary import summarize
+
+    result: BenchResult | None = None
+    summary_record: dict[str, Any] | None = None
+    requests: list[RequestResult] = []
+    lines = _read_lines(path)
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line, parse_constant=_refuse_constant)
+            kind = record.get("kind") if isinstance(record, dict) else None
+            if kind == "run":
+                result = _run_record(record)
+            elif kind == "request":
+                requests.append(_request_record(record, result))
+            elif kind == "summary":
+                summary_record = _summary_record(record)
+            else:
+                raise ValueError("not a run, request or summary record")
+        except (ValueError, TypeError) as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                continue  # torn last line
+            if warn is not None:
+                warn(f"{path}:{number}: record skipped ({exc})")
+    if result is None:
+        raise ValueError("no run record")
+    result.requests = requests
+    if summary_record is not None:
+        result.status = summary_record.get("status", "finished")
+        result.finished_at = summary_record.get("finished_at")
+        result.server = summary_record.get("server") or result.server
+        result.summary = summary_record.get("summary") or {}
+        result.cross_checks = summary_record.get("cross_checks") or {}
+        result.notes = summary_record.get("notes") or []
+        result.gpus = summary_record.get("gpus") or []
+    else:
+        result.status = "incomplete"
+        result.summary = summarize(
+            requests, result.settings.get("max_new_tokens"), result.settings.get("ignore_eos", True)
+        )
+    return result
+
+
+def _read_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.readlines()
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} where a number belongs")
+
+
+def _is_number(value: Any, low: float = 0.0, high: float = 1e12) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
+
+
+def _run_record(record: dict[str, Any]) -> BenchResult:
+    settings = record.get("settings") or {}
+    server = record.get("server") or {}
+    if not isinstance(record.get("run_id"), str) or not isinstance(settings, dict) or not isinstance(server, dict):
+        raise ValueError("a run record without a run_id, or with settings/server that are not objects")
+    max_new = settings.get("max_new_tokens")
+    if max_new is not None and not (isinstance(max_new, int) and 0 < max_new <= MAX_STORED_TOKENS):
+        raise ValueError(f"max_new_tokens {max_new!r} is not a token count")
+    started = record.get("started_at", 0.0)
+    if not _is_number(started, 0, 1e11):
+        raise ValueError(f"started_at {started!r} is not a time")
+    return BenchResult(
+        run_id=record["run_id"], preset=str(record.get("preset", "")), url=str(record.get("url", "")),
+        started_at=float(started), settings=settings, server=server,
+    )
+
+
+REQUEST_NUMBERS = ("ttft_s", "decode_tok_s", "e2e_s", "accept_length", "server_e2e_s")
+REQUEST_COUNTS = ("prompt_tokens", "spec_verify_ct")
+MAX_STORED_TOKENS = 10_000_000
+
+
+def _request_record(record: dict[str, Any], run: BenchResult | None) -> RequestResult:
+    """A request record checked field by field: what specmon itself writes, nothing else."""
+    request = RequestResult.from_json(record)
+    if not isinstance(request.index, int) or isinstance(request.index, bool) or not isinstance(request.prompt_id, str):
+        raise ValueError("index or prompt_id of the wrong type")
+    for name in REQUEST_NUMBERS:
+        value = getattr(request, name)
+        if value is not None and not _is_number(value):
+            raise ValueError(f"{name} is {value!r}")
+    limit = MAX_STORED_TOKENS
+    if run is not None and isinstance(run.settings.get("max_new_tokens"), int):
+        from specmon.bench.stream import MAX_TOKEN_OVERSHOOT
+
+        limit = run.settings["max_new_tokens"] + MAX_TOKEN_OVERSHOOT
+    for name in ("completion_tokens", *REQUEST_COUNTS):
+        value = getattr(request, name)
+        if value is None and name != "completion_tokens":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+            raise ValueError(f"{name} is {value!r}, not a count of at most {limit}")
+    gaps, chunks = request.chunk_gaps_ms, request.chunk_tokens
+    if not isinstance(gaps, list) or not isinstance(chunks, list) or len(gaps) != len(chunks) or len(chunks) > limit:
+        raise ValueError("chunk_gaps_ms and chunk_tokens are not two lists of one length")
+    if not all(_is_number(g) for g in gaps) or not all(isinstance(n, int) and 0 <= n <= limit for n in chunks):
+        raise ValueError("a chunk gap or chunk token count out of range")
+    if sum(chunks) > limit:
+        raise ValueError(f"its chunks hold {sum(chunks)} tokens, more than {limit}")
+    if not isinstance(request.output_text, str) or not isinstance(request.flags, list):
+        raise ValueError("output_text or flags of the wrong type")
+    if request.error is not None and not isinstance(request.error, str):
+        raise ValueError("error is not a string")
+    request.ok = request.ok is True
+    request.warmup = request.warmup is True
+    return request
+
+
+def _summary_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A summary record whose figures the formatters can print (else ValueError: re-summarised instead)."""
+    summary = record.get("summary") or {}
+    if not isinstance(summary, dict):
+        raise ValueError("summary is not an object")
+    for key in ("decode_tok_s", "accept_length", "ttft_s", "itl_ms", "chunk_gap_ms", "e2e_s"):
+        part = summary.get(key)
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise ValueError(f"summary {key} is not an object")
+        for name, value in part.items():
+            if isinstance(value, list):
+                if not all(v is None or _is_number(v, -1e12) for v in value):
+                    raise ValueError(f"summary {key}.{name} holds a value that is not a number")
+            elif value is not None and not _is_number(value, -1e12):
+                raise ValueError(f"summary {key}.{name} is {value!r}")
+    for key in ("requests_ok", "requests_failed"):
+        if not isinstance(summary.get(key, 0), int):
+            raise ValueError(f"summary {key} is not a count")
+    flags, details = summary.get("flags", []), summary.get("flag_details", {})
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags) or not isinstance(details, dict):
+        raise ValueError("summary flags are not a list of names")
+    for key, kind in (("notes", list), ("gpus", list), ("cross_checks", dict), ("server", dict)):
+        if record.get(key) is not None and not isinstance(record[key], kind):
+            raise ValueError(f"{key} is not a {kind.__name__}")
+    if not isinstance(record.get("status", "finished"), str):
+        raise ValueError("status is not a string")
+    return record

@@ -1,0 +1,96 @@
+"""Saved benchmark runs as text for `specmon results`: a compared table, CSV, JSON or a markdown table."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from specmon.bench.compare import compare_all
+from specmon.bench.model import BenchResult
+from specmon.bench.report import FIGURE_COLUMNS, run_figures
+from specmon.serving.client import strict_json
+from specmon.units import number, number_range
+
+TABLE_HEADERS = ("run", "preset", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms", "speedup", "flags")
+
+
+def select_runs(runs: list[BenchResult], wanted: list[str]) -> tuple[list[BenchResult], list[str]]:
+    """The runs whose id starts with one of `wanted` (all when empty), and the ids that matched none."""
+    if not wanted:
+        return runs, []
+    chosen = [r for r in runs if any(r.run_id.startswith(w) for w in wanted)]
+    missing = [w for w in wanted if not any(r.run_id.startswith(w) for r in runs)]
+    return chosen, missing
+
+
+def table_rows(runs: list[BenchResult], baseline: str | None = None) -> list[list[str]]:
+    """Display cells, one row per run, speedup against the baseline (by default the latest run without
+    speculative decoding)."""
+    comparisons = compare_all(runs, baseline)
+    rows = []
+    for run in runs:
+        f = run_figures(run, comparisons.get(run.run_id))
+        tau = number(f["accept_length"], ".2f")
+        if f["accept_length_bound"] and f["accept_length"] is not None:
+            tau += f"/{f['accept_length_bound']}"
+        speedup = "–"
+        if f["speedup"] is not None:
+            speedup = f"{f['speedup']:.2f}× ({number_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')})"
+        rows.append(
+            [
+                run.run_id,
+                run.preset,
+                run.status,
+                f"{f['requests_ok']}/{f['requests_failed']}",
+                number(f["decode_tok_s_median"]),
+                number_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
+                tau,
+                number(f["ttft_ms_median"], ".1f"),
+                number(f["itl_ms_median"], ".2f"),
+                speedup,
+                ",".join(f["flags"]) or "ok",
+            ]
+        )
+    return rows
+
+
+def format_table(runs: list[BenchResult], baseline: str | None = None) -> str:
+    rows = [list(TABLE_HEADERS), *table_rows(runs, baseline)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEADERS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def format_markdown(runs: list[BenchResult], baseline: str | None = None) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(TABLE_HEADERS) + " |", "|" + "---|" * len(TABLE_HEADERS)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(runs, baseline)]
+    return "\n".join(lines)
+
+
+def format_csv(runs: list[BenchResult], baseline: str | None = None) -> str:
+    comparisons = compare_all(runs, baseline)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=FIGURE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for run in runs:
+        figures = run_figures(run, comparisons.get(run.run_id))
+        figures["flags"] = ";".join(figures["flags"])
+        writer.writerow({k: "" if v is None else v for k, v in figures.items()})
+    return out.getvalue()
+
+
+def format_json(runs: list[BenchResult], baseline: str | None = None) -> str:
+    comparisons = compare_all(runs, baseline)
+    data: list[dict[str, Any]] = []
+    for run in runs:
+        comparison = comparisons.get(run.run_id)
+        data.append(run.to_json() | {"comparison": comparison.to_json() if comparison else None})
+    return strict_json(data, indent=2)
+
+
+FORMATTERS = {"table": format_table, "markdown": format_markdown, "csv": format_csv, "json": format_json}
+
+

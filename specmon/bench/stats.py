@@ -1,0 +1,105 @@
+"""Benchmark statistics on plain numbers: percentiles, bootstrap CIs, relative MAD, paired speedup, repetition."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+CROSS_CHECK_TOLERANCE = 0.05
+BOOTSTRAP_RESAMPLES = 2000
+REPETITION_MIN_CHARS = 200
+REPETITION_MAX_COMPRESSION = 0.2
+MIN_CI_SAMPLES = 5
+"""Fewer samples than this get no confidence interval: a bootstrap of 2–4 values only looks precise."""
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if len(values) == 1:
+        return float(values[0])
+    if q <= 0:
+        return float(min(values))
+    if q >= 100:
+        return float(max(values))
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    whole = int(q)
+    if whole == q:
+        return cuts[whole - 1]
+    lo = cuts[whole - 1] if whole > 0 else float(min(values))
+    hi = cuts[whole] if whole < 99 else float(max(values))
+    return lo + (hi - lo) * (q - whole)
+
+
+def relative_mad(values: Sequence[float]) -> float:
+    """Median absolute deviation divided by the median (0 for fewer than two values)."""
+    if len(values) < 2:
+        return 0.0
+    med = statistics.median(values)
+    if med == 0:
+        return 0.0
+    return statistics.median(abs(v - med) for v in values) / abs(med)
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    statistic: Callable[[Sequence[float]], float] = statistics.median,
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """A percentile bootstrap confidence interval of `statistic` (the median by default), seeded."""
+    if not values:
+        raise ValueError("bootstrap of no values")
+    if len(values) == 1:
+        only = float(statistic(values))
+        return (only, only)
+    rng = random.Random(seed)
+    n = len(values)
+    stats = sorted(statistic(rng.choices(values, k=n)) for _ in range(resamples))
+    alpha = (1.0 - confidence) / 2.0
+    return (percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha)))
+
+
+def ci95(values: Sequence[Any], statistic: Callable[[Sequence[Any]], float] = statistics.median,
+         seed: int = 0) -> list[float] | None:
+    """The bootstrap 95% CI as ``[low, high]``, or None with fewer than ``MIN_CI_SAMPLES`` values."""
+    if len(values) < MIN_CI_SAMPLES:
+        return None
+    return list(bootstrap_ci(values, statistic, seed=seed))
+
+
+def paired_speedup(pairs: Sequence[tuple[float, float]], seed: int = 0) -> dict[str, Any] | None:
+    """Speedup of a preset over the baseline from (preset, baseline) tok/s pairs of the same prompts.
+
+    Reports the geometric mean of the per-prompt ratios with its bootstrap 95% CI, their median, and the
+    ratio of the two medians.
+    """
+    good = [(a, b) for a, b in pairs if a and b and a > 0 and b > 0]
+    if not good:
+        return None
+    ratios = [a / b for a, b in good]
+    return {
+        "geomean": statistics.geometric_mean(ratios),
+        "median": statistics.median(ratios),
+        "ci95": ci95(ratios, statistics.geometric_mean, seed=seed),
+        "ratio_of_medians": statistics.median(a for a, _ in good) / statistics.median(b for _, b in good),
+        "pairs": len(good),
+    }
+
+
+def is_degenerate(text: str) -> bool:
+    """True when a long output is mostly repetition (it compresses to a small fraction of its size)."""
+    data = text.encode("utf-8", "replace")
+    if len(data) < REPETITION_MIN_CHARS:
+        return False
+    return len(zlib.compress(data, 6)) / len(data) < REPETITION_MAX_COMPRESSION
+
+
+def relative_difference(a: float, b: float) -> float:
+    """|a - b| relative to b."""
+    return abs(a - b) / abs(b) if b else float("inf")

@@ -1,0 +1,433 @@
+"""A streaming client for SGLang's native `/generate`, timing each chunk the moment its bytes arrive.
+
+Everything the server sends is checked before use: a count that is not a finite integer, goes backwards or
+runs far past `max_new_tokens` makes the request invalid (with the reason), and memory is bounded by
+`max_new_tokens`, never by what the server claims. A request that gets no event for `stall_timeout_s` fails,
+and none outlives the run's `deadline`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import socket
+import time
+from typing import Any
+
+import httpx
+
+from specmon.bench import h1
+from specmon.bench.model import RequestResult
+from specmon.bench.predict import clean_histogram
+from specmon.bench.stats import is_degenerate
+
+MAX_ERROR_CHARS = 300
+# A count this far past max_new_tokens is the server's error, not a verify step's overshoot.
+MAX_TOKEN_OVERSHOOT = 64
+# Bytes allowed per asked token (text and output_ids of a cumulative event), on top of a fixed allowance.
+EVENT_BYTES_PER_TOKEN = 256
+EVENT_BYTES_BASE = 1024 * 1024
+TEXT_CHARS_PER_TOKEN = 64
+DEFAULT_STALL_TIMEOUT_S = 60.0
+
+
+class StreamError(Exception):
+    """The stream broke: an HTTP error, a non-JSON body, garbled SSE, or an error event from the server."""
+
+
+class InvalidAnswer(StreamError):
+    """The server's figures cannot be true (a count that is not a number, goes backwards, or is far too big)."""
+
+
+class Stalled(StreamError):
+    """No event within the stall timeout, or the run's deadline passed."""
+
+
+def error_message(status: int, body: bytes) -> str:
+    """A short message for an HTTP error response, from SGLang's `{"error": ...}` body when it has one."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            text = str(err)
+    return f"HTTP {status}: {text[:MAX_ERROR_CHARS] or '(empty body)'}"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _loads(data: bytes) -> Any:
+    """Strict JSON: NaN and Infinity are refused (Python's json takes them by default)."""
+    return json.loads(data, parse_constant=_reject_constant)
+
+
+def _count(meta: dict[str, Any], key: str) -> int | None:
+    """An integer count from meta_info (None when absent); anything else is an InvalidAnswer."""
+    value = meta.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidAnswer(f"invalid answer: {key} is {_show(value)}, not an integer")
+    if value < 0:
+        raise InvalidAnswer(f"invalid answer: {key} is negative ({value})")
+    return value
+
+
+def _seconds(meta: dict[str, Any], key: str) -> float | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InvalidAnswer(f"invalid answer: {key} is {_show(value)}, not a duration in seconds")
+    return float(value)
+
+
+def _show(value: Any) -> str:
+    return f"{type(value).__name__} {str(value)[:40]!r}" if not isinstance(value, int | float) else repr(value)
+
+
+class _StreamState:
+    """Folds SSE events into a RequestResult; SGLang's text and completion_tokens are cumulative."""
+
+    def __init__(self, result: RequestResult, t_send: float, max_new_tokens: int) -> None:
+        self.result = result
+        self.t_send = t_send
+        self.max_tokens = max_new_tokens + MAX_TOKEN_OVERSHOOT
+        self.max_text = EVENT_BYTES_BASE + TEXT_CHARS_PER_TOKEN * max_new_tokens
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.first_tokens = 0
+        self.tokens = 0
+        self.text = ""
+        self.done = False
+        self.final_meta: dict[str, Any] | None = None
+
+    def feed(self, data: bytes, at: float) -> None:
+        if data.strip() == b"[DONE]":
+            self.done = True
+            return
+        try:
+            event = _loads(data)
+        except ValueError as exc:  # UnicodeDecodeError included
+            raise StreamError(f"garbled SSE event: {data[:80]!r}") from exc
+        if not isinstance(event, dict):
+            raise StreamError(f"unexpected SSE event: {data[:80]!r}")
+        if "error" in event:
+            err = event["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise StreamError(f"server error: {str(msg)[:MAX_ERROR_CHARS]}")
+        meta = event.get("meta_info")
+        if meta is None:
+            meta = {}
+        elif not isinstance(meta, dict):
+            raise InvalidAnswer(f"invalid answer: meta_info is {_show(meta)}, not an object")
+        self._take_text(event.get("text"))
+        tokens = _count(meta, "completion_tokens")
+        if tokens is None:
+            ids = event.get("output_ids")
+            tokens = len(ids) if isinstance(ids, list) else self.tokens
+        self._take_tokens(tokens, at)
+        self._check_final_figures(meta)
+        prompt_tokens = _count(meta, "prompt_tokens")
+        if prompt_tokens is not None:
+            self.result.prompt_tokens = prompt_tokens
+        if meta.get("finish_reason") is not None:
+            self.final_meta = meta
+
+    def _check_final_figures(self, meta: dict[str, Any]) -> None:
+        verify = _count(meta, "spec_verify_ct")
+        if verify and verify > self.tokens:
+            raise InvalidAnswer(
+                f"invalid answer: spec_verify_ct {verify} is more than completion_tokens {self.tokens} "
+                "(every verify step emits at least one token)"
+            )
+        _seconds(meta, "e2e_latency")
+
+    def _take_text(self, text: Any) -> None:
+        if text is None:
+            return
+        if not isinstance(text, str):
+            raise InvalidAnswer(f"invalid answer: text is {_show(text)}, not a string")
+        self.text = text if text.startswith(self.text) else self.text + text
+        if len(self.text) > self.max_text:
+            raise InvalidAnswer(f"invalid answer: more than {self.max_text} characters of text")
+
+    def _take_tokens(self, tokens: int, at: float) -> None:
+        if tokens < self.tokens:
+            raise InvalidAnswer(f"invalid answer: completion_tokens went back from {self.tokens} to {tokens}")
+        if tokens > self.max_tokens:
+            raise InvalidAnswer(
+                f"invalid answer: completion_tokens {tokens} is far beyond max_new_tokens "
+                f"{self.max_tokens - MAX_TOKEN_OVERSHOOT}"
+            )
+        if tokens == self.tokens:
+            return
+        new = tokens - self.tokens
+        if self.t_first is None:
+            self.t_first = at
+            self.first_tokens = new
+        else:
+            self.result.chunk_gaps_ms.append((at - (self.t_last or at)) * 1000.0)
+            self.result.chunk_tokens.append(new)
+        self.t_last = at
+        self.tokens = tokens
+
+    def finish(self, at: float) -> RequestResult:
+        r = self.result
+        r.e2e_s = at - self.t_send
+        r.completion_tokens = self.tokens
+        r.output_text = self.text
+        if self.t_first is not None:
+            r.ttft_s = self.t_first - self.t_send
+            span = (self.t_last or self.t_first) - self.t_first
+            decoded = self.tokens - self.first_tokens
+            if span > 0 and decoded > 0:
+                r.decode_tok_s = decoded / span
+        meta = self.final_meta
+        if meta is None:
+            raise StreamError("stream ended before the final chunk" + ("" if self.done else " (no [DONE])"))
+        reason = meta.get("finish_reason")
+        r.finish_reason = reason.get("type", str(reason)) if isinstance(reason, dict) else str(reason)
+        if r.finish_reason == "abort":
+            raise StreamError(f"request aborted: {reason.get('message', '') if isinstance(reason, dict) else ''}")
+        verify = _count(meta, "spec_verify_ct")
+        if verify:
+            r.spec_verify_ct = verify
+            r.accept_length = self.tokens / verify
+            histogram = clean_histogram(meta.get("spec_accept_histogram"), max_len=self.max_tokens + 1)
+            if histogram is not None and sum(histogram) == verify:
+                r.accept_histogram = histogram
+        r.server_e2e_s = _seconds(meta, "e2e_latency")
+        if is_degenerate(self.text):
+            r.flags.append("repetition")
+        r.ok = True
+        return r
+
+
+def _quick_ack(response: httpx.Response) -> None:
+    """Ask the kernel to acknowledge at once what arrived (Linux TCP_QUICKACK).
+
+    On a reused keep-alive connection the kernel delays the ACK of the response headers (up to 40 ms);
+    a server without TCP_NODELAY then holds its first event until that ACK comes, so the first event
+    arrives late and decode tok/s reads high. A fresh connection starts in quick-ACK mode, which is why
+    SGLang's own benchmark (one connection per request) does not see it.
+    """
+    stream = response.extensions.get("network_stream")
+    if stream is not None:
+        _set_quickack(stream.get_extra_info("socket"))
+
+
+def _set_quickack(sock: Any) -> None:
+    """TCP_QUICKACK on `sock` (a socket, or None); Linux only, and any error is ignored."""
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+    if quickack is not None and sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+
+
+async def stream_generate(
+    client: httpx.AsyncClient,
+    payload: dict[str, Any],
+    index: int,
+    prompt_id: str,
+    warmup: bool = False,
+    path: str = "/generate",
+    *,
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+    deadline: float | None = None,
+) -> RequestResult:
+    """Send one streamed `/generate` request and measure it; failures come back as `ok=False` with `error`.
+
+    `deadline` is a `time.perf_counter()` value the request may not outlive (the run's deadline).
+    """
+    result = RequestResult(index=index, prompt_id=prompt_id, warmup=warmup)
+    max_new = (payload.get("sampling_params") or {}).get("max_new_tokens") or 0
+    t_send = time.perf_counter()
+    state = _StreamState(result, t_send, max_new)
+    watchdog = _Watchdog(stall_timeout_s, deadline)
+    try:
+        async with asyncio.timeout_at(watchdog.next_expiry()) as timer:
+            watchdog.timer = timer
+            await _read_stream(client, path, payload, state, watchdog, max_new)
+        state.finish(time.perf_counter())
+    except TimeoutError:
+        result.ok = False
+        result.error = watchdog.message()
+    except StreamError as exc:
+        result.ok = False
+        result.error = str(exc)
+    except httpx.HTTPError as exc:
+        result.ok = False
+        result.error = f"{type(exc).__name__}: {str(exc)[:MAX_ERROR_CHARS] or 'connection failed'}"
+    if not result.ok:
+        result.completion_tokens = result.completion_tokens or state.tokens
+        result.output_text = result.output_text or state.text
+        if result.e2e_s is None:
+            result.e2e_s = time.perf_counter() - t_send
+    return result
+
+
+class _Watchdog:
+    """The stall timeout (renewed by every event) capped by the run's deadline, in loop time."""
+
+    def __init__(self, stall_s: float, deadline: float | None) -> None:
+        self.stall_s = stall_s
+        loop = asyncio.get_running_loop()
+        # perf_counter and the loop's clock are both monotonic; convert the deadline once.
+        self.deadline = None if deadline is None else loop.time() + (deadline - time.perf_counter())
+        self.timer: asyncio.Timeout | None = None
+        self._loop = loop
+
+    def next_expiry(self) -> float:
+        expiry = self._loop.time() + self.stall_s
+        return expiry if self.deadline is None else min(expiry, self.deadline)
+
+    def renew(self) -> None:
+        if self.timer is not None:
+            self.timer.reschedule(self.next_expiry())
+
+    def message(self) -> str:
+        if self.deadline is not None and self._loop.time() >= self.deadline - 0.001:
+            return "Stalled: the run's deadline passed before this request finished"
+        return f"Stalled: no event from the server for {self.stall_s:g} s"
+
+
+async def _read_stream(
+    client: httpx.AsyncClient,
+    path: str,
+    payload: dict[str, Any],
+    state: _StreamState,
+    watchdog: _Watchdog,
+    max_new: int,
+) -> None:
+    max_event = EVENT_BYTES_BASE + EVENT_BYTES_PER_TOKEN * max_new
+    origin = h1.plain_origin(client)
+    if origin is not None:
+        await _read_h1(client, origin, path, payload, state, watchdog, max_event)
+        return
+    headers = {"accept-encoding": "identity"}
+    async with client.stream("POST", path, json=payload, headers=headers) as response:
+        if response.status_code >= 400:
+            raise StreamError(error_message(response.status_code, await _bounded_body(response, max_event)))
+        _quick_ack(response)
+        chunks = response.aiter_raw() if "content-encoding" not in response.headers else response.aiter_bytes()
+        buffer = b""
+        async for chunk in chunks:
+            at = time.perf_counter()
+            buffer += chunk
+            if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
+                buffer = _feed_events(state, buffer, at, watchdog)
+            if len(buffer) > max_event:
+                raise StreamError(f"garbled SSE: an event larger than {max_event} bytes without a separator")
+        if buffer.strip():
+            _feed_event(state, buffer, time.perf_counter())
+
+
+class _SseFeed:
+    """SSE events from body pieces as they arrive: complete events are fed at once, the rest is kept (bounded)."""
+
+    def __init__(self, state: _StreamState, watchdog: _Watchdog, max_event: int) -> None:
+        self.state = state
+        self.watchdog = watchdog
+        self.max_event = max_event
+        self.buffer = b""
+
+    def feed(self, piece: bytes, at: float) -> None:
+        buffer = self.buffer + piece if self.buffer else piece
+        if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
+            buffer = _feed_events(self.state, buffer, at, self.watchdog)
+        if len(buffer) > self.max_event:
+            raise StreamError(f"garbled SSE: an event larger than {self.max_event} bytes without a separator")
+        self.buffer = buffer
+
+    def finish(self) -> None:
+        if self.buffer.strip():
+            _feed_event(self.state, self.buffer, time.perf_counter())
+
+
+def _check_head(status: int, headers: dict[bytes, bytes], transport: asyncio.BaseTransport) -> None:
+    encoding = headers.get(b"content-encoding", b"identity").strip().lower()
+    if status < 400 and encoding not in (b"identity", b""):
+        raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
+    _set_quickack(transport.get_extra_info("socket"))
+
+
+async def _read_h1(
+    client: httpx.AsyncClient,
+    origin: tuple[str, int],
+    path: str,
+    payload: dict[str, Any],
+    state: _StreamState,
+    watchdog: _Watchdog,
+    max_event: int,
+) -> None:
+    """The stream on a connection of its own, read by `h1.StreamProtocol` (plain http, no proxy)."""
+    sse = _SseFeed(state, watchdog, max_event)
+    host, port = origin
+    pool = h1.pool_for(client, origin)
+    try:
+        async with asyncio.timeout(client.timeout.connect):
+            conn = await pool.connect()
+    except TimeoutError:
+        raise StreamError(f"ConnectTimeout: no connection to {host}:{port} in {client.timeout.connect} s") from None
+    except OSError as exc:
+        raise StreamError(f"ConnectError: {exc}") from None
+    conn.begin(_check_head, sse.feed, max_event)
+    protocol = conn
+    try:
+        assert conn.transport is not None and conn.done is not None
+        conn.transport.write(h1.request_bytes(client, path, payload))
+        await conn.done
+    except h1.H1Error as exc:
+        raise StreamError(str(exc)[:MAX_ERROR_CHARS]) from None
+    finally:
+        if conn.done is not None and not conn.done.done():
+            conn.done.cancel()  # a stall or the deadline: nobody waits for its outcome any more
+            conn.reusable = False
+        pool.release(conn)
+    if protocol.status >= 400:
+        raise StreamError(error_message(protocol.status, protocol.error_body[:max_event]))
+    sse.finish()
+
+
+async def _bounded_body(response: httpx.Response, limit: int) -> bytes:
+    body = b""
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            break
+    return body[:limit]
+
+
+def _feed_events(state: _StreamState, buffer: bytes, at: float, watchdog: _Watchdog) -> bytes:
+    """Feed every complete event in `buffer`; returns what is left (an incomplete event)."""
+    buffer = buffer.replace(b"\r\n", b"\n")
+    *events, rest = buffer.split(b"\n\n")
+    fed = False
+    for event in events:
+        fed = _feed_event(state, event, at) or fed
+    if fed:
+        watchdog.renew()
+    return rest
+
+
+def _feed_event(state: _StreamState, event: bytes, at: float) -> bool:
+    """Feed one SSE event; True when it carried data (a comment-only event does not count as progress)."""
+    data_lines = []
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            data_lines.append(line[5:].lstrip(b" "))
+        elif line.strip() and not line.startswith(b":"):
+            raise StreamError(f"garbled SSE line: {line[:80]!r}")
+    if data_lines:
+        state.feed(b"\n".join(data_lines), at)
+    return bool(data_lines)

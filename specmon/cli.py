@@ -1,0 +1,399 @@
+"""specmon's command line: subcommands whose handlers are imported only when run.
+
+`specmon --help` must answer fast, so this module imports nothing beyond argparse; each handler module
+is imported when its subcommand runs, and only the app's handlers import Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from specmon import exits
+
+Handler = str  # "package.module:function", imported lazily
+
+
+def _add_log_summary(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "log-summary",
+        help="summarise an SGLang startup log: phases, captures, memory, time to ready, errors",
+        description="Read an SGLang server log and summarise its startup: the phase timeline, graph "
+        "captures, memory after each step, time to ready, and a classified error with a hint.",
+    )
+    p.add_argument("path", help="the log file, or - for standard input")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--follow", action="store_true", help="keep reading as the file grows, until ready or failure"
+    )
+    p.set_defaults(handler="specmon.logs.cli:run_log_summary")
+
+
+def _add_monitor(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "monitor",
+        help="attach the app to a running SGLang server",
+        description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
+        "follow its log from the start.",
+    )
+    p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
+                   "server `specmon ps` finds; asks which when there are several)")
+    p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
+    p.add_argument("--log", help="the server's log file (followed from its start)")
+    p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--once", action="store_true", help="print one live snapshot and exit (no app)")
+    p.add_argument("--window", type=float, default=10.0, metavar="S",
+                   help="with --once: seconds to scrape /metrics over (default 10)")
+    p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
+    p.add_argument("--web", action="store_true",
+                   help="serve the app, read-only, to a browser (textual-serve; one app per tab)")
+    p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
+    p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
+                   help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--read-only", action="store_true", help="no preset switching, no benchmarks (as --web serves)")
+    _add_headless(p)
+    p.set_defaults(handler="specmon.tui.cli:run_monitor")
+
+
+def _add_headless(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
+    p.add_argument("--duration", type=float, default=20.0, help="with --headless: seconds to run")
+    p.add_argument("--screenshot", metavar="PATH.svg", help="with --headless: save an SVG screenshot at the end")
+    p.add_argument(
+        "--screenshot-at",
+        metavar="EVENT:PATH.svg",
+        action="append",
+        default=[],
+        help="with --headless: an SVG screenshot when the server first reaches EVENT (capture, ready or failed)",
+    )
+    p.add_argument(
+        "--exit-on",
+        metavar="EVENTS",
+        default="",
+        help="with --headless: exit at the first of these comma-separated events (ready: 0, failed: 1)",
+    )
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run the app against the built-in SGLang emulator",
+        description="Launch the SGLang emulator with a demo preset as a child process and open the app on it.",
+    )
+    p.add_argument("--preset", default=None, help="the demo preset to launch (default: the first demo preset)")
+    p.add_argument("--speed", type=float, default=1.0, help="emulator speed factor (2 = twice as fast)")
+    p.add_argument("--no-preflight", action="store_true", help="launch without the preflight (`specmon check PRESET`)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    _add_headless(p)
+    p.set_defaults(handler="specmon.tui.cli:run_demo")
+
+
+def _add_presets(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "presets",
+        help="list presets with their resolved SGLang command lines",
+        description="List every preset (built in, user config directory, --presets DIR) with its "
+        "description and the SGLang command line it resolves to.",
+    )
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.launch.cli:run_presets")
+
+
+def _add_emulate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "emulate",
+        help="run the SGLang emulator with SGLang's launch flags",
+        description="Start the SGLang emulator exactly as SGLang would be started. Every argument after "
+        "'emulate' is an SGLang launch flag (e.g. --model-path M --port 30000).",
+        add_help=False,
+    )
+    p.add_argument("sglang_args", nargs=argparse.REMAINDER)
+    p.set_defaults(handler="specmon.emulator.cli:run_emulate")
+
+    def _all_args_are_sglangs(args=None, namespace=None):
+        # REMAINDER does not take a leading `--flag`; every argument belongs to the SGLang parser.
+        namespace = namespace or argparse.Namespace()
+        namespace.sglang_args = list(args or [])
+        namespace.handler = "specmon.emulator.cli:run_emulate"
+        return namespace, []
+
+    p.parse_known_args = _all_args_are_sglangs
+
+
+def _add_gpus(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "gpus",
+        help="read per-GPU memory, utilization and processes from NVML",
+        description="One NVML reading of every GPU (memory, utilization, power, clocks, throttling, "
+        "processes), or one every SECONDS with --watch.",
+    )
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("--watch", type=float, metavar="SECONDS", help="print a reading every SECONDS")
+    p.set_defaults(handler="specmon.gpu.cli:run_gpus")
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmark decode tok/s and acceptance length of a running server",
+        description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
+        "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
+    )
+    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--preset", help="label the run with this preset (and use its [bench] settings)")
+    p.add_argument("--requests", type=int, help="measured requests (default: the preset's, or 20)")
+    p.add_argument("--max-new-tokens", type=int, help="tokens per request (default: the preset's, or 256)")
+    p.add_argument("--concurrency", type=int, help="concurrent streams (default 1)")
+    p.add_argument("--warmup", type=int, help="warmup requests, not counted (default 2)")
+    p.add_argument("--prompts", help="builtin:chat or a JSONL file of {\"prompt\": ...}")
+    p.add_argument(
+        "--natural-eos", action="store_true", help="let requests stop at EOS (default: ignore_eos, fixed length)"
+    )
+    p.add_argument(
+        "--stall-timeout", type=float, default=60.0, metavar="S",
+        help="a request that gets nothing from the server for S seconds fails (default 60)",
+    )
+    p.add_argument(
+        "--deadline", type=float, default=3600.0, metavar="S",
+        help="stop the run after S seconds, keeping what was measured (default 3600)",
+    )
+    p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler="specmon.bench.cli:run_bench")
+
+
+def _add_results(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "results",
+        help="list, compare and export past benchmark runs",
+        description="List and compare benchmark runs saved in the state directory; export CSV, JSON or markdown.",
+    )
+    p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
+    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
+    p.add_argument("--dir", help="results directory (default: the user state directory)")
+    p.add_argument("--baseline", metavar="PRESET", help="speedups against this preset (default: the latest run "
+                   "without speculative decoding)")
+    p.set_defaults(handler="specmon.bench.cli:run_results")
+
+
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="preflight a preset (no server needed), or sanity-check a running server with --url",
+        description="`check PRESET`: the preflight that runs before every launch: which SGLang the launcher "
+        "runs, its flags and speculative rules, the draft checkpoint, the port and the GPUs; exit 1 on an "
+        "error. `check --url URL`: a running server's /health, effective speculative settings and one short "
+        "generation. Give exactly one of PRESET and --url.",
+    )
+    p.add_argument("preset_name", nargs="?", metavar="PRESET", help="the preset to preflight")
+    p.add_argument("--url", help="a running server's base URL")
+    p.add_argument("--preset", help="with --url: the preset the server was launched with (asked vs effective)")
+    p.add_argument("--port", type=int, help="with PRESET: check this port instead of the preset's")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.serving.cli:run_check")
+
+
+def _add_doctor(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="check an EAGLE-3 draft checkpoint against what an SGLang version loads",
+        description="Read a draft checkpoint without torch: config.json (architectures, hidden and vocab sizes "
+        "against the target's, draft_vocab_size), d2t/t2d, every safetensors header and the index, and the key "
+        "names against that SGLang version's draft loader: the keys it would drop and the parameters left "
+        "unloaded. Exit 1 on an error.",
+    )
+    p.add_argument("draft", help="the draft checkpoint folder")
+    p.add_argument("--target", metavar="PATH", help="the target model folder (hidden size, vocabulary)")
+    p.add_argument("--preset", help="use the SGLang this preset's launcher runs (and its model path as target)")
+    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: the shipped rules of this version "
+                   "(default: the newest)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.preflight.cli:run_doctor")
+
+
+def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fix-draft-keys",
+        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0)",
+        description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
+        "`midlayer.*` (or back with --to layers.0), without torch; SRC is never written. The copy is then "
+        "checked by the doctor.",
+    )
+    p.add_argument("src", help="the draft checkpoint folder")
+    p.add_argument("dst", help="the new folder")
+    p.add_argument("--to", choices=["midlayer", "layers.0"], default="midlayer",
+                   help="the layout to write (default midlayer: every SGLang version loads it)")
+    p.set_defaults(handler="specmon.preflight.cli:run_fix_draft_keys")
+
+
+def _add_start(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "start",
+        help="launch a preset's server detached: it outlives specmon and the SSH session",
+        description="Preflight, then launch the preset's server in its own session and process group, with a "
+        "private log and state file in the state directory. Exit 0 started (or ready with --wait), 1 failed.",
+    )
+    p.add_argument("preset", help="the preset to launch (see `specmon presets`)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--port", type=int, help="listen on this port instead of the preset's")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--wait", action="store_true", help="wait until the server is ready or has failed")
+    p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.oncall.cli:run_start")
+
+
+def _add_ps(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ps",
+        help="servers specmon launched and other SGLang servers on this host",
+        description="List the servers specmon launched (alive or dead, checked against live pids and start "
+        "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
+    )
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.oncall.cli:run_ps")
+
+
+def _add_stop(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "stop",
+        help="stop a server: SIGTERM, SIGKILL after a timeout, then wait until its GPUs and port are free",
+        description="Stop a server (by id or pid from `specmon ps`; the only one running by default). Asks "
+        "first unless --yes. Names leftover processes and offers to kill them.",
+    )
+    p.add_argument("server", nargs="?", help="the server's id or pid (default: the only one running)")
+    p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.oncall.cli:run_stop")
+
+
+def _add_switch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "switch",
+        help="replace the running server with another preset, then compare a sanity benchmark with the last",
+        description="Stop the running server, wait until GPUs and port are free, preflight, start PRESET on the "
+        "same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's last "
+        "stored result. Exit 0 ready without alerts, 1 failed or alerts.",
+    )
+    p.add_argument("preset", help="the preset to switch to")
+    p.add_argument("--from", dest="server", metavar="ID|PID", help="the server to replace (default: the only one)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
+    p.add_argument("--requests", type=int, default=4, help="requests of the sanity benchmark (default 4)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler="specmon.oncall.cli:run_switch")
+
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
+        description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
+        "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
+        "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
+        "against measuring time, the drift, and a recommendation. --resume goes on after an interruption.",
+    )
+    p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    p.add_argument("--requests", type=int, help="measured requests per preset (default: the baseline's [bench])")
+    p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
+                   help="go on with an interrupted sweep (default: the latest unfinished one)")
+    p.add_argument("--leave", choices=["best", "baseline", "none"], default="best",
+                   help="which preset is left serving at the end (default: the recommended one)")
+    p.add_argument("--predict-only", action="store_true",
+                   help="measure the longest chain alone and predict the acceptance of shorter ones")
+    p.add_argument("--skip-predicted-worse", action="store_true",
+                   help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
+    p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
+    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler="specmon.sweep.cli:run_sweep")
+
+
+_COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
+    _add_demo,
+    _add_monitor,
+    _add_log_summary,
+    _add_bench,
+    _add_gpus,
+    _add_check,
+    _add_doctor,
+    _add_fix_draft_keys,
+    _add_presets,
+    _add_results,
+    _add_emulate,
+    _add_start,
+    _add_ps,
+    _add_stop,
+    _add_switch,
+    _add_sweep,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with one subparser per command."""
+    parser = argparse.ArgumentParser(
+        prog="specmon",
+        description="A terminal monitor for live speculative serving (SGLang with EAGLE-3 and friends).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in _COMMANDS:
+        add(sub)
+    return parser
+
+
+def _resolve(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    module_name, func_name = handler.split(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `specmon` console script (and of ``python -m specmon``).
+
+    It first makes SIGINT and SIGTERM end the command with 130 and 143, never by the signal (``exits``); run as
+    the command (``argv`` None), a signal after the exit code is decided is ignored (``exits.settle``)."""
+    exits.install()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return exits.EXIT_SIGINT
+    except Exception as exc:
+        code = exits.interrupted_code(exc)
+        if code is None:
+            raise
+        return code
+    finally:
+        if argv is None:
+            exits.settle()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    handler = "specmon.live.cli:run_once" if getattr(args, "once", False) else args.handler
+    try:
+        return int(_resolve(handler)(args) or 0)
+    except KeyboardInterrupt:
+        return exits.EXIT_SIGINT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

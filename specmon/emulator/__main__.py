@@ -1,0 +1,179 @@
+"""`python -m specmon.emulator <SGLang flags>` (and `specmon emulate ...`): an SGLang server stand-in.
+
+Startup log on stderr and access log on stdout, like SGLang; SGLang's HTTP API on --port once the emulated
+load is done; simulated GPUs as JSON on `--emulator-gpu-port` (default port+1) from the start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from specmon.emulator.launch_args import (
+    LaunchConfig,
+    SpeculativeArgsError,
+    _peek_family,
+    parse_launch_args,
+    print_launch_warning,
+)
+from specmon.emulator.sglang_log import SGLangLogWriter
+
+
+def _write_pre_log(log: SGLangLogWriter, entries: list[tuple[str, str]]) -> None:
+    for kind, text in entries:
+        if kind == "bare":
+            log.raw(text)
+        else:
+            log.warning(text)
+
+
+def watch_lifeline(fd_text: str | None, grace_s: float = 5.0) -> None:
+    """With `$SPECMON_LIFELINE_FD` (a pipe from the specmon that owns this emulator): end when it closes.
+
+    specmon holds the only write end, so EOF means specmon is gone, whatever ended it (SIGKILL included):
+    SIGTERM ourselves (a graceful stop), then exit hard if that did not end us within `grace_s`.
+    """
+    try:
+        fd = int(fd_text or "")
+    except ValueError:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait(grace_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="specmon-lifeline", daemon=True).start()
+
+
+def main(argv: list[str] | None = None, *, module_launch: bool = True) -> int:
+    """Run the emulator with SGLang's launch flags; returns the exit code (or exits like SGLang does)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    watch_lifeline(os.environ.pop("SPECMON_LIFELINE_FD", None))
+    if module_launch and _peek_family(argv) == "new":
+        print_launch_warning()
+    try:
+        config = parse_launch_args(argv)
+    except SpeculativeArgsError as error:
+        log = SGLangLogWriter()
+        _write_pre_log(log, error.pre_log)
+        log.raw(error.traceback_text)
+        return 1
+    return serve(config)
+
+
+def serve(config: LaunchConfig) -> int:
+    """The launch after argument parsing: startup log, then the HTTP API until SIGTERM/SIGINT."""
+    from specmon.emulator.gpus import GpuEndpoint, SimulatedGpus
+    from specmon.emulator.http_api import ServerState, SGLangHTTPServer
+    from specmon.emulator.scheduler import EmulatedScheduler
+    from specmon.emulator.speed_model import SpecShape, SpeedModel
+    from specmon.emulator.startup import StartupFailed, StartupScript, die
+    from specmon.emulator.warmup import run_warmup
+
+    args = config.server_args
+    options = config.options
+    tp = max(1, int(args.get("tp_size") or 1))
+    log = SGLangLogWriter(
+        tp_size=tp, level=str(args.get("log_level") or "info"), http_level=args.get("log_level_http")
+    )
+    _write_pre_log(log, config.pre_log)
+    host = args.get("host") or "127.0.0.1"
+    port = int(args["port"])
+    gpus = SimulatedGpus(options.gpus or tp)
+    try:
+        GpuEndpoint(int(options.gpu_port), gpus).start()
+    except OSError as error:
+        log.raw(f"specmon emulator: GPU endpoint unavailable on port {options.gpu_port}: {error.strerror}")
+    metrics = None
+    if args.get("enable_metrics"):
+        from specmon.emulator.metrics import EmulatorMetrics
+
+        metrics = EmulatorMetrics(str(args.get("served_model_name")))
+    try:
+        result = StartupScript(config, log, gpus).run()
+    except StartupFailed as failure:
+        return die(failure)
+    if metrics is not None:
+        metrics.max_total_num_tokens.set(result.max_total_num_tokens)
+    if config.speculative:
+        draft_tokens = int(args["speculative_num_draft_tokens"])
+        steps = int(args["speculative_num_steps"])
+        if config.spec_algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
+            steps = draft_tokens - 1  # NGRAM and block drafters propose one chain of draft_tokens - 1
+        shape = SpecShape(steps, int(args["speculative_eagle_topk"]), draft_tokens)
+    else:
+        shape = SpecShape()
+    scheduler = EmulatedScheduler(
+        SpeedModel(shape, options.accept_prob, options.decode_speed),
+        log,
+        gpus,
+        family=options.family,
+        max_total_tokens=result.max_total_num_tokens,
+        max_running_requests=int(args.get("max_running_requests") or 48),
+        decode_log_interval=int(args.get("decode_log_interval") or 40),
+        metrics=metrics,
+        cuda_graph=not args.get("disable_cuda_graph"),
+    )
+    state = ServerState(
+        server_args=args,
+        family=options.family,
+        scheduler=scheduler,
+        log=log,
+        metrics=metrics,
+        max_total_num_tokens=result.max_total_num_tokens,
+        memory_usage=result.memory_usage,
+        seed=options.seed,
+        architecture=result.architecture,
+        model_type=result.model_type,
+    )
+    server = SGLangHTTPServer(host, port, state)
+    log.uvicorn(f"Started server process [{os.getpid()}]")
+    log.uvicorn("Waiting for application startup.")
+    log.uvicorn("Application startup complete.")
+    try:
+        server.bind_and_listen()
+    except OSError as error:
+        log.uvicorn(
+            f"[Errno {error.errno}] error while attempting to bind on address ('{host}', {port}): "
+            f"{(error.strerror or '').lower()}",
+            "ERROR",
+        )
+        log.uvicorn("Waiting for application shutdown.")
+        log.uvicorn("Application shutdown complete.")
+        return 3
+    log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+    scheduler.start()
+    threading.Thread(
+        target=run_warmup, args=(state, host, port, options.speed, options.warmup_delay_s), name="emulator-warmup", daemon=True
+    ).start()
+
+    def on_sigterm(signum, frame) -> None:
+        log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever(poll_interval=0.2)
+    scheduler.stop()
+    waiting, running = scheduler.busy()
+    log.info(
+        f"Gracefully exiting... Remaining number of requests {waiting + running}. Remaining requests remaining_rids=[]."
+    )
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

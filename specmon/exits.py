@@ -1,0 +1,54 @@
+"""How specmon's commands end on SIGINT and SIGTERM: always with an exit code (130, 143), never by the signal.
+
+``install`` runs first thing in ``specmon.__main__`` and ``specmon.cli:main`` (the console script), before
+the heavy imports: from then on a SIGINT is a KeyboardInterrupt and a SIGTERM a SystemExit(143), which the
+commands' ``finally`` blocks (stopping the demo's server) see. ``settle`` runs once ``main`` has its exit code: a
+signal that lands later, while the interpreter shuts down, is ignored, for CPython restores the default actions
+(death by the signal, exit -2) late in its finalization, and the code is already decided.
+"""
+
+from __future__ import annotations
+
+import signal
+
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise SystemExit(EXIT_SIGTERM)
+
+
+def install() -> None:
+    """SIGINT raises KeyboardInterrupt, SIGTERM raises SystemExit(143) (main thread only; else a no-op)."""
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a test's thread): leave the handlers alone
+        pass
+
+
+def settle() -> None:
+    """The exit code is decided: SIGINT and SIGTERM are ignored from here to the end of the process."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:
+        pass
+
+
+def interrupted_code(exc: BaseException) -> int | None:
+    """The exit code of a SIGINT or SIGTERM hidden inside another exception, else None.
+
+    A signal that lands while a class body runs (Textual's imports are full of them) surfaces as
+    ``RuntimeError: Error calling __set_name__`` with the KeyboardInterrupt or SystemExit as its cause."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt):
+            return EXIT_SIGINT
+        if isinstance(current, SystemExit) and current.code in (EXIT_SIGINT, EXIT_SIGTERM):
+            return int(current.code)
+        current = current.__cause__ or current.__context__
+    return None

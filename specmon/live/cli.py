@@ -1,0 +1,37 @@
+"""`specmon monitor --once [--window S] [--json]`: one live snapshot printed (no Textual)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+
+def run_once(args: argparse.Namespace) -> int:
+    """Print one snapshot; exit 0, or 1 when the server is unreachable, 2 for an unknown preset."""
+    from specmon.live.once import baseline_accept, collect, describe
+    from specmon.serving.client import resolve_api_key
+
+    asked = preset_name = None
+    if args.preset:
+        from specmon.launch.presets import load_presets
+
+        preset = load_presets(args.presets).get(args.preset)
+        if preset is None:
+            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            return 2
+        asked, preset_name = dict(preset.args), preset.name
+    window = max(1.0, float(args.window))
+    try:
+        snapshot = asyncio.run(collect(
+            args.url, window, log_path=args.log, api_key=resolve_api_key(None), preset=preset_name, asked=asked,
+            baseline=baseline_accept(preset_name),
+        ))
+    except KeyboardInterrupt:
+        return 130
+    if args.json:
+        print(json.dumps(snapshot.to_json(), indent=2))
+    else:
+        print(describe(snapshot))
+    return 1 if snapshot.state == "unreachable" else 0

@@ -1,0 +1,128 @@
+"""What the Live view and `monitor --once --json` show: LiveSnapshot, its alerts and chart series."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.live.quantiles import Percentiles
+
+WINDOWS_S = (60.0, 300.0, 900.0)
+"""The latency windows: 1, 5 and 15 minutes."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
+    "kv_full", "restart", "metrics"), `severity` ("error", "warning", "info") and one line of text."""
+
+    kind: str
+    severity: str
+    text: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "severity": self.severity, "text": self.text}
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One point of a run's history chart (every few seconds)."""
+
+    t: float
+    decode_tok_s: float | None
+    accept_length: float | None
+    running: float | None
+    queued: float | None
+    kv_usage: float | None
+
+
+@dataclass(frozen=True)
+class Series:
+    """One run's history (a restart begins a new one), labelled with its preset."""
+
+    run: int
+    label: str
+    points: tuple[SeriesPoint, ...]
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """TTFT, ITL and end-to-end percentiles over one window."""
+
+    window_s: float
+    ttft: Percentiles = Percentiles()
+    itl: Percentiles = Percentiles()
+    e2e: Percentiles = Percentiles()
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """The server's live serving state. None wherever the source cannot say.
+
+    `state`: "serving" (requests running), "idle", "stalled", "unreachable" or "waiting" (no figures yet).
+    `source`: "metrics" (/metrics), "log" (`Decode batch` lines) or "none".
+    """
+
+    state: str = "waiting"
+    source: str = "none"
+    window_s: float = 60.0
+    decode_tok_s: float | None = None
+    running: float | None = None
+    queued: float | None = None
+    max_running: int | None = None
+    kv_used: float | None = None
+    kv_total: float | None = None
+    accept_length: float | None = None
+    accept_rate: float | None = None
+    ttft_ms: Percentiles = Percentiles()
+    itl_ms: Percentiles = Percentiles()
+    e2e_ms: Percentiles = Percentiles()
+    cache_hit_rate: float | None = None
+    effective: dict[str, Any] = field(default_factory=dict)
+    restarts: int = 0
+    alerts: tuple[Alert, ...] = ()
+    preset: str | None = None
+    baseline_accept: float | None = None
+    own_tok_s: float | None = None
+    """specmon's own generation (its benchmark) over the window, already left out of `decode_tok_s`."""
+    latencies: tuple[Latencies, ...] = ()
+    series: tuple[Series, ...] = ()
+    per_dp_running: dict[str, float] = field(default_factory=dict)
+    last_log_line: str | None = None
+
+    @property
+    def kv_usage(self) -> float | None:
+        if self.kv_used is None or not self.kv_total:
+            return None
+        return self.kv_used / self.kv_total
+
+    def to_json(self) -> dict[str, Any]:
+        """The `monitor --once --json` object."""
+        return {
+            "state": self.state,
+            "source": self.source,
+            "window_s": self.window_s,
+            "decode_tok_s": _r(self.decode_tok_s),
+            "running": _int(self.running),
+            "queued": _int(self.queued),
+            "max_running": self.max_running,
+            "kv_used": _int(self.kv_used),
+            "kv_total": _int(self.kv_total),
+            "accept_length": _r(self.accept_length, 3),
+            "accept_rate": _r(self.accept_rate, 3),
+            "ttft_ms": self.ttft_ms.to_json(),
+            "itl_ms": self.itl_ms.to_json(),
+            "e2e_ms": self.e2e_ms.to_json(),
+            "cache_hit_rate": _r(self.cache_hit_rate, 3),
+            "effective": self.effective,
+            "restarts": self.restarts,
+            "alerts": [alert.to_json() for alert in self.alerts],
+        }
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(round(value))

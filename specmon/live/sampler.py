@@ -1,0 +1,90 @@
+"""LiveMonitor: a LiveTracker shared by the scraping thread, the log follower's thread and the UI (locked);
+LiveSampler: scrapes /metrics and /server_info on its own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterable
+
+from specmon.live.model import LiveSnapshot
+from specmon.live.scrape import read_metrics, read_server_info
+from specmon.live.tracker import LiveTracker
+from specmon.loop_thread import LoopThread
+
+ABSENT_RECHECK_S = 30.0
+
+
+class LiveMonitor:
+    """Thread-safe front of a LiveTracker: sources feed it, the UI asks for snapshots."""
+
+    def __init__(self, tracker: LiveTracker | None = None) -> None:
+        self.lock = threading.Lock()
+        self.tracker = tracker or LiveTracker()
+
+    def feed_lines(self, lines: Iterable) -> None:
+        """Log lines as the LogFeed hands them over (``(text, kind)`` pairs or strings), on its thread."""
+        now = time.time()
+        with self.lock:
+            feed = self.tracker.feed_line
+            for line in lines:
+                feed(line[0] if isinstance(line, tuple) else line, now)
+
+    def snapshot(self, window_s: float = 60.0) -> LiveSnapshot:
+        with self.lock:
+            return self.tracker.snapshot(window_s, now=time.time())
+
+
+class LiveSampler:
+    """Scrapes /metrics every ``interval_s`` and /server_info every ``info_s`` into a LiveMonitor.
+
+    Its reads never generate: they are not traffic. A 404 on /metrics makes the log the source (checked
+    again every 30 s).
+    """
+
+    def __init__(self, url: str, monitor: LiveMonitor, api_key: str | None = None, interval_s: float = 2.0,
+                 info_s: float = 15.0) -> None:
+        self.url = url
+        self.monitor = monitor
+        self.api_key = api_key
+        self.interval_s = interval_s
+        self.info_s = info_s
+        self._runner = LoopThread("specmon-live-sampler")
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        self._runner.start(self._run)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stopping.set()
+        self._runner.cancel()
+        self._runner.join(timeout)
+
+    async def _run(self) -> None:
+        from specmon.serving.client import http_client, normalize_base_url
+
+        info_at = absent_at = None
+        async with http_client(normalize_base_url(self.url), self.api_key, timeout=5.0) as http:
+            while not self._stopping.is_set():
+                started = time.monotonic()
+                if info_at is None or started - info_at >= self.info_s:
+                    info = await read_server_info(http)
+                    if info is not None:
+                        info_at = started
+                        with self.monitor.lock:
+                            self.monitor.tracker.set_server_info(info)
+                if absent_at is None or started - absent_at >= ABSENT_RECHECK_S:
+                    reading = await read_metrics(http, time.time())
+                    with self.monitor.lock:
+                        tracker = self.monitor.tracker
+                        tracker.set_reachable(not reading.unreachable)
+                        if reading.unreachable:
+                            info_at = None  # read the settings again when it is back (maybe restarted)
+                        if reading.absent:
+                            absent_at = started
+                            tracker.metrics_unavailable()
+                        elif reading.scrape is not None:
+                            absent_at = None
+                            tracker.add_scrape(reading.scrape)
+                await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))

@@ -1,0 +1,322 @@
+"""Handlers of `specmon start`, `ps`, `stop` and `switch` (headless: no Textual).
+
+Exit 0 ok, 1 failed, 2 bad usage; with `--json` one JSON object on stdout; every message about outside input
+is a line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad usage (exit 2): an unknown preset or server, a question that cannot be asked."""
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    if getattr(args, "json", False):
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif text:
+        print(text)
+    sys.stdout.flush()
+
+
+def _note(message: str) -> None:
+    print(f"specmon: {message}", file=sys.stderr)
+
+
+def confirm(question: str, assume_yes: bool) -> bool:
+    """True with `--yes`; else asks on the terminal; without one it is a usage error."""
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question} Not asked: stdin is not a terminal (give --yes)")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _load_preset(args: argparse.Namespace, name: str):
+    from specmon.launch.presets import load_presets
+    from specmon.oncall.launcher import with_speed
+
+    preset_set = load_presets(getattr(args, "presets", None) or ())
+    preset = preset_set.get(name)
+    if preset is None:
+        bad = [str(e) for e in preset_set.errors if e.preset == name]
+        if bad:
+            raise UsageError(f"preset {name!r} is not usable: " + "; ".join(bad))
+        known = ", ".join(preset_set.presets) or "none"
+        raise UsageError(f"no preset named {name!r} (known: {known})")
+    return with_speed(preset, getattr(args, "speed", None))
+
+
+def _guarded(handler):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except UsageError as exc:
+            _note(str(exc))
+            if getattr(args, "json", False):
+                _emit(args, {"error": str(exc)}, "")
+            return EXIT_USAGE
+
+    run.__doc__ = handler.__doc__
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ start
+
+
+@_guarded
+def run_start(args: argparse.Namespace) -> int:
+    """`specmon start PRESET`: preflight, launch detached, record; `--wait` for ready or failure."""
+    from specmon.launch.supervisor import SupervisorError
+    from specmon.oncall.launcher import start_detached, wait_ready
+    from specmon.oncall.preflight import preflight
+
+    preset = _load_preset(args, args.preset)
+    if not args.no_preflight:
+        outcome = preflight(preset, port=args.port)
+        if outcome.skipped:
+            _note(outcome.skipped)
+        elif not outcome.ok:
+            _emit(
+                args,
+                {
+                    "preset": preset.name,
+                    "state": "failed",
+                    "error": "the preflight failed",
+                    "preflight": outcome.to_json(),
+                },
+                "preflight failed:\n" + "\n".join(f"  {p}" for p in outcome.problems),
+            )
+            return EXIT_FAILED
+    try:
+        record = start_detached(preset, args.port)
+    except SupervisorError as exc:
+        _emit(args, {"preset": preset.name, "state": "failed", "error": str(exc)}, f"not started: {exc}")
+        return EXIT_FAILED
+    data = {k: record.to_json()[k] for k in ("id", "preset", "pid", "pgid", "url", "log", "started_at")}
+    text = f"started {record.preset} as {record.id}: pid {record.pid}, {record.url}\n  log: {record.log}"
+    if not args.wait:
+        _emit(args, data, text)
+        return EXIT_OK
+    if not args.json:
+        print(text, flush=True)
+    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout)
+    data.update(
+        state="ready" if outcome.state == "ready" else "failed",
+        error=outcome.error,
+        ready_after_s=round(outcome.took_s, 3),
+    )
+    if outcome.state == "ready":
+        _emit(args, data, f"ready after {outcome.took_s:.1f} s")
+        return EXIT_OK
+    _emit(args, data, f"failed after {outcome.took_s:.1f} s: {outcome.error}")
+    return EXIT_FAILED
+
+
+# --------------------------------------------------------------------------------------------------- ps
+
+
+def _format_ps(inventory) -> str:
+    from specmon.units import format_seconds
+
+    if not inventory.servers:
+        return "no servers (none launched by specmon, no SGLang server running on this host)"
+    rows = [("ID", "PRESET", "PID", "URL", "STATE", "BY", "GPU MiB", "STARTED", "LOG")]
+    for s in inventory.servers:
+        rows.append(
+            (
+                s.id,
+                s.preset or "-",
+                str(s.pid),
+                s.url,
+                "alive" if s.alive else "dead",
+                "specmon" if s.launched_by_specmon else ("orphan" if s.orphan else (s.user or "?")),
+                "-" if s.gpu_memory_mib is None else f"{s.gpu_memory_mib:.0f}",
+                format_seconds(time.time() - s.started_at) + " ago" if s.started_at else "-",
+                s.log or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows
+    )
+
+
+def run_ps(args: argparse.Namespace) -> int:
+    """`specmon ps`: servers specmon launched and other SGLang servers on this host."""
+    from specmon.oncall.discovery import find_servers
+
+    inventory = find_servers()
+    for problem in inventory.problems:
+        _note(f"ignored state file {problem}")
+    _emit(args, inventory.to_json(), _format_ps(inventory))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------- stop
+
+
+def pick_server(inventory, key: str | None, what: str):
+    """The server `key` names (id, id prefix, pid), or the only one alive; UsageError otherwise."""
+    if key:
+        server = inventory.find(key)
+        if server is None:
+            raise UsageError(f"no server {key!r} (see `specmon ps`)")
+        return server
+    alive = inventory.alive()
+    if not alive:
+        raise UsageError("no running server (see `specmon ps`)")
+    launched = [s for s in alive if s.launched_by_specmon]
+    if len(launched) == 1:
+        return launched[0]
+    alive = launched or alive
+    if len(alive) > 1:
+        names = ", ".join(f"{s.id} ({s.preset or 'pid ' + str(s.pid)}, {s.url})" for s in alive)
+        raise UsageError(f"several servers are running; say which to {what}: {names}")
+    return alive[0]
+
+
+def _describe(server) -> str:
+    who = server.preset or " ".join(server.argv[:3])
+    return f"server {server.id} ({who}, pid {server.pid}, {server.url})"
+
+
+@_guarded
+def run_stop(args: argparse.Namespace) -> int:
+    """`specmon stop [ID|PID]`: asks first; SIGTERM, SIGKILL after a timeout; GPUs and port free; leftovers."""
+    from specmon.oncall.discovery import find_servers
+    from specmon.oncall.stopper import StopRefused, kill_leftovers, stop_server
+
+    server = pick_server(find_servers(with_gpus=False), args.server, "stop")
+    if server.alive and not confirm(f"Stop {_describe(server)}? It may be serving traffic.", args.yes):
+        _emit(args, {"id": server.id, "stopped": False, "error": "not confirmed"}, "not stopped")
+        return EXIT_FAILED
+    try:
+        result = stop_server(server, timeout=args.timeout)
+    except StopRefused as exc:
+        _emit(args, {"id": server.id, "stopped": False, "error": str(exc)}, f"not stopped: {exc}")
+        return EXIT_FAILED
+    lines = [_stop_text(server, result)]
+    killable = [x for x in result.leftovers if x.killable]
+    if killable and (
+        args.yes
+        or (
+            not args.json
+            and sys.stdin.isatty()
+            and confirm(
+                "Kill the leftovers " + ", ".join(str(x.pid) for x in killable) + " (SIGKILL, by pid)?", False
+            )
+        )
+    ):
+        kill_leftovers(killable)
+        lines.extend(
+            f"  killed pid {x.pid}" if x.killed else f"  could not kill pid {x.pid}" for x in killable
+        )
+    _emit(args, result.to_json(), "\n".join(lines))
+    ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _stop_text(server, result) -> str:
+    if result.signal is None:
+        head = f"{_describe(server)} was not running"
+    else:
+        head = f"stopped {_describe(server)} with {result.signal} in {result.took_s:.1f} s"
+    lines = [head]
+    if result.gpus_free_s is not None:
+        lines.append(
+            f"  GPUs free after {result.gpus_free_s:.1f} s"
+            + (f" ({result.gpu_note})" if result.gpu_note else "")
+        )
+    else:
+        lines.append("  GPUs NOT free")
+    lines.append(f"  port {server.port} " + ("free" if result.port_free else "STILL TAKEN"))
+    lines.extend(f"  leftover: {x}" for x in result.leftovers)
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- switch
+
+
+def _switch_text(report) -> str:
+    lines = [f"switch {report.from_ or '(nothing running)'} -> {report.to}: {report.state}"]
+    lines.extend(
+        f"  {s['name']:<10} {s['took_s'] if s['took_s'] is not None else '-':>8} s"
+        + (f"  {s['status']}" if s.get("status") else "")
+        for s in report.steps
+    )
+    if report.error:
+        lines.append(f"  error: {report.error}")
+    if report.sanity:
+        now, before, change = report.sanity, report.previous or {}, report.change_pct
+        for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "accept length")):
+            row = f"  {label:<14} {_num(before.get(key)):>8} -> {_num(now.get(key)):>8}"
+            if change.get(key) is not None:
+                row += f"  ({change[key]:+.1f}%)"
+            lines.append(row)
+        if report.previous is None:
+            lines.append(
+                "  no earlier result of this preset to compare with (run `specmon bench --preset ...`)"
+            )
+    lines.extend(f"  ALERT: {a}" for a in report.alerts)
+    lines.extend(f"  note: {n}" for n in report.notes)
+    return "\n".join(lines)
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+@_guarded
+def run_switch(args: argparse.Namespace) -> int:
+    """`specmon switch PRESET`: replace the running server, then compare a sanity benchmark with the last."""
+    from specmon.oncall.discovery import find_servers
+    from specmon.oncall.switch import switch
+
+    preset = _load_preset(args, args.preset)
+    inventory = find_servers(with_gpus=False)
+    server = pick_server(inventory, args.server, "switch") if (args.server or inventory.alive()) else None
+    if server is not None:
+        why = server.why_not_signalable()
+        if why:
+            _emit(
+                args,
+                {"from": server.id, "to": preset.name, "state": "failed", "error": why},
+                f"not switched: {why}",
+            )
+            return EXIT_FAILED
+        if server.alive and not confirm(f"Stop {_describe(server)} and start {preset.name}?", args.yes):
+            _emit(
+                args,
+                {"from": server.id, "to": preset.name, "state": "failed", "error": "not confirmed"},
+                "not switched",
+            )
+            return EXIT_FAILED
+
+    def progress(name: str, status: str, took_s: float | None) -> None:
+        if not args.json and status == "running":
+            print(f"  {name}...", file=sys.stderr, flush=True)
+
+    report = switch(
+        server,
+        preset,
+        preflight=not args.no_preflight,
+        requests=args.requests,
+        ready_timeout=args.timeout,
+        on_step=progress,
+    )
+    _emit(args, report.to_json(), _switch_text(report))
+    return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

@@ -1,0 +1,253 @@
+"""`specmon switch`'s core: stop the running server, wait for its GPUs and port, preflight, start the new
+preset on the same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's
+last result.
+
+Each step reports to `on_step(name, status, took_s)` ("running", then "done" or "failed"), so the app can show
+them as they happen; the same steps, with their times, are in the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.launch.presets import Preset
+from specmon.oncall.discovery import FoundServer
+
+ALERT_DROP_PCT = 10.0
+STEPS = ("stopping", "gpus free", "port free", "preflight", "launching", "startup", "sanity")
+
+StepCallback = Callable[[str, str, float | None], None]
+
+
+@dataclass
+class SwitchReport:
+    """What the switch did, in `specmon switch --json`'s shape."""
+
+    from_: str | None
+    to: str
+    state: str = "running"  # "ready", "failed"
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    effective: dict[str, Any] = field(default_factory=dict)
+    sanity: dict[str, Any] | None = None
+    previous: dict[str, Any] | None = None
+    change_pct: dict[str, float | None] = field(default_factory=dict)
+    alerts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    id: str | None = None
+    url: str | None = None
+    log: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["from"] = data.pop("from_")
+        return data
+
+
+class _Steps:
+    def __init__(self, report: SwitchReport, on_step: StepCallback | None) -> None:
+        self.report = report
+        self.on_step = on_step or (lambda *a: None)
+
+    def run(self, name: str, work: Callable[[], Any]) -> Any:
+        self.on_step(name, "running", None)
+        started = time.monotonic()
+        try:
+            value = work()
+        except Exception:
+            self.done(name, time.monotonic() - started, "failed")
+            raise
+        self.done(name, time.monotonic() - started)
+        return value
+
+    def done(self, name: str, took_s: float | None, status: str = "done") -> None:
+        entry = {"name": name, "took_s": None if took_s is None else round(took_s, 3)}
+        if status != "done":
+            entry["status"] = status
+        self.report.steps.append(entry)
+        self.on_step(name, status, took_s)
+
+
+class SwitchFailed(Exception):
+    """A step failed; the report says which and why."""
+
+
+def switch(
+    server: FoundServer | None,
+    preset: Preset,
+    *,
+    preflight: bool = True,
+    requests: int = 4,
+    ready_timeout: float = 1800.0,
+    stop_timeout: float = 30.0,
+    on_step: StepCallback | None = None,
+) -> SwitchReport:
+    """Replace `server` (None: nothing runs) by `preset` on the same port. Never raises for server faults.
+
+    ``requests`` is the sanity benchmark's size; 0 leaves it out.
+    """
+    report = SwitchReport(from_=(server.preset or f"pid {server.pid}") if server else None, to=preset.name)
+    steps = _Steps(report, on_step)
+    try:
+        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout)
+    except SwitchFailed as exc:
+        report.state, report.error = "failed", str(exc)
+    if report.state == "running":
+        report.state = "ready"
+    return report
+
+
+def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout) -> None:
+    from specmon.launch.supervisor import SupervisorError
+    from specmon.oncall.launcher import start_detached, wait_ready
+    from specmon.oncall.preflight import preflight as run_preflight
+    from specmon.oncall.stopper import StopRefused, stop_server
+
+    port = server.port if server is not None else None
+    if server is not None and server.alive:
+        steps.on_step("stopping", "running", None)
+        try:
+            result = stop_server(server, timeout=stop_timeout)
+        except StopRefused as exc:
+            steps.done("stopping", 0.0, "failed")
+            raise SwitchFailed(f"cannot stop the running server: {exc}") from None
+        gpus_at = result.gpus_free_s if result.gpus_free_s is not None else result.took_s
+        steps.done("stopping", result.took_s, "done" if result.stopped else "failed")
+        steps.done(
+            "gpus free", gpus_at - result.took_s, "done" if result.gpus_free_s is not None else "failed"
+        )
+        port_at = result.port_free_s if result.port_free_s is not None else gpus_at
+        steps.done("port free", max(0.0, port_at - gpus_at), "done" if result.port_free else "failed")
+        if not result.stopped or not result.port_free or result.gpus_free_s is None:
+            left = "; ".join(str(x) for x in result.leftovers) or "no process named"
+            raise SwitchFailed(f"the old server did not free its GPUs and port: {left}")
+    if preflight:
+        outcome = steps.run("preflight", lambda: run_preflight(preset, port=port))
+        if not outcome.ok:
+            raise SwitchFailed("the preflight failed: " + "; ".join(outcome.problems))
+        if outcome.skipped:
+            report.notes.append(outcome.skipped)
+    try:
+        record = steps.run("launching", lambda: start_detached(preset, port))
+    except SupervisorError as exc:
+        raise SwitchFailed(f"not started: {exc}") from None
+    report.id, report.url, report.log = record.id, record.url, record.log
+    steps.on_step("startup", "running", None)
+    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout)
+    steps.done("startup", outcome.took_s, "done" if outcome.state == "ready" else "failed")
+    if outcome.state != "ready":
+        raise SwitchFailed(f"the new server did not become ready: {outcome.error}")
+    report.effective = _effective(record.url)
+    if requests > 0:  # 0: the caller measures the server itself (a sweep)
+        sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
+        compare_with_previous(report, sanity, preset.name)
+
+
+def _effective(url: str) -> dict[str, Any]:
+    import httpx
+
+    from specmon.serving.client import spec_settings
+
+    try:
+        info = httpx.get(url + "/server_info", timeout=10.0, trust_env=False).json()
+        return dataclasses.asdict(spec_settings(info)) if isinstance(info, dict) else {}
+    except (httpx.HTTPError, ValueError, TypeError):
+        return {}
+
+
+def sanity_bench(url: str, preset: Preset, requests: int):
+    """A few requests with the preset's benchmark settings (kept apart from the stored results)."""
+    from specmon.bench.results import ResultStore
+    from specmon.bench.run import BenchRun, RunSettings
+    from specmon.oncall.state import state_dir
+    from specmon.serving.client import resolve_api_key
+
+    settings = dataclasses.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
+    run = BenchRun(
+        url, preset.name, settings, api_key=resolve_api_key(None), store=ResultStore(state_dir() / "sanity")
+    )
+    return run.run_blocking()
+
+
+def _figures(result) -> tuple[float | None, float | None]:
+    summary = result.summary or {}
+    decode = (summary.get("decode_tok_s") or {}).get("median")
+    accept = (summary.get("accept_length") or {}).get("token_weighted")
+    return decode, accept
+
+
+def last_result(preset_name: str):
+    """The preset's last finished benchmark in the result store, or None."""
+    from specmon.bench.results import ResultStore
+
+    try:
+        results = ResultStore().load_all()
+    except (OSError, ValueError):
+        return None
+    finished = [r for r in results if r.preset == preset_name and r.status == "finished" and r.measured]
+    return max(finished, key=lambda r: r.started_at) if finished else None
+
+
+def _pct(now: float | None, before: float | None) -> float | None:
+    if now is None or not before:
+        return None
+    return round((now - before) / before * 100.0, 1)
+
+
+def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> None:
+    """Fill sanity, previous, change_pct and alerts (a drop over 10%, outputs diverged at temperature 0)."""
+    from specmon.bench.compare import compare
+
+    decode, accept = _figures(sanity)
+    ok = (sanity.summary or {}).get("requests_ok", 0)
+    report.sanity = {
+        "decode_tok_s": decode,
+        "accept_length": accept,
+        "requests_ok": ok,
+        "requests": len(sanity.measured),
+        "run_id": sanity.run_id,
+    }
+    if ok < len(sanity.measured) or not ok:
+        report.alerts.append(f"sanity: {len(sanity.measured) - ok} of {len(sanity.measured)} requests failed")
+    previous = last_result(preset_name)
+    if previous is None:
+        report.change_pct = {"decode_tok_s": None, "accept_length": None}
+        return
+    p_decode, p_accept = _figures(previous)
+    report.previous = {
+        "run_id": previous.run_id,
+        "started_at": previous.started_at,
+        "decode_tok_s": p_decode,
+        "accept_length": p_accept,
+    }
+    report.change_pct = {"decode_tok_s": _pct(decode, p_decode), "accept_length": _pct(accept, p_accept)}
+    for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "acceptance length")):
+        change = report.change_pct[key]
+        if change is not None and change < -ALERT_DROP_PCT:
+            report.alerts.append(f"{label} fell {-change:.1f}% against run {previous.run_id}")
+    diverged = _diverged(sanity, previous) or compare(sanity, previous).diverged
+    if diverged:
+        report.alerts.append(
+            f"outputs diverged from run {previous.run_id} at temperature 0 on {len(diverged)} prompt(s)"
+        )
+
+
+def _diverged(sanity, previous) -> list[str]:
+    """Prompts whose outputs differ within the shorter output (runs of different lengths), at temperature 0."""
+    if sanity.settings.get("temperature", 0) != 0 or previous.settings.get("temperature", 0) != 0:
+        return []
+    if sanity.settings.get("max_new_tokens") == previous.settings.get("max_new_tokens"):
+        return []  # compare() decides
+    before = {r.prompt_id: r.output_text for r in previous.measured if r.ok}
+    out = []
+    for request in sanity.measured:
+        if request.ok and request.prompt_id in before:
+            a, b = request.output_text.split(), before[request.prompt_id].split()
+            n = min(len(a), len(b))
+            if n > 2 and a[: n - 2] != b[: n - 2]:
+                out.append(request.prompt_id)
+    return out

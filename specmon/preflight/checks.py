@@ -1,0 +1,153 @@
+"""The preset's launch flags against one SGLang version: unknown, removed or mistyped flags, the speculative
+rules that version enforces, and the algorithm against the draft's architecture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specmon.launch.presets import Preset
+from specmon.preflight.report import PreflightReport
+from specmon.sglang.flags import FlagTable, load_shipped, shipped_versions
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+_STEPS, _TOPK, _DRAFT = "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"
+_WHY_EAGLE3 = ("SGLang gives a non-EAGLE3 draft the target's embedding and head and the target stops capturing "
+               "the hidden states EAGLE-3 needs")
+
+
+def _other_versions(option: str, version: str) -> list[str]:
+    return [v for v in shipped_versions() if v != version and load_shipped(v).get(option) is not None]
+
+
+def check_flags(preset: Preset, table: FlagTable, report: PreflightReport, emulator: bool) -> None:
+    """Unknown flags (with 'did you mean'), flags of other versions, deprecated flags, and values."""
+    version = report.sglang.version or table.version
+    for key, value in preset.args.items():
+        option = f"--{key}"
+        if value is False or (emulator and key.startswith("emulator-")):
+            continue
+        flag = table.get(option)
+        if flag is None:
+            suggestion = table.suggest(option)
+            elsewhere = _other_versions(option, table.version)
+            message = f"SGLang {version} has no {option}: the launch fails at once with 'unrecognized arguments'"
+            if elsewhere:
+                message += f" ({option} exists in SGLang {', '.join(elsewhere)}: removed or renamed)"
+            hint = f"did you mean {suggestion}?" if suggestion else None
+            report.add("error", "unknown-flag", message, hint, option)
+            continue
+        if flag.deprecated:
+            helptext = (flag.help or "").strip().split("\n")[0][:160]
+            report.add("warning", "deprecated-flag", f"{option} is deprecated in SGLang {version}",
+                       helptext or None, option)
+        values: list[Any] = value if isinstance(value, list) else [value]
+        if value is True:
+            if flag.takes_value:
+                report.add("error", "flag-needs-value", f"{option} needs a value; the preset gives none", None,
+                           option)
+            continue
+        if not flag.takes_value:
+            report.add("error", "flag-takes-no-value", f"{option} is a switch; give true or false, not {value!r}",
+                       None, option)
+            continue
+        for item in values:
+            problem = flag.check_value(str(item))
+            if problem:
+                report.add("error", "bad-value", f"SGLang {version} refuses it: {problem}", None, option)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_speculative(preset: Preset, facts, report: PreflightReport, target_arch: str | None) -> str | None:
+    """The speculative rules of that SGLang; fills `report.effective`. Returns the algorithm (upper-cased)."""
+    spec = preset.speculative
+    if spec.algorithm is None or not isinstance(spec.algorithm, str):
+        return None
+    table, rules = facts.table, facts.rules.speculative
+    version = report.sglang.version or table.version
+    flag = table.get("--speculative-algorithm")
+    free_form = flag is not None and not flag.choices  # 0.5.16+: upper-cased, checked after parsing
+    algorithm = spec.algorithm.upper() if free_form else spec.algorithm
+    known = table.speculative_algorithms
+    if free_form and known and algorithm not in known:
+        report.add("error", "unknown-algorithm", f"SGLang {version} knows no speculative algorithm "
+                   f"{spec.algorithm!r} (it knows {', '.join(known)}): ValueError at startup", None,
+                   "--speculative-algorithm")
+    steps, topk, draft = _int(spec.num_steps), _int(spec.eagle_topk), _int(spec.num_draft_tokens)
+    effective: dict[str, Any] = {"speculative-algorithm": "EAGLE" if algorithm == "NEXTN" else algorithm}
+    if algorithm in EAGLE_FAMILY:
+        given = {_STEPS: steps, _TOPK: topk, _DRAFT: draft}
+        missing = [flag for flag, value in given.items() if value is None]
+        if missing == [_DRAFT] and topk == 1 and rules.get("topk1_sets_draft_tokens", True):
+            report.add("warning", "spec-draft-tokens-implied", f"no {_DRAFT}: with {_TOPK} 1 SGLang {version} "
+                       f"sets it to {_STEPS} + 1 = {steps + 1}", None, _DRAFT)
+            draft, missing = steps + 1, []
+        if missing and len(missing) < 3:
+            present = [flag for flag, value in given.items() if value is not None]
+            where = rules.get("all_or_none")
+            if steps is None and where:
+                why = f"SGLang {version} raises a bare AssertionError ({where}) before loading"
+            elif steps is None:
+                why = "SGLang fails with an AssertionError"
+            else:
+                why = "SGLang fails (TypeError) or crashes later in the worker"
+            report.add("error", "spec-args-incomplete",
+                       f"{' and '.join(present)} without {' and '.join(missing)}: {why}",
+                       f"give all three of {_STEPS}, {_TOPK} and {_DRAFT}, or none (SGLang then picks them)",
+                       missing[0])
+        if steps is not None and topk is not None and draft is not None:
+            runs = draft
+            if topk == 1 and draft != steps + 1 and rules.get("topk1_sets_draft_tokens", True):
+                runs = steps + 1
+                report.add("warning", "spec-draft-tokens-rewritten",
+                           f"with {_TOPK} 1 SGLang {version} runs {_STEPS} + 1 = {runs} draft tokens, not {draft}",
+                           f"for {draft} draft tokens with topk 1 set {_STEPS} {draft - 1}", _DRAFT)
+            elif draft > steps * topk + 1:
+                report.add("warning", "spec-draft-tokens-too-many",
+                           f"{_DRAFT} {draft} exceeds steps x topk + 1 = {steps * topk + 1}: the draft tree has "
+                           "fewer candidates (torch raises 'k out of range' at runtime)", None, _DRAFT)
+            effective.update({"speculative-num-steps": steps, "speculative-eagle-topk": topk,
+                              "speculative-num-draft-tokens": runs})
+        elif not missing or len(missing) == 3:
+            effective.update({"speculative-num-steps": "auto", "speculative-eagle-topk": "auto",
+                              "speculative-num-draft-tokens": "auto"})
+        _check_draft_path(preset, rules, report, algorithm, target_arch)
+    report.effective.update(effective)
+    return algorithm
+
+
+def _check_draft_path(preset: Preset, rules, report: PreflightReport, algorithm: str, arch: str | None) -> None:
+    draft = preset.args.get("speculative-draft-model-path")
+    mtp = rules.get("draft_defaults_to_target") or []
+    if isinstance(draft, str) and draft:
+        return
+    if algorithm == "STANDALONE" or (arch is not None and arch in mtp):
+        return
+    if arch is None:
+        report.add("warning", "draft-path-missing", "no --speculative-draft-model-path, and the target's "
+                   "architecture is unknown: only MTP targets (e.g. DeepSeek-V3) need none",
+                   None, "--speculative-draft-model-path")
+        return
+    report.add("error", "draft-path-missing", f"{algorithm} needs --speculative-draft-model-path for a {arch} "
+               f"target (SGLang {report.sglang.version} fills it in only for {', '.join(mtp[:4])}...); "
+               "it fails later, deep in model config loading", None, "--speculative-draft-model-path")
+
+
+def check_algorithm_vs_draft(algorithm: str | None, architectures: list[str], report: PreflightReport) -> None:
+    """An EAGLE-3 draft with EAGLE, or another draft with EAGLE3, is an error."""
+    if algorithm is None or not architectures:
+        return
+    eagle3 = any("eagle3" in arch.lower() for arch in architectures)
+    archs = ", ".join(architectures)
+    if eagle3 and algorithm in ("EAGLE", "NEXTN"):
+        report.add("error", "algorithm-draft-mismatch",
+                   f"--speculative-algorithm {algorithm} with an EAGLE-3 draft ({archs}): it serves without a "
+                   f"warning, but {_WHY_EAGLE3}, so the trained EAGLE-3 head is thrown away",
+                   "use --speculative-algorithm EAGLE3", "--speculative-algorithm")
+    elif not eagle3 and algorithm == "EAGLE3":
+        report.add("error", "algorithm-draft-mismatch",
+                   f"--speculative-algorithm EAGLE3 with a draft that is not EAGLE-3 ({archs}): EAGLE3 feeds the "
+                   "draft the target's auxiliary hidden states, which this draft was not trained on",
+                   "use --speculative-algorithm EAGLE for an EAGLE/EAGLE-2 draft", "--speculative-algorithm")

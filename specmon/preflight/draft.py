@@ -1,0 +1,200 @@
+"""The draft checkpoint doctor: config.json against the target's, safetensors headers, and the key names
+against what one SGLang version's EAGLE-3 loader takes (`specmon doctor DRAFT`). No torch."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specmon.preflight.report import Problem
+from specmon.preflight.safetensors import CheckpointError, read_header
+from specmon.sglang.draft_loader import LoadOutcome
+from specmon.sglang.rules import SGLangRules
+
+MAX_CONFIG_BYTES = 10_000_000
+INDEX_FILE = "model.safetensors.index.json"
+_SHOWN = 8
+
+
+@dataclass
+class DraftReport:
+    """What the doctor found in one draft checkpoint."""
+
+    path: Path
+    problems: list[Problem] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    names: list[str] = field(default_factory=list)
+    total_bytes: int = 0
+    outcome: LoadOutcome | None = None
+
+    @property
+    def architectures(self) -> list[str]:
+        archs = (self.config or {}).get("architectures")
+        return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+    @property
+    def is_eagle3(self) -> bool:
+        return any("eagle3" in arch.lower() for arch in self.architectures)
+
+    def add(self, severity: str, code: str, message: str, hint: str | None = None) -> None:
+        self.problems.append(Problem(severity, code, message, hint, "--speculative-draft-model-path"))  # type: ignore[arg-type]
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A checkpoint's config.json as a dict; CheckpointError when missing, huge or not a JSON object."""
+    file = path / "config.json"
+    try:
+        size = file.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise CheckpointError(f"{file}: {size} bytes is too big for a config.json")
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} has no config.json") from None
+    except OSError as error:
+        raise CheckpointError(f"{file}: cannot read: {error.strerror or error}") from None
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(f"{file}: not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{file}: not a JSON object")
+    return data
+
+
+def _shorten(names: list[str] | tuple[str, ...]) -> str:
+    shown = ", ".join(names[:_SHOWN])
+    return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+
+
+def _read_shards(report: DraftReport) -> None:
+    path = report.path
+    shards = sorted(path.glob("*.safetensors"))
+    index_names: set[str] | None = None
+    index_file = path / INDEX_FILE
+    if index_file.is_file():
+        try:
+            index = json.loads(index_file.read_text(encoding="utf-8")) if index_file.stat().st_size < \
+                MAX_CONFIG_BYTES else None
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            report.add("error", "draft-index-unreadable", f"{INDEX_FILE}: {error}")
+            index = None
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if isinstance(weight_map, dict):
+            index_names = set(weight_map)
+            for shard in sorted({str(v) for v in weight_map.values()}):
+                if not (path / shard).is_file():
+                    report.add("error", "draft-shard-missing", f"{INDEX_FILE} lists {shard}, which is missing")
+        elif index is not None:
+            report.add("error", "draft-index-unreadable", f"{INDEX_FILE} has no weight_map object")
+    if not shards:
+        other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt")]
+        if other:
+            report.add("warning", "draft-not-safetensors",
+                       f"{path} holds {_shorten(other)} but no .safetensors: the keys cannot be checked without torch")
+        else:
+            report.add("error", "draft-no-weights", f"{path} holds no .safetensors weights")
+        return
+    seen: dict[str, str] = {}
+    for shard in shards:
+        try:
+            header = read_header(shard)
+        except CheckpointError as error:
+            report.add("error", "draft-shard-unreadable", str(error), "re-copy or re-save the checkpoint")
+            continue
+        report.total_bytes += header.file_size
+        for name in header.tensors:
+            if name in seen:
+                report.add("error", "draft-duplicate-key", f"{name} is in both {seen[name]} and {shard.name}")
+            seen[name] = shard.name
+    report.names = list(seen)
+    if index_names is not None and set(seen) != index_names:
+        missing, extra = sorted(index_names - set(seen)), sorted(set(seen) - index_names)
+        parts = ([f"listed but in no shard: {_shorten(missing)}"] if missing else []) + (
+            [f"in a shard but not listed: {_shorten(extra)}"] if extra else [])
+        report.add("error", "draft-index-mismatch", f"{INDEX_FILE} does not match the shards: " + "; ".join(parts))
+
+
+def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGLangRules) -> None:
+    config = report.config or {}
+    if not report.architectures:
+        report.add("error", "draft-no-architectures", "config.json has no architectures list",
+                   'add "architectures": ["LlamaForCausalLMEagle3"] for an EAGLE-3 draft')
+    if target is not None:
+        draft_hidden = config.get("target_hidden_size", config.get("hidden_size"))
+        if draft_hidden is not None and draft_hidden != target.get("hidden_size"):
+            report.add("error", "draft-hidden-size",
+                       f"the draft expects target hidden size {draft_hidden}, the target has "
+                       f"{target.get('hidden_size')}", "this draft was trained for another target model")
+        if config.get("vocab_size") is not None and config.get("vocab_size") != target.get("vocab_size"):
+            report.add("error", "draft-vocab-size",
+                       f"draft vocab_size {config.get('vocab_size')} differs from the target's "
+                       f"{target.get('vocab_size')}", "this draft was trained for another tokenizer")
+    if not report.is_eagle3:
+        return
+    loader = rules.draft_loader
+    if "draft_vocab_size" not in config:
+        report.add("error", "draft-vocab-missing", "config.json has no draft_vocab_size: SGLang reads it unguarded "
+                   "(AttributeError at load)", "set draft_vocab_size (the lm_head rows), or null to use the target's head")
+    elif config["draft_vocab_size"] is None and loader is not None and not loader.data.get("draft_vocab_null_ok"):
+        report.add("error", "draft-vocab-null", f"draft_vocab_size null is not understood by SGLang {rules.version}")
+    layers = config.get("num_hidden_layers", 1)
+    if loader is not None and loader.data.get("max_layers") == 1 and layers != 1:
+        report.add("error", "draft-layers", f"num_hidden_layers is {layers}; SGLang {rules.version} raises "
+                   "'EAGLE3 currently only supports 1 layer'")
+    names = set(report.names)
+    if report.names:
+        vocab, draft_vocab = config.get("vocab_size"), config.get("draft_vocab_size")
+        if "d2t" not in names and isinstance(draft_vocab, int) and draft_vocab != vocab:
+            report.add("error", "draft-no-d2t", f"no d2t tensor, but the draft vocabulary ({draft_vocab}) is not "
+                       f"the target's ({vocab}): draft tokens would map to the wrong target ids")
+        if "t2d" not in names and isinstance(draft_vocab, int) and draft_vocab != vocab:
+            report.add("warning", "draft-no-t2d", "no t2d tensor (SGLang ignores it, but training tools expect it)")
+
+
+def _check_keys(report: DraftReport, rules: SGLangRules) -> None:
+    loader = rules.draft_loader
+    if loader is None or not report.is_eagle3 or not report.names:
+        return
+    outcome = loader.simulate(report.names, report.config or {})
+    report.outcome = outcome
+    attr = loader.data["layer_attr"]
+    where = f"SGLang {rules.version}'s {loader.data.get('file', 'llama_eagle3.py')} ({rules.source})"
+    layer_keys = [n for n in outcome.dropped if n.split(".")[0] in ("layers", "midlayer", "model")]
+    fix = None
+    if layer_keys:
+        target = "layers.0" if loader.data["layer_list"] else attr
+        fix = f"specmon fix-draft-keys {report.path} {report.path}-fixed --to {target}"
+    if outcome.crash:
+        report.add("error", "draft-keys-crash",
+                   f"{where} raises {outcome.crash} on these keys: {_shorten(list(outcome.dropped))}", fix)
+    elif outcome.dropped:
+        report.add("error", "draft-keys-dropped",
+                   f"{where} silently drops {len(outcome.dropped)} of {len(report.names)} keys: "
+                   f"{_shorten(list(outcome.dropped))}; left unloaded (random weights, acceptance near 1): "
+                   f"{_shorten(list(outcome.unloaded))}", fix or "rename the keys to the names SGLang loads")
+    elif outcome.unloaded:
+        report.add("error", "draft-params-unloaded",
+                   f"{where} leaves these parameters unloaded (random weights): {_shorten(list(outcome.unloaded))}")
+
+
+def examine_draft(path: str | Path, rules: SGLangRules, target: str | Path | None = None) -> DraftReport:
+    """Check the draft checkpoint at `path` for the SGLang whose `rules` are given."""
+    report = DraftReport(Path(path))
+    if not report.path.is_dir():
+        report.add("error", "draft-missing", f"{report.path} is not a directory")
+        return report
+    try:
+        report.config = read_config(report.path)
+    except CheckpointError as error:
+        report.add("error", "draft-config", str(error))
+    target_config = None
+    if target is not None and Path(target).is_dir():
+        try:
+            target_config = read_config(Path(target))
+        except CheckpointError as error:
+            report.problems.append(Problem("error", "target-config", str(error), None, "--model-path"))
+    _read_shards(report)
+    if report.config is not None:
+        _check_config(report, target_config, rules)
+        _check_keys(report, rules)
+    return report

@@ -1,0 +1,78 @@
+"""`specmon fix-draft-keys SRC DST --to midlayer|layers.0`: a corrected copy of an EAGLE-3 draft.
+
+Safetensors headers are rewritten without torch (tensor bytes copied as they are), the index's weight_map
+renamed to match, every other file copied; SRC is never written; DST must not exist (the copy is built in
+a sibling temporary folder and renamed into place at the end)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from specmon.preflight.draft import INDEX_FILE
+from specmon.preflight.safetensors import CheckpointError, rewrite
+
+LAYOUTS = ("midlayer", "layers.0")
+_LAYER = re.compile(r"^(model\.)?(midlayer|layers\.(\d+))\.")
+
+
+def renamer(to: str):
+    """A function renaming one key to the `to` layout (`midlayer.*` <-> `layers.0.*`, `model.` kept)."""
+    if to not in LAYOUTS:
+        raise ValueError(f"--to must be one of {', '.join(LAYOUTS)}")
+
+    def rename(name: str) -> str:
+        match = _LAYER.match(name)
+        if match is None:
+            return name
+        if match.group(3) is not None and match.group(3) != "0" and to == "midlayer":
+            raise CheckpointError(f"{name}: layer {match.group(3)} cannot become midlayer (one layer only)")
+        return f"{match.group(1) or ''}{to}.{name[match.end():]}"
+
+    return rename
+
+
+def fix_draft_keys(src: str | Path, dst: str | Path, to: str = "midlayer") -> dict[str, str]:
+    """Write the corrected copy; returns {old key: new key}. Raises CheckpointError or FileExistsError."""
+    src, dst = Path(src), Path(dst)
+    rename = renamer(to)
+    if not src.is_dir():
+        raise CheckpointError(f"{src} is not a directory")
+    if dst.exists():
+        raise FileExistsError(f"{dst} already exists; give a new folder")
+    if dst.resolve().is_relative_to(src.resolve()):
+        raise CheckpointError(f"{dst} is inside {src}")
+    if not list(src.glob("*.safetensors")):
+        raise CheckpointError(f"{src} holds no .safetensors files")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{dst.name}-", dir=dst.parent))
+    changed: dict[str, str] = {}
+    try:
+        for item in sorted(src.iterdir()):
+            if item.is_dir():
+                shutil.copytree(item, work / item.name, symlinks=False)
+            elif item.suffix == ".safetensors":
+                changed.update(rewrite(item, work / item.name, rename))
+            elif item.name == INDEX_FILE:
+                _rename_index(item, work / item.name, rename)
+            else:
+                shutil.copy2(item, work / item.name)
+        work.rename(dst)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return changed
+
+
+def _rename_index(src: Path, dst: Path, rename) -> None:
+    try:
+        index = json.loads(src.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(f"{src.name}: {error}") from None
+    if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
+        raise CheckpointError(f"{src.name} has no weight_map object")
+    index["weight_map"] = {rename(k): v for k, v in index["weight_map"].items()}
+    dst.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")

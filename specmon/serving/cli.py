@@ -1,0 +1,50 @@
+"""`specmon check --url URL [--preset NAME] [--json]`: the handler."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from specmon.serving.check import EXIT_FAILED, format_report
+from specmon.serving.check import run_check as check_server
+from specmon.serving.client import resolve_api_key, strict_json
+from specmon.text import printable
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """The `specmon check` handler: `check PRESET` (the preflight) or `check --url URL` (a running server)."""
+    if (args.preset_name is None) == (args.url is None):
+        print("specmon check: give exactly one of PRESET (preflight) and --url URL (a running server)",
+              file=sys.stderr)
+        return 2
+    if args.preset_name is not None:
+        from specmon.preflight.cli import run_check_preset
+
+        return run_check_preset(args)
+    try:
+        api_key = resolve_api_key(args.api_key_file)
+    except OSError as exc:
+        message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
+        if args.json:
+            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
+        print(f"specmon check: {printable(message)}", file=sys.stderr)
+        return EXIT_FAILED
+    asked = None
+    if args.preset:
+        from specmon.launch.presets import host_warning, load_presets
+
+        preset = load_presets(args.presets).get(args.preset)
+        if preset is None:
+            print(f"specmon check: no preset named {printable(args.preset)!r} (see `specmon presets`)", file=sys.stderr)
+            return EXIT_FAILED
+        if host_warning(preset):
+            print(f"specmon check: warning: preset {preset.name}: {host_warning(preset)}", file=sys.stderr)
+        asked = dict(preset.args)
+    report = asyncio.run(check_server(args.url, api_key, asked=asked))
+    if args.json:
+        print(strict_json(report.to_json(), indent=2))
+    else:
+        print(format_report(report))
+    return report.exit_code

@@ -1,0 +1,565 @@
+"""An async client for an SGLang server's HTTP API (health, info, cache, metrics, one generation).
+
+UI-free: used by the poller, `specmon check` and the benchmark. The API key is sent as a bearer token and
+never appears in a repr, an error message or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from specmon.serving.metrics import MetricsSnapshot, parse_metrics
+
+API_KEY_ENV = "SPECMON_API_KEY"
+
+HealthState = Literal["ready", "starting", "unreachable", "unhealthy"]
+
+_SPEC_KEYS = {
+    "algorithm": "speculative_algorithm",
+    "draft_model_path": "speculative_draft_model_path",
+    "num_steps": "speculative_num_steps",
+    "eagle_topk": "speculative_eagle_topk",
+    "num_draft_tokens": "speculative_num_draft_tokens",
+}
+
+
+class SGLangError(Exception):
+    """A request to the server failed; `status_code` is None when no HTTP answer came back."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ServerUnreachable(SGLangError):
+    """Nothing answers at the URL (connection refused or reset): not started, still loading, or gone."""
+
+
+class AuthenticationFailed(SGLangError):
+    """The server answered 401/403: the API key is missing or wrong."""
+
+
+@dataclass(frozen=True)
+class HealthStatus:
+    """One answer of /health: `error` is "unreachable", "starting" (503 until warmup is done) or a reason."""
+
+    ok: bool
+    status_code: int | None
+    error: str | None
+    latency_s: float | None
+
+    @property
+    def state(self) -> HealthState:
+        if self.ok:
+            return "ready"
+        if self.error in ("unreachable", "starting"):
+            return self.error  # type: ignore[return-value]
+        return "unhealthy"
+
+
+@dataclass(frozen=True)
+class SettingDifference:
+    """A speculative setting the server runs with a value other than the one asked for."""
+
+    name: str
+    requested: Any
+    effective: Any
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.requested} asked, {self.effective} effective"
+
+
+@dataclass(frozen=True)
+class SpecSettings:
+    """The speculative settings a server actually runs (read back from /server_info), plus its live figures."""
+
+    algorithm: str | None
+    draft_model_path: str | None
+    num_steps: int | None
+    eagle_topk: int | None
+    num_draft_tokens: int | None
+    avg_spec_accept_length: float | None
+    last_gen_throughput: float | None
+    version: str | None
+    max_total_num_tokens: int | None
+    model_path: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.algorithm)
+
+    @property
+    def topk1_rewrite_possible(self) -> bool:
+        """topk 1 forces num_draft_tokens = num_steps + 1: whatever was asked, this is what runs."""
+        return (
+            self.enabled
+            and self.eagle_topk == 1
+            and self.num_steps is not None
+            and self.num_draft_tokens == self.num_steps + 1
+        )
+
+    def requested_vs_effective(self, preset_args: Mapping[str, Any] | Sequence[str]) -> list[SettingDifference]:
+        """Differences between the speculative flags a preset asked for and what the server runs.
+
+        `preset_args` is either an argv list (`["--speculative-num-draft-tokens", "16", ...]`, `--flag=value`
+        allowed) or a mapping of flag names (`speculative-num-draft-tokens`, `--speculative_...` or
+        `speculative_num_draft_tokens`) to values. Flags the preset did not give are not compared.
+        """
+        requested = _requested_spec_values(preset_args)
+        diffs = []
+        for attr, key in _SPEC_KEYS.items():
+            if key not in requested:
+                continue
+            asked, effective = requested[key], getattr(self, attr)
+            if not _same_setting(asked, effective):
+                diffs.append(SettingDifference(key, asked, effective))
+        return diffs
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def spec_settings(server_info: Mapping[str, Any]) -> SpecSettings:
+    """The effective speculative settings in a /server_info (or /get_server_info) answer."""
+    states = server_info.get("internal_states") or [{}]
+    state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+
+    def live(key: str) -> float | None:
+        # Before SGLang PR #6201 (0.4.6.post5) these were top-level keys.
+        value = state0.get(key, server_info.get(key))
+        return float(value) if isinstance(value, int | float) else None
+
+    def as_int(key: str) -> int | None:
+        value = server_info.get(key)
+        return int(value) if isinstance(value, int | float) else None
+
+    return SpecSettings(
+        algorithm=server_info.get("speculative_algorithm") or None,
+        draft_model_path=server_info.get("speculative_draft_model_path"),
+        num_steps=as_int("speculative_num_steps"),
+        eagle_topk=as_int("speculative_eagle_topk"),
+        num_draft_tokens=as_int("speculative_num_draft_tokens"),
+        avg_spec_accept_length=live("avg_spec_accept_length"),
+        last_gen_throughput=live("last_gen_throughput"),
+        version=server_info.get("version"),
+        max_total_num_tokens=as_int("max_total_num_tokens"),
+        model_path=server_info.get("model_path"),
+    )
+
+
+def _flag_key(name: str) -> str:
+    return name.lstrip("-").replace("-", "_")
+
+
+def _requested_spec_values(preset_args: Mapping[str, Any] | Sequence[str]) -> dict[str, Any]:
+    wanted = set(_SPEC_KEYS.values()) | {"speculative_draft_model"}
+    found: dict[str, Any] = {}
+    if isinstance(preset_args, Mapping):
+        for name, value in preset_args.items():
+            if value is False or value is None:  # a preset's way of leaving the flag out
+                continue
+            found[_flag_key(str(name))] = value
+    else:
+        args = [str(a) for a in preset_args]
+        for i, arg in enumerate(args):
+            if not arg.startswith("--"):
+                continue
+            name, eq, value = arg.partition("=")
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else ""
+            found[_flag_key(name)] = value
+    if "speculative_draft_model" in found:  # the 0.5.2+ alias
+        found.setdefault("speculative_draft_model_path", found.pop("speculative_draft_model"))
+    return {k: v for k, v in found.items() if k in wanted}
+
+
+def _same_setting(asked: Any, effective: Any) -> bool:
+    if asked is None or effective is None:
+        return asked == effective
+    if isinstance(effective, int):
+        try:
+            return int(asked) == effective
+        except (TypeError, ValueError):
+            return False
+    return str(asked).upper() == str(effective).upper()
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """The outcome of one /generate request: its final text and `meta_info`, timed on the client."""
+
+    text: str
+    meta_info: dict[str, Any]
+    elapsed_s: float
+    ttft_s: float | None = None
+    chunks: int = 1
+
+    @property
+    def completion_tokens(self) -> int:
+        return int(self.meta_info.get("completion_tokens") or 0)
+
+    @property
+    def spec_verify_ct(self) -> int | None:
+        value = self.meta_info.get("spec_verify_ct")
+        return int(value) if value else None
+
+    @property
+    def accept_length(self) -> float | None:
+        """completion_tokens / spec_verify_ct, as SGLang's own benchmarks compute it (None without speculation)."""
+        verify = self.spec_verify_ct
+        return self.completion_tokens / verify if verify else None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """completion_tokens over the server's e2e_latency (the client's elapsed time when absent)."""
+        latency = self.meta_info.get("e2e_latency") or self.elapsed_s
+        return self.completion_tokens / latency if latency else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "completion_tokens": self.completion_tokens,
+            "spec_verify_ct": self.spec_verify_ct,
+            "accept_length": self.accept_length,
+            "tokens_per_s": self.tokens_per_s,
+            "elapsed_s": self.elapsed_s,
+            "ttft_s": self.ttft_s,
+            "finish_reason": self.meta_info.get("finish_reason"),
+        }
+
+
+def normalize_base_url(base_url: str) -> str:
+    """`localhost` becomes 127.0.0.1 (no IPv6/resolver delay), a missing scheme becomes http, no trailing /."""
+    text = base_url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    url = httpx.URL(text)
+    if url.host == "localhost":
+        url = url.copy_with(host="127.0.0.1")
+    return str(url).rstrip("/")
+
+
+def is_loopback(base_url: str) -> bool:
+    """Whether the URL names this machine (then HTTP(S)_PROXY settings must not apply)."""
+    host = httpx.URL(normalize_base_url(base_url)).host
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
+    """An httpx client of one server: the API key as a Bearer header, no proxy for loopback URLs."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.AsyncClient(base_url=base_url, headers=headers, trust_env=not is_loopback(base_url), **options)
+
+
+def generate_payload(
+    text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True
+) -> dict[str, Any]:
+    """The JSON body of a `/generate` request (streamed by default)."""
+    return {
+        "text": text,
+        "sampling_params": {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+        },
+        "stream": stream,
+    }
+
+
+def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
+    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
+
+    Raises OSError when the file cannot be read (the message names the file, never its content).
+    """
+    if api_key_file:
+        key = Path(api_key_file).read_text(encoding="utf-8").strip()
+        return key or None
+    return os.environ.get(API_KEY_ENV, "").strip() or None
+
+
+@dataclass
+class _EndpointChoice:
+    """Which of a pair of endpoints (new name, deprecated get_* name) this server answers."""
+
+    paths: tuple[str, str]
+    working: str | None = None
+
+    def order(self) -> list[str]:
+        if self.working is None:
+            return list(self.paths)
+        return [self.working] + [p for p in self.paths if p != self.working]
+
+
+class SGLangClient:
+    """Async client of one SGLang server. Use as `async with SGLangClient(url) as client: ...`."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
+        self.base_url = normalize_base_url(base_url)
+        self.timeout = timeout
+        self._http = http_client(self.base_url, api_key, timeout=timeout)
+        self._server_info_paths = _EndpointChoice(("/server_info", "/get_server_info"))
+        self._model_info_paths = _EndpointChoice(("/model_info", "/get_model_info"))
+
+    def __repr__(self) -> str:
+        return f"SGLangClient({self.base_url!r})"
+
+    async def __aenter__(self) -> SGLangClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise SGLangError(f"{method} {path}: no answer within {self.timeout:g} s") from exc
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(f"{method} {path}: {self.base_url} is unreachable ({type(exc).__name__})") from exc
+        if response.status_code in (401, 403):
+            raise AuthenticationFailed(
+                f"{method} {path}: HTTP {response.status_code} (API key missing or wrong)", response.status_code
+            )
+        return response
+
+    async def health(self, generate: bool = False, timeout: float | None = None) -> HealthStatus:
+        """GET /health (or /health_generate): 200 ready, 503 starting, connection refused unreachable."""
+        path = "/health_generate" if generate else "/health"
+        started = time.perf_counter()
+        try:
+            response = await self._http.get(path, timeout=timeout if timeout is not None else self.timeout)
+        except httpx.TimeoutException:
+            limit = timeout if timeout is not None else self.timeout
+            return HealthStatus(False, None, f"no answer within {limit:g} s", None)
+        except httpx.TransportError:
+            return HealthStatus(False, None, "unreachable", None)
+        latency = time.perf_counter() - started
+        code = response.status_code
+        if code == 200:
+            return HealthStatus(True, code, None, latency)
+        if code == 503:
+            return HealthStatus(False, code, "starting", latency)
+        return HealthStatus(False, code, f"HTTP {code}", latency)
+
+    async def alive(self, timeout: float | None = None) -> HealthStatus:
+        """A liveness check that costs the server nothing: GET /model_info (or /get_model_info).
+
+        On SGLang 0.4.10+ `/health` is `/health_generate`: every call injects a one-token generation, which
+        shows in the server log as a `Prefill batch` line and in its request counters. Once a server is ready,
+        poll this instead, and /health only now and then.
+        """
+        started = time.perf_counter()
+        limit = timeout if timeout is not None else self.timeout
+        try:
+            async with asyncio.timeout(limit):
+                await self.model_info()
+        except TimeoutError:
+            return HealthStatus(False, None, f"no answer within {limit:g} s", None)
+        except ServerUnreachable:
+            return HealthStatus(False, None, "unreachable", None)
+        except SGLangError as exc:
+            return HealthStatus(False, exc.status_code, str(exc), time.perf_counter() - started)
+        return HealthStatus(True, 200, None, time.perf_counter() - started)
+
+    async def _get_json_with_fallback(self, choice: _EndpointChoice) -> dict[str, Any]:
+        for path in choice.order():
+            response = await self._request("GET", path)
+            if response.status_code == 404:
+                continue
+            if response.status_code != 200:
+                raise SGLangError(f"GET {path}: HTTP {response.status_code}", response.status_code)
+            choice.working = path
+            try:
+                data = response.json()
+            except ValueError as exc:  # UnicodeDecodeError included
+                raise SGLangError(f"GET {path}: the answer is not JSON", 200) from exc
+            if not isinstance(data, dict):
+                raise SGLangError(f"GET {path}: the answer is a JSON {type(data).__name__}, not an object", 200)
+            return data
+        raise SGLangError(f"GET {' and '.join(choice.paths)}: HTTP 404", 404)
+
+    async def server_info(self) -> dict[str, Any]:
+        """GET /server_info, falling back to the deprecated /get_server_info on 404 (remembered)."""
+        return await self._get_json_with_fallback(self._server_info_paths)
+
+    async def model_info(self) -> dict[str, Any]:
+        """GET /model_info, falling back to the deprecated /get_model_info on 404 (remembered)."""
+        return await self._get_json_with_fallback(self._model_info_paths)
+
+    async def spec_settings(self) -> SpecSettings:
+        """The server's effective speculative settings (from server_info)."""
+        return spec_settings(await self.server_info())
+
+    async def flush_cache(self, retries: int = 5, delay: float = 0.5) -> bool:
+        """POST /flush_cache; 400 means requests are running, so retry; False when it never flushed."""
+        for attempt in range(retries + 1):
+            response = await self._request("POST", "/flush_cache")
+            if response.status_code == 200:
+                return True
+            if response.status_code != 400:
+                raise SGLangError(f"POST /flush_cache: HTTP {response.status_code}", response.status_code)
+            if attempt < retries:
+                await asyncio.sleep(delay)
+        return False
+
+    async def metrics_text(self) -> str | None:
+        """The raw /metrics text, or None when the server runs without --enable-metrics (404)."""
+        response = await self._request("GET", "/metrics")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise SGLangError(f"GET /metrics: HTTP {response.status_code}", response.status_code)
+        return response.text
+
+    async def metrics(self) -> MetricsSnapshot | None:
+        """Parsed /metrics (counters summed over labels), or None when metrics are not enabled."""
+        text = await self.metrics_text()
+        if text is None:
+            return None
+        try:
+            return parse_metrics(text)
+        except ValueError as exc:
+            raise SGLangError(f"GET /metrics: not Prometheus text ({exc})", 200) from exc
+
+    async def generate(
+        self,
+        text: str,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        stream: bool = False,
+        ignore_eos: bool = False,
+    ) -> GenerateResult:
+        """One POST /generate (JSON body); with `stream` the SSE chunks are read to [DONE] and TTFT measured."""
+        body = generate_payload(text, max_new_tokens, temperature, ignore_eos, stream)
+        started = time.perf_counter()
+        if not stream:
+            response = await self._request("POST", "/generate", json=body)
+            _raise_for_generate(response)
+            try:
+                data = response.json()
+            except ValueError as exc:  # UnicodeDecodeError included
+                raise SGLangError("POST /generate: the answer is not JSON", 200) from exc
+            return checked_generate_result(data, time.perf_counter() - started)
+        return await self._generate_stream(body, started)
+
+    async def _generate_stream(self, body: dict[str, Any], started: float) -> GenerateResult:
+        last: dict[str, Any] | None = None
+        ttft = None
+        chunks = 0
+        try:
+            async with self._http.stream("POST", "/generate", json=body) as response:
+                if response.status_code in (401, 403):
+                    raise AuthenticationFailed(
+                        f"POST /generate: HTTP {response.status_code} (API key missing or wrong)",
+                        response.status_code,
+                    )
+                if response.status_code != 200:
+                    await response.aread()
+                    _raise_for_generate(response)
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError as exc:
+                        raise SGLangError("POST /generate: a streamed chunk is not JSON", 200) from exc
+                    if isinstance(chunk, dict) and "error" in chunk:
+                        raise SGLangError(f"POST /generate: {_error_message(chunk)}")
+                    if ttft is None:
+                        ttft = time.perf_counter() - started
+                    chunks += 1
+                    last = chunk
+        except httpx.TimeoutException as exc:
+            raise SGLangError(f"POST /generate: no answer within {self.timeout:g} s") from exc
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(f"POST /generate: {self.base_url} is unreachable ({type(exc).__name__})") from exc
+        if last is None:
+            raise SGLangError("POST /generate: the stream ended without a chunk")
+        result = checked_generate_result(last, time.perf_counter() - started)
+        return GenerateResult(result.text, result.meta_info, result.elapsed_s, ttft, chunks)
+
+
+def checked_generate_result(data: Any, elapsed_s: float) -> GenerateResult:
+    """A GenerateResult from a /generate answer whose shape and figures were checked (else SGLangError)."""
+    if isinstance(data, list):
+        if not data:
+            raise SGLangError("POST /generate: the answer is an empty list", 200)
+        data = data[0]
+    if not isinstance(data, dict):
+        raise SGLangError(f"POST /generate: the answer is a JSON {type(data).__name__}, not an object", 200)
+    meta = data.get("meta_info")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise SGLangError(f"POST /generate: meta_info is a {type(meta).__name__}, not an object", 200)
+    text = data.get("text", "")
+    if not isinstance(text, str):
+        raise SGLangError(f"POST /generate: text is a {type(text).__name__}, not a string", 200)
+    for key in ("completion_tokens", "spec_verify_ct", "prompt_tokens"):
+        value = meta.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise SGLangError(f"POST /generate: meta_info.{key} is {value!r}, not a count", 200)
+    verify, tokens = meta.get("spec_verify_ct"), meta.get("completion_tokens") or 0
+    if verify and verify > tokens:
+        raise SGLangError(
+            f"POST /generate: spec_verify_ct {verify} is more than completion_tokens {tokens} (impossible)", 200
+        )
+    latency = meta.get("e2e_latency")
+    if latency is not None and (
+        isinstance(latency, bool) or not isinstance(latency, int | float) or not 0 <= latency < float("inf")
+    ):
+        raise SGLangError(f"POST /generate: meta_info.e2e_latency is {latency!r}, not seconds", 200)
+    return GenerateResult(text, meta, elapsed_s)
+
+
+def _error_message(data: Any) -> str:
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data))
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        return str(error)
+    return str(data)
+
+
+def _raise_for_generate(response: httpx.Response) -> None:
+    if response.status_code == 200:
+        return
+    try:
+        detail = _error_message(response.json())
+    except ValueError:
+        detail = response.text[:200]
+    raise SGLangError(f"POST /generate: HTTP {response.status_code}: {detail}", response.status_code)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None (recursively), for strict JSON output."""
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """JSON text that other tools can read: null where a number is NaN or infinite, never NaN/Infinity."""
+    return json.dumps(json_safe(value), allow_nan=False, default=str, **options)

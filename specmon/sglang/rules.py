@@ -1,0 +1,169 @@
+"""The rules an SGLang version enforces at launch, read from its source by `ast`, or shipped per version.
+
+`read_rules(package_dir)` returns a JSON-ready dict; `scripts/sglang_rules.py` writes the same dict to
+`data/rules-VERSION.json` for the versions specmon ships tables of:
+
+    {"version": "0.5.16",
+     "speculative": {"all_or_none": "srt/arg_groups/speculative_hook.py:560",   # the bare assert, or null
+                     "topk1_sets_draft_tokens": true,    # topk 1 -> draft tokens = steps + 1
+                     "draft_defaults_to_target": ["DeepseekV3ForCausalLM", ...]},  # MTP: no draft path needed
+     "custom_all_reduce": {"world_sizes": [2, 4, 6, 8], "pcie_only_max_gpus": 2},
+     "eagle3_draft": {... read_draft_loader ...}}
+
+`load_shipped_rules(version)` falls back to the nearest older shipped file.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specmon.sglang.draft_loader import DraftLoader, read_draft_loader
+from specmon.sglang.flags import DATA_DIR, SHIPPED, SOURCE, version_key
+from specmon.sglang.source import SGLangSourceError, read_version, source_stamp
+
+__all__ = ["SGLangRules", "load_shipped_rules", "read_installed_rules", "read_rules"]
+
+_SPEC_FILES = ("srt/server_args.py", "srt/arg_groups/speculative_hook.py", "srt/speculative/spec_info.py")
+_ALL_REDUCE_FILES = ("srt/distributed/device_communicators/custom_all_reduce.py",
+                     "srt/distributed/device_communicators/custom_all_reduce_utils.py")
+_TOPK1_TEXT = "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"
+_PCIE_TEXT = "more than two PCIe-only GPUs"
+
+
+def _parse(root: Path, relative: str) -> ast.Module | None:
+    path = root / relative
+    if not path.is_file():
+        return None
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
+        raise SGLangSourceError(f"cannot read {relative}: {error}") from error
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def _speculative(root: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {"all_or_none": None, "topk1_sets_draft_tokens": False,
+                             "draft_defaults_to_target": []}
+    for relative in _SPEC_FILES:
+        tree = _parse(root, relative)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            text = ast.unparse(node) if isinstance(node, ast.Assert | ast.If) else ""
+            if (isinstance(node, ast.Assert) and found["all_or_none"] is None
+                    and "speculative_eagle_topk is None" in text and "speculative_num_draft_tokens is None" in text):
+                found["all_or_none"] = f"{relative}:{node.lineno}"
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _TOPK1_TEXT in node.value:
+                found["topk1_sets_draft_tokens"] = True
+            elif isinstance(node, ast.If) and "model_arch" in ast.unparse(node.test) and re.search(
+                    r"speculative_draft_model_path\s*=\s*\w+\.model_path", text):
+                archs = [s for s in _strings(node.test) if s.endswith(("ForCausalLM", "Generation", "LM"))]
+                for arch in archs:
+                    if arch not in found["draft_defaults_to_target"]:
+                        found["draft_defaults_to_target"].append(arch)
+    return found
+
+
+def _custom_all_reduce(root: Path) -> dict[str, Any] | None:
+    sizes, pcie_limit = None, None
+    for relative in _ALL_REDUCE_FILES:
+        tree = _parse(root, relative)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_SUPPORTED_WORLD_SIZES"
+                                                      for t in node.targets)):
+                try:
+                    sizes = [int(v) for v in ast.literal_eval(node.value)]
+                except (ValueError, TypeError):
+                    sizes = None
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _PCIE_TEXT in node.value:
+                pcie_limit = 2
+    if sizes is None and pcie_limit is None:
+        return None
+    return {"world_sizes": sizes, "pcie_only_max_gpus": pcie_limit}
+
+
+def read_rules(package_dir: str | Path) -> dict[str, Any]:
+    """The launch rules of the sglang package in `package_dir`, read from its source (see the module doc)."""
+    root = Path(package_dir)
+    if not (root / "srt" / "server_args.py").is_file():
+        raise SGLangSourceError(f"{root}: not an sglang package directory (no srt/server_args.py)")
+    try:
+        draft = read_draft_loader(root)
+    except SGLangSourceError:
+        draft = None
+    return {
+        "version": read_version(root),
+        "speculative": _speculative(root),
+        "custom_all_reduce": _custom_all_reduce(root),
+        "eagle3_draft": draft,
+    }
+
+
+@dataclass(frozen=True)
+class SGLangRules:
+    """One SGLang version's launch rules; `source` is "package source" or "shipped table"."""
+
+    version: str
+    source: str
+    data: Mapping[str, Any]
+    note: str | None = None
+
+    @property
+    def speculative(self) -> Mapping[str, Any]:
+        return self.data.get("speculative") or {}
+
+    @property
+    def custom_all_reduce(self) -> Mapping[str, Any] | None:
+        return self.data.get("custom_all_reduce")
+
+    @property
+    def draft_loader(self) -> DraftLoader | None:
+        data = self.data.get("eagle3_draft")
+        return DraftLoader(data) if data else None
+
+
+def _shipped_rule_files() -> dict[str, Path]:
+    return {path.stem.removeprefix("rules-"): path for path in DATA_DIR.glob("rules-*.json")}
+
+
+@functools.lru_cache(maxsize=16)
+def load_shipped_rules(version: str) -> SGLangRules:
+    """The shipped rules of `version`, else of the nearest older (or the oldest) shipped version."""
+    files = _shipped_rule_files()
+    if not files:
+        raise SGLangSourceError(f"no shipped rules in {DATA_DIR}")
+    versions = sorted(files, key=version_key)
+    note = None
+    used = version
+    if version not in files:
+        older = [v for v in versions if version_key(v) <= version_key(version)]
+        used = older[-1] if older else versions[0]
+        note = f"no shipped rules for SGLang {version}; using {used}'s"
+    try:
+        data = json.loads(files[used].read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SGLangSourceError(f"cannot read {files[used].name}: {error}") from error
+    return SGLangRules(used, SHIPPED, data, note)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_installed(path: str, stamp: float) -> SGLangRules:
+    data = read_rules(Path(path))
+    return SGLangRules(data["version"], SOURCE, data)
+
+
+def read_installed_rules(package_dir: str | Path) -> SGLangRules:
+    """The rules of the sglang package in `package_dir`, read from its source (cached per server_args.py)."""
+    return _read_installed(*source_stamp(package_dir))

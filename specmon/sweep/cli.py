@@ -1,0 +1,155 @@
+"""`specmon sweep PRESET...`: an unattended sweep (resumable), or `--predict-only`: the longest chain alone and
+the acceptance it predicts for shorter ones."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from specmon.sweep.plan import SweepError, SweepStore, plan_sweep
+from specmon.sweep.report import SweepReport
+from specmon.units import format_seconds, number
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _note(message: str) -> None:
+    print(f"specmon sweep: {message}", file=sys.stderr, flush=True)
+
+
+def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    from specmon.launch.presets import load_presets
+    from specmon.oncall.launcher import with_speed
+
+    preset_set = load_presets(args.presets)
+    found = {}
+    for name in names:
+        preset = preset_set.get(name)
+        if preset is None:
+            raise SweepError(f"no preset named {name!r} (see `specmon presets`)")
+        found[name] = with_speed(preset, args.speed)
+    return found
+
+
+def _store() -> SweepStore:
+    from specmon.oncall.state import state_dir
+
+    return SweepStore(state_dir() / "sweeps")
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """The `sweep` handler: 0 when every preset was measured, 1 when one failed or was skipped, 2 bad usage."""
+    from specmon.bench.results import ResultStore
+    from specmon.sweep.runner import SweepOptions, SweepRunner
+
+    store = _store()
+    try:
+        if args.resume is not None:
+            plan = store.load(args.resume) if args.resume else store.latest_unfinished()
+            if plan is None:
+                raise SweepError(f"no unfinished sweep in {store.directory}")
+            names = [s.preset for s in plan.steps]
+        else:
+            if not args.presets_to_run:
+                raise SweepError("name the presets to sweep (or --resume)")
+            names = list(dict.fromkeys(args.presets_to_run))
+            plan = None
+        presets = _presets(args, names)
+        if plan is None and args.predict_only:
+            return _predict_only(args, presets, store)
+        if plan is None:
+            plan = plan_sweep(list(presets.values()), requests=args.requests)
+    except SweepError as exc:
+        _note(str(exc))
+        return EXIT_USAGE
+    options = SweepOptions(
+        preflight=not args.no_preflight, leave=args.leave, skip_predicted_worse=args.skip_predicted_worse
+    )
+    runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note)
+    if not args.json:
+        _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
+    report = runner.run()
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2, allow_nan=False, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(format_report(report))
+    return EXIT_OK if all(row["state"] == "measured" for row in report.rows) else EXIT_FAILED
+
+
+def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: SweepStore) -> int:
+    """Measure the longest chain alone and print what it predicts for the shorter ones."""
+    from specmon.bench.results import ResultStore
+    from specmon.sweep.plan import SweepPlan, SweepStep, new_sweep_id
+    from specmon.sweep.runner import SweepOptions, SweepRunner, predictions_for
+
+    speculative = [p for p in presets.values() if p.speculative.enabled and p.speculative.eagle_topk in (None, 1)]
+    if not speculative:
+        raise SweepError("--predict-only needs a chain-drafting preset (topk 1)")
+    longest = max(speculative, key=lambda p: p.speculative.effective_draft_tokens or 0)
+    draft_tokens = longest.speculative.effective_draft_tokens or 0
+    plan = SweepPlan(new_sweep_id(), [SweepStep(longest.name, False, draft_tokens)], requests=args.requests)
+    runner = SweepRunner(plan, presets, store, ResultStore(), SweepOptions(preflight=not args.no_preflight,
+                         leave="none" if args.leave == "none" else "best"), on_event=None if args.json else _note)
+    runner.run()
+    step = plan.steps[0]
+    run = runner._load(step.bench_run_id) if step.state == "measured" else None  # noqa: SLF001
+    predicted = predictions_for({draft_tokens: run}) if run is not None else []
+    data = {
+        "from_preset": longest.name,
+        "draft_tokens": draft_tokens,
+        "state": step.state,
+        "error": step.error,
+        "predicted": [p.to_json() for p in predicted],
+    }
+    if args.json:
+        json.dump(data, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        print(f"predicted from {longest.name} ({draft_tokens} draft tokens, {step.state}):")
+        print("  draft tokens  accept length  95% CI           decode tok/s")
+        for p in predicted:
+            ci = f"{p.ci95[0]:.2f}–{p.ci95[1]:.2f}" if p.ci95 else "–"
+            print(f"  {p.draft_tokens:>12}  {p.accept_length:>13.2f}  {ci:<15}  {number(p.decode_tok_s)}")
+    return EXIT_OK if predicted else EXIT_FAILED
+
+
+def format_report(report: SweepReport) -> str:
+    """The sweep's table, drift and recommendation as text."""
+    lines = [f"sweep {report.run_id}"]
+    header = ("preset", "draft", "state", "tok/s", "95% CI", "τ", "τ pred", "speedup", "startup", "measure")
+    rows = [header]
+    for row in report.rows:
+        ci = row["ci95"]
+        speed_ci = row["speedup_ci95"]
+        rows.append(
+            (
+                row["preset"] + (" (baseline)" if row["baseline"] else ""),
+                str(row["draft_tokens"] or "–"),
+                row["state"],
+                number(row["decode_tok_s"]),
+                f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "–",
+                number(row["accept_length"], ".2f"),
+                number(row.get("predicted_accept_length"), ".2f"),
+                (number(row["speedup"], ".2f") + "×" + (f" ({speed_ci[0]:.2f}–{speed_ci[1]:.2f})" if speed_ci else ""))
+                if row["speedup"] is not None else "–",
+                format_seconds(row["startup_s"]) or "–",
+                format_seconds(row["measure_s"]) or "–",
+            )
+        )  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+    for row in report.rows:
+        if row["error"]:
+            lines.append(f"  {row['preset']}: {row['error']}")
+        if row.get("accept_profile"):
+            shares = " ".join(f"{share:.2f}" for share in row["accept_profile"])
+            lines.append(f"  {row['preset']}: steps accepting at least 1, 2, ... drafts: {shares}")
+    if report.baseline_drift_pct is not None:
+        flag = "  DRIFT: above 3%, the comparison is suspect" if report.drift_flagged else ""
+        lines.append(f"baseline drift between its first and last run: {report.baseline_drift_pct:+.1f}%{flag}")
+    lines.append(f"recommended: {report.recommended or 'none (nothing measured)'}")
+    lines.append(f"left serving: {report.left_serving or 'nothing'}")
+    return "\n".join(lines)

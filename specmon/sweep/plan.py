@@ -1,0 +1,150 @@
+"""A sweep's plan and its saved progress: which presets in which order (the baseline first and last, to measure
+drift), and what each step has done, in a private JSON file rewritten atomically after every step, so a sweep
+killed at any moment resumes with what is missing and measures nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specmon.private_files import make_private_dir, open_private_file
+
+if TYPE_CHECKING:
+    from specmon.launch.presets import Preset
+
+STEP_STATES = ("pending", "measured", "failed", "skipped")
+
+
+class SweepError(Exception):
+    """A sweep cannot be planned or resumed (no baseline, a bad state file, an unknown run id)."""
+
+
+@dataclass
+class SweepStep:
+    """One preset's turn in a sweep."""
+
+    preset: str
+    baseline: bool
+    draft_tokens: int | None
+    state: str = "pending"
+    bench_run_id: str | None = None
+    startup_s: float | None = None
+    measure_s: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class SweepPlan:
+    """A sweep: its presets in order and the benchmark settings every step uses."""
+
+    run_id: str
+    steps: list[SweepStep]
+    requests: int | None = None
+    created_at: float = field(default_factory=time.time)
+    finished: bool = False
+    left_serving: str | None = None
+
+    @property
+    def next_step(self) -> SweepStep | None:
+        return next((s for s in self.steps if s.state == "pending"), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> SweepPlan:
+        """A plan read back from its file; SweepError when the file is not one."""
+        try:
+            steps = [SweepStep(**step) for step in data["steps"]]
+            plan = cls(
+                run_id=str(data["run_id"]),
+                steps=steps,
+                requests=data.get("requests"),
+                created_at=float(data.get("created_at", 0.0)),
+                finished=bool(data.get("finished", False)),
+                left_serving=data.get("left_serving"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SweepError(f"not a sweep state file: {exc}") from None
+        if any(step.state not in STEP_STATES for step in steps):
+            raise SweepError("not a sweep state file: unknown step state")
+        return plan
+
+
+def new_sweep_id() -> str:
+    """A sweep id that sorts by start time."""
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+
+
+def is_baseline(preset: Preset) -> bool:
+    """A preset without speculative decoding."""
+    return not preset.speculative.enabled
+
+
+def plan_sweep(presets: Sequence[Preset], baseline: Preset | None = None, requests: int | None = None) -> SweepPlan:
+    """The baseline (named, else the one preset without speculation among ``presets``) first and last, the
+    speculative presets between, longest draft chain first."""
+    if baseline is None:
+        plain = [p for p in presets if is_baseline(p)]
+        if len(plain) != 1:
+            found = ", ".join(p.name for p in plain) or "none"
+            raise SweepError(f"a sweep needs exactly one preset without speculation as its baseline (found: {found})")
+        baseline = plain[0]
+    speculative = [p for p in presets if p.name != baseline.name]
+    if not speculative:
+        raise SweepError("a sweep needs at least one speculative preset besides the baseline")
+    speculative.sort(key=lambda p: -(p.speculative.effective_draft_tokens or 0))
+    run_id = new_sweep_id()
+
+    def step(preset: Preset, base: bool) -> SweepStep:
+        return SweepStep(preset.name, base, None if base else preset.speculative.effective_draft_tokens)
+
+    steps = [step(baseline, True), *(step(p, False) for p in speculative), step(baseline, True)]
+    return SweepPlan(run_id=run_id, steps=steps, requests=requests)
+
+
+class SweepStore:
+    """Sweep state files (``<dir>/<run_id>.json``, 0600 in a 0700 directory, never through a symlink)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def save(self, plan: SweepPlan) -> Path:
+        make_private_dir(self.directory)
+        path = self.directory / f"{plan.run_id}.json"
+        partial = path.with_suffix(".json.partial")
+        fd = open_private_file(partial)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(plan.to_json(), handle, indent=1)
+        os.replace(partial, path)
+        return path
+
+    def load(self, run_id: str) -> SweepPlan:
+        path = self.directory / f"{run_id}.json"
+        if path.is_symlink():
+            raise SweepError(f"{path} is a symbolic link; refusing it")
+        try:
+            return SweepPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise SweepError(f"no sweep {run_id!r} in {self.directory}") from None
+        except (OSError, ValueError) as exc:
+            raise SweepError(f"cannot read {path}: {exc}") from None
+
+    def latest_unfinished(self) -> SweepPlan | None:
+        """The most recent sweep that did not finish, if any."""
+        if not self.directory.is_dir():
+            return None
+        for path in sorted(self.directory.glob("*.json"), reverse=True):
+            try:
+                plan = self.load(path.stem)
+            except SweepError:
+                continue
+            if not plan.finished:
+                return plan
+        return None

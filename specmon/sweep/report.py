@@ -1,0 +1,126 @@
+"""A sweep's result from its benchmark runs: per preset tok/s with its CI, acceptance, speedup against the
+baseline paired per prompt, the baseline's drift between its first and last run, and a recommendation.
+Pure: no I/O."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.bench.compare import compare
+from specmon.bench.model import BenchResult
+
+DRIFT_FLAG_PCT = 3.0
+WITHIN_BEST_PCT = 1.0
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass
+class PresetOutcome:
+    """One step of a sweep: a preset, how it went and what it measured."""
+
+    preset: str
+    draft_tokens: int | None
+    """The draft tokens SGLang really runs (None without speculation)."""
+    state: str = "pending"
+    """pending, measured, failed or skipped."""
+    run: BenchResult | None = None
+    startup_s: float | None = None
+    measure_s: float | None = None
+    error: str | None = None
+    baseline: bool = False
+
+
+def conservative_tok_s(run: BenchResult) -> float | None:
+    """median − 1.4826·MAD of the run's per-request decode tok/s: a rate the preset keeps on a bad day."""
+    rates = [r.decode_tok_s for r in run.measured if r.ok and r.decode_tok_s]
+    if not rates:
+        return None
+    median = statistics.median(rates)
+    mad = statistics.median(abs(v - median) for v in rates)
+    return median - MAD_TO_SIGMA * mad
+
+
+def _decode(run: BenchResult | None) -> dict[str, Any]:
+    return (run.summary.get("decode_tok_s") or {}) if run is not None else {}
+
+
+@dataclass
+class SweepReport:
+    """The table, the drift and the recommendation of a sweep."""
+
+    run_id: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    baseline_drift_pct: float | None = None
+    drift_flagged: bool = False
+    recommended: str | None = None
+    left_serving: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "presets": self.rows,
+            "baseline_drift_pct": self.baseline_drift_pct,
+            "baseline_drift_flagged": self.drift_flagged,
+            "recommended": self.recommended,
+            "left_serving": self.left_serving,
+        }
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
+    """The report of a sweep's outcomes (baseline runs first and last, speculative ones between)."""
+    report = SweepReport(run_id)
+    baselines = [o for o in outcomes if o.baseline and o.state == "measured" and o.run is not None]
+    first_baseline = baselines[0].run if baselines else None
+    if len(baselines) >= 2:
+        first = _finite(_decode(baselines[0].run).get("median"))
+        last = _finite(_decode(baselines[-1].run).get("median"))
+        if first and last:
+            report.baseline_drift_pct = (last - first) / first * 100
+            report.drift_flagged = abs(report.baseline_drift_pct) > DRIFT_FLAG_PCT
+    for outcome in outcomes:
+        run = outcome.run
+        decode = _decode(run)
+        speedup = None
+        if run is not None and first_baseline is not None and not outcome.baseline:
+            speedup = compare(run, first_baseline).speedup
+        accept = (run.summary.get("accept_length") or {}) if run is not None else {}
+        report.rows.append(
+            {
+                "preset": outcome.preset,
+                "baseline": outcome.baseline,
+                "draft_tokens": outcome.draft_tokens,
+                "state": outcome.state,
+                "run_id": run.run_id if run is not None else None,
+                "decode_tok_s": _finite(decode.get("median")),
+                "ci95": decode.get("ci95"),
+                "conservative_tok_s": conservative_tok_s(run) if run is not None else None,
+                "accept_length": _finite(accept.get("token_weighted")),
+                "accept_profile": accept.get("profile"),
+                "speedup": _finite((speedup or {}).get("geomean")),
+                "speedup_ci95": (speedup or {}).get("ci95"),
+                "startup_s": outcome.startup_s,
+                "measure_s": outcome.measure_s,
+                "error": outcome.error,
+            }
+        )
+    report.recommended = recommend(report.rows)
+    return report
+
+
+def recommend(rows: Sequence[dict[str, Any]]) -> str | None:
+    """The preset with the highest conservative tok/s, or the one with the fewest draft tokens within 1% of it
+    (fewer draft tokens cost less memory and less work when traffic grows)."""
+    measured = [r for r in rows if r["state"] == "measured" and r["conservative_tok_s"] is not None]
+    if not measured:
+        return None
+    best = max(r["conservative_tok_s"] for r in measured)
+    close = [r for r in measured if r["conservative_tok_s"] >= best * (1 - WITHIN_BEST_PCT / 100)]
+    return min(close, key=lambda r: (r["draft_tokens"] or 0, -r["conservative_tok_s"]))["preset"]

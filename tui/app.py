@@ -1,0 +1,419 @@
+"""SpecmonApp: wires sources (threads that post messages) to the main screen. What to show is worked out by
+the UI-free core (``specmon.view.state``, ``specmon.view.log_feed``); the widgets only render it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import signal
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from specmon.logs.model import ServerBecameReady, StartupFailed
+from specmon.tui import keys, live, messages, shots
+from specmon.tui.config import AppConfig
+from specmon.tui.oncall import OncallWiring
+from specmon.tui.screens import quit_dialog
+from specmon.tui.screens.main import MainScreen
+from specmon.tui.sources import AppSources
+from specmon.view import state as status
+from specmon.view.log_feed import LogFeed
+
+if TYPE_CHECKING:
+    from specmon.bench.model import BenchResult
+    from specmon.bench.run import BenchRun
+
+TRICKLE_LINES = 50
+SELDOM_FLUSH_S = 0.25
+"""How often the feed is looked at while no startup runs and no stream of lines arrives (else at flush_hz)."""
+EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+DARK_THEME = "textual-dark"
+LIGHT_THEME = "textual-light"
+FAILURE_NOTICE_S = 20.0
+"""How long the startup-failure notification stays (Esc dismisses it at once)."""
+MILESTONE_SETTLE_S = 1.5
+"""A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
+
+
+class SpecmonApp(App[int]):
+    """Monitors one SGLang server: its startup log, HTTP state, GPUs and benchmarks."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "specmon"
+    BINDINGS = keys.BINDINGS
+    ACTION_HELP = keys.ACTION_HELP
+
+    def __init__(self, config: AppConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.feed = LogFeed(max_pending=config.max_lines)
+        self.watch = status.MonitorState(preset=config.preset)
+        self.bench_running = False
+        self.bench_results: list[BenchResult] = []
+        self.log_path = config.log_path
+        self.sources = AppSources(
+            config, self.feed, lambda s: self.post_message(messages.ServerStatusChanged(s)),
+            lambda s: self.post_message(messages.GpuSampled(s)),
+        )
+        self.bench_run: BenchRun | None = None
+        self.oncall = OncallWiring(self)
+        self._shown_generation = self.feed.generation
+        self._last_header: tuple[str, str | None, str, bool] | None = None
+        self._main_screen = MainScreen(max_lines=config.max_lines, id="main")
+        self._started = False
+        self._gpu_shown_at = 0.0
+        self._rendered_once = False
+        self._log_written_at = 0.0
+        self.live = live.LiveWiring(self)
+        self.theme = DARK_THEME
+
+    # ----- lifecycle
+
+    def get_default_screen(self) -> Screen:
+        return self._main_screen
+
+    @property
+    def main(self) -> MainScreen:
+        return self._main_screen
+
+    @on(MainScreen.Composed)
+    def start_sources(self) -> None:
+        """Start following, polling and sampling, once the main screen is composed."""
+        if self._started:
+            return
+        self._started = True
+        self._often = self.set_interval(1 / self.config.flush_hz, self._flush_often)
+        self._often_paused = False
+        self.set_interval(SELDOM_FLUSH_S, self._flush_seldom)
+        self.set_interval(1.0, self._tick_running_phase)
+        if self.log_path:
+            self.sources.follow(self.log_path)
+        if self.config.poll:
+            self.sources.start_poller()
+        if self.config.gpu_source is not None:
+            self.sources.start_gpu_sampler()
+        self.live.start()
+        self.oncall.start()
+        self.flush_feed(force=True)
+        self.call_after_refresh(freeze_startup_objects)
+        if self.config.exit_after_s is not None:
+            self.set_timer(self.config.exit_after_s, self._finish_headless)
+
+    def _finish_headless(self) -> None:
+        self.flush_feed()
+        if self.config.screenshot_path:
+            shots.save_svg(self, self.config.screenshot_path)
+        self.exit(0)
+
+    def _check_milestones(self, state: str) -> None:
+        wanted = {*self.config.screenshots_at, *self.config.exit_on}
+        milestone = self.watch.new_milestone(state, wanted)
+        if milestone is not None:
+            self.set_timer(MILESTONE_SETTLE_S, lambda: self._reach_milestone(milestone))
+
+    def _reach_milestone(self, milestone: str) -> None:
+        self.flush_feed(force=True)
+        path = self.config.screenshots_at.get(milestone)
+        if path:
+            shots.save_svg(self, path)
+        if milestone in self.config.exit_on:
+            self.exit(1 if milestone == "failed" else 0)
+
+    def on_load(self) -> None:
+        # SIGINT and SIGTERM end the app as q does, even mid-mount, where a KeyboardInterrupt raised inside a
+        # handler would end it as a crash (exit code 1).
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.add_signal_handler(signum, self.exit, None, 128 + signum)
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.remove_signal_handler(signum)
+        self.sources.stop()
+        self.live.stop()
+        if self.bench_run is not None:
+            self.bench_run.cancel()
+
+    # ----- rendering
+
+    def _ui_ready(self) -> bool:
+        """The main screen is composed and still attached (not before start, not during teardown)."""
+        return self._started and self.main.is_attached and self.main.composed
+
+    def flush_feed(self, force: bool = False) -> None:
+        """Move pending log lines into the log pane (one batch) and re-render the server state."""
+        if not self._ui_ready():
+            return
+        if not self._rendered_once:
+            self._rendered_once = force = True
+        if not force and self._defer_trickle():
+            return
+        batch = self.feed.take()
+        if batch.generation != self._shown_generation:
+            self.main.clear_log()
+            self._shown_generation = batch.generation
+            force = True
+        if not batch.changed and not force:
+            return
+        if batch.lines:
+            self.main.write_log(batch.lines, batch.kinds)
+            self._log_written_at = time.monotonic()
+        if any(isinstance(event, StartupFailed) for event in batch.events):
+            self._notify_failure()
+        if any(isinstance(event, ServerBecameReady) for event in batch.events):
+            self._maybe_sanity_check()
+        self.render_state()
+
+    def _flush_often(self) -> None:
+        self.flush_feed()
+        if not self._log_busy():
+            self._often.pause()  # an idle server's few lines wait seconds anyway (trickle_s): 4 looks a second do
+            self._often_paused = True
+
+    def _flush_seldom(self) -> None:
+        if not self._often_paused:
+            return  # the often timer flushes
+        if self._log_busy():
+            self._often.resume()
+            self._often_paused = False
+        self.flush_feed()
+
+    def _log_busy(self) -> bool:
+        """A startup shows its progress, or lines stream in: the feed is flushed at flush_hz."""
+        with self.feed.lock:
+            starting = self.feed.state.state in ("starting", "failed")
+        return starting or self.feed.pending >= TRICKLE_LINES or self.feed.generation != self._shown_generation
+
+    def _notify_failure(self) -> None:
+        """One notification per failed run, with the error panel's diagnosis (replaced if it is refined)."""
+        with self.feed.lock:
+            due = self.watch.failure_notice(self._shown_generation, self.feed.state.error)
+        if due is not None:
+            (title, message), replaces = due
+            if replaces:
+                self.clear_notifications()
+            self.notify(message, title=title, severity="error", timeout=FAILURE_NOTICE_S, markup=False)
+
+    def _defer_trickle(self) -> bool:
+        """Except during a startup, lines wait to be written together: a few (health checks, access lines) up to
+        ``trickle_s``, a stream of serving lines up to ``busy_flush_s``. Each write repaints the log pane."""
+        if self.feed.generation != self._shown_generation:
+            return False
+        wait = self.config.trickle_s if self.feed.pending < TRICKLE_LINES else self.config.busy_flush_s
+        if time.monotonic() - self._log_written_at >= wait:
+            return False
+        with self.feed.lock:  # the follower thread may be feeding the tracker
+            return self.feed.state.state not in ("starting", "failed")
+
+    def view(self) -> status.ServerView:
+        """The server as the app knows it now; hold ``feed.lock`` while using it (it holds the tracker's state)."""
+        supervisor = self.config.supervisor
+        exit_code = supervisor.returncode if supervisor is not None else None
+        return self.watch.view(self.feed.state, self.config.poll, bool(self.log_path), exit_code, self.feed.restarts)
+
+    def current_state(self) -> str:
+        """The header's state (see ``status.header_state``)."""
+        with self.feed.lock:
+            return status.header_state(self.view())
+
+    def render_state(self) -> None:
+        """Re-render the header and the Server pane from the current state."""
+        if not self._ui_ready():
+            return
+        with self.feed.lock:
+            view = self.view()
+            rows, notes = status.live_rows(view)
+            notes += self.oncall.switch.notes() if self.oncall.switch is not None else []
+            self.main.show_server(view.startup, rows, notes, bool(self.log_path), self._running_extra_s())
+            header = (self.config.url, self.watch.preset_name, status.header_state(view), self.config.emulator)
+        if header != self._last_header:
+            self._last_header = header
+            self.main.show_header(*header)
+        self._check_milestones(header[2])
+
+    def _running_extra_s(self) -> float:
+        """Whole seconds a running phase went past the log's newest stamp (until now only while it is alive)."""
+        supervisor = self.config.supervisor
+        alive = status.server_alive(supervisor is not None and supervisor.is_running, self.watch.http)
+        return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
+
+    def _tick_running_phase(self) -> None:
+        """Once a second during startup, let the running phase's duration count on when the log brings no line."""
+        with self.feed.lock:
+            state = self.feed.state
+            running = state.state == "starting" and any(phase.status == "running" for phase in state.phases)
+        if running:
+            self.render_state()
+
+    # ----- messages from sources
+
+    @on(messages.ServerStatusChanged)
+    def _server_status_changed(self, message: messages.ServerStatusChanged) -> None:
+        if self.watch.http_changed(message.status):
+            self.oncall.restart_seen()
+        self._maybe_sanity_check()
+        self.render_state()
+
+    @on(messages.GpuSampled)
+    def _gpu_sampled(self, message: messages.GpuSampled) -> None:
+        self.oncall.gpus = message.snapshot
+        # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
+        now = time.monotonic()
+        shown_state = self._last_header[2] if self._last_header is not None else None
+        idle = not self.bench_running and shown_state == "ready"
+        if idle and now - self._gpu_shown_at < self.config.gpu_idle_refresh_s:
+            return
+        self._gpu_shown_at = now
+        self.main.show_gpus(message.snapshot)
+
+    @on(messages.BenchProgressed)
+    def _bench_progressed(self, message: messages.BenchProgressed) -> None:
+        self.main.show_bench_progress(message.progress)
+
+    @on(messages.BenchFinished)
+    def _bench_finished(self, message: messages.BenchFinished) -> None:
+        self.bench_running = False
+        self.bench_run = None
+        if message.result is not None:
+            self.bench_results.append(message.result)
+            self.oncall.bench_finished(message.result)
+            self.main.show_bench_results(list(self.bench_results))
+            title, text, severity = status.bench_outcome(message.result)
+            self.notify(text, title=title, severity=severity, markup=False)
+
+    @on(messages.SanityChecked)
+    def _sanity_checked(self, message: messages.SanityChecked) -> None:
+        self.watch.sanity_checked(message.summary, message.ok)
+        self.render_state()
+
+    @on(messages.PresetSwitched)
+    def _preset_switched(self, message: messages.PresetSwitched) -> None:
+        self.watch.end_switch(None if message.error else self.config.presets.get(message.preset_name))
+        if message.error:
+            self.notify(message.error, title="Preset switch failed", severity="error")
+        else:
+            self.notify(f"Switched to {message.preset_name}", title="Preset")
+            if message.log_path:
+                self.log_path = message.log_path
+                self.sources.follow(message.log_path)
+        self.render_state()
+
+    # ----- the sanity check after ready (only when specmon launched the server): `specmon check`'s core
+
+    def _maybe_sanity_check(self) -> None:
+        if self.config.sanity_check and self.config.supervisor is not None and self.watch.sanity_due(
+            self.feed.generation
+        ):
+            self._sanity_check()
+
+    @work(exclusive=True, group="sanity", exit_on_error=False)
+    async def _sanity_check(self) -> None:
+        summary, ok = await self.sources.sanity_check(self.watch.preset)
+        self.post_message(messages.SanityChecked(summary, ok=ok))
+
+    # ----- actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.config.read_only and action in ("pick_preset", "run_bench"):
+            return False
+        return action != "pick_preset" or self.oncall.can_switch()
+
+    def action_show_pane(self, pane: str) -> None:
+        self.main.show_pane(pane)
+
+    def action_search(self) -> None:
+        self.main.open_search()
+
+    def action_search_next(self) -> None:
+        self.main.search_again(forward=True)
+
+    def action_search_previous(self) -> None:
+        self.main.search_again(forward=False)
+
+    def action_follow_tail(self) -> None:
+        self.main.follow_tail()
+
+    def action_toggle_polls(self) -> None:
+        self.notify(f"Polling requests {'shown' if self.main.toggle_polls() else 'hidden'}", title="Log")
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME
+
+    def action_screenshot(self) -> None:
+        if (saved := shots.save_svg(self)) is not None:
+            self.notify(f"Saved {saved}", title="Screenshot")
+
+    def action_pick_preset(self) -> None:
+        self.oncall.pick()
+
+    def switch_preset(self, name: str, confirmed: bool = False) -> None:
+        """Restart the server with preset ``name`` (see ``OncallWiring.switch_to``)."""
+        self.oncall.switch_to(name, confirmed)
+
+    @on(messages.SwitchStepped)
+    def _switch_stepped(self, message: messages.SwitchStepped) -> None:
+        self.oncall.stepped(message)
+        self.render_state()
+
+    @on(messages.AttachedSwitchFinished)
+    def _attached_switch_finished(self, message: messages.AttachedSwitchFinished) -> None:
+        self.oncall.attached_switch_finished(message)
+        self.render_state()
+
+    @on(messages.ServerFound)
+    def _server_found(self, message: messages.ServerFound) -> None:
+        self.oncall.follow(message.server)
+
+    @on(messages.SweepProgressed)
+    def _sweep_progressed(self, message: messages.SweepProgressed) -> None:
+        self.oncall.sweep_progressed(message)
+
+    @on(messages.SweepFinished)
+    def _sweep_finished(self, message: messages.SweepFinished) -> None:
+        self.oncall.sweep_finished(message)
+
+    @on(messages.ResultsLoaded)
+    def _results_loaded(self, message: messages.ResultsLoaded) -> None:
+        self.oncall.results_loaded(message.results)
+
+    def action_run_bench(self) -> None:
+        if self.bench_running:
+            self.notify("A benchmark is already running", severity="warning")
+            return
+        self.main.show_pane("bench")
+        self.bench_running = True
+        on_update = lambda p: self.post_message(messages.BenchProgressed(p))  # noqa: E731
+        self.bench_run = self.sources.start_bench(self.watch.preset, on_update)
+        self._wait_bench(self.bench_run)
+
+    @work(thread=True, group="bench", exit_on_error=False)
+    def _wait_bench(self, bench: BenchRun) -> None:
+        bench.wait()
+        self.post_message(messages.BenchFinished(bench.result))
+
+    # ----- command palette, quitting
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield from keys.palette_commands(self)
+
+    def action_quit(self) -> None:
+        """Quit; attached to a server found by `specmon ps`, ask whether to leave it running (the default)."""
+        if not quit_dialog.ask_before_quit(self, self.config.attached):
+            self.exit(self.return_code)
+
+
+def freeze_startup_objects() -> None:
+    """Move everything alive after startup (Textual's DOM, styles, imported modules) out of the cyclic GC's
+    reach: a full collection then scans only what the app made since, not the ~90,000 alive at startup."""
+    gc.collect()
+    gc.freeze()

@@ -1,0 +1,91 @@
+"""The app's key bindings and the command-palette text of each action (one table, so footer and palette agree)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from textual.app import SystemCommand
+from textual.binding import Binding
+
+if TYPE_CHECKING:
+    from specmon.tui.app import SpecmonApp
+
+PANES = Binding.Group("Pane", compact=True)
+SEARCH = Binding.Group("Search", compact=True)
+LOG = Binding.Group("Log", compact=True)
+
+BINDINGS = [
+    Binding("1", "show_pane('server')", "Server", id="pane-server", group=PANES),
+    Binding("2", "show_pane('gpus')", "GPUs", id="pane-gpus", group=PANES),
+    Binding("3", "show_pane('bench')", "Bench", id="pane-bench", group=PANES),
+    Binding("4", "show_pane('live')", "Live", id="pane-live", group=PANES),
+    Binding("slash", "search", "Search", id="search", group=SEARCH),
+    Binding("n", "search_next", "Next match", id="search-next", group=SEARCH),
+    Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
+    Binding("f", "follow_tail", "Follow", id="follow-tail", group=LOG),
+    Binding("h", "toggle_polls", "Polls", id="toggle-polls", group=LOG),
+    Binding("p", "pick_preset", "Preset", id="pick-preset"),
+    Binding("b", "run_bench", "Bench", id="run-bench"),
+    Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
+    Binding("f8", "screenshot", "Shot", id="screenshot", key_display="F8"),
+    Binding("q", "quit", "Quit", id="quit"),
+]
+
+ACTION_HELP = {
+    "show_pane('server')": ("Show the Server pane", "The startup log, timeline and server state"),
+    "show_pane('gpus')": ("Show the GPUs pane", "Per-GPU memory, utilisation and processes"),
+    "show_pane('bench')": ("Show the Benchmark pane", "Decode tok/s and acceptance length per preset"),
+    "show_pane('live')": ("Show the Live view", "Live serving: throughput, load, acceptance, latency, alerts"),
+    "search": ("Search the log", "Find text in the server log (n / N: next / previous)"),
+    "search_next": ("Next match", "Jump to the next match of the log search (n)"),
+    "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),
+    "follow_tail": ("Follow the log tail", "Jump to the end of the log and keep following it"),
+    "toggle_polls": (
+        "Show/hide polling requests",
+        "specmon's own /health, /model_info and /server_info requests in the log (hidden by default)",
+    ),
+    "pick_preset": ("Switch preset…", "Restart the server with another preset"),
+    "run_bench": ("Run the benchmark", "Benchmark the running server with its preset's settings"),
+    "toggle_theme": ("Toggle light/dark theme", "Switch between the light and dark themes"),
+    "screenshot": ("Save an SVG screenshot", "Write the screen to an SVG file in the current directory"),
+}
+"""Action → (palette title, help text)."""
+
+
+def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
+    """A palette command per key binding (from the same table as the footer), and one per preset to switch to."""
+    can_switch = app.check_action("pick_preset", ())
+    for binding in BINDINGS:
+        action = binding.action
+        if action not in ACTION_HELP or app.check_action(action, ()) is False:
+            continue
+        title, help_text = ACTION_HELP[action]
+        yield SystemCommand(title, help_text, lambda a=action: app.run_action(a))
+    if app.config.read_only:  # watch only: nothing that stops, starts or kills
+        return
+    for proc in app.oncall.leftovers():
+        yield SystemCommand(
+            f"Kill leftover GPU process {proc.pid}",
+            f"An orphaned SGLang worker holding {(proc.used_mib or 0) / 1024:.1f} GiB on GPU {proc.gpu_index}",
+            lambda p=proc: app.oncall.ask_kill(p),
+        )
+    if app.oncall.sweeping:
+        yield SystemCommand(
+            "Cancel the sweep",
+            "Stop after the step under way (a benchmark measuring is cancelled); `specmon sweep --resume` goes on",
+            app.oncall.cancel_sweep,
+        )
+    elif app.oncall.can_sweep():
+        yield SystemCommand(
+            "Sweep presets…",
+            "Benchmark every preset of this server's model in turn (`specmon sweep`) and recommend one",
+            app.oncall.ask_sweep,
+        )
+    if can_switch:
+        for name, preset in app.config.presets.items():
+            yield SystemCommand(
+                f"Switch preset: {name}",
+                preset.description or "Restart the server with this preset",
+                lambda n=name: app.switch_preset(n),
+            )

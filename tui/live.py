@@ -1,0 +1,78 @@
+"""The Live view's wiring: a LiveMonitor fed by the log feed and a LiveSampler thread, shown every 2 s."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from specmon.live.sampler import LiveMonitor, LiveSampler
+from specmon.live.tracker import LiveTracker
+
+if TYPE_CHECKING:
+    from specmon.tui.app import SpecmonApp
+
+REFRESH_S = 2.0
+WINDOW_S = 60.0
+
+
+class LiveWiring:
+    """Starts the live sources of one app and hands its snapshots to the main screen."""
+
+    def __init__(self, app: SpecmonApp) -> None:
+        self.app = app
+        self.monitor = LiveMonitor(LiveTracker())
+        self.sampler: LiveSampler | None = None
+        self._preset_name: str | None = None
+        self._bench_id: int | None = None
+        self._own_base = 0.0
+        self._own_now = 0.0
+
+    def start(self) -> None:
+        app = self.app
+        app.feed.observers.append(self.monitor.feed_lines)
+        if app.config.poll:
+            self.sampler = LiveSampler(app.config.url, self.monitor, api_key=app.config.api_key)
+            self.sampler.start()
+        app.set_interval(REFRESH_S, self.refresh)
+        self.refresh()  # the view says where it stands at once, not after the first interval
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def refresh(self) -> None:
+        """Follow the preset and specmon's own benchmark, then show a snapshot."""
+        self._follow_preset()
+        self._note_bench()
+        self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
+
+    def _follow_preset(self) -> None:
+        preset = self.app.watch.preset
+        name = preset.name if preset is not None else None
+        if name == self._preset_name:
+            return
+        self._preset_name = name
+        baseline = None
+        for result in reversed(self.app.bench_results):
+            accept = result.summary.get("accept_length") if isinstance(result.summary, dict) else None
+            if result.preset == name and isinstance(accept, dict) and accept.get("token_weighted"):
+                baseline = float(accept["token_weighted"])
+                break
+        if baseline is None and name is not None:
+            from specmon.live.once import baseline_accept
+
+            baseline = baseline_accept(name)
+        with self.monitor.lock:
+            self.monitor.tracker.set_preset(name, dict(preset.args) if preset is not None else None, baseline)
+
+    def _note_bench(self) -> None:
+        bench = self.app.bench_run
+        if bench is None:
+            return
+        if id(bench) != self._bench_id:
+            self._bench_id = id(bench)
+            self._own_base = self._own_now
+        tokens = sum(r.completion_tokens for r in list(bench.result.requests))
+        self._own_now = self._own_base + tokens
+        with self.monitor.lock:
+            self.monitor.tracker.note_own_tokens(time.time(), self._own_now)

@@ -1,0 +1,397 @@
+"""The app's on-call wiring: switching presets (the demo's supervisor, or `specmon switch`'s core for an attached
+server), following an attached server across restarts and switches made elsewhere, and the stored results.
+
+Threads here post messages (``specmon.tui.messages``); the app's handlers call back into this class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING
+
+from specmon.oncall import progress
+from specmon.tui import messages
+
+if TYPE_CHECKING:
+    from specmon.bench.model import BenchResult
+    from specmon.bench.run import BenchRun
+    from specmon.gpu.model import GpuProcess, GpuSnapshot
+    from specmon.launch.presets import Preset
+    from specmon.oncall.discovery import FoundServer
+    from specmon.sweep.runner import SweepRunner
+    from specmon.tui.app import SpecmonApp
+
+BENCH_CANCEL_WAIT_S = 10.0
+LOOK_EVERY_S = 2.0
+"""How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
+SLOW_LOOK_AFTER = 15
+SLOW_LOOK_EVERY = 5
+"""After ``SLOW_LOOK_AFTER`` checks without a successor (the server was stopped for good), scan every 5th."""
+
+
+def _daemon(target, name: str) -> None:
+    threading.Thread(target=target, name=name, daemon=True).start()
+
+
+class OncallWiring:
+    """Preset switching and the attached server's identity for one app."""
+
+    def __init__(self, app: SpecmonApp) -> None:
+        self.app = app
+        self.switch: progress.SwitchProgress | None = None
+        self.last: dict[str, BenchResult] = {}
+        """Each preset's last finished benchmark run (from the result store and this session's runs)."""
+        self._lost = False
+        self._looking = False
+        self._ticks_lost = 0
+        self._log_restarts = 0
+        self.sweeping = False
+        self._sweep_runner: SweepRunner | None = None
+        self.gpus: GpuSnapshot | None = None
+        """The last GPU snapshot (its leftover processes may be killed from the palette)."""
+
+    @property
+    def attached(self) -> FoundServer | None:
+        """The server followed without a supervisor (found by `specmon ps`), if any."""
+        config = self.app.config
+        return config.attached if config.supervisor is None else None
+
+    def start(self) -> None:
+        self.app.run_worker(self._load_results, thread=True, group="results", exit_on_error=False)
+        if self.attached is not None:
+            self.app.set_interval(LOOK_EVERY_S, self._check_alive)
+
+    # ----- switching
+
+    def can_switch(self) -> bool:
+        config = self.app.config
+        if not config.presets:
+            return False
+        if config.supervisor is not None:
+            return True
+        return self.attached is not None and self.attached.why_not_signalable() is None
+
+    def pick(self) -> None:
+        if not self.can_switch():
+            self.app.notify("Preset switching needs a server specmon launched or may signal (your own user)",
+                            severity="warning")
+            return
+        from specmon.tui.screens.preset_picker import PresetPicker
+
+        app = self.app
+        current = app.watch.preset.name if app.watch.preset is not None else None
+        lines = {name: progress.result_line(result) for name, result in self.last.items()}
+        app.push_screen(PresetPicker(app.config.presets, current, lines), lambda n: n and self.switch_to(n))
+
+    def switch_to(self, name: str, confirmed: bool = False) -> None:
+        """Restart the server with preset ``name`` (asking first while a benchmark runs: it is cancelled)."""
+        app = self.app
+        preset = app.config.presets.get(name)
+        if preset is None or not self.can_switch() or app.watch.switching_to is not None:
+            return
+        if self.sweeping:
+            app.notify("A sweep is running: it switches the presets itself", severity="warning")
+            return
+        if app.bench_run is not None and not confirmed:
+            from specmon.tui.screens.confirm import Confirm
+
+            question = f"A benchmark is running. Cancel it and switch to {name}?"
+            app.push_screen(Confirm(question), lambda yes: yes and self.switch_to(name, confirmed=True))
+            return
+        app.watch.begin_switch(name)
+        app.sources.stop_following()
+        app.feed.reset()
+        if app.config.supervisor is None:
+            self.switch = progress.SwitchProgress(name)
+        app.render_state()
+        if app.config.supervisor is None:  # a daemon thread: quitting mid-switch must not wait for it
+            _daemon(lambda: self._restart(preset, app.bench_run), "switch the attached server")
+        else:
+            app.run_worker(lambda: self._restart(preset, app.bench_run), thread=True, group="supervisor",
+                           exclusive=True, exit_on_error=False)
+
+    def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
+        """On a worker thread: cancel the benchmark, then restart (the supervisor's, or `specmon switch`'s)."""
+        post = self.app.post_message
+        if bench is not None:  # ends as "cancelled" before its server goes, not as a run of failed requests
+            bench.cancel()
+            bench.wait(BENCH_CANCEL_WAIT_S)
+        supervisor = self.app.config.supervisor
+        if supervisor is None:
+            from specmon.oncall.switch import switch
+
+            old = self.attached
+
+            def on_step(name: str, status: str, took: float | None) -> None:
+                new = self._successor(old) if (name, status) == ("startup", "running") and old else None
+                post(messages.SwitchStepped(name, status, took, new))
+
+            report = switch(old, preset, on_step=on_step)
+            post(messages.AttachedSwitchFinished(report, self._find(report.id) if report.id else None))
+            return
+        try:
+            supervisor.restart_with(preset)
+        except Exception as exc:  # reported in the UI; the old server is gone either way
+            post(messages.PresetSwitched(preset.name, None, error=str(exc)))
+            return
+        log_path = supervisor.log_path
+        post(messages.PresetSwitched(preset.name, str(log_path) if log_path else None))
+
+    def stepped(self, message: messages.SwitchStepped) -> None:
+        if self.switch is not None:
+            self.switch.step(message.name, message.status, message.took_s)
+        server, app = message.server, self.app
+        if server is not None and server.log and server.log != app.log_path:  # its startup, as it happens
+            app.sources.stop_following()
+            app.log_path = server.log
+            app.sources.follow(server.log)
+
+    def attached_switch_finished(self, message: messages.AttachedSwitchFinished) -> None:
+        """The switch's outcome goes to the Server pane; the new server (if any) is followed from now on."""
+        report, app = message.report, self.app
+        if self.switch is not None:
+            self.switch.finish(report)
+        if message.server is not None:
+            app.watch.end_switch(app.config.presets.get(report.to))
+            self.follow(message.server, new_run=False)
+        else:
+            app.watch.end_switch(None)
+            self._lost = True  # whatever runs on the port now (maybe the old server, maybe nothing)
+        title = "Preset" if report.state == "ready" else "Preset switch failed"
+        text = f"Switched to {report.to}" if report.state == "ready" else report.error or "the switch failed"
+        app.notify(text + "".join(f"\n{alert}" for alert in report.alerts), title=title,
+                   severity="information" if report.state == "ready" and not report.alerts else "warning",
+                   markup=False)
+
+    # ----- sweeping (issue 15): `specmon sweep`'s runner on a worker thread, progress in the Benchmark pane
+
+    def can_sweep(self) -> bool:
+        return self.attached is not None and self.can_switch() and self.app.watch.preset is not None
+
+    def ask_sweep(self) -> None:
+        """Pick among the presets that run this server's launcher and model; start the sweep they make."""
+        from specmon.tui.screens.sweep_picker import SweepPicker
+
+        app = self.app
+        if not self.can_sweep() or self.sweeping or app.watch.switching_to is not None:
+            app.notify("A sweep needs an attached server with a known preset, and no switch or sweep running",
+                       severity="warning")
+            return
+        candidates = progress.sweep_candidates(app.config.presets, app.watch.preset)
+        app.push_screen(SweepPicker(progress.sweep_choices(candidates, self.last)), self._sweep_picked)
+
+    def _sweep_picked(self, names: list[str] | None) -> None:
+        from specmon.sweep.plan import SweepError, plan_sweep
+
+        if not names:
+            return
+        try:
+            plan = plan_sweep([self.app.config.presets[name] for name in names])
+        except SweepError as exc:
+            self.app.notify(str(exc), title="Sweep", severity="error", markup=False)
+            return
+        self.start_sweep(plan)
+
+    def start_sweep(self, plan) -> None:
+        self.sweeping = True
+        self.app.main.show_pane("bench")
+        self.app.main.show_bench_note(f"sweep {plan.run_id}: starting")
+        _daemon(lambda: self._sweep(plan), "sweep")  # quitting mid-sweep leaves it resumable (`--resume`)
+
+    def _sweep(self, plan) -> None:
+        """On a worker thread: run the sweep; each event and finished run is posted as it happens."""
+        from specmon.bench.results import ResultStore
+        from specmon.oncall.state import state_dir
+        from specmon.sweep.plan import SweepStore
+        from specmon.sweep.runner import SweepRunner
+
+        post = self.app.post_message
+
+        class PostingStore(ResultStore):
+            def finish_run(self, result: BenchResult) -> None:
+                super().finish_run(result)
+                post(messages.SweepProgressed(f"{result.preset}: benchmark {result.status}", result))
+
+        presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
+        runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
+                             on_event=lambda text: post(messages.SweepProgressed(text)),
+                             on_progress=lambda progress: post(messages.BenchProgressed(progress)))
+        self._sweep_runner = runner
+        try:
+            report = runner.run()
+            post(messages.SweepFinished(report, cancelled=not plan.finished))
+        except Exception as exc:  # the sweep is saved after each step: `specmon sweep --resume` goes on
+            post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}"))
+
+    def cancel_sweep(self) -> None:
+        """Stop the sweep after the step under way (a benchmark measuring is cancelled); resumable later."""
+        runner = self._sweep_runner
+        if not self.sweeping or runner is None or runner.cancelled:
+            return
+        runner.cancel()
+        self.app.main.show_bench_note("sweep: cancelling after the step under way…")
+
+    def sweep_progressed(self, message: messages.SweepProgressed) -> None:
+        app = self.app
+        app.main.show_bench_note(f"sweep: {message.text}")
+        if message.result is not None:
+            app.bench_results.append(message.result)
+            self.bench_finished(message.result)
+            app.main.show_bench_results(list(app.bench_results))
+            app.main.show_bench_note(f"sweep: {message.text}")
+
+    def sweep_finished(self, message: messages.SweepFinished) -> None:
+        self.sweeping = False
+        self._sweep_runner = None
+        report = message.report
+        if report is None:
+            text = f"sweep stopped: {message.error} (resume with `specmon sweep --resume`)"
+        elif message.cancelled:
+            measured = sum(1 for row in report.rows if row.get("state") == "measured")
+            text = (f"sweep {report.run_id} cancelled with {measured} of {len(report.rows)} runs measured; "
+                    f"`specmon sweep --resume {report.run_id}` measures the rest")
+        else:
+            text = (f"sweep {report.run_id} done: recommended {report.recommended or 'none'}, "
+                    f"left serving {report.left_serving or 'nothing'}")
+        self.app.main.show_bench_note(text)
+        self.app.notify(text, title="Sweep", severity="information" if report else "error", markup=False)
+        self._lost = True  # the server serving now is whatever the sweep left: look it up
+
+    # ----- GPU memory left over by orphaned SGLang workers: killed by pid, after confirmation, own user only
+
+    def leftovers(self) -> list[GpuProcess]:
+        """The killable leftovers of the last GPU snapshot (see ``processes.why_not_killable``)."""
+        if self.gpus is None or not self.gpus.available:
+            return []
+        return [p for p in self.gpus.processes if p.leftover == "orphaned"]
+
+    def ask_kill(self, proc: GpuProcess) -> None:
+        from specmon.gpu.processes import why_not_killable
+        from specmon.tui.screens.confirm import Confirm
+
+        refused = why_not_killable(proc)
+        if refused is not None:
+            self.app.notify(refused, title="GPU", severity="warning", markup=False)
+            return
+        question = (f"Kill pid {proc.pid} ({proc.name[:60]}), an orphaned SGLang worker holding "
+                    f"{(proc.used_mib or 0) / 1024:.1f} GiB on GPU {proc.gpu_index}? (SIGTERM, then SIGKILL)")
+        self.app.push_screen(Confirm(question), lambda yes: yes and self.app.run_worker(self._kill(proc)))
+
+    async def _kill(self, proc: GpuProcess) -> None:
+        import asyncio
+
+        from specmon.gpu.processes import kill_leftover
+
+        outcome = await asyncio.to_thread(kill_leftover, proc)
+        self.app.notify(outcome, title="GPU", markup=False)
+
+    # ----- the attached server's identity
+
+    def restart_seen(self) -> None:
+        """The log or HTTP shows a restart: look the server up again (its log and preset may have changed)."""
+        if self.attached is not None and self.app.watch.switching_to is None:
+            self._lost = True
+            self._look()
+
+    def _check_alive(self) -> None:
+        """Every ``LOOK_EVERY_S``: a restart the log began, or the followed process gone, starts a look-up
+        (a process scan), repeated while none is found, less often after ``SLOW_LOOK_AFTER`` tries."""
+        server = self.attached
+        if server is None or self.app.watch.switching_to is not None:
+            return
+        if self.app.feed.restarts != self._log_restarts:
+            self._log_restarts, self._lost = self.app.feed.restarts, True
+        if self._lost:
+            self._ticks_lost += 1
+            if self._ticks_lost > SLOW_LOOK_AFTER and self._ticks_lost % SLOW_LOOK_EVERY:
+                return
+        if not self._lost:
+            import psutil
+
+            try:
+                self._lost = psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.Error:
+                self._lost = True
+        if self._lost:
+            self._look()
+
+    def _look(self) -> None:
+        if self._looking or self.attached is None:
+            return
+        self._looking = True
+        self.app.run_worker(self._look_thread, thread=True, group="look", exit_on_error=False)
+
+    def _look_thread(self) -> None:
+        try:
+            followed = self.attached
+            if followed is None:
+                return
+            found = self._successor(followed)
+            if found is not None:
+                self.app.post_message(messages.ServerFound(found))
+        finally:
+            self._looking = False
+
+    @staticmethod
+    def _successor(followed: FoundServer) -> FoundServer | None:
+        from specmon.oncall.discovery import find_servers
+
+        with contextlib.suppress(Exception):
+            return progress.successor(find_servers(with_gpus=False).alive(), followed)
+        return None
+
+    def _find(self, server_id: str) -> FoundServer | None:
+        from specmon.oncall.discovery import find_servers
+
+        with contextlib.suppress(Exception):
+            found = find_servers(with_gpus=False).find(server_id)
+            return found if found is not None and found.alive else None
+        return None
+
+    def follow(self, server: FoundServer, new_run: bool = True) -> None:
+        """Follow ``server`` from now on: its log (the earlier run kept in history) and its preset."""
+        app = self.app
+        if app.config.supervisor is not None or app.watch.switching_to is not None:
+            return
+        self._lost, self._ticks_lost = False, 0
+        app.config.attached = server
+        if new_run:
+            self.switch = None
+            app.watch.server_replaced(app.config.presets.get(server.preset) if server.preset else None)
+        if server.log and server.log != app.log_path:
+            app.sources.stop_following()
+            if new_run:
+                app.feed.next_log()
+            app.log_path = server.log
+            app.sources.follow(server.log)
+        self._log_restarts = app.feed.restarts  # this one is seen
+        app.render_state()
+
+    # ----- stored results
+
+    def _load_results(self) -> None:
+        from specmon.bench.results import ResultStore, read_run_file
+
+        store = ResultStore()
+        results = []
+        for run_id in store.run_ids()[-progress.HISTORY_RUNS :]:
+            with contextlib.suppress(OSError, ValueError):
+                results.append(read_run_file(store.path_for(run_id)))
+        results.sort(key=lambda r: r.started_at)
+        self.app.post_message(messages.ResultsLoaded(results))
+
+    def results_loaded(self, results: list[BenchResult]) -> None:
+        """Keep each preset's last result (the picker); attached, show this server's presets' runs."""
+        self.last = {**progress.last_results(results), **self.last}
+        app = self.app
+        if self.attached is None:
+            return
+        history = progress.history_for(results, app.watch.preset_name, app.config.url)
+        if history:
+            app.bench_results[:0] = history
+            app.main.show_bench_results(list(app.bench_results))
+
+    def bench_finished(self, result: BenchResult) -> None:
+        if result.status == "finished" and result.preset:
+            self.last[result.preset] = result

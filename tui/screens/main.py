@@ -1,0 +1,217 @@
+"""MainScreen: header, the three panes (tabs when narrow, a grid when wide) and the footer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Container
+from textual.events import Resize
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Tab, Tabs
+
+from specmon.widgets.bench_panel import BenchPanel
+from specmon.widgets.gpu_pane import GpuPane
+from specmon.widgets.live_view import LiveView
+from specmon.widgets.server_pane import ServerPane
+from specmon.widgets.status_header import StatusHeader
+
+if TYPE_CHECKING:
+    from textual.widget import Widget
+
+    from specmon.bench.model import BenchProgress, BenchResult
+    from specmon.gpu.model import GpuSnapshot
+    from specmon.live.model import LiveSnapshot
+    from specmon.logs.model import LineKind, StartupState
+    from specmon.view.state import Note, Row
+
+PANES = ("server", "gpus", "bench", "live")
+WIDE_COLUMNS = 160
+
+
+class MainScreen(Screen):
+    """The monitor: Server, GPUs, Benchmark and Live panes. Below ``WIDE_COLUMNS`` columns they are tabs."""
+
+    class Composed(Message):
+        """The screen and its panes are mounted: the app may start its sources."""
+
+    def __init__(self, max_lines: int = 10_000, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._max_lines = max_lines
+        self.active_pane = "server"
+        self.composed = False
+        self._pending_gpus: GpuSnapshot | None = None
+        self._failed_panes: set[str] = set()
+        self._found: dict[str, Widget] = {}
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader(id="header")
+        yield Tabs(
+            Tab("1 Server", id="tab-server"),
+            Tab("2 GPUs", id="tab-gpus"),
+            Tab("3 Benchmark", id="tab-bench"),
+            Tab("4 Live", id="tab-live"),
+            id="pane-tabs",
+        )
+        with Container(id="panes"):  # in this order for the wide grid: Live above Server, GPUs above Benchmark
+            with Container(id="pane-live", classes="pane"):
+                yield LiveView(id="live-view")
+            with Container(id="pane-gpus", classes="pane"):
+                yield GpuPane(id="gpu-pane")
+            yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
+            with Container(id="pane-bench", classes="pane"):
+                yield BenchPanel(id="bench-panel")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#pane-server").border_title = "Server"
+        self.query_one("#pane-gpus").border_title = "GPUs"
+        self.query_one("#pane-bench").border_title = "Benchmark"
+        self.query_one("#pane-live").border_title = "Live"
+        self.call_after_refresh(self._composed)
+
+    def _composed(self) -> None:
+        self.composed = True
+        self.post_message(self.Composed())
+
+    def _one(self, selector: str) -> list[Widget]:
+        """The widget with this id selector (``[]`` before it is mounted), found once: a DOM query costs about
+        1 ms, and the Live view, GPU pane, header and Server pane are looked up at every update."""
+        widget = self._found.get(selector)
+        if widget is None or not widget.is_attached:
+            widget = next(iter(self.query(selector)), None)
+            if widget is None:
+                return []
+            self._found[selector] = widget
+        return [widget]
+
+    @property
+    def header(self) -> StatusHeader:
+        found = self._one("#header")
+        return found[0] if found else self.query_one(StatusHeader)
+
+    @property
+    def server_pane(self) -> ServerPane:
+        found = self._one("#pane-server")
+        return found[0] if found else self.query_one(ServerPane)
+
+    def show_header(self, url: str, preset: str | None, state: str, emulator: bool) -> None:
+        self.header.show(url, preset, state, emulator)
+
+    def show_server(self, startup: StartupState, rows: list[Row], notes: list[Note], has_log: bool,
+                    running_extra_s: float) -> None:
+        """Render the startup state and the live rows in the Server pane."""
+        self.server_pane.show(startup, rows, notes, has_log, running_extra_s)
+
+    def write_log(self, lines: list[str], kinds: list[LineKind | None]) -> None:
+        self.server_pane.write_log(lines, kinds)
+
+    def clear_log(self) -> None:
+        self.server_pane.clear_log()
+
+    def follow_tail(self) -> None:
+        self.server_pane.follow_tail()
+
+    def toggle_polls(self) -> bool:
+        """Show or hide the app's own polling requests in the log; whether they show now."""
+        log = self.server_pane.log_view
+        log.set_show_polls(not log.show_polls)
+        return log.show_polls
+
+    def open_search(self) -> None:
+        """Show the Server pane with its search box open."""
+        self.show_pane("server")
+        self.server_pane.open_search()
+
+    def search_again(self, forward: bool) -> None:
+        """The next (or previous) match of the last search; opens the search box when there was none."""
+        query = self.server_pane.search_query
+        if not query:
+            self.open_search()
+        elif not self.server_pane.search(query, forward=forward):
+            self.notify(f"No match for {query!r}", severity="warning")
+
+    @property
+    def wide(self) -> bool:
+        return self.has_class("-wide")
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+        self.server_pane.set_class(self.wide, "-wide")
+        if self.wide:
+            self._flush_gpus()
+
+    def show_pane(self, name: str) -> None:
+        """Make ``name`` ("server", "gpus", "bench") the active pane (and tab)."""
+        if name not in PANES:
+            return
+        self.active_pane = name
+        for pane in PANES:
+            self.query_one(f"#pane-{pane}").set_class(pane == name, "-active")
+        if name == "gpus":
+            self._flush_gpus()
+        tabs = self.query_one(Tabs)
+        if tabs.active != f"tab-{name}":
+            tabs.active = f"tab-{name}"
+
+    @on(Tabs.TabActivated)
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tab.id:
+            name = event.tab.id.removeprefix("tab-")
+            if name != self.active_pane:
+                self.show_pane(name)
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        if event.value and not self.server_pane.search(event.value):
+            self.notify(f"No match for {event.value!r}", severity="warning")
+        self.server_pane.close_search()
+
+    def key_escape(self) -> None:
+        """Esc closes the search box, else dismisses the notifications."""
+        if self.query_one("#search", Input).has_class("-open"):
+            self.server_pane.close_search()
+        else:
+            self.app.clear_notifications()
+
+    def show_gpus(self, snapshot: GpuSnapshot) -> None:
+        """Hand a GPU snapshot to the GPU pane; while the pane is hidden (another tab), keep only the latest."""
+        self._pending_gpus = snapshot
+        if self.wide or self.active_pane == "gpus":
+            self._flush_gpus()
+
+    def _flush_gpus(self) -> None:
+        snapshot, self._pending_gpus = self._pending_gpus, None
+        if snapshot is not None:
+            for pane in self._one("#gpu-pane"):
+                self._guarded("GPU pane", pane.show, snapshot)
+
+    def show_live(self, snapshot: LiveSnapshot) -> None:
+        """Hand a live snapshot to the Live view (only while it is shown: the next one follows soon)."""
+        if self.wide or self.active_pane == "live":
+            for view in self._one("#live-view"):
+                self._guarded("Live view", view.show, snapshot)
+
+    def show_bench_progress(self, progress: BenchProgress) -> None:
+        for panel in self._one("#bench-panel"):
+            self._guarded("Benchmark panel", panel.show_progress, progress)
+
+    def show_bench_note(self, text: str) -> None:
+        for panel in self.query("#bench-panel"):
+            self._guarded("Benchmark panel", panel.show_note, text)
+
+    def show_bench_results(self, results: list[BenchResult]) -> None:
+        for panel in self._one("#bench-panel"):
+            self._guarded("Benchmark panel", panel.show_results, results)
+
+    def _guarded(self, what: str, show, value) -> None:
+        """A pane that fails to render must not take the monitor down: say so once, keep going."""
+        try:
+            show(value)
+        except Exception as exc:
+            if what not in self._failed_panes:
+                self._failed_panes.add(what)
+                self.log.error(f"{what} failed to render", exc)
+                self.notify(f"{what} failed to render: {exc!r}", severity="error", timeout=10)

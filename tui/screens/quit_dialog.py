@@ -1,0 +1,83 @@
+"""QuitDialog: on quitting, leave the server running (the default) or stop it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+LEAVE, STOP = "leave", "stop"
+
+
+class QuitDialog(ModalScreen[str | None]):
+    """Asks what happens to the server when specmon quits; dismisses with "leave", "stop", or None (Esc)."""
+
+    DEFAULT_CSS = """
+    QuitDialog { align: center middle; }
+    QuitDialog #quit { width: 70; max-width: 95%; height: auto; border: thick $warning; background: $surface;
+                       padding: 0 1; }
+    QuitDialog Label { width: 100%; }
+    QuitDialog OptionList { height: auto; }
+    """
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, server: str, why_not_stop: str | None = None) -> None:
+        super().__init__()
+        self._server = server
+        self._why_not_stop = why_not_stop
+
+    def compose(self) -> ComposeResult:
+        stop = Option(
+            f"Stop it ({self._why_not_stop})"
+            if self._why_not_stop
+            else "Stop it (SIGTERM, then wait until its GPUs and port are free)",
+            id=STOP,
+            disabled=bool(self._why_not_stop),
+        )
+        with Vertical(id="quit"):
+            yield Label(f"Quit specmon. The server {self._server} may be serving traffic.")
+            yield OptionList(Option("Leave it running (re-attach with `specmon monitor`)", id=LEAVE), stop)
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def ask_before_quit(app: Any, server: Any) -> bool:
+    """Push the dialog when `server` (a `specmon ps` server the app is attached to) is alive; False when there
+    is nothing to ask (the app just quits). Stopping runs on a thread; the app exits once it is done."""
+    if server is None or not server.alive:
+        return False
+
+    def stop_then_exit() -> None:
+        from specmon.oncall.stopper import stop_server
+
+        app.sources.stop()
+        try:
+            stop_server(server)
+        finally:
+            app.call_from_thread(app.exit, app.return_code)
+
+    def chosen(answer: str | None) -> None:
+        if answer == STOP:
+            app.notify(f"Stopping {server.id}…", title="Quit")
+            threading.Thread(target=stop_then_exit, name="specmon-stop", daemon=True).start()
+        elif answer is not None:
+            app.exit(app.return_code)
+
+    app.push_screen(
+        QuitDialog(f"{server.id} ({server.preset or server.url})", server.why_not_signalable()), chosen
+    )
+    return True

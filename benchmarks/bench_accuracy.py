@@ -15,7 +15,7 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
 `--standin` measures issue 14 item 27 instead: a ThreadingHTTPServer child (HTTP/1.1 chunked SSE, no
 TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000 and
 ~5,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
-`stream_generate` on one reused connection as BenchRun uses it (the h1 reader for http), the same without the TCP quick-ACK (the
+`stream_generate` on one reused connection as BenchRun uses it (`stream_client`: the h1 reader for http), the same without the TCP quick-ACK (the
 behaviour before the fix), and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
 request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that column is skipped):
 
@@ -237,14 +237,14 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     columns: dict[str, list[tuple[float, float]]] = {}
     quick_ack = stream._set_quickack
     try:
-        async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
+        async with httpx.AsyncClient(base_url=url, trust_env=False) as client, stream.stream_client(url) as streams:
             async def truth() -> float:
                 times, counts = (await client.get("/sent")).json()
                 return (counts[-1] - counts[0]) / (times[-1] - times[0])
 
             async def specmon_one(ack: bool) -> float:
                 stream._set_quickack = quick_ack if ack else (lambda sock: None)
-                result = await stream.stream_generate(client, payload, 0, "p")
+                result = await stream.stream_generate(streams, payload, 0, "p")
                 return result.decode_tok_s
 
             async def sglang_one() -> float:

@@ -1,5 +1,5 @@
-"""The lean HTTP/1.1 stream reader (tui/bench/h1.py): framing split anywhere, headers as the client's, the
-API key sent, error bodies bounded, and the httpx path kept for https, proxies and custom transports."""
+"""The lean HTTP/1.1 stream client (specmon/bench/h1.py, llhttp's framing through httptools): framing split anywhere, the API key
+sent, error bodies bounded, and the httpx path kept for https and proxied servers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from specmon.bench import h1
-from specmon.bench.stream import stream_generate
-from specmon.serving.client import generate_payload, http_client
+from specmon.bench.stream import direct_http, stream_client, stream_generate
+from specmon.serving.client import generate_payload
 from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
 
@@ -36,8 +36,8 @@ GOOD = HEAD + chunk(event(2, "ab")) + chunk(event(5, "abcde")) + chunk(event(8, 
 
 @pytest.mark.parametrize("piece", [0, 1, 7])
 async def test_a_chunked_stream_split_anywhere_reads_the_same(piece):
-    async with Recording(GOOD, piece) as server, httpx.AsyncClient(base_url=server.url, timeout=10) as client:
-        assert h1.plain_origin(client) is not None
+    async with Recording(GOOD, piece) as server, stream_client(server.url) as client:
+        assert isinstance(client, h1.H1Client)
         result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
     assert result.ok, result.error
     assert result.completion_tokens == 8 and result.output_text == "abcdefgh"
@@ -45,7 +45,7 @@ async def test_a_chunked_stream_split_anywhere_reads_the_same(piece):
 
 
 async def test_the_request_carries_the_api_key_the_base_path_and_identity_encoding():
-    async with Recording(GOOD) as server, http_client(server.url + "/v1", "sk-secret") as client:
+    async with Recording(GOOD) as server, stream_client(server.url + "/v1", "sk-secret") as client:
         result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
     assert result.ok, result.error
     head = server.heads[0].decode()
@@ -58,7 +58,7 @@ async def test_the_request_carries_the_api_key_the_base_path_and_identity_encodi
 async def test_a_content_length_body_and_an_error_status_read_like_httpx():
     body = b'{"error": {"message": "CUDA error"}}'
     answer = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
-    async with Recording(answer, 5) as server, httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+    async with Recording(answer, 5) as server, stream_client(server.url) as client:
         result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
     assert not result.ok and result.error == "HTTP 500: CUDA error"
 
@@ -66,39 +66,60 @@ async def test_a_content_length_body_and_an_error_status_read_like_httpx():
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        (HEAD + b"zz\r\n", "garbled chunk size"),
-        (HEAD + b"-5\r\n", "garbled chunk size"),
-        (HEAD + chunk(event(2)), "peer closed connection without sending complete message body"),
-        (b"", "Server disconnected without sending a response"),
-        (b"SPDY/9 200 OK\r\n\r\n", "not an HTTP/1.x status line"),
-        (HEAD.replace(b"\r\n\r\n", b"\r\ncontent-encoding: br\r\n\r\n") + chunk(event(2)), "content-encoding"),
-        (HEAD + b"f" * 2000, "chunk-size line too long"),
+        pytest.param(HEAD + b"zz\r\n", "Invalid character in chunk size", id="chunk-size-not-hex"),
+        pytest.param(HEAD + b"-5\r\n", "Invalid character in chunk size", id="chunk-size-negative"),
+        pytest.param(HEAD + b"1" * 40 + b"\r\n", "Chunk size overflow", id="chunk-size-huge"),
+        pytest.param(HEAD + chunk(event(2)), "peer closed connection without sending complete message body",
+                     id="body-cut-short"),
+        pytest.param(b"", "Server disconnected without sending a response", id="no-response"),
+        pytest.param(b"SPDY/9 200 OK\r\n\r\n", "Expected HTTP/", id="not-http"),
+        pytest.param(HEAD.replace(b"\r\n\r\n", b"\r\ncontent-encoding: br\r\n\r\n") + chunk(event(2)),
+                     "content-encoding", id="compressed"),
+        pytest.param(HEAD + b"f" * 2000, "Chunk size overflow", id="endless-chunk-size"),
+        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (16 * h1.MAX_HEAD) + b"\r\n\r\n", "head over 65536 bytes",
+                     id="endless-head"),
+        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (h1.MAX_HEAD + 1) + b"\r\n\r\n", "head over 65536 bytes",
+                     id="long-head"),
     ],
 )
 async def test_broken_framing_is_an_error_with_its_reason(answer, expected):
-    async with Recording(answer) as server, httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+    async with Recording(answer) as server, stream_client(server.url) as client:
         result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
     assert not result.ok and expected in result.error, result.error
 
 
-def test_https_proxies_and_custom_transports_keep_the_httpx_path():
-    assert h1.plain_origin(httpx.AsyncClient(base_url="https://127.0.0.1:5")) is None
-    assert h1.plain_origin(httpx.AsyncClient(base_url="http://10.0.0.1:5", proxy="http://proxy:3128")) is None
-    mock = httpx.MockTransport(lambda request: httpx.Response(200))
-    assert h1.plain_origin(httpx.AsyncClient(base_url="http://127.0.0.1:5", transport=mock)) is None
-    assert h1.plain_origin(httpx.AsyncClient(base_url="http://127.0.0.1:5")) == ("127.0.0.1", 5)
+def test_https_and_proxied_servers_keep_the_httpx_path(monkeypatch):
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("http_proxy", raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert not direct_http("https://127.0.0.1:5")
+    assert not direct_http("http://10.0.0.1:5")  # the environment's proxy stands in front of it
+    assert direct_http("http://127.0.0.1:5")  # loopback never goes through a proxy
+    assert isinstance(stream_client("http://10.0.0.1:5"), httpx.AsyncClient)
+    monkeypatch.setenv("NO_PROXY", "10.0.0.1")
+    assert direct_http("http://10.0.0.1:5")
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("NO_PROXY")
+    assert direct_http("http://10.0.0.1:5") and isinstance(stream_client("http://10.0.0.1:5"), h1.H1Client)
+
+
+async def test_a_header_value_with_a_line_break_is_refused_not_sent():
+    async with Recording(GOOD) as server, stream_client(server.url, "sk\r\nX-Injected: 1") as client:
+        result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
+    assert not result.ok and "LocalProtocolError" in result.error
+    assert not server.heads
 
 
 async def test_sequential_streams_reuse_one_connection_which_closes_with_the_client():
     from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 
     with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
-        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+        async with stream_client(server.url) as client:
             for i in range(3):
                 result = await stream_generate(client, generate_payload("hi", 12), i, f"p{i}")
                 assert result.ok, result.error
-            pool = h1.pool_for(client, h1.plain_origin(client))
-            idle = list(pool.idle)
+            idle = list(client.idle)
             assert len(idle) == 1 and not idle[0].closed
         assert server.connections == 1
-        assert pool.closed and not pool.idle and idle[0].closed
+        assert client.closed and not client.idle and idle[0].closed

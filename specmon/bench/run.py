@@ -19,11 +19,12 @@ from typing import Any
 
 import httpx
 
+from specmon.bench.h1 import H1Client
 from specmon.bench.model import BenchProgress, BenchResult, RequestResult
 from specmon.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
 from specmon.bench.results import ResultStore
 from specmon.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference
-from specmon.bench.stream import DEFAULT_STALL_TIMEOUT_S, stream_generate
+from specmon.bench.stream import DEFAULT_STALL_TIMEOUT_S, stream_client, stream_generate
 from specmon.bench.summary import summarize
 from specmon.loop_thread import LoopThread
 
@@ -269,7 +270,7 @@ class BenchRun:
             self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
-        from specmon.serving.client import SGLangClient, http_client, spec_settings
+        from specmon.serving.client import SGLangClient, spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
@@ -286,9 +287,8 @@ class BenchRun:
             except OSError as exc:
                 raise NotMeasurable(f"cannot save results in {self.store.directory}: {exc.strerror or exc}") from exc
             streams = max(1, self.settings.concurrency)
-            limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
-            timeout = httpx.Timeout(self._request_timeout_s, connect=10.0)
-            async with http_client(self.url, self._api_key, limits=limits, timeout=timeout) as http:
+            client = stream_client(self.url, self._api_key, streams=streams, timeout=self._request_timeout_s)
+            async with client as http:
                 if self.settings.warmup > 0:
                     self._set_phase("warmup")
                     warm = [(i, prompts[-1 - (i % len(prompts))]) for i in range(self.settings.warmup)]
@@ -354,7 +354,7 @@ class BenchRun:
             )
         return flushed
 
-    async def _run_requests(self, http: httpx.AsyncClient, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
+    async def _run_requests(self, http: httpx.AsyncClient | H1Client, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
         from specmon.serving.client import generate_payload
 
         queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()

@@ -234,8 +234,40 @@ def _set_quickack(sock: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
 
 
+def stream_client(
+    base_url: str, api_key: str | None = None, *, streams: int = 1, timeout: float = 600.0, connect_timeout: float = 10.0
+) -> h1.H1Client | httpx.AsyncClient:
+    """The client `stream_generate` reads one server's streams with: the lean HTTP/1.1 one for a plain http://
+    server no proxy stands in front of (`direct_http`), else httpx (https, or through the environment's proxy).
+    Either keeps one connection alive per concurrent stream and closes them with itself."""
+    from specmon.serving.client import http_client
+
+    if direct_http(base_url):
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return h1.H1Client(base_url, headers, connect_timeout=connect_timeout)
+    limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
+    return http_client(base_url, api_key, limits=limits, timeout=httpx.Timeout(timeout, connect=connect_timeout))
+
+
+def direct_http(base_url: str) -> bool:
+    """A plain http:// URL reached directly: loopback never goes through a proxy (specmon's rule, as in
+    `serving.client.http_client`), and another host only when the environment names no proxy for it."""
+    import urllib.request
+
+    from specmon.serving.client import is_loopback
+
+    if not base_url.startswith("http://"):
+        return False
+    if is_loopback(base_url):
+        return True
+    proxies = urllib.request.getproxies()
+    if "http" not in proxies and "all" not in proxies:
+        return True
+    return bool(urllib.request.proxy_bypass(httpx.URL(base_url).host))
+
+
 async def stream_generate(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient | h1.H1Client,
     payload: dict[str, Any],
     index: int,
     prompt_id: str,
@@ -302,7 +334,7 @@ class _Watchdog:
 
 
 async def _read_stream(
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient | h1.H1Client,
     path: str,
     payload: dict[str, Any],
     state: _StreamState,
@@ -310,9 +342,8 @@ async def _read_stream(
     max_new: int,
 ) -> None:
     max_event = EVENT_BYTES_BASE + EVENT_BYTES_PER_TOKEN * max_new
-    origin = h1.plain_origin(client)
-    if origin is not None:
-        await _read_h1(client, origin, path, payload, state, watchdog, max_event)
+    if isinstance(client, h1.H1Client):
+        await _read_h1(client, path, payload, state, watchdog, max_event)
         return
     headers = {"accept-encoding": "identity"}
     async with client.stream("POST", path, json=payload, headers=headers) as response:
@@ -362,30 +393,28 @@ def _check_head(status: int, headers: dict[bytes, bytes], transport: asyncio.Bas
 
 
 async def _read_h1(
-    client: httpx.AsyncClient,
-    origin: tuple[str, int],
+    client: h1.H1Client,
     path: str,
     payload: dict[str, Any],
     state: _StreamState,
     watchdog: _Watchdog,
     max_event: int,
 ) -> None:
-    """The stream on a connection of its own, read by `h1.StreamProtocol` (plain http, no proxy)."""
+    """The stream on a pooled connection of the client's, read by `h1.StreamProtocol`."""
     sse = _SseFeed(state, watchdog, max_event)
-    host, port = origin
-    pool = h1.pool_for(client, origin)
     try:
-        async with asyncio.timeout(client.timeout.connect):
-            conn = await pool.connect()
+        async with asyncio.timeout(client.connect_timeout):
+            conn = await client.connect()
     except TimeoutError:
-        raise StreamError(f"ConnectTimeout: no connection to {host}:{port} in {client.timeout.connect} s") from None
+        raise StreamError(
+            f"ConnectTimeout: no connection to {client.host}:{client.port} in {client.connect_timeout} s"
+        ) from None
     except OSError as exc:
         raise StreamError(f"ConnectError: {exc}") from None
     conn.begin(_check_head, sse.feed, max_event)
-    protocol = conn
     try:
-        assert conn.transport is not None and conn.done is not None
-        conn.transport.write(h1.request_bytes(client, path, payload))
+        assert conn.done is not None
+        conn.send(client.request(path, payload))
         await conn.done
     except h1.H1Error as exc:
         raise StreamError(str(exc)[:MAX_ERROR_CHARS]) from None
@@ -393,9 +422,9 @@ async def _read_h1(
         if conn.done is not None and not conn.done.done():
             conn.done.cancel()  # a stall or the deadline: nobody waits for its outcome any more
             conn.reusable = False
-        pool.release(conn)
-    if protocol.status >= 400:
-        raise StreamError(error_message(protocol.status, protocol.error_body[:max_event]))
+        client.release(conn)
+    if conn.status >= 400:
+        raise StreamError(error_message(conn.status, conn.error_body[:max_event]))
     sse.finish()
 
 

@@ -469,16 +469,16 @@ async def test_an_idle_ready_server_is_looked_at_seldom_and_a_stream_of_lines_of
     app = following_app(log_path)
     async with app.run_test(size=(80, 24)) as pilot:
         log = app.screen.query_one("#log")
-        assert await wait_for(pilot, lambda: app.current_state() == "ready" and not app._often._active.is_set())
+        assert await wait_for(pilot, lambda: app.current_state() == "ready" and not app.cadence.often_active)
         resumed = []
-        resume = app._often.resume
-        app._often.resume = lambda: (resumed.append(True), resume())
+        resume = app.cadence._often.resume
+        app.cadence._often.resume = lambda: (resumed.append(True), resume())
         line = "[2026-11-29 10:49:{:02d}] Decode batch, #running-req: 1, #token: 90, token usage: 0.00, accept len: 2.10\n"
         with log_path.open("a") as out:
             out.write("".join(line.format(i % 60) for i in range(400)) + "[2026-11-29 10:50:00] the stream's end\n")
         assert await wait_for(pilot, lambda: bool(resumed) and log.lines[-1].endswith("the stream's end"))
-        assert await wait_for(pilot, lambda: not app._often._active.is_set()), "idle again once written"
+        assert await wait_for(pilot, lambda: not app.cadence.often_active), "idle again once written"
     starting = capturing_app()
     async with starting.run_test(size=(80, 24)) as pilot:
         assert await wait_for(pilot, lambda: starting._started and starting.current_state().startswith("capturing"))
-        assert starting._log_busy() and starting._often._active.is_set()
+        assert starting.cadence.busy() and starting.cadence.often_active

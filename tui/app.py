@@ -17,6 +17,7 @@ from textual.screen import Screen
 
 from specmon.logs.model import ServerBecameReady, StartupFailed
 from specmon.tui import keys, live, messages, shots
+from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
 from specmon.tui.oncall import OncallWiring
 from specmon.tui.screens import quit_dialog
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
     from specmon.bench.run import BenchRun
 
-TRICKLE_LINES = 50
-SELDOM_FLUSH_S = 0.25
-"""How often the feed is looked at while no startup runs and no stream of lines arrives (else at flush_hz)."""
 EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
@@ -63,13 +61,12 @@ class SpecmonApp(App[int]):
         )
         self.bench_run: BenchRun | None = None
         self.oncall = OncallWiring(self)
-        self._shown_generation = self.feed.generation
+        self.cadence = FlushCadence(self.feed, config)
         self._last_header: tuple[str, str | None, str, bool] | None = None
         self._main_screen = MainScreen(max_lines=config.max_lines, id="main")
         self._started = False
         self._gpu_shown_at = 0.0
         self._rendered_once = False
-        self._log_written_at = 0.0
         self.live = live.LiveWiring(self)
         self.theme = DARK_THEME
 
@@ -88,9 +85,7 @@ class SpecmonApp(App[int]):
         if self._started:
             return
         self._started = True
-        self._often = self.set_interval(1 / self.config.flush_hz, self._flush_often)
-        self._often_paused = False
-        self.set_interval(SELDOM_FLUSH_S, self._flush_seldom)
+        self.cadence.start(self.set_interval, self.flush_feed)
         self.set_interval(1.0, self._tick_running_phase)
         if self.log_path:
             self.sources.follow(self.log_path)
@@ -155,64 +150,33 @@ class SpecmonApp(App[int]):
             return
         if not self._rendered_once:
             self._rendered_once = force = True
-        if not force and self._defer_trickle():
+        if not force and self.cadence.defer():
             return
         batch = self.feed.take()
-        if batch.generation != self._shown_generation:
+        if batch.generation != self.cadence.shown_generation:
             self.main.clear_log()
-            self._shown_generation = batch.generation
+            self.cadence.shown_generation = batch.generation
             force = True
         if not batch.changed and not force:
             return
         if batch.lines:
             self.main.write_log(batch.lines, batch.kinds)
-            self._log_written_at = time.monotonic()
+            self.cadence.written()
         if any(isinstance(event, StartupFailed) for event in batch.events):
             self._notify_failure()
         if any(isinstance(event, ServerBecameReady) for event in batch.events):
             self._maybe_sanity_check()
         self.render_state()
 
-    def _flush_often(self) -> None:
-        self.flush_feed()
-        if not self._log_busy():
-            self._often.pause()  # an idle server's few lines wait seconds anyway (trickle_s): 4 looks a second do
-            self._often_paused = True
-
-    def _flush_seldom(self) -> None:
-        if not self._often_paused:
-            return  # the often timer flushes
-        if self._log_busy():
-            self._often.resume()
-            self._often_paused = False
-        self.flush_feed()
-
-    def _log_busy(self) -> bool:
-        """A startup shows its progress, or lines stream in: the feed is flushed at flush_hz."""
-        with self.feed.lock:
-            starting = self.feed.state.state in ("starting", "failed")
-        return starting or self.feed.pending >= TRICKLE_LINES or self.feed.generation != self._shown_generation
-
     def _notify_failure(self) -> None:
         """One notification per failed run, with the error panel's diagnosis (replaced if it is refined)."""
         with self.feed.lock:
-            due = self.watch.failure_notice(self._shown_generation, self.feed.state.error)
+            due = self.watch.failure_notice(self.cadence.shown_generation, self.feed.state.error)
         if due is not None:
             (title, message), replaces = due
             if replaces:
                 self.clear_notifications()
             self.notify(message, title=title, severity="error", timeout=FAILURE_NOTICE_S, markup=False)
-
-    def _defer_trickle(self) -> bool:
-        """Except during a startup, lines wait to be written together: a few (health checks, access lines) up to
-        ``trickle_s``, a stream of serving lines up to ``busy_flush_s``. Each write repaints the log pane."""
-        if self.feed.generation != self._shown_generation:
-            return False
-        wait = self.config.trickle_s if self.feed.pending < TRICKLE_LINES else self.config.busy_flush_s
-        if time.monotonic() - self._log_written_at >= wait:
-            return False
-        with self.feed.lock:  # the follower thread may be feeding the tracker
-            return self.feed.state.state not in ("starting", "failed")
 
     def view(self) -> status.ServerView:
         """The server as the app knows it now; hold ``feed.lock`` while using it (it holds the tracker's state)."""

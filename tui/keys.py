@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import SystemCommand
 from textual.binding import Binding
 
 if TYPE_CHECKING:
-    from specmon.tui.app import SpecmonApp
+    from specmon.tui.config import AppConfig
+    from specmon.tui.oncall import OncallWiring
 
 PANES = Binding.Group("Pane", compact=True)
 SEARCH = Binding.Group("Search", compact=True)
@@ -53,7 +54,21 @@ ACTION_HELP = {
 """Action → (palette title, help text)."""
 
 
-def palette_commands(app: SpecmonApp) -> Iterator[SystemCommand]:
+class PaletteHost(Protocol):
+    """What the palette's commands use of the app: which actions are on, running one, the on-call wiring (leftover
+    GPU processes, the sweep) and switching presets."""
+
+    config: AppConfig
+    oncall: OncallWiring
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None: ...
+
+    def run_action(self, action: str) -> Any: ...
+
+    def switch_preset(self, name: str, confirmed: bool = False) -> None: ...
+
+
+def palette_commands(app: PaletteHost) -> Iterator[SystemCommand]:
     """A palette command per key binding (from the same table as the footer), and one per preset to switch to."""
     can_switch = app.check_action("pick_preset", ())
     for binding in BINDINGS:

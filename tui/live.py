@@ -3,22 +3,44 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.live.tracker import LiveTracker
 
 if TYPE_CHECKING:
-    from specmon.tui.app import SpecmonApp
+    from specmon.bench.model import BenchResult
+    from specmon.bench.run import BenchRun
+    from specmon.tui.config import AppConfig
+    from specmon.tui.screens.main import MainScreen
+    from specmon.view.log_feed import LogFeed
+    from specmon.view.state import MonitorState
 
 REFRESH_S = 2.0
 WINDOW_S = 60.0
 
 
+class LiveHost(Protocol):
+    """What the Live view's wiring uses of the app: its settings, log feed, preset and benchmarks, a timer, and
+    the main screen to show snapshots on."""
+
+    config: AppConfig
+    feed: LogFeed
+    watch: MonitorState
+    bench_results: list[BenchResult]
+    bench_run: BenchRun | None
+
+    @property
+    def main(self) -> MainScreen: ...
+
+    def set_interval(self, interval: float, callback: Callable[[], Any]) -> Any: ...
+
+
 class LiveWiring:
     """Starts the live sources of one app and hands its snapshots to the main screen."""
 
-    def __init__(self, app: SpecmonApp) -> None:
+    def __init__(self, app: LiveHost) -> None:
         self.app = app
         self.monitor = LiveMonitor(LiveTracker())
         self.sampler: LiveSampler | None = None

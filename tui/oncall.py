@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specmon.oncall import progress
 from specmon.tui import messages
 
 if TYPE_CHECKING:
+    from textual.message import Message
+    from textual.screen import Screen
+
     from specmon.bench.model import BenchResult
     from specmon.bench.run import BenchRun
     from specmon.gpu.model import GpuProcess, GpuSnapshot
     from specmon.launch.presets import Preset
     from specmon.oncall.discovery import FoundServer
     from specmon.sweep.runner import SweepRunner
-    from specmon.tui.app import SpecmonApp
+    from specmon.tui.config import AppConfig
+    from specmon.tui.screens.main import MainScreen
+    from specmon.tui.sources import AppSources
+    from specmon.view.log_feed import LogFeed
+    from specmon.view.state import MonitorState
 
 BENCH_CANCEL_WAIT_S = 10.0
 LOOK_EVERY_S = 2.0
@@ -34,10 +42,39 @@ def _daemon(target, name: str) -> None:
     threading.Thread(target=target, name=name, daemon=True).start()
 
 
+class OncallHost(Protocol):
+    """What the on-call wiring uses of the app: its settings and state, its sources (to follow another log), its
+    benchmark, the main screen, and Textual's means to post, ask, notify and run work."""
+
+    config: AppConfig
+    watch: MonitorState
+    feed: LogFeed
+    sources: AppSources
+    bench_run: BenchRun | None
+    bench_results: list[BenchResult]
+    log_path: str | None
+
+    @property
+    def main(self) -> MainScreen: ...
+
+    def render_state(self) -> None: ...
+
+    def post_message(self, message: Message) -> bool: ...
+
+    def push_screen(self, screen: Screen[Any], callback: Callable[[Any], Any] | None = None) -> Any: ...
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None: ...
+
+    def run_worker(self, work: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    def set_interval(self, interval: float, callback: Callable[[], Any]) -> Any: ...
+
+
 class OncallWiring:
     """Preset switching and the attached server's identity for one app."""
 
-    def __init__(self, app: SpecmonApp) -> None:
+    def __init__(self, app: OncallHost) -> None:
         self.app = app
         self.switch: progress.SwitchProgress | None = None
         self.last: dict[str, BenchResult] = {}

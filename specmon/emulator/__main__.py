@@ -1,7 +1,8 @@
 """`python -m specmon.emulator <SGLang flags>` (and `specmon emulate ...`): an SGLang server stand-in.
 
 Startup log on stderr and access log on stdout, like SGLang; SGLang's HTTP API on --port once the emulated
-load is done; simulated GPUs as JSON on `--emulator-gpu-port` (default port+1) from the start.
+load is done; simulated GPUs as JSON on `--emulator-gpu-port` (default port+1) from the start. With
+`--nnodes N --node-rank K` (K >= 1) it is one of a multi-node launch's other nodes (`nodes.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from specmon.emulator.launch_args import (
     parse_launch_args,
     print_launch_warning,
 )
+from specmon.emulator.ranks import rank_layout
 from specmon.emulator.sglang_log import SGLangLogWriter
 
 
@@ -81,14 +83,16 @@ def serve(config: LaunchConfig) -> int:
 
     args = config.server_args
     options = config.options
+    layout = rank_layout(args)
     tp = max(1, int(args.get("tp_size") or 1))
     log = SGLangLogWriter(
-        tp_size=tp, level=str(args.get("log_level") or "info"), http_level=args.get("log_level_http")
+        tp_size=tp, level=str(args.get("log_level") or "info"), http_level=args.get("log_level_http"),
+        ranks=layout.tp_ranks,
     )
     _write_pre_log(log, config.pre_log)
     host = args.get("host") or "127.0.0.1"
     port = int(args["port"])
-    gpus = SimulatedGpus(options.gpus or tp)
+    gpus = SimulatedGpus(options.gpus or layout.gpus)
     try:
         GpuEndpoint(int(options.gpu_port), gpus).start()
     except OSError as error:
@@ -97,13 +101,26 @@ def serve(config: LaunchConfig) -> int:
     if args.get("enable_metrics"):
         from specmon.emulator.metrics import EmulatorMetrics
 
-        metrics = EmulatorMetrics(str(args.get("served_model_name")))
+        metrics = EmulatorMetrics(args, layout)
+    nodes = _join_nodes(layout, args, metrics, options.speed, log)
+    if isinstance(nodes, int):
+        return nodes
+    wait_for_nodes, leader = nodes
     try:
-        result = StartupScript(config, log, gpus).run()
+        result = StartupScript(config, log, gpus, rendezvous=wait_for_nodes).run()
     except StartupFailed as failure:
         return die(failure)
     if metrics is not None:
-        metrics.max_total_num_tokens.set(result.max_total_num_tokens)
+        page_size = max(1, int(args.get("page_size") or 1))
+        metrics.scheduler.emit_constants({
+            "sglang:max_total_num_tokens": result.max_total_num_tokens,
+            "sglang:page_size": page_size,
+            "sglang:num_pages": result.max_total_num_tokens // page_size,
+            "sglang:context_len": int(args.get("context_length") or 0),
+            "sglang:startup_available_gpu_memory_gb": result.available_gib,
+        })
+    if leader is not None:
+        return serve_worker_node(host, port, log, metrics, leader)
     if config.speculative:
         draft_tokens = int(args["speculative_num_draft_tokens"])
         steps = int(args["speculative_num_steps"])
@@ -122,6 +139,8 @@ def serve(config: LaunchConfig) -> int:
         decode_log_interval=int(args.get("decode_log_interval") or 40),
         metrics=metrics,
         cuda_graph=not args.get("disable_cuda_graph"),
+        dp_groups=layout.dp_groups,
+        spec_steps=int(args.get("speculative_num_steps") or 0) if config.speculative else 0,
     )
     state = ServerState(
         server_args=args,
@@ -169,6 +188,60 @@ def serve(config: LaunchConfig) -> int:
         f"Gracefully exiting... Remaining number of requests {waiting + running}. Remaining requests remaining_rids=[]."
     )
     server.server_close()
+    return 0
+
+
+def _join_nodes(layout, args, metrics, speed: float, log: SGLangLogWriter):
+    """A multi-node launch's rendezvous: (what the startup waits on, node 0's link for a node >= 1), or an
+    exit code when it cannot take place."""
+    from specmon.emulator.nodes import DistInitAddrError, LeaderLink, Rendezvous, parse_dist_init_addr
+
+    if layout.nnodes <= 1:
+        return None, None
+    try:
+        host, port = parse_dist_init_addr(args.get("dist_init_addr"))
+    except DistInitAddrError as error:
+        log.raw(f"specmon emulator: {error}")
+        return 1
+    if layout.node_rank >= 1:
+        leader = LeaderLink(host, port, layout.node_rank, speed)
+        return leader.wait_for_leader, leader
+    try:
+        rendezvous = Rendezvous((host, port), layout.nnodes, metrics)
+    except OSError as error:
+        log.raw(f"specmon emulator: cannot listen on --dist-init-addr {host}:{port}: {error.strerror}")
+        return 1
+    rendezvous.start()
+    return rendezvous.wait_for_nodes, None
+
+
+def serve_worker_node(host: str, port: int, log: SGLangLogWriter, metrics, leader) -> int:
+    """A node of rank >= 1 after its startup: SGLang's dummy health server until SIGTERM or node 0 is lost."""
+    from specmon.emulator.nodes import WorkerHealthServer, close_quietly
+
+    try:
+        server = WorkerHealthServer((host, port), metrics)
+    except OSError as error:
+        log.error(f"Dummy health check server failed to start: [Errno {error.errno}] {error.strerror}")
+        return 1
+    threading.Thread(target=server.serve_forever, name="emulator-health", daemon=True).start()
+    log.info(f"Dummy health check server started in background thread at {host}:{port}")
+    ended = threading.Event()
+    lost = threading.Event()
+
+    def on_lost() -> None:
+        lost.set()
+        ended.set()
+
+    leader.follow(metrics, on_lost)
+    signal.signal(signal.SIGTERM, lambda signum, frame: ended.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        ended.wait()
+    close_quietly(server)
+    log.info(f"Dummy health check server stopped at {host}:{port}")
+    if lost.is_set():
+        log.error(f"Scheduler or DataParallelController {os.getpid()} terminated with 1")
+        return 1
     return 0
 
 

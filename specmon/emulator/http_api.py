@@ -116,6 +116,10 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
         return
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._status = code
+        super().send_response(code, message)
+
     def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
@@ -179,7 +183,19 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self) -> None:
+        """Route one request, counted by SGLang's HTTP middleware metrics (`http_requests_total`, ...)."""
         path = urlsplit(self.path).path
+        metrics = self.state.metrics
+        self._status: int | None = None
+        if metrics is not None:
+            metrics.http_started(path, self.command)
+        try:
+            self._route(path)
+        finally:
+            if metrics is not None:
+                metrics.http_finished(path, self.command, self._status)
+
+    def _route(self, path: str) -> None:
         if not self._authorized(path):
             self._read_body()
             self._json(401, {"error": "Unauthorized"})

@@ -8,12 +8,14 @@ Emulator-only flags start with `--emulator-` and are hidden from the usage text.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.emulator.ranks import rank_layout
 from specmon.sglang.flags import Flag, load_shipped
 
 EMULATED_VERSION = "0.5.16"
@@ -70,7 +72,7 @@ def _human_readable_int(text: str) -> int:
     return int(float(number) * 10 ** (3 * "kMGT".index(suffix) + 3))
 
 
-_TYPES = {"int": int, "float": float, "human_readable_int": _human_readable_int}
+_TYPES = {"int": int, "float": float, "human_readable_int": _human_readable_int, "loads": json.loads}
 
 
 @dataclass
@@ -133,7 +135,7 @@ EMULATOR_FLAG_HELP = {
     "--emulator-speed": "speed factor of the startup and the decode (2 = twice as fast)",
     "--emulator-decode-speed": "extra speed factor of the decode alone",
     "--emulator-accept-prob": "probability that the draft's next token is accepted (default 0.75)",
-    "--emulator-gpus": "number of simulated GPUs (default: --tp-size x --dp-size)",
+    "--emulator-gpus": "number of simulated GPUs (default: the GPUs this node's scheduler ranks use)",
     "--emulator-gpu-port": "port of the simulated-GPU side endpoint (default: --port + 1; always 127.0.0.1)",
     "--emulator-fail": "fail the startup the way SGLang does: " + ", ".join(FAIL_KINDS),
     "--emulator-seed": "random seed of the generated requests (default 0)",
@@ -449,7 +451,7 @@ def parse_launch_args(argv: list[str]) -> LaunchConfig:
         warmup_delay_s=ns.emulator_warmup_delay,
     )
     if options.gpus is None:
-        options.gpus = max(1, int(args.get("tp_size") or 1) * int(args.get("dp_size") or 1))
+        options.gpus = rank_layout(args).gpus
     if options.gpu_port is None:
         options.gpu_port = int(args["port"]) + 1
     return LaunchConfig(server_args=args, options=options, pre_log=pre_log)

@@ -3,6 +3,10 @@
 Requests arrive from HTTP threads through `submit()` and report progress through their own queue. Every
 `decode_log_interval` decode steps it logs SGLang's `Decode batch, ...` line and folds the window into the
 cumulative acceptance counters (`avg_spec_accept_length`), which `/flush_cache` resets.
+
+With `--dp-size` > 1 each request goes to one DP group (round robin, SGLang's default load balancing), which has
+its own batch limit and KV pool; the metrics are reported per group, as each DP rank's scheduler reports its own.
+A prefix cache (the radix cache, reduced to the longest common prefix with recent prompts) gives cached tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +32,33 @@ PREFILL_PER_TOKEN_S = 0.00002
 
 
 IDLE_METRICS_S = 30.0
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLang's starting new_token_ratio (the gauge after the first prefill)
+CHARS_PER_TOKEN = 4  # count_prompt_tokens' rule
+
+
+class PrefixCache:
+    """The radix cache, reduced: cached tokens are the longest prefix shared with a recent prompt."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._prompts: list[str] = []
+
+    def match(self, prompt: str, prompt_tokens: int) -> int:
+        """Tokens of `prompt` already cached (never all of them: SGLang computes at least the last one)."""
+        longest = 0
+        for seen in self._prompts:
+            shared = len(os.path.commonprefix([seen, prompt]))
+            longest = max(longest, shared)
+        return max(0, min(longest // CHARS_PER_TOKEN, prompt_tokens - 1))
+
+    def insert(self, prompt: str) -> None:
+        if prompt in self._prompts:
+            self._prompts.remove(prompt)
+        self._prompts.append(prompt)
+        del self._prompts[: -self.capacity]
+
+    def clear(self) -> None:
+        self._prompts.clear()
 
 
 @dataclass
@@ -41,6 +72,8 @@ class GenRequest:
     text_model: TextModel
     accept_rng: random.Random
     stop: list[str] = field(default_factory=list)
+    group: int = 0  # the DP group serving it
+    cached_tokens: int = 0
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     received_ts: float = field(default_factory=time.time)
     received_at: float = field(default_factory=time.monotonic)
@@ -83,6 +116,17 @@ class GenRequest:
                 return
 
 
+@dataclass
+class _GroupWindow:
+    """One DP group's decode figures since its last stats report."""
+
+    batch: int = 0  # request-steps decoded
+    tokens: int = 0
+    verify: int = 0
+    correct: int = 0
+    proposed: int = 0
+
+
 class EmulatedScheduler:
     """Runs the batch loop on its own thread; HTTP threads call `submit`, `flush_cache` and read counters."""
 
@@ -98,16 +142,24 @@ class EmulatedScheduler:
         decode_log_interval: int = 40,
         metrics: EmulatorMetrics | None = None,
         cuda_graph: bool = True,
+        dp_groups: int = 1,
+        spec_steps: int = 0,
     ) -> None:
         self.speed = speed
         self.cuda_graph = cuda_graph
         self.log = log
         self.gpus = gpus
         self.family = family
-        self.max_total_tokens = max_total_tokens
-        self.max_running_requests = max(1, max_running_requests)
+        self.max_total_tokens = max_total_tokens  # each DP group's KV pool
+        self.dp_groups = max(1, dp_groups)
+        self.max_running_per_group = max(1, -(-max(1, max_running_requests) // self.dp_groups))
         self.decode_log_interval = max(1, decode_log_interval)
         self.metrics = metrics
+        self.spec_steps = spec_steps
+        self.prefix_cache = PrefixCache()
+        self._next_group = 0
+        self._group_windows: dict[int, _GroupWindow] = {g: _GroupWindow() for g in range(self.dp_groups)}
+        self._last_stats_at = [time.monotonic()] * self.dp_groups
         self._cond = threading.Condition()
         self._waiting: list[GenRequest] = []
         self._running: list[GenRequest] = []
@@ -138,6 +190,8 @@ class EmulatedScheduler:
 
     def submit(self, request: GenRequest) -> None:
         with self._cond:
+            request.group = self._next_group
+            self._next_group = (self._next_group + 1) % self.dp_groups
             self._waiting.append(request)
             self._cond.notify_all()
 
@@ -157,6 +211,7 @@ class EmulatedScheduler:
                 )
                 return False
             self._reset_counters()
+            self.prefix_cache.clear()
         self.log.info("Cache flushed successfully!")
         return True
 
@@ -185,46 +240,87 @@ class EmulatedScheduler:
                     self._cond.wait(0.5)
                 if self._stopped:
                     return
-                room = self.max_running_requests - len(self._running)
-                admitted, self._waiting = self._waiting[:room], self._waiting[room:]
                 self._running = [r for r in self._running if not r.aborted]
+                admitted = self._admit()
             if admitted:
                 self._prefill(admitted)
             if self._running:
                 self._decode_step()
 
-    def _refresh_idle_metrics(self) -> None:
-        """Idle, SGLang refreshes its scheduler gauges every 30 s (`check_memory`): running and queue go to 0."""
-        if self.metrics is None or time.monotonic() - self._win_started < IDLE_METRICS_S / self.speed.time_scale:
-            return
-        m = self.metrics
-        for gauge in (m.num_running_reqs, m.num_queue_reqs, m.num_used_tokens, m.token_usage, m.gen_throughput):
-            gauge.set(0)
-        self._win_started = time.monotonic()
+    def _admit(self) -> list[GenRequest]:
+        """Move waiting requests into the batch while their DP group has room (call with the lock held)."""
+        running = [0] * self.dp_groups
+        for request in self._running:
+            running[request.group] += 1
+        admitted, still = [], []
+        for request in self._waiting:
+            if running[request.group] < self.max_running_per_group:
+                running[request.group] += 1
+                admitted.append(request)
+            else:
+                still.append(request)
+        self._waiting = still
+        return admitted
 
-    def _used_tokens(self) -> int:
-        return sum(r.prompt_tokens + r.completion_tokens for r in self._running)
+    def _refresh_idle_metrics(self) -> None:
+        """Idle, each SGLang scheduler re-reports its gauges every 30 s: running and queue go to 0."""
+        if self.metrics is None:
+            return
+        now = time.monotonic()
+        for group in range(self.dp_groups):
+            if now - self._last_stats_at[group] >= IDLE_METRICS_S / self.speed.time_scale:
+                self._log_stats(group, {"sglang:gen_throughput": 0.0})
+
+    def _used_tokens(self, group: int | None = None) -> int:
+        return sum(r.prompt_tokens + r.completion_tokens for r in self._running if group in (None, r.group))
+
+    def _log_stats(self, group: int, values: dict[str, float]) -> None:
+        """One stats report of a DP group's schedulers: the batch, queue and KV pool now, plus `values`."""
+        if self.metrics is None:
+            return
+        with self._cond:
+            used = self._used_tokens(group)
+            running = sum(1 for r in self._running if r.group == group)
+            queued = sum(1 for r in self._waiting if r.group == group)
+        usage = used / self.max_total_tokens
+        stats = {
+            "sglang:num_running_reqs": running,
+            "sglang:num_queue_reqs": queued,
+            "sglang:token_usage": usage,
+            "sglang:full_token_usage": usage,
+            "sglang:num_used_tokens": used,
+            "sglang:kv_used_tokens": used,
+            "sglang:kv_available_tokens": self.max_total_tokens - used,
+            "sglang:is_cuda_graph": 1.0 if self.cuda_graph else 0.0,
+        }
+        stats.update(values)
+        self.metrics.scheduler.log_stats(group, stats)
+        self._last_stats_at[group] = time.monotonic()
 
     def _prefill(self, batch: list[GenRequest]) -> None:
-        new_tokens = sum(r.prompt_tokens for r in batch)
+        admitted_at = time.monotonic()
+        for request in batch:
+            request.cached_tokens = self.prefix_cache.match(request.prompt, request.prompt_tokens)
+            self.prefix_cache.insert(request.prompt)
+        cached = sum(r.cached_tokens for r in batch)
+        new_tokens = sum(r.prompt_tokens for r in batch) - cached
         seconds = (PREFILL_BASE_S + PREFILL_PER_TOKEN_S * new_tokens) / self.speed.time_scale
         self.gpus.set_busy(0.9)
         time.sleep(seconds)
-        usage = self._used_tokens() / self.max_total_tokens
+        usage = self._used_tokens() / (self.max_total_tokens * self.dp_groups)
         queued = len(self._waiting)
         if self.family == "new":
             self.log.info(
-                f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
+                f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
                 f"token usage: {usage:.2f}, #running-req: {len(self._running)}, #queue-req: {queued}, "
                 f"#pending-token: 0, cuda graph: True, input throughput (token/s): {new_tokens / seconds:.2f}"
             )
         else:
             self.log.info(
-                f"Prefill batch. #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
+                f"Prefill batch. #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: {cached}, "
                 f"token usage: {usage:.2f}, #running-req: {len(self._running)}, #queue-req: {queued}, "
             )
-        if self.metrics is not None:
-            self.metrics.realtime_tokens.labels(mode="prefill_compute").inc(new_tokens)
+        self._report_prefill(batch, admitted_at, seconds)
         now = time.monotonic()
         for request in batch:
             request.first_token_at = now
@@ -234,15 +330,40 @@ class EmulatedScheduler:
                 with self._cond:
                     self._running.append(request)
 
+    def _report_prefill(self, batch: list[GenRequest], admitted_at: float, seconds: float) -> None:
+        """Each DP group's prefill stats report (SGLang's `report_prefill_stats`) and request timings."""
+        if self.metrics is None:
+            return
+        sched = self.metrics.scheduler
+        graph_mode = "prefill_cuda_graph" if self.cuda_graph else "prefill_none"
+        for group in sorted({r.group for r in batch}):
+            mine = [r for r in batch if r.group == group]
+            hit = sum(r.cached_tokens for r in mine)
+            computed = sum(r.prompt_tokens for r in mine) - hit
+            for request in mine:
+                sched.observe_queue_time(group, max(0.0, admitted_at - request.received_at))
+                sched.observe_stage(group, "request_process", 0.0001)
+                sched.observe_stage(group, "prefill_forward", seconds)
+            sched.inc("sglang:cuda_graph_passes_total", group, graph_mode)
+            sched.inc("sglang:realtime_tokens_total", group, "prefill_compute", computed)
+            sched.inc("sglang:realtime_tokens_total", group, "prefill_cache", hit)
+            self._log_stats(group, {
+                "sglang:cache_hit_rate": hit / (hit + computed) if hit + computed else 0.0,
+                "sglang:new_token_ratio": INIT_NEW_TOKEN_RATIO,
+            })
+
     def _decode_step(self) -> None:
         batch = list(self._running)
         shape = self.speed.shape
         self.gpus.set_busy(min(1.0, 0.75 + 0.05 * len(batch)))
         time.sleep(self.speed.step_seconds(len(batch)))
         produced = 0
+        step_tokens: dict[int, int] = {}
         for request in batch:
             if request.aborted:
                 continue
+            window = self._group_windows[request.group]
+            window.batch += 1
             before = request.completion_tokens
             if shape.enabled:
                 accepted = self.speed.draw_accepted(request.accept_rng)
@@ -255,22 +376,57 @@ class EmulatedScheduler:
                 self._win_verify += 1
                 self._win_correct += accepted
                 self._win_proposed += shape.draft_tokens - 1
+                window.verify += 1
+                window.correct += accepted
+                window.proposed += shape.draft_tokens - 1
                 request._append(accepted + 1)
             else:
                 request._append(1)
             produced += request.completion_tokens - before
+            window.tokens += request.completion_tokens - before
+            step_tokens[request.group] = step_tokens.get(request.group, 0) + request.completion_tokens - before
             self._publish(request)
         self._win_tokens += produced
+        self._count_decode_step(step_tokens)
         with self._cond:
             self._running = [r for r in self._running if not r.finished and not r.aborted]
         self.forward_ct_decode += 1
         if self.forward_ct_decode % self.decode_log_interval == 0:
             self._log_decode_window(len(batch))
 
+    def _count_decode_step(self, step_tokens: dict[int, int]) -> None:
+        """Every decode iteration: each DP group's realtime decode tokens and CUDA-graph passes."""
+        if self.metrics is None:
+            return
+        graph_mode = "decode_cuda_graph" if self.cuda_graph else "decode_none"
+        for group, tokens in step_tokens.items():
+            self.metrics.scheduler.inc("sglang:realtime_tokens_total", group, "decode", tokens)
+            self.metrics.scheduler.inc("sglang:cuda_graph_passes_total", group, graph_mode)
+
+    def _report_decode_windows(self, elapsed: float) -> None:
+        """Each DP group's decode stats report (SGLang's `report_decode_stats` at the log interval)."""
+        shape = self.speed.shape
+        for group, window in self._group_windows.items():
+            if window.batch:
+                values = {
+                    "sglang:gen_throughput": window.tokens / max(1e-9, elapsed),
+                    "sglang:cache_hit_rate": 0.0,
+                    "sglang:decode_sum_seq_lens": self._used_tokens(group),
+                }
+                if shape.enabled and window.verify:
+                    values.update({
+                        "sglang:spec_accept_length": window.tokens / window.verify,
+                        "sglang:spec_accept_rate": window.correct / max(1, window.proposed),
+                        "sglang:spec_num_steps": self.spec_steps,
+                        "sglang:spec_num_draft_tokens": shape.draft_tokens,
+                    })
+                self._log_stats(group, values)
+            self._group_windows[group] = _GroupWindow()
+
     def _log_decode_window(self, batch_size: int) -> None:
         now = time.monotonic()
         throughput = self._win_tokens / max(1e-9, now - self._win_started)
-        usage = self._used_tokens() / self.max_total_tokens
+        usage = self._used_tokens() / (self.max_total_tokens * self.dp_groups)
         used = self._used_tokens()
         queued = len(self._waiting)
         spec = ""
@@ -297,17 +453,7 @@ class EmulatedScheduler:
             )
         self.last_gen_throughput = throughput
         if self.metrics is not None:
-            m = self.metrics
-            m.num_running_reqs.set(batch_size)
-            m.num_queue_reqs.set(queued)
-            m.num_used_tokens.set(used)
-            m.token_usage.set(usage)
-            m.gen_throughput.set(throughput)
-            m.is_cuda_graph.set(1 if self.cuda_graph else 0)
-            m.realtime_tokens.labels(mode="decode").inc(self._win_tokens)
-            if accept_len is not None:
-                m.spec_accept_length.set(accept_len)
-                m.spec_accept_rate.set(accept_rate)
+            self._report_decode_windows(now - self._win_started)
         self._win_tokens = self._win_verify = self._win_correct = self._win_proposed = 0
         self._win_started = now
 
@@ -320,19 +466,11 @@ class EmulatedScheduler:
     def _record_finished(self, request: GenRequest) -> None:
         if self.metrics is None:
             return
-        m = self.metrics
-        m.num_requests_total.inc()
-        m.prompt_tokens_total.inc(request.prompt_tokens)
-        m.generation_tokens_total.inc(request.completion_tokens)
-        if request.verify_ct:
-            m.spec_verify_calls_total.inc(request.verify_ct)
         e2e = time.monotonic() - request.received_at
-        m.e2e_request_latency.observe(e2e)
-        if request.first_token_at is not None:
-            ttft = request.first_token_at - request.received_at
-            m.time_to_first_token.observe(ttft)
-            if request.completion_tokens > 1:
-                m.inter_token_latency.observe((e2e - ttft) / (request.completion_tokens - 1))
+        ttft = request.first_token_at - request.received_at if request.first_token_at is not None else None
+        self.metrics.finished(prompt_tokens=request.prompt_tokens, cached_tokens=request.cached_tokens,
+                              completion_tokens=request.completion_tokens, verify_ct=request.verify_ct,
+                              e2e_s=e2e, ttft_s=ttft)
 
     # --- the response objects -----------------------------------------------------------------
     def meta_info(
@@ -345,7 +483,7 @@ class EmulatedScheduler:
                 "finish_reason": request.finish_reason,
                 "prompt_tokens": request.prompt_tokens,
                 "completion_tokens": completion_tokens,
-                "cached_tokens": 0,
+                "cached_tokens": request.cached_tokens,
                 "weight_version": "default",
             }
             if final:
@@ -362,9 +500,9 @@ class EmulatedScheduler:
             "queue_time": 0.0,
             "reasoning_tokens": 0,
             "completion_tokens": completion_tokens,
-            "cached_tokens": 0,
-            "cached_tokens_details": None,
-            "dp_rank": None,
+            "cached_tokens": request.cached_tokens,
+            "cached_tokens_details": {"device": request.cached_tokens, "host": 0} if request.cached_tokens else None,
+            "dp_rank": request.group if self.dp_groups > 1 else None,
         }
         now = time.time()
         if first and not final:

@@ -50,6 +50,8 @@ class SGLangLogWriter:
     """Writes log records exactly as an SGLang server prints them, flushing after every write.
 
     `family` is "new" (0.5.16: milliseconds-free `[ts] msg`, process tags when tp > 1) or "legacy" (0.5.3).
+    `ranks` are the TP ranks on this node (all of them unless `--nnodes` splits them): a record of a rank on
+    another node is not written here, nor are the tqdm bars, which only TP rank 0 prints.
     Threads may write concurrently; each record is written whole.
     """
 
@@ -61,8 +63,10 @@ class SGLangLogWriter:
         clock: Callable[[], float] = time.time,
         level: str = "info",
         http_level: str | None = None,
+        ranks: list[int] | None = None,
     ) -> None:
         self.tp_size = tp_size
+        self.ranks = list(ranks) if ranks is not None else list(range(max(1, tp_size)))
         self._level = _LEVELS.get(level.lower(), 20)
         self._http_level = _LEVELS.get((http_level or level).lower(), 20)
         self._err = err or sys.stderr
@@ -88,6 +92,8 @@ class SGLangLogWriter:
 
     def info(self, message: str, rank: int | None = None, *, level: int = 20) -> None:
         """An SGLang logger record: `[ts TPn] message` (no level name, like SGLang), if --log-level lets it."""
+        if rank is not None and self.tp_size > 1 and rank not in self.ranks:
+            return
         if level >= self._level:
             self._write(self._err, f"[{self._stamp()}{self._tag(rank)}] {message}\n")
 
@@ -101,7 +107,7 @@ class SGLangLogWriter:
         """A scheduler record every TP rank prints."""
         if self._level > 20:
             return
-        for rank in range(max(1, self.tp_size)):
+        for rank in self.ranks:
             self.info(message, rank if self.tp_size > 1 else None)
 
     def raw(self, text: str) -> None:
@@ -110,9 +116,13 @@ class SGLangLogWriter:
 
     def frame(self, text: str, *, newline: bool = False) -> None:
         """One tqdm refresh: `\\r` + text, with a newline only at close (or always, for legacy shard bars)."""
+        if 0 not in self.ranks:
+            return
         self._write(self._err, "\r" + text + ("\n" if newline else ""))
 
     def end_frames(self) -> None:
+        if 0 not in self.ranks:
+            return
         self._write(self._err, "\n")
 
     def uvicorn(self, message: str, level: str = "INFO") -> None:

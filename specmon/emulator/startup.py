@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,8 +94,12 @@ def model_profile(args: dict[str, Any]) -> ModelProfile:
 class StartupScript:
     """Writes the startup log and moves the simulated GPU memory; `run()` returns a StartupResult or raises."""
 
-    def __init__(self, config: LaunchConfig, log: SGLangLogWriter, gpus: SimulatedGpus) -> None:
+    def __init__(
+        self, config: LaunchConfig, log: SGLangLogWriter, gpus: SimulatedGpus,
+        rendezvous: Callable[[], None] | None = None,
+    ) -> None:
         self.config = config
+        self.rendezvous = rendezvous  # blocks until every node of a multi-node launch has joined
         self.args = config.server_args
         self.family = config.options.family
         self.log = log
@@ -160,7 +165,7 @@ class StartupScript:
             draft_gib = min(target_gib * (0.06 if spec == "EAGLE3" else 0.1), 3.2 / self.tp)
 
         self.log.info(self._server_args_line())
-        if self.family == "new":
+        if self.family == "new" and not self.args.get("node_rank"):
             self.log.info("Using default HuggingFace chat template with detected content format: string")
         self.pause(3.5)
         self.gpus.start_process()
@@ -212,6 +217,8 @@ class StartupScript:
 
     def _init_distributed(self, draft: bool = False) -> None:
         self.log.all_ranks("Init torch distributed begin.")
+        if not draft and self.rendezvous is not None:
+            self.rendezvous()
         self.pause(0.0 if draft else 0.2)
         if self.family == "new":
             used = 0.0 if draft else 0.09

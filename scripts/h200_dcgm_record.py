@@ -87,8 +87,8 @@ class GpmReader:
                 self.error = "GPM: not supported on this device"
             else:
                 self.previous = nvml.nvmlGpmSampleGet(handle, nvml.nvmlGpmSampleAlloc())
-        except (nvml.NVMLError, AttributeError) as error:
-            self.error = f"GPM: {error}"
+        except Exception as error:  # noqa: BLE001 - NVMLError, or a pynvml without GPM: recorded
+            self.error = f"GPM: {type(error).__name__}: {error}"
 
     def read(self) -> dict[str, float]:
         if self.previous is None:

@@ -88,6 +88,12 @@ def eagle3_after_traffic(tmp_path_factory):
 # --- the families of the real captures --------------------------------------------------------------
 
 
+def test_the_exposition_says_it_is_emulated(tmp_path):
+    with running(tmp_path) as emulator:
+        text = httpx.get(emulator.url + "/metrics", timeout=5).text
+    assert text.startswith("# specmon SGLang 0.5.16 emulator: emulated metrics")
+
+
 def test_every_family_of_the_real_captures_with_its_type_and_label_names(eagle3_after_traffic):
     emulated = shape(eagle3_after_traffic)
     for capture in CAPTURES:
@@ -197,6 +203,19 @@ def test_extra_labels_that_are_not_json_fail_like_sglangs_parser():
                            "--extra-metric-labels", "{cluster: west}"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert "argument --extra-metric-labels: invalid loads value: '{cluster: west}'" in done.stderr
+
+
+@pytest.mark.parametrize(("labels", "message"), [
+    ('["west"]', "must be a JSON object"),
+    ('{"bad-name": "x"}', "'bad-name' is not a Prometheus label name"),
+    ('{"__reserved": "x"}', "is not a Prometheus label name"),
+    ('{"cluster": {"a": 1}}', "the value of 'cluster' is not a string"),
+])
+def test_extra_labels_prometheus_cannot_take_end_the_launch_with_the_reason(labels, message):
+    done = subprocess.run([sys.executable, "-m", "specmon.emulator", "--model-path", "/m", "--enable-metrics",
+                           "--port", str(free_port_pair()), "--extra-metric-labels", labels],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
 
 
 # --- two nodes ----------------------------------------------------------------------------------------

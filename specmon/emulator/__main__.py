@@ -99,8 +99,12 @@ def serve(config: LaunchConfig) -> int:
         log.raw(f"specmon emulator: GPU endpoint unavailable on port {options.gpu_port}: {error.strerror}")
     metrics = None
     if args.get("enable_metrics"):
-        from specmon.emulator.metrics import EmulatorMetrics
+        from specmon.emulator.metrics import EmulatorMetrics, extra_labels_problem
 
+        problem = extra_labels_problem(args.get("extra_metric_labels"))
+        if problem:
+            log.raw(f"specmon emulator: {problem}")
+            return 1
         metrics = EmulatorMetrics(args, layout)
     nodes = _join_nodes(layout, args, metrics, options.speed, log)
     if isinstance(nodes, int):

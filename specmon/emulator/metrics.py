@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -293,6 +294,24 @@ class _NonEmpty:
                     yield family
 
 
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+BANNER = b"# specmon SGLang 0.5.16 emulator: emulated metrics, not a real SGLang server\n"
+
+
+def extra_labels_problem(value: Any) -> str | None:
+    """Why `--extra-metric-labels` cannot label metrics (SGLang's scheduler would die creating them), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"--extra-metric-labels must be a JSON object of label names to values, not {type(value).__name__}"
+    for name, label_value in value.items():
+        if not _LABEL_NAME.match(str(name)) or str(name).startswith("__"):
+            return f"--extra-metric-labels: {name!r} is not a Prometheus label name"
+        if isinstance(label_value, dict | list):
+            return f"--extra-metric-labels: the value of {name!r} is not a string"
+    return None
+
+
 def _labels_of(args: dict[str, Any]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(scheduler base labels, tokenizer labels, extra labels) for SGLang's server args."""
     base = {"model_name": str(args.get("served_model_name") or args.get("model_path")),
@@ -312,7 +331,7 @@ class EmulatorMetrics:
     """The emulator's /metrics: scheduler ranks (`scheduler`), and on node 0 the tokenizer, HTTP and CPU ones.
 
     The tokenizer side counts finished requests (`finished`); the HTTP side each request (`http_request`).
-    `render()` gives the Prometheus text of `GET /metrics`.
+    `render()` gives the Prometheus text of `GET /metrics`, after a comment line saying it is emulated.
     """
 
     def __init__(self, args: dict[str, Any], layout: RankLayout) -> None:
@@ -391,5 +410,5 @@ class EmulatorMetrics:
 
     def render(self) -> bytes:
         if not self.serves_tokenizer:
-            return generate_latest(_NonEmpty(self.scheduler))
-        return generate_latest(_NonEmpty(self._http, self._cpu, self.scheduler, self.registry))
+            return BANNER + generate_latest(_NonEmpty(self.scheduler))
+        return BANNER + generate_latest(_NonEmpty(self._http, self._cpu, self.scheduler, self.registry))

@@ -287,3 +287,36 @@ def test_concurrent_scrapes_and_traffic_never_break_the_exposition(tmp_path):
         for thread in threads:
             thread.join()
     assert not errors
+
+
+@pytest.mark.parametrize(("status", "body", "readable"), [
+    (200, b'{"nnodes": 2, "groups": {"0": {}}}', True),
+    (200, b"not json", False),
+    (200, b'{"nnodes": 2}', False),
+    (200, b'{"groups": [1, 2]}', False),
+    (500, b'{"groups": {}}', False),
+    (200, b'{"groups": {"0": "' + b"x" * (5 * 1024 * 1024) + b'"}}', False),
+])
+def test_a_node_reads_only_a_sane_answer_from_node_0(status, body, readable):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from specmon.emulator.nodes import LeaderLink
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(status)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        answer = LeaderLink("127.0.0.1", server.server_address[1], node_rank=1).fetch()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (answer is not None) == readable

@@ -117,14 +117,19 @@ class LeaderLink:
 
     def fetch(self) -> dict[str, Any] | None:
         """Node 0's answer, or None when it does not answer or answers something unreadable."""
+        body = bytearray()
         try:
-            response = self._client.get(self.url)
+            with self._client.stream("GET", self.url) as response:
+                if response.status_code != 200:
+                    return None
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        return None
         except httpx.HTTPError:
             return None
-        if response.status_code != 200 or len(response.content) > MAX_ANSWER_BYTES:
-            return None
         try:
-            answer = response.json()
+            answer = json.loads(body)
         except ValueError:
             return None
         return answer if isinstance(answer, dict) and isinstance(answer.get("groups"), dict) else None

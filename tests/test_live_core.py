@@ -99,8 +99,11 @@ def test_windows_from_counter_deltas():
     assert snap.accept_length == pytest.approx(3.0)  # Δgen / Δverify, not the lifetime 1000+/500+
     assert snap.ttft_ms.p50 == pytest.approx(100.0)
     assert snap.max_running == 48 and snap.effective["algorithm"] == "EAGLE3"
+    assert (snap.window_from, snap.window_to) == (0, 60)  # the scrapes the deltas are taken between
     short = tracker.snapshot(10, 60)
     assert short.decode_tok_s == pytest.approx(300)
+    assert (short.window_from, short.window_to) == (50, 60)
+    assert short.to_json()["window_from"] == 50 and short.to_json()["window_to"] == 60
 
 
 def test_restart_begins_a_new_series():

@@ -66,6 +66,10 @@ class LiveSnapshot:
     state: str = "waiting"
     source: str = "none"
     window_s: float = 60.0
+    window_from: float | None = None
+    """When the first /metrics scrape the window's figures come from was taken (Unix time; None: no window)."""
+    window_to: float | None = None
+    """When the last one was taken."""
     decode_tok_s: float | None = None
     running: float | None = None
     queued: float | None = None
@@ -102,6 +106,8 @@ class LiveSnapshot:
             "state": self.state,
             "source": self.source,
             "window_s": self.window_s,
+            "window_from": _r(self.window_from, 3),
+            "window_to": _r(self.window_to, 3),
             "decode_tok_s": _r(self.decode_tok_s),
             "running": _int(self.running),
             "queued": _int(self.queued),

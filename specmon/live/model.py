@@ -93,6 +93,9 @@ class LiveSnapshot:
     series: tuple[Series, ...] = ()
     per_dp_running: dict[str, float] = field(default_factory=dict)
     last_log_line: str | None = None
+    startup_s: dict[str, float] = field(default_factory=dict)
+    """SGLang's own startup durations by phase (`sglang:startup_time_seconds{phase}`, 0.5.17+; CUDA-graph
+    phases as `cuda_graph.PHASE`); empty when the server does not export them."""
 
     @property
     def kv_usage(self) -> float | None:
@@ -123,6 +126,7 @@ class LiveSnapshot:
             "effective": self.effective,
             "restarts": self.restarts,
             "alerts": [alert.to_json() for alert in self.alerts],
+            "startup_s": {phase: round(seconds, 3) for phase, seconds in self.startup_s.items()} or None,
         }
 
 

@@ -108,11 +108,19 @@ def unrecognized_flags(what: str) -> list[str]:
 
 
 def hint_for(
-    kind: str, message: str, phase: str | None, *, speculative: bool = False, mem_fraction: float | None = None
+    kind: str,
+    message: str,
+    phase: str | None,
+    *,
+    speculative: bool = False,
+    mem_fraction: float | None = None,
+    cuda_graph_flag: str = "--cuda-graph-max-bs",
 ) -> str:
     """One or two sentences on what to do about an error of ``kind``.
 
-    ``mem_fraction`` is the server's --mem-fraction-static when the log showed it (its server_args line).
+    ``mem_fraction`` is the server's --mem-fraction-static when the log showed it (its server_args line);
+    ``cuda_graph_flag`` the flag that caps the captured batch sizes in the SGLang that wrote the log
+    (`loglines.cuda_graph_flag`: 0.5.20 renamed it `--cuda-graph-max-bs-decode`).
     """
     if kind == "unrecognized_arguments":
         fixes = []
@@ -144,7 +152,7 @@ def hint_for(
                 lower = f"now {mem_fraction:g}; e.g. {max(0.5, round(mem_fraction - 0.05, 2)):g}"
             return (
                 f"CUDA ran out of memory while capturing graphs: lower --mem-fraction-static ({lower}) "
-                "or --cuda-graph-max-bs (e.g. 16) to leave room for the graphs."
+                f"or {cuda_graph_flag} (e.g. 16) to leave room for the graphs."
             )
         if phase in ("load_weights", "load_draft_weights"):
             return (
@@ -190,7 +198,7 @@ def hint_for(
             )
         return (
             "CUDA-graph capture failed: retry with --disable-cuda-graph to confirm, then lower "
-            "--cuda-graph-max-bs or --mem-fraction-static."
+            f"{cuda_graph_flag} or --mem-fraction-static."
         )
     if kind == "warmup_failed":
         if "502" in message or "503" in message or "proxy" in message.lower():

@@ -9,6 +9,7 @@ import re
 from datetime import datetime, time, timedelta
 
 from specmon.sglang.flags import load_shipped
+from specmon.sglang.loglines import known_texts
 
 # --- Prefixes -------------------------------------------------------------------------------------------
 
@@ -159,6 +160,15 @@ def is_rank_zero(tags: str) -> bool:
 
 # --- Milestones (applied to the message after the prefix) ------------------------------------------------
 
+# What each SGLang version writes, from the shipped per-version table (specmon/sglang/data/loglines.json, read
+# from every wheel by scripts/sglang_loglines.py): the literal start of every version's line.
+INIT_BEGIN = known_texts("init_begin")  # "Init torch distributed begin." (to 0.5.20), "Init parallel begin." (0.5.21+)
+MEMORY_BASELINE = known_texts("memory_baseline")  # 0.5.21+: "Memory baseline taken. mem usage=..."
+WEIGHTS_COMMITTED = tuple(t for t in known_texts("load_end") if "Committed" in t)  # 0.5.20+: after the capture
+STARTUP_TIMINGS = known_texts("startup_timings")  # 0.5.17+: "Engine startup timings (s): load_weight=..."
+WARMUP_FAILED = known_texts("warmup_failed")  # "Initialization failed. warmup error", 0.5.22+'s Rust server's
+TIMING = re.compile(r"(\w+)=(\d+(?:\.\d+)?)")
+
 FLOAT = r"(-?\d+(?:\.\d+)?)"
 AVAIL_MEM = re.compile(r"avail(?:able)?[ _](?:gpu_)?mem(?:ory)?[=:] ?" + FLOAT + r" ?GB")
 MEM_USAGE = re.compile(r"mem usage[=:] ?" + FLOAT + r" ?GB")
@@ -166,7 +176,7 @@ ELAPSED = re.compile(r"(?:Time elapsed: |elapsed=)" + FLOAT + r" ?s")
 WEIGHT_TYPE = re.compile(r"type=([\w.]+)")
 WEIGHT_DTYPE = re.compile(r"dtype=([\w.]+)")
 KV_ALLOC = re.compile(
-    r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), "
+    r"KV Cache is allocated\.(?: dtype: ([\w.]+),)?(?: #tokens: (\d+),)? "
     r"(?:K size: " + FLOAT + r" GB, V size: " + FLOAT + r" GB|KV size: " + FLOAT + r" GB)"
 )
 MAX_TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
@@ -191,7 +201,10 @@ TQDM_COUNTER = re.compile(
 CAPTURE_DESC = re.compile(
     r"Capturing (?:batches \((?:bs=(\d+) )?|(num tokens|prefill shape) \(num_tokens=(\d+) )avail_mem=" + FLOAT
 )
-WEIGHT_DESC = re.compile(r"(?:checkpoint shards|loading shards)\s*:")
+WEIGHT_DESC = re.compile(
+    r"(?:checkpoint shards|loading shards|" + "|".join(re.escape(t) for t in known_texts("weight_bar")) + r")\s*:",
+    re.IGNORECASE,
+)  # every version's weight-loading bar (e.g. 0.5.22's "Loading safetensors using InstantTensor")
 
 
 def clock_seconds(text: str | None) -> float | None:

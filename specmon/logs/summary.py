@@ -288,6 +288,13 @@ def format_summary(state: StartupState) -> str:
         if state.ready_after_server_args_s not in (None, state.ready_after_s):
             ready += f" ({format_seconds(state.ready_after_server_args_s)} from server_args)"
         facts.append(("time to ready", ready))
+    if state.sglang_timings:
+        shown = ", ".join(f"{name} {format_seconds(seconds)}" for name, seconds in state.sglang_timings.items())
+        facts.append(("SGLang's own timings", shown))
+    if state.sglang_versions:
+        facts.append(("SGLang version", f"{state.sglang_versions} (the versions whose lines these are)"))
+    if state.weights_committed_s is not None:
+        facts.append(("real weights", f"committed in {format_seconds(state.weights_committed_s)} after the capture"))
     if facts:
         width = max(len(name) for name, _ in facts)
         out += [""] + [f"{name:<{width}}  {value}" for name, value in facts]

@@ -20,6 +20,9 @@ _FRAME_PHASES = (
     ("server_args.py", "server_args"),
     ("prepare_server_args", "server_args"),
     ("_wait_and_warmup", "warmup"),
+    ("init_attention_backend", "attention_backend"),  # the backend's setup: its workspaces and graph buffers
+    ("_get_attention_backend", "attention_backend"),
+    ("init_cuda_graph_state", "attention_backend"),
     ("eagle_draft_extend_cuda_graph_runner", "capture_draft_extend"),
     ("eagle_draft_cuda_graph_runner", "capture_draft"),
     ("piecewise_cuda_graph_runner", "capture_prefill"),
@@ -154,6 +157,14 @@ def hint_for(
                 f"CUDA ran out of memory while capturing graphs: lower --mem-fraction-static ({lower}) "
                 f"or {cuda_graph_flag} (e.g. 16) to leave room for the graphs."
             )
+        if phase == "attention_backend":
+            now = f" (now {mem_fraction:g})" if mem_fraction is not None else ""
+            return (
+                "CUDA ran out of memory while the attention backend set up its buffers, before any graph was "
+                f"captured: lower --mem-fraction-static{now} to leave it room outside the KV cache, lower "
+                f"{cuda_graph_flag} (its graph buffers grow with the largest batch), or try another "
+                "--attention-backend."
+            )
         if phase in ("load_weights", "load_draft_weights"):
             return (
                 "The weights do not fit: use more GPUs (--tp), a quantized checkpoint, or free the GPU from "
@@ -172,6 +183,13 @@ def hint_for(
             "or use more GPUs or a shorter --context-length."
         )
     if kind == "cuda_error":
+        if "HSA_STATUS" in message or "Xid" in message or "fallen off the bus" in message:
+            where = "while serving" if phase == "serving" else f"during {phase}" if phase else ""
+            return (
+                f"The GPU itself faulted {where} (an AMD HSA hardware exception or an NVIDIA Xid): the server "
+                "cannot recover. Check `dmesg` for the Xid (or the HSA error) and the GPU's health (nvidia-smi -q, "
+                "rocm-smi), reset or drain that GPU, then restart the server."
+            ).replace("  ", " ")
         if "no kernel image" in message or "NoKernelImage" in message:
             return (
                 "A kernel was not built for this GPU's architecture (no kernel image): install an SGLang / "

@@ -77,12 +77,12 @@ def parse_prefix(line: str) -> Prefix:
             return m.group(1), "", _LEVEL_NAMES.get(m.group(2), m.group(2)), line[m.end() :]
         m = _PYLOG_DEFAULT.match(line)
         if m is not None:
-            return None, "", m.group(1), line[m.end() :]
+            return _unwrapped(m.group(1), line[m.end() :])
         return _wrapped(line)  # e.g. a container runtime's `2025-10-01T12:00:00.1Z stdout F [ts] msg`
     if line[:4] in _LEVEL_HEADS:
         m = _VLLM_STYLE.match(line) or _BASIC_CONFIG.match(line)
         if m is not None:
-            return None, "", m.group(1), line[m.end() :]
+            return _unwrapped(m.group(1), line[m.end() :])
         return None, "", None, line
     if head == "(":
         m = _RAY_WRAPPER.match(line)
@@ -95,6 +95,16 @@ def parse_prefix(line: str) -> Prefix:
             if rest[:1] != "|":
                 return parse_prefix(rest)
     return _wrapped(line)
+
+
+def _unwrapped(level: str, rest: str) -> Prefix:
+    """The message of a Python-logging wrapper (`... - INFO - `, `INFO:name:`, `INFO 12-01 ...] `): SGLang's own
+    `[date time TAGS]` line when it carries one (its time and ranks), else the wrapper's text as it is."""
+    if rest[:1] == "[":
+        inner = _parse_bracket(rest)
+        if inner is not None and inner[0] is not None:
+            return inner[0], inner[1], inner[2] or level, inner[3]
+    return None, "", level, rest
 
 
 def _parse_bracket(line: str) -> Prefix | None:
@@ -247,6 +257,12 @@ LEAKED_AT_EXIT = re.compile(r"There appear to be \d+ leaked \w+ objects")
 # A CUDA error printed by C++ code, with no Python traceback: `CUDA error (file.h:166): no kernel image ...`,
 # `CUDA error: an illegal memory access was encountered`, `CUDA error at file.cu:12 code=700`.
 CUDA_ERROR_LINE = re.compile(r"CUDA (?:error|Error|ERROR)(?: \(|:| at |$)|cudaError\w+")
+
+# A GPU hardware fault, not a software error: AMD's HSA runtime aborting (`HSA_STATUS_ERROR_EXCEPTION: An HSAIL
+# operation resulted in a hardware exception`), an NVIDIA driver Xid (`NVRM: Xid (PCI:...): 79, ... GPU has fallen
+# off the bus`).
+GPU_FAULT = re.compile(r"HSA_STATUS_ERROR_\w+|NVRM: Xid|\bXid \(PCI:|\bXid \d+\b|GPU has fallen off the bus")
+GPU_FAULT_MARKS = ("HSA_STATUS", "Xid", "fallen off")
 
 # --- Flags ----------------------------------------------------------------------------------------------
 

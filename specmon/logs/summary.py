@@ -19,6 +19,7 @@ from typing import BinaryIO, TextIO
 
 from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LineSplitter
 from specmon.logs.model import (
+    CLOCK_ONLY_YEAR,
     CaptureProgressed,
     PhaseChanged,
     ServerBecameReady,
@@ -317,7 +318,8 @@ def _headline(state: StartupState) -> str:
     elif state.state == "starting" and state.current_phase is not None:
         parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
     if state.first_ts is not None:
-        span = state.first_ts.strftime("%Y-%m-%d %H:%M:%S")
+        dated = state.first_ts.year != CLOCK_ONLY_YEAR  # a clock-only log never said its date
+        span = state.first_ts.strftime("%Y-%m-%d %H:%M:%S" if dated else "%H:%M:%S")
         end = state.ready_at or state.last_ts
         if end is not None and end != state.first_ts:
             span += f" → {end.strftime('%H:%M:%S')}"

@@ -76,6 +76,11 @@ def _set_sizes(capture: Capture, sizes: list[int]) -> None:
         capture.done = capture.total
 
 
+def _gpu_fault(msg: str) -> bool:
+    """Whether the line says the GPU itself faulted (an HSA hardware exception, an NVIDIA Xid)."""
+    return any(mark in msg for mark in patterns.GPU_FAULT_MARKS) and patterns.GPU_FAULT.search(msg) is not None
+
+
 def _leaked_message(msg: str, at: int) -> str:
     """The resource_tracker warning as an error message, without the file path before it."""
     start = msg.rfind("resource_tracker:", 0, at)
@@ -255,6 +260,8 @@ class StartupTracker:
 
     def _on_message(self, tags: str, level: str | None, msg: str) -> LineKind | None:
         tb = self._tb
+        if tb is None and msg[:1] in (" ", "\t") and msg.lstrip().startswith('File "') and ", line " in msg:
+            tb = self._tb = TracebackReader(None)  # a traceback whose header was cut off: its frames still tell
         if tb is not None:
             kind = self._traceback_line(tb, tags, level, msg)
             if kind is not None:
@@ -366,6 +373,9 @@ class StartupTracker:
             if m is not None:
                 self._fail("killed", _leaked_message(msg, m.start()), self._phase_name(), provisional=True)
                 return "error"
+        if _gpu_fault(msg):
+            self._fail("cuda_error", msg.strip(), self._phase_name())
+            return "error"
         if "UDA" in msg or "cudaError" in msg:
             kind = self._cuda_error_line(level, msg)
             if kind is not None:
@@ -438,6 +448,10 @@ class StartupTracker:
         self._emit(StartupFailed(error=replace(self._state.error)))
 
     def _after_ready(self, level: str | None, msg: str) -> LineKind | None:
+        if _gpu_fault(msg):  # the server dies of it: a GPU fault, not a plain death
+            self._ready = False
+            self._fail("cuda_error", msg.strip(), "serving")
+            return "error"
         if "address already in use" in msg:
             self._ready = False
             self._state.state = "starting"
@@ -633,6 +647,7 @@ class StartupTracker:
         m = patterns.KV_ALLOC.search(msg)
         if m is None:
             return "phase"
+        self._narrow("kv_allocated", msg)
         st = self._state
         if m.group(1) is not None:
             st.log_family = "new"
@@ -866,6 +881,10 @@ class StartupTracker:
         seconds = patterns.clock_seconds(elapsed)
         self._bar_clock(n, total, seconds)
         capture = self._capture
+        if bare and capture is not None and capture.status == "done" and capture.total is None:
+            capture.total = capture.done = total  # an old bar flushed after its capture's end line: its total
+            self._capture_event(capture)
+            return
         if desc is not None and desc.group(2) is not None:
             if capture is None or capture.graph != "prefill":
                 capture = self._capture_for("prefill", "target", "target prefill", None)

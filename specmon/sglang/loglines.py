@@ -292,22 +292,24 @@ def version_span(versions: Iterable[str]) -> str | None:
 
 
 def cuda_graph_flag(versions: Iterable[str] | None) -> str:
-    """The flag that caps the captured batch sizes in the newest of `versions` (`--cuda-graph-max-bs`, renamed
-    `--cuda-graph-max-bs-decode` in 0.5.20); both, with the version of the rename, when the version is unknown."""
-    ordered = sorted(versions or (), key=version_key)
-    if ordered:
-        for dest in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
-            flag = flag_for(dest, ordered[-1])
-            if flag is not None:
-                return flag
-        return "--cuda-graph-max-bs"
+    """The flag that caps the captured batch sizes in `versions` (`--cuda-graph-max-bs`, renamed
+    `--cuda-graph-max-bs-decode` in 0.5.20); both, with the version of the rename, when the versions (or the
+    unknown version) span it."""
     table = load_shipped_loglines()
-    renamed = next((e for e in table["flags"].get("cuda_graph_max_bs_decode", []) if e["flag"].endswith("-decode")),
-                   None)
-    if renamed is None:
+    every = table["versions"]
+    wanted = set(versions or every)
+    flags: dict[str, str] = {}  # flag -> the first version with it
+    for dest in ("cuda_graph_max_bs", "cuda_graph_max_bs_decode"):
+        for entry in table["flags"].get(dest, []):
+            having = [v for v in _expand(entry["versions"], every) if v in wanted]
+            if having and (entry["flag"] not in flags or version_key(having[0]) < version_key(flags[entry["flag"]])):
+                flags[entry["flag"]] = having[0]
+    if not flags:
         return "--cuda-graph-max-bs"
-    since = _expand(renamed["versions"], table["versions"])[0]
-    return f"--cuda-graph-max-bs (SGLang {since}+: {renamed['flag']})"
+    if len(flags) == 1:
+        return next(iter(flags))
+    (old, _), (new, since) = sorted(flags.items(), key=lambda kv: version_key(kv[1]))[:2]
+    return f"{old} (SGLang {since}+: {new})"
 
 
 def flag_for(dest: str, version: str | None) -> str | None:

@@ -243,3 +243,24 @@ def test_hints_name_the_capture_flag_of_the_version_that_wrote_the_log() -> None
     unknown = track_text(oom)  # nothing says which version
     assert unknown.error.phase == "capture" and unknown.sglang_versions is None
     assert "--cuda-graph-max-bs (SGLang 0.5.20+: --cuda-graph-max-bs-decode)" in unknown.error.hint
+
+
+@pytest.fixture(scope="session")
+def sites(tmp_path_factory) -> dict[str, Path]:
+    from tests.support.sglang_installs import install
+
+    root = tmp_path_factory.getbasetemp() / "sglang-installs"
+    root.mkdir(exist_ok=True)
+    return {version: install(version, root) for version in ("0.4.6.post5", "0.5.16", "0.5.23")}
+
+
+@pytest.mark.parametrize("version", ["0.4.6.post5", "0.5.16", "0.5.23"])
+def test_the_shipped_line_table_is_what_each_real_source_writes(sites, version: str) -> None:
+    from specmon.sglang.loglines import read_loglines, templates, versions_of
+
+    reading = read_loglines(sites[version] / "sglang")
+    assert reading["version"] == version
+    for name, found in reading["lines"].items():
+        shipped = [t for t in templates(name) if version in versions_of(name, t)]
+        assert sorted(found) == sorted(shipped), name
+    assert ("Init parallel begin." in reading["lines"]["init_begin"]) == (version == "0.5.23")

@@ -12,6 +12,11 @@
 #                 measured), the sweep's own prediction, and the state left behind
 #   STAGE live:   start trained-standalone-16, `monitor --once` under a concurrent benchmark with /metrics before
 #                 and after, the app attached headless at 200x50 (Benchmark pane), then stop (by the server's pid)
+#   STAGE api:    start trained-standalone-16 and keep SGLang's own answers as fixtures: /server_info, /metrics, one
+#                 streamed /generate, the startup log (log-summary of it too), then stop
+# The same stages run SGLang 0.5.17 for real (it pins the H200 image's torch): build its parcels with
+# scripts/build-sglang-0517-parcels.sh instead of 0.5.16's, unpack them the same way, and keep what comes back
+# under tests/fixtures/real-sglang-0.5.17/.
 # Carry `.trained` (32 MB, ignored: echo /.trained/ >> .git/info/exclude) rather than retraining (~4 min).
 # REHEARSE=1 runs the same against the emulator on any machine (presets rewritten to launch it).
 set -u
@@ -47,6 +52,7 @@ if [ "${REHEARSE:-0}" = 1 ]; then
   [ -f /tmp/trained/prompts.jsonl ] || cp ../shared/tools/sglang-h200/trained/prompts.jsonl /tmp/trained/
   for f in scripts/h200-presets/*.toml; do
     sed -e 's|^launcher = .*|launcher = ["{python}", "-m", "specmon.emulator"]|' \
+        -e 's|^mem-fraction-static = .*|mem-fraction-static = 0.85|' \
         -e 's|^\[server.args\]|[server.args]\nemulator-speed = 20\nemulator-decode-speed = 5|' "$f" >"$PRESETS/$(basename "$f")"
   done
   SPECMON=(.venv/bin/specmon)
@@ -72,9 +78,14 @@ preflight)
 sweep)
   timed sweep "${SPECMON[@]}" sweep trained-plain "${SPEC[@]}" --presets "$PRESETS" --leave none --json
   timed results "${SPECMON[@]}" results --format json
-  RUN16=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(next(p['run_id'] for p in r['presets'] if p['draft_tokens']==16))" "$WORK/sweep.out")
-  timed predict-16 "${SPECMON[@]}" predict "$RUN16" --draft-tokens 16,10,5 --json
-  timed predict-16-text "${SPECMON[@]}" predict "$RUN16"
+  RUN16=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(next((p['run_id'] for p in r['presets']
+    if p['draft_tokens'] == 16 and p['run_id']), ''))" "$WORK/sweep.out" 2>/dev/null)
+  if [ -n "$RUN16" ]; then
+    timed predict-16 "${SPECMON[@]}" predict "$RUN16" --draft-tokens 16,10,5 --json
+    timed predict-16-text "${SPECMON[@]}" predict "$RUN16"
+  else
+    say "predict: no measured 16-token run to predict from"
+  fi
   timed ps-after "${SPECMON[@]}" ps --json
   cp -r "$SPECMON_STATE_DIR/sweeps" "$WORK/sweeps" 2>/dev/null
   ;;
@@ -93,9 +104,20 @@ live)
   timed stop "${SPECMON[@]}" stop --yes --json  # the server's own pid (and its group), never a wrapper shell
   timed gpus-after "${SPECMON[@]}" gpus --json
   ;;
+api)
+  timed start "${SPECMON[@]}" start trained-standalone-16 --presets "$PRESETS" --wait --timeout 400 --json
+  curl -s $URL/server_info >"$WORK/server-info.json"
+  curl -s -N -H 'Content-Type: application/json' -d '{"text": "def fibonacci(n):", "stream": true,
+    "sampling_params": {"max_new_tokens": 64, "temperature": 0, "ignore_eos": true}}' $URL/generate >"$WORK/generate.txt"
+  curl -s $URL/metrics >"$WORK/metrics.txt"
+  LOG=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['log'])" "$WORK/start.out")
+  cp "$LOG" "$WORK/server.log"
+  timed summary "${SPECMON[@]}" log-summary "$WORK/server.log" --json
+  timed stop "${SPECMON[@]}" stop --yes --json
+  ;;
 *)
   trap - EXIT
-  echo "usage: $0 setup|preflight|sweep|live" >&2
+  echo "usage: $0 setup|preflight|sweep|live|api" >&2
   exit 2
   ;;
 esac

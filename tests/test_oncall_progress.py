@@ -103,6 +103,6 @@ def test_the_apps_stored_results_say_what_the_reader_skipped(tmp_path) -> None:
     run = write_chain_run(tmp_path, trained_like_agreements()[:6], 5, context_length=2048, prompt_tokens=prompts)
     loaded = ResultStore(tmp_path).load(run.run_id)
     text = skipped_summary([loaded], unreadable=1)
-    assert text.startswith("1 stored run unreadable; 1 records skipped in 1 run: run ")
+    assert text.startswith(f"1 stored run unreadable; run {run.run_id}: 1 stored record skipped (")
     assert "prompt_tokens is N, not a count of at most N (the context length)" in text
     assert skipped_summary([], 0) is None

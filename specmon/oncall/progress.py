@@ -94,10 +94,11 @@ def skipped_summary(results: Sequence[Any], unreadable: int = 0) -> str | None:
     parts = []
     if unreadable:
         parts.append(f"{unreadable} stored run{'s' if unreadable > 1 else ''} unreadable")
-    if losing:
+    if len(losing) == 1:
+        parts.append(str(skipped_note(losing[0])))
+    elif losing:
         records = sum(len(r.skipped_records) for r in losing)
-        parts.append(f"{records} records skipped in {len(losing)} run{'s' if len(losing) > 1 else ''}: "
-                     f"{skipped_note(losing[0])}")
+        parts.append(f"{records} stored records skipped in {len(losing)} runs, e.g. {skipped_note(losing[0])}")
     return "; ".join(parts) or None
 
 

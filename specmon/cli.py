@@ -186,7 +186,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "predict",
         help="predict the acceptance length of shorter draft chains from a stored run",
         description="Replay a stored chain-drafting run (topk 1) over its per-step trace to predict the "
-        "acceptance length of shorter chains, each with its bootstrap 95%% CI (the histogram formula where a "
+        "acceptance length of shorter chains, each with its bootstrap 95% CI (the histogram formula where a "
         "request has no trace). SGLang's greedy outputs change with the chain length, so no such prediction "
         "is exact.",
     )

@@ -264,3 +264,16 @@ def test_the_shipped_line_table_is_what_each_real_source_writes(sites, version: 
         shipped = [t for t in templates(name) if version in versions_of(name, t)]
         assert sorted(found) == sorted(shipped), name
     assert ("Init parallel begin." in reading["lines"]["init_begin"]) == (version == "0.5.23")
+
+
+def test_a_value_error_during_0521s_init_is_blamed_on_init_not_on_the_server_arguments() -> None:
+    text = (MADE / "made-sglang-0.5.21-standalone-ready.log").read_bytes().decode()
+    head = text[: text.index("Init parallel ends")].rsplit("\n", 1)[0] + "\n"
+    state = track_text(
+        head + "[2026-12-02 10:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/python/sglang/srt/distributed/bootstrap.py", line 130, in init_parallel\n'
+        "    raise ValueError(f\"unsupported world size {world_size}\")\n"
+        "ValueError: unsupported world size 3\n"
+    )
+    assert names(state) == ["server_args", "init_distributed"]
+    assert (state.error.kind, state.error.phase) == ("exception", "init_distributed")

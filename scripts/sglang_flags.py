@@ -30,11 +30,13 @@ def shipped_json(data: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def unpacked_wheel(wheel: Path) -> Iterator[Path]:
-    """The `sglang/` folder of a wheel, its Python sources and METADATA unpacked in a temporary folder."""
+    """The `sglang/` folder of a wheel, its Python sources, METADATA and Rust server library unpacked in a
+    temporary folder."""
     try:
         with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
-                if name.endswith(".py") and name.startswith("sglang/") or name.endswith(".dist-info/METADATA"):
+                if name.endswith(".py") and name.startswith("sglang/") or name.endswith(".dist-info/METADATA") \
+                        or name.startswith("sglang/srt/rust_extensions/_server"):
                     archive.extract(name, tmp)
             yield Path(tmp) / "sglang"
     except (OSError, zipfile.BadZipFile) as error:

@@ -181,6 +181,23 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.bench.cli:run_results")
 
 
+def _add_predict(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="predict the acceptance length of shorter draft chains from a stored run",
+        description="Replay a stored chain-drafting run (topk 1) over its per-step trace to predict the "
+        "acceptance length of shorter chains, each with its bootstrap 95% CI (the histogram formula where a "
+        "request has no trace). SGLang's greedy outputs change with the chain length, so no such prediction "
+        "is exact.",
+    )
+    p.add_argument("run_id", metavar="RUN_ID", help="the stored run (a unique prefix of its id)")
+    p.add_argument("--dir", help="results directory (default: the user state directory)")
+    p.add_argument("--draft-tokens", metavar="M,M...", help="the draft-token counts to predict, e.g. 10,5 "
+                   "(default: every count from 2 to the run's)")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    p.set_defaults(handler="specmon.bench.cli:run_predict")
+
+
 def _add_check(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check",
@@ -334,6 +351,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_fix_draft_keys,
     _add_presets,
     _add_results,
+    _add_predict,
     _add_emulate,
     _add_start,
     _add_ps,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specmon.bench.model import RequestResult
 from specmon.bench.predict import (
     accept_length,
     chain_tokens,
@@ -15,12 +16,25 @@ from specmon.bench.predict import (
     fit_step_cost,
     histogram_from_chunks,
     position_profile,
-    predict,
+    predict_requests,
     with_cost_model,
 )
 from specmon.emulator.speed_model import SpecShape, SpeedModel
 
 API = Path(__file__).parent / "fixtures" / "api"
+
+
+def requests_of(histograms: list[list[int]]) -> list[RequestResult]:
+    """Requests known by their histograms alone (no per-step trace), each as long as its histogram says."""
+    return [
+        RequestResult(index=i, prompt_id=f"p{i}", ok=True, completion_tokens=1 + sum(c * (k + 1) for k, c in enumerate(h)),
+                      spec_verify_ct=sum(h), accept_histogram=h)
+        for i, h in enumerate(histograms)
+    ]  # fmt: skip
+
+
+def predict(histograms: list[list[int]], measured: int):
+    return predict_requests(requests_of(histograms), measured)[0]
 
 
 def test_chain_tokens_caps_each_step_at_m_minus_one_drafts() -> None:

@@ -37,6 +37,7 @@ HEADLESS = {
     "fix-draft-keys": ["fix-draft-keys", "{tmp}", "{tmp}/out"],
     "presets": ["presets", "--json"],
     "results": ["results", "--dir", "{tmp}", "--format", "json"],
+    "predict": ["predict", "no-such-run", "--dir", "{tmp}", "--json"],
     "emulate": ["emulate", "--model-path", "/m", "--no-such-flag"],
     "monitor --once": ["monitor", "--url", "http://127.0.0.1:9", "--once", "--window", "1", "--json"],
     "start": ["start", "no-such-preset", "--json"],

@@ -99,8 +99,11 @@ def test_windows_from_counter_deltas():
     assert snap.accept_length == pytest.approx(3.0)  # Δgen / Δverify, not the lifetime 1000+/500+
     assert snap.ttft_ms.p50 == pytest.approx(100.0)
     assert snap.max_running == 48 and snap.effective["algorithm"] == "EAGLE3"
+    assert (snap.window_from, snap.window_to) == (0, 60)  # the scrapes the deltas are taken between
     short = tracker.snapshot(10, 60)
     assert short.decode_tok_s == pytest.approx(300)
+    assert (short.window_from, short.window_to) == (50, 60)
+    assert short.to_json()["window_from"] == 50 and short.to_json()["window_to"] == 60
 
 
 def test_restart_begins_a_new_series():
@@ -225,3 +228,29 @@ def test_attach_finds_the_last_startup_from_the_end(tmp_path):
     assert read_range(str(log), plan.startup_end - 200, plan.startup_end).rstrip().endswith(b"ready to roll!") \
         or b"ready to roll" in read_range(str(log), plan.startup_start, plan.startup_end)
     assert plan.size - plan.tail_start <= 1024 * 1024 and plan.skipped > 5 * 1024 * 1024
+
+
+STARTUP_METRICS = """# HELP sglang:startup_time_seconds Engine startup duration by phase in seconds.
+# TYPE sglang:startup_time_seconds gauge
+sglang:startup_time_seconds{model_name="m",phase="load_weight",tp_rank="0"} 41.5
+sglang:startup_time_seconds{model_name="m",phase="load_weight",tp_rank="1"} 43.25
+sglang:startup_time_seconds{model_name="m",phase="kv_cache_allocation",tp_rank="0"} 2.0
+# HELP sglang:startup_cuda_graph_time_seconds CUDA graph capture duration by phase in seconds.
+# TYPE sglang:startup_cuda_graph_time_seconds gauge
+sglang:startup_cuda_graph_time_seconds{model_name="m",phase="target_decode",tp_rank="0"} 18.0
+"""
+"""Made from SGLang 0.5.17's metrics_collector.py (its gauge names, labels and help text), not a real scrape."""
+
+
+def test_sglangs_own_startup_timings_are_read_per_phase_slowest_rank_first():
+    tracker = _tracker()
+    tracker.add_scrape(parse_scrape(_scrape_text(1000, 500) + STARTUP_METRICS, 1))
+    snap = tracker.snapshot(60, 1)
+    assert snap.startup_s == {"load_weight": 43.25, "kv_cache_allocation": 2.0, "cuda_graph.target_decode": 18.0}
+    assert snap.to_json()["startup_s"]["load_weight"] == 43.25
+    from specmon.live.text import snapshot_lines
+
+    assert any("SGLang's own timings: load_weight 43.2 s" in line for line in snapshot_lines(snap))
+    plain = _tracker()
+    plain.add_scrape(parse_scrape(_scrape_text(1000, 500), 1))
+    assert plain.snapshot(60, 1).to_json()["startup_s"] is None

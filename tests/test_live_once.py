@@ -15,9 +15,9 @@ from specmon.ports import free_port_pair
 from tests.support.serving_replay import ReplayServer
 from tests.test_emulator import EAGLE3, launch
 
-KEYS = {"state", "source", "window_s", "decode_tok_s", "running", "queued", "max_running", "kv_used", "kv_total",
+KEYS = {"state", "source", "window_s", "window_from", "window_to", "decode_tok_s", "running", "queued", "max_running", "kv_used", "kv_total",
         "accept_length", "accept_rate", "ttft_ms", "itl_ms", "e2e_ms", "cache_hit_rate", "effective", "restarts",
-        "alerts"}
+        "alerts", "startup_s"}
 
 
 def specmon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -47,13 +47,18 @@ def test_once_under_a_concurrent_benchmark_agrees_with_it(tmp_path):
             if "sglang:num_requests_total" in text and 'num_requests_total{engine_type="unified"' in text:
                 break
             time.sleep(0.1)
+        asked_at = time.time()
         snap = once(url, "--window", "6", "--log", str(server.log_path))
+        answered_at = time.time()
         out, err = bench.communicate(timeout=120)
         assert bench.returncode == 0, err
     finally:
         server.stop()
     assert set(snap) == KEYS
     assert snap["state"] == "serving" and snap["source"] == "metrics"
+    # the window's first and last scrape: inside the command's lifetime, about --window apart (1 s scrapes)
+    assert asked_at <= snap["window_from"] < snap["window_to"] <= answered_at
+    assert 4.5 <= snap["window_to"] - snap["window_from"] <= 6.5
     assert snap["decode_tok_s"] > 0 and snap["max_running"] and snap["kv_total"]
     assert snap["effective"]["algorithm"] == "EAGLE3" and snap["effective"]["num_draft_tokens"] == 4
     assert snap["ttft_ms"]["p50"] is not None and snap["itl_ms"]["p99"] is not None
@@ -75,7 +80,7 @@ def test_once_without_metrics_reads_the_log(tmp_path):
         snap = once(url, "--window", "60", "--log", str(server.log_path))
     finally:
         server.stop()
-    assert snap["source"] == "log"
+    assert snap["source"] == "log" and snap["window_from"] is None and snap["window_to"] is None
     assert 1.5 < snap["accept_length"] < 5 and snap["decode_tok_s"] is not None
     assert snap["ttft_ms"] == {"p50": None, "p90": None, "p99": None}
 

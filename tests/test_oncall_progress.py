@@ -91,3 +91,18 @@ def test_sweep_choices_offer_a_valid_plan_first() -> None:
     assert choices["demo-baseline"] == ("baseline (no speculation)", True)
     assert choices["demo-eagle3-5"][0].startswith("EAGLE3 · draft tokens 5 · last: 100.0 tok/s")
     assert all(on for _, on in choices.values())
+
+
+def test_the_apps_stored_results_say_what_the_reader_skipped(tmp_path) -> None:
+    from specmon.bench.results import ResultStore
+    from specmon.oncall.progress import skipped_summary
+    from tests.support.chains import PROMPT_TOKENS, trained_like_agreements, write_chain_run
+
+    prompts = list(PROMPT_TOKENS)
+    prompts[0] = 9000  # beyond the context length: a record that cannot be true
+    run = write_chain_run(tmp_path, trained_like_agreements()[:6], 5, context_length=2048, prompt_tokens=prompts)
+    loaded = ResultStore(tmp_path).load(run.run_id)
+    text = skipped_summary([loaded], unreadable=1)
+    assert text.startswith(f"1 stored run unreadable; run {run.run_id}: 1 stored record skipped (")
+    assert "prompt_tokens is N, not a count of at most N (the context length)" in text
+    assert skipped_summary([], 0) is None

@@ -107,8 +107,9 @@ def test_a_sweep_killed_mid_run_resumes_without_measuring_anything_twice(oncall:
 
 def test_predict_only_measures_the_longest_chain_alone(oncall: Oncall) -> None:
     data = sweep(oncall, "fast-base", "fast-16", "fast-5", "--predict-only", "--leave", "none")
-    assert data["from_preset"] == "fast-16" and data["draft_tokens"] == 16
-    predicted = {p["draft_tokens"]: p for p in data["predicted"]}
+    assert data["from_preset"] == "fast-16" and data["from_draft_tokens"] == 16
+    assert data["requests_used"] == 6 and data["requests_skipped"] == 0
+    predicted = {p["draft_tokens"]: p for p in data["predictions"]}
     assert sorted(predicted) == list(range(2, 17))
     assert predicted[2]["accept_length"] < predicted[5]["accept_length"] <= predicted[16]["accept_length"]
     assert all(p["decode_tok_s"] is None for p in predicted.values())  # no cost model from one preset
@@ -131,3 +132,20 @@ def test_skip_predicted_worse_skips_a_chain_the_measured_ones_predict_clearly_sl
     assert rows["fast-2"]["state"] == "skipped" and "predicted" in rows["fast-2"]["error"]
     assert rows["fast-2"]["predicted_decode_tok_s"] < rows["fast-5"]["decode_tok_s"]
     assert [rows[p]["state"] for p in ("fast-16", "fast-5")] == ["measured", "measured"]
+
+
+def test_a_sweep_with_1150_token_prompts_keeps_every_request_and_recommends(oncall: Oncall) -> None:
+    prompts = oncall.root / "long.jsonl"
+    words = "the quick brown fox jumps over the lazy dog near the river bank " * 80
+    prompts.write_text("".join(json.dumps({"id": f"long-{i}", "prompt": f"{i} {words}"[:4600]}) + "\n" for i in range(6)))
+    for name in ("fast-base", "fast-5"):
+        path = oncall.presets / f"{name}.toml"
+        path.write_text(path.read_text().replace("[bench]\n", f'[bench]\nprompts = "{prompts}"\n'))
+    report = sweep(oncall, "fast-base", "fast-5", "--leave", "none")  # exit 0: measured and recommended
+    assert [r["state"] for r in report["presets"]] == ["measured"] * 3
+    assert report["recommended"] in {"fast-base", "fast-5"} and report["no_recommendation"] is None
+    assert all(r["requests_skipped"] == 0 for r in report["presets"]) and report["notes"] == []
+    for run in results(oncall):
+        measured = [r for r in run["requests"] if not r["warmup"]]
+        assert len(measured) == 6 and all(r["prompt_tokens"] == 1150 for r in measured)
+        assert run["skipped_records"] == []

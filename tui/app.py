@@ -347,7 +347,7 @@ class SpecmonApp(App[int]):
 
     @on(messages.ResultsLoaded)
     def _results_loaded(self, message: messages.ResultsLoaded) -> None:
-        self.oncall.results_loaded(message.results)
+        self.oncall.results_loaded(message.results, message.skipped)
 
     def action_run_bench(self) -> None:
         if self.bench_running:

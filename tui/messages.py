@@ -97,9 +97,11 @@ class AttachedSwitchFinished(Message):
 
 @dataclass
 class ResultsLoaded(Message):
-    """The stored benchmark runs were read (the newest ``HISTORY_RUNS``), oldest first."""
+    """The stored benchmark runs were read (the newest ``HISTORY_RUNS``), oldest first; ``skipped`` says what
+    the reader left out (runs or records), None when nothing."""
 
     results: list[BenchResult]
+    skipped: str | None = None
 
 
 @dataclass

@@ -289,8 +289,10 @@ class OncallWiring:
             text = (f"sweep {report.run_id} cancelled with {measured} of {len(report.rows)} runs measured; "
                     f"`specmon sweep --resume {report.run_id}` measures the rest")
         else:
-            text = (f"sweep {report.run_id} done: recommended {report.recommended or 'none'}, "
+            chosen = report.recommended or f"none ({report.no_recommendation})"
+            text = (f"sweep {report.run_id} done: recommended {chosen}, "
                     f"left serving {report.left_serving or 'nothing'}")
+            text += "".join(f"; {note}" for note in report.notes)
         self.app.main.show_bench_note(text)
         self.app.notify(text, title="Sweep", severity="information" if report else "error", markup=False)
         self._lost = True  # the server serving now is whatever the sweep left: look it up
@@ -411,17 +413,22 @@ class OncallWiring:
         from specmon.bench.results import ResultStore, read_run_file
 
         store = ResultStore()
-        results = []
+        results, unreadable = [], 0
         for run_id in store.run_ids()[-progress.HISTORY_RUNS :]:
-            with contextlib.suppress(OSError, ValueError):
+            try:
                 results.append(read_run_file(store.path_for(run_id)))
+            except (OSError, ValueError):
+                unreadable += 1
         results.sort(key=lambda r: r.started_at)
-        self.app.post_message(messages.ResultsLoaded(results))
+        self.app.post_message(messages.ResultsLoaded(results, progress.skipped_summary(results, unreadable)))
 
-    def results_loaded(self, results: list[BenchResult]) -> None:
-        """Keep each preset's last result (the picker); attached, show this server's presets' runs."""
+    def results_loaded(self, results: list[BenchResult], skipped: str | None = None) -> None:
+        """Keep each preset's last result (the picker); attached, show this server's presets' runs. What the
+        reader skipped is said once."""
         self.last = {**progress.last_results(results), **self.last}
         app = self.app
+        if skipped:
+            app.notify(skipped, title="Stored results", severity="warning", markup=False)
         if self.attached is None:
             return
         history = progress.history_for(results, app.watch.preset_name, app.config.url)

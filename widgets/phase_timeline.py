@@ -20,6 +20,7 @@ PHASE_LABELS = {
     "load_weights": "weights",
     "load_draft_weights": "draft weights",
     "kv_cache": "KV cache",
+    "attention_backend": "attn backend",
     "capture": "target graphs",
     "capture_draft": "draft graphs",
     "capture_draft_extend": "draft-extend graphs",

@@ -1,4 +1,5 @@
-"""`specmon bench` (benchmark the server at --url; a summary, or the whole result as JSON) and `specmon results`."""
+"""`specmon bench` (benchmark the server at --url; a summary, or the whole result as JSON), `specmon results` and
+`specmon predict`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from specmon.bench.model import BenchProgress, BenchResult
 from specmon.bench.report import accept_bound, describe_progress
-from specmon.bench.results import ResultStore
+from specmon.bench.results import ResultStore, skipped_note
 from specmon.bench.results_text import FORMATTERS, select_runs
 from specmon.bench.run import BenchRun, RunSettings
 from specmon.text import printable
@@ -203,6 +204,9 @@ def run_results(args: argparse.Namespace) -> int:
         print(f"specmon results: {message}", file=sys.stderr)
 
     runs, missing = select_runs(store.load_all(warn), list(args.runs))
+    for run in runs:
+        if note := skipped_note(run):
+            warn(note)
     for run_id in missing:
         print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
     if not runs:
@@ -218,3 +222,72 @@ def run_results(args: argparse.Namespace) -> int:
     text = FORMATTERS[args.format](runs, baseline)
     print(printable(text, newlines=True), end="" if text.endswith("\n") else "\n")
     return 1 if missing else 0
+
+
+def _draft_token_counts(text: str | None) -> list[int] | None:
+    """`--draft-tokens 10,5` as counts (ValueError on anything else)."""
+    if text is None:
+        return None
+    counts = [int(part) for part in text.split(",") if part.strip()]
+    if not counts or any(c < 2 for c in counts):
+        raise ValueError("--draft-tokens takes counts of 2 or more, e.g. 10,5")
+    return counts
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """Handler of `specmon predict RUN_ID`: 0 predicted, 1 the run cannot predict (no speculation, a tree, no
+    usable request), 2 bad usage (no such run, a bad --draft-tokens)."""
+    from specmon.bench.predict import CannotPredict, predict_run
+    from specmon.bench.results import read_run_file
+
+    def say(message: str) -> None:
+        print(f"specmon predict: {message}", file=sys.stderr)
+
+    try:
+        lengths = _draft_token_counts(args.draft_tokens)
+    except ValueError as exc:
+        say(str(exc).replace("invalid literal for int() with base 10", "not a count"))
+        return 2
+    store = ResultStore(args.dir)
+    matches = [run_id for run_id in store.run_ids() if run_id.startswith(args.run_id)]
+    if len(matches) != 1:
+        say(f"no run {args.run_id!r} in {store.directory}" if not matches
+            else f"{args.run_id!r} names {len(matches)} runs: {', '.join(matches[:5])}")
+        return 2
+    try:
+        run = read_run_file(store.path_for(matches[0]))
+        predicted = predict_run(run, lengths)
+    except (OSError, ValueError) as exc:  # CannotPredict included
+        say(f"{matches[0]}: {exc.strerror if isinstance(exc, OSError) else exc}")
+        return 1 if isinstance(exc, CannotPredict) else 2
+    longer = sorted(m for m in lengths or () if m > predicted.from_draft_tokens)
+    if longer:
+        say(f"not predicted: {', '.join(map(str, longer))} (longer than the run's {predicted.from_draft_tokens})")
+    if skipped := predicted.skipped_text():
+        say(skipped)
+    if args.json:
+        import json
+
+        json.dump(predicted.to_json(), sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+        say(predicted.note)
+    else:
+        print(format_prediction(predicted))
+    return 0 if predicted.predictions else 1
+
+
+def format_prediction(predicted: Any) -> str:
+    """A PredictionSet as text: where it comes from, the table, and the note on greedy outputs."""
+    methods = predicted.methods
+    how = ", ".join(f"{n} by {'their per-step trace' if m == 'trace' else 'the histogram formula'}"
+                    for m, n in sorted(methods.items(), key=lambda kv: kv[0] != "trace"))
+    lines = [
+        f"predicted from run {predicted.run_id} ({predicted.from_draft_tokens} draft tokens): "
+        f"{predicted.requests_used} requests used ({how or 'none'}), {len(predicted.skipped)} skipped",
+        "  draft tokens  accept length  95% CI        decode tok/s",
+    ]
+    for p in predicted.predictions:
+        ci = number_range(p.ci95[0], p.ci95[1], ".2f") if p.ci95 else "–"
+        lines.append(f"  {p.draft_tokens:>12}  {p.accept_length:>13.3f}  {ci:<12}  {number(p.decode_tok_s)}")
+    lines.append(f"note: {predicted.note}")
+    return "\n".join(lines)

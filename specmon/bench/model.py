@@ -102,6 +102,8 @@ class BenchResult:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     status: str = "running"
     finished_at: float | None = None
+    skipped_records: list[dict[str, Any]] = field(default_factory=list)
+    """Stored records the reader left out, each `{"path", "line", "reason"}` (results.read_run_file)."""
 
     @property
     def measured(self) -> list[RequestResult]:
@@ -127,4 +129,5 @@ class BenchResult:
             "cross_checks": self.cross_checks,
             "notes": self.notes,
             "gpus": self.gpus,
+            "skipped_records": self.skipped_records,
         }

@@ -1,10 +1,18 @@
 """What shorter draft chains would have accepted, from one run with a longer one (pure; no I/O).
 
-With chain drafting (topk 1) a verify step that accepted k drafts out of N would have accepted min(k, M - 1)
-with M draft tokens: the first M - 1 drafts are the same tokens either way. So the per-step acceptance
-histogram of an N-token run predicts the acceptance length of every M < N. It does not hold for trees
-(topk > 1: the tree's shape changes with the budget) or for sampling at temperature > 0 (the target's
-choices differ from run to run, so only the expectation carries over).
+With chain drafting (topk 1) the draft proposes its greedy continuation; where it agrees with the target's
+greedy tokens is a property of the text, not of the chain length. So one run with N draft tokens tells, position
+by position, where the draft agreed, and a chain of M < N is replayed over those positions: each of its verify
+steps accepts the run of agreement ahead, up to M - 1 drafts, and ends with the target's bonus token. The trace
+is the run's per-step token counts (one streamed chunk per verify step, `chunk_tokens`), so a step that accepted
+all N - 1 drafts is not cut where the long chain cut it, and nothing past `max_new_tokens` is counted. Where a
+request has no trace (its chunks do not match its verify steps), the per-step histogram stands in: a step that
+accepted k would accept min(k, M - 1), with the drafts SGLang counts past `max_new_tokens` taken off.
+
+No prediction across chain lengths is exact under SGLang: its greedy outputs change with the chain length
+(bf16 numerics change with the verify width), so the text itself differs. Each prediction comes with its
+bootstrap CI over requests and `GREEDY_NOTE`. Neither holds for trees (topk > 1: the tree's shape changes with
+its budget) nor for sampling at temperature > 0 (only the expectation carries over).
 
 With two or more measured presets, a step-cost model (a verify step's time as a line in the draft-token count)
 turns predicted acceptance into predicted decode tok/s.
@@ -14,12 +22,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from specmon.bench.stats import bootstrap_ci
 
 Histogram = Sequence[int]
 """``h[k]``: how many verify steps of a request accepted exactly k drafts."""
+
+GREEDY_NOTE = (
+    "SGLang's greedy outputs change with the chain length (its bf16 numerics change with the verify width), so "
+    "no prediction across chain lengths is exact: read each with its 95% CI."
+)
 
 
 def histogram_from_chunks(chunk_tokens: Sequence[int]) -> list[int]:
@@ -55,8 +69,8 @@ def chain_tokens(histogram: Histogram, draft_tokens: int) -> tuple[int, int]:
 
 
 def accept_length(histograms: Sequence[Histogram], draft_tokens: int) -> float | None:
-    """Token-weighted acceptance length with ``draft_tokens``, as SGLang counts it (``completion_tokens /
-    spec_verify_ct``: each request's first token comes from the prefill, not from a verify step)."""
+    """Token-weighted acceptance length with ``draft_tokens`` by the histogram formula, as SGLang counts it
+    (``completion_tokens / spec_verify_ct``: each request's first token comes from the prefill)."""
     tokens = steps = 0
     for histogram in histograms:
         t, s = chain_tokens(histogram, draft_tokens)
@@ -81,6 +95,81 @@ def position_profile(histograms: Sequence[Histogram]) -> list[float]:
     return profile
 
 
+def agreement_runs(steps: Sequence[int], draft_tokens: int) -> list[int]:
+    """For each position a chain's verify steps produced (after the prefill's tokens), how many drafts in a
+    row the draft gets right from there, read off the measured steps: a step of c tokens accepted c - 1 drafts
+    and was wrong at its bonus position, unless it accepted every draft (c = N), where the bonus position was
+    never drafted and counts as agreed (agreement comes in bursts)."""
+    agreed: list[bool] = []
+    for tokens in steps:
+        agreed += [True] * (tokens - 1)
+        agreed.append(tokens >= draft_tokens)
+    runs = [0] * (len(agreed) + 1)
+    for position in range(len(agreed) - 1, -1, -1):
+        runs[position] = runs[position + 1] + 1 if agreed[position] else 0
+    return runs[:-1]
+
+
+def replay_steps(runs: Sequence[int], draft_tokens: int) -> int:
+    """Verify steps a chain of ``draft_tokens`` (M) needs for the same tokens: each accepts the run of
+    agreement ahead, up to M - 1 drafts, plus the bonus token (the last one stops at the last token)."""
+    position = steps = 0
+    cap = max(0, draft_tokens - 1)
+    while position < len(runs):
+        position += min(runs[position], cap) + 1
+        steps += 1
+    return steps
+
+
+@dataclass(frozen=True)
+class RequestChains:
+    """One request as the predictor sees it: its tokens and how many verify steps each chain length takes."""
+
+    prompt_id: str
+    tokens: int
+    steps: dict[int, float]
+    method: str
+    """"trace" (replayed over its per-step counts) or "histogram" (the formula)."""
+
+
+def trace_of(request: Any, draft_tokens: int) -> list[int] | None:
+    """The request's per-step token counts when they are one chunk per verify step (as many chunks as
+    `spec_verify_ct`, each 1..N tokens, no more than the completion), else None."""
+    chunks, verify = request.chunk_tokens, request.spec_verify_ct
+    if not isinstance(verify, int) or verify < 1 or not isinstance(chunks, list) or len(chunks) != verify:
+        return None
+    if not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c <= draft_tokens for c in chunks):
+        return None
+    return list(chunks) if sum(chunks) <= request.completion_tokens else None
+
+
+def request_chains(request: Any, measured: int, lengths: Sequence[int]) -> RequestChains | str:
+    """How many steps each chain length in ``lengths`` takes for ``request`` of a run with ``measured`` draft
+    tokens, or why the request cannot be used."""
+    if request.warmup:
+        return "a warmup request"
+    if not request.ok:
+        return "failed"
+    trace = trace_of(request, measured)
+    if trace is not None:
+        runs = agreement_runs(trace, measured)
+        first = request.completion_tokens - sum(trace)
+        return RequestChains(
+            request.prompt_id, first + len(runs), {m: float(replay_steps(runs, m)) for m in lengths}, "trace"
+        )
+    histogram = request.accept_histogram
+    if not histogram or not sum(histogram):
+        return "no verify steps (no speculation)" if not request.spec_verify_ct else "no per-step figures"
+    counted = 1 + sum(count * (k + 1) for k, count in enumerate(histogram))
+    past_the_end = max(0, counted - request.completion_tokens)  # SGLang counts drafts past max_new_tokens
+    steps = {}
+    for m in lengths:
+        tokens, verify = chain_tokens(histogram, m)
+        tokens = 1 + tokens - max(0, past_the_end - max(0, measured - m))
+        steps[m] = verify * request.completion_tokens / tokens if tokens > 0 else math.inf
+    return RequestChains(request.prompt_id, request.completion_tokens, steps, "histogram")
+
+
 @dataclass(frozen=True)
 class Prediction:
     """The predicted acceptance (and, with a cost model, decode tok/s) of one draft-token count."""
@@ -94,7 +183,7 @@ class Prediction:
         return {
             "draft_tokens": self.draft_tokens,
             "accept_length": self.accept_length,
-            "ci95": list(self.ci95) if self.ci95 else None,
+            "ci": list(self.ci95) if self.ci95 else None,
             "decode_tok_s": self.decode_tok_s,
         }
 
@@ -102,23 +191,74 @@ class Prediction:
 MIN_REQUESTS_FOR_CI = 5
 
 
-def predict(histograms: Sequence[Histogram], measured_draft_tokens: int, seed: int = 0) -> list[Prediction]:
-    """Predicted acceptance for every M from 2 to the measured N, with a bootstrap CI over requests (none for
-    fewer than 5 requests). M = N reproduces the measured figure."""
-    usable = [list(h) for h in histograms if sum(h) > 0]
+def _accept(chains: Sequence[RequestChains], m: int) -> float:
+    steps = sum(c.steps[m] for c in chains)
+    return sum(c.tokens for c in chains) / steps if steps else 0.0
+
+
+@dataclass
+class PredictionSet:
+    """What one run predicts for other chain lengths: the requests used and skipped (with why), and one
+    prediction per draft-token count."""
+
+    run_id: str
+    from_draft_tokens: int
+    predictions: list[Prediction] = field(default_factory=list)
+    requests_used: int = 0
+    skipped: list[str] = field(default_factory=list)
+    """Why each request (or stored record) left out was left out."""
+    methods: dict[str, int] = field(default_factory=dict)
+    """Requests replayed over their trace, and those read by the histogram formula."""
+    note: str = GREEDY_NOTE
+
+    def to_json(self) -> dict[str, object]:
+        """The `specmon predict --json` shape."""
+        return {
+            "run_id": self.run_id,
+            "from_draft_tokens": self.from_draft_tokens,
+            "requests_used": self.requests_used,
+            "requests_skipped": len(self.skipped),
+            "predictions": [p.to_json() for p in self.predictions],
+        }
+
+    def skipped_text(self) -> str | None:
+        """How many requests were left out and why, in one line (None when none was)."""
+        if not self.skipped:
+            return None
+        reasons: dict[str, int] = {}
+        for reason in self.skipped:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        why = "; ".join(f"{n}× {r}" if n > 1 else r for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+        return f"{len(self.skipped)} request(s) skipped: {why}"
+
+
+def predict_requests(
+    requests: Sequence[Any], measured_draft_tokens: int, lengths: Sequence[int] | None = None, seed: int = 0
+) -> tuple[list[Prediction], list[RequestChains], list[str]]:
+    """Predicted acceptance for each chain length in ``lengths`` (default every M from 2 to the measured N;
+    longer ones are not predicted) from a run's requests, with a bootstrap CI over requests (none for fewer
+    than 5). M = N reproduces the measured figure. Returns the predictions, the requests used and why the
+    others were skipped."""
+    wanted = sorted({m for m in (lengths or range(2, measured_draft_tokens + 1)) if 2 <= m <= measured_draft_tokens})
+    chains: list[RequestChains] = []
+    skipped: list[str] = []
+    for request in requests:
+        got = request_chains(request, measured_draft_tokens, wanted)
+        if isinstance(got, str):
+            if got != "a warmup request":
+                skipped.append(f"{got}")
+        else:
+            chains.append(got)
     out: list[Prediction] = []
-    for m in range(2, measured_draft_tokens + 1):
-        value = accept_length(usable, m)
-        if value is None:
-            continue
+    for m in wanted if chains else ():
         ci = None
-        if len(usable) >= MIN_REQUESTS_FOR_CI:
-            indices = list(range(len(usable)))
+        if len(chains) >= MIN_REQUESTS_FOR_CI:
             ci = bootstrap_ci(
-                indices, statistic=lambda sample, m=m: accept_length([usable[i] for i in sample], m) or 0.0, seed=seed
+                list(range(len(chains))), statistic=lambda sample, m=m: _accept([chains[i] for i in sample], m),
+                seed=seed,
             )
-        out.append(Prediction(m, value, ci))
-    return out
+        out.append(Prediction(m, _accept(chains, m), ci))
+    return out, chains, skipped
 
 
 @dataclass(frozen=True)
@@ -165,3 +305,44 @@ def with_cost_model(predictions: Sequence[Prediction], model: StepCostModel | No
         Prediction(p.draft_tokens, p.accept_length, p.ci95, model.decode_tok_s(p.accept_length, p.draft_tokens))
         for p in predictions
     ]
+
+
+class CannotPredict(ValueError):
+    """The run cannot predict other chain lengths: no speculation, a tree (topk > 1), or no usable request."""
+
+
+def chain_length_of(run: Any) -> int:
+    """The draft tokens a stored run's server really ran as a chain (topk 1), from its effective settings."""
+    spec = (run.server or {}).get("speculative") if isinstance(run.server, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    tokens, topk = spec.get("num_draft_tokens"), spec.get("eagle_topk")
+    if not spec.get("algorithm") or not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 2:
+        raise CannotPredict(f"run {run.run_id} ran no speculative decoding (no draft-token count in its settings)")
+    if isinstance(topk, int) and topk > 1:
+        raise CannotPredict(
+            f"run {run.run_id} drafted a tree (topk {topk}): a tree's shape changes with its budget, so its "
+            "steps do not predict other draft-token counts"
+        )
+    return tokens
+
+
+def predict_run(
+    run: Any,
+    lengths: Sequence[int] | None = None,
+    *,
+    draft_tokens: int | None = None,
+    cost_model: StepCostModel | None = None,
+    seed: int = 0,
+) -> PredictionSet:
+    """What a stored run (a BenchResult) predicts for the chain lengths in ``lengths`` (default 2..N): replayed
+    over each request's trace, the histogram formula where there is none. ``draft_tokens`` overrides the N read
+    from the run's settings. The stored records the reader skipped count as skipped requests, with why."""
+    measured = draft_tokens if draft_tokens is not None else chain_length_of(run)
+    predictions, chains, skipped = predict_requests(run.requests, measured, lengths, seed)
+    skipped += [f"stored record unreadable ({s.get('reason', '?')})" for s in run.skipped_records]
+    methods: dict[str, int] = {}
+    for chain in chains:
+        methods[chain.method] = methods.get(chain.method, 0) + 1
+    return PredictionSet(
+        run.run_id, measured, with_cost_model(predictions, cost_model), len(chains), skipped, methods
+    )

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,14 +108,16 @@ class ResultStore:
 def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> BenchResult:
     """A BenchResult from one run's JSONL file; a torn last line (a crash mid-write) is ignored.
 
-    A record that is not what specmon writes (wrong types, NaN, impossible counts) is skipped and told to
-    `warn` as FILE:LINE; a bad summary record makes the run re-summarised from its requests.
+    A record that is not what specmon writes (wrong types, NaN, impossible counts) is skipped, told to `warn`
+    as FILE:LINE and kept in the run's `skipped_records` (each reader says how many and why); a bad summary
+    record makes the run re-summarised from its requests.
     """
     from specmon.bench.summary import summarize
 
     result: BenchResult | None = None
     summary_record: dict[str, Any] | None = None
     requests: list[RequestResult] = []
+    skipped: list[SkippedRecord] = []
     lines = _read_lines(path)
     for number, line in enumerate(lines, 1):
         try:
@@ -129,11 +134,13 @@ def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> Benc
         except (ValueError, TypeError) as exc:
             if number == len(lines) and not line.endswith("\n"):
                 continue  # torn last line
+            skipped.append(SkippedRecord(str(path), number, str(exc)))
             if warn is not None:
                 warn(f"{path}:{number}: record skipped ({exc})")
     if result is None:
         raise ValueError("no run record")
     result.requests = requests
+    result.skipped_records = [s.to_json() for s in skipped]
     if summary_record is not None:
         result.status = summary_record.get("status", "finished")
         result.finished_at = summary_record.get("finished_at")
@@ -150,13 +157,42 @@ def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> Benc
     return result
 
 
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A stored record the reader left out: where it was and why."""
+
+    path: str
+    line: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "reason": self.reason}
+
+
+def skipped_note(run: BenchResult) -> str | None:
+    """One line saying how many of the run's stored records were skipped and why (None when none was)."""
+    skipped = run.skipped_records
+    if not skipped:
+        return None
+    reasons = Counter(_reason_kind(str(s.get("reason", ""))) for s in skipped)
+    why = "; ".join(f"{count}× {reason}" if count > 1 else reason for reason, count in reasons.most_common(3))
+    more = f"; {len(reasons) - 3} other reasons" if len(reasons) > 3 else ""
+    noun = "record" if len(skipped) == 1 else "records"
+    return f"run {run.run_id}: {len(skipped)} stored {noun} skipped ({why}{more})"
+
+
+def _reason_kind(reason: str) -> str:
+    """A skip reason without its figures, so that like reasons are counted together."""
+    return re.sub(r"-?\d[\d.e+]*", "N", reason)
+
+
 def _read_lines(path: Path) -> list[str]:
     with open(path, encoding="utf-8", errors="replace") as handle:
         return handle.readlines()
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} where a number belongs")
+    raise ValueError(f"{name.lower()}: not a finite number")
 
 
 def _is_number(value: Any, low: float = 0.0, high: float = 1e12) -> bool:
@@ -181,12 +217,37 @@ def _run_record(record: dict[str, Any]) -> BenchResult:
 
 
 REQUEST_NUMBERS = ("ttft_s", "decode_tok_s", "e2e_s", "accept_length", "server_e2e_s")
-REQUEST_COUNTS = ("prompt_tokens", "spec_verify_ct")
 MAX_STORED_TOKENS = 10_000_000
+"""A sane cap on any token count (the longest contexts served are 10M tokens)."""
+
+
+def token_limits(run: BenchResult | None) -> tuple[int, int]:
+    """The most prompt tokens and completion tokens a request of `run` can hold: a prompt by the server's
+    context length (else the sane cap), a completion by max_new_tokens plus a verify step's overshoot."""
+    from specmon.bench.stream import MAX_TOKEN_OVERSHOOT
+
+    prompt_limit = completion_limit = MAX_STORED_TOKENS
+    if run is not None:
+        context = run.server.get("context_length")
+        if isinstance(context, int) and not isinstance(context, bool) and 0 < context <= MAX_STORED_TOKENS:
+            prompt_limit = context
+        max_new = run.settings.get("max_new_tokens")
+        if isinstance(max_new, int) and not isinstance(max_new, bool):
+            completion_limit = max_new + MAX_TOKEN_OVERSHOOT
+    return prompt_limit, completion_limit
+
+
+def _count_field(request: RequestResult, name: str, limit: int, what: str) -> None:
+    value = getattr(request, name)
+    if value is None and name != "completion_tokens":
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise ValueError(f"{name} is {value!r}, not a count of at most {limit} ({what})")
 
 
 def _request_record(record: dict[str, Any], run: BenchResult | None) -> RequestResult:
-    """A request record checked field by field: what specmon itself writes, nothing else."""
+    """A request record checked field by field: what specmon itself writes, nothing else. Each count is bounded
+    by what it is: the prompt by the context length, the completion by max_new_tokens plus overshoot."""
     request = RequestResult.from_json(record)
     if not isinstance(request.index, int) or isinstance(request.index, bool) or not isinstance(request.prompt_id, str):
         raise ValueError("index or prompt_id of the wrong type")
@@ -194,17 +255,10 @@ def _request_record(record: dict[str, Any], run: BenchResult | None) -> RequestR
         value = getattr(request, name)
         if value is not None and not _is_number(value):
             raise ValueError(f"{name} is {value!r}")
-    limit = MAX_STORED_TOKENS
-    if run is not None and isinstance(run.settings.get("max_new_tokens"), int):
-        from specmon.bench.stream import MAX_TOKEN_OVERSHOOT
-
-        limit = run.settings["max_new_tokens"] + MAX_TOKEN_OVERSHOOT
-    for name in ("completion_tokens", *REQUEST_COUNTS):
-        value = getattr(request, name)
-        if value is None and name != "completion_tokens":
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
-            raise ValueError(f"{name} is {value!r}, not a count of at most {limit}")
+    prompt_limit, limit = token_limits(run)
+    _count_field(request, "prompt_tokens", prompt_limit, "the context length")
+    _count_field(request, "completion_tokens", limit, "max_new_tokens plus overshoot")
+    _count_field(request, "spec_verify_ct", limit, "one token or more per verify step")
     gaps, chunks = request.chunk_gaps_ms, request.chunk_tokens
     if not isinstance(gaps, list) or not isinstance(chunks, list) or len(gaps) != len(chunks) or len(chunks) > limit:
         raise ValueError("chunk_gaps_ms and chunk_tokens are not two lists of one length")

@@ -461,6 +461,17 @@ async def _metrics_or_none(api: Any, timeout_s: float) -> Any:
         return None
 
 
+def context_length(info: dict[str, Any]) -> int | None:
+    """The server's context length from /server_info: its own figure (in `internal_states` on 0.5.x), else the
+    asked `context_length`; None when neither is a positive integer."""
+    states = info.get("internal_states")
+    candidates = [s.get("context_length") for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+    for value in [*candidates, info.get("context_length")]:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def _server_record(info: dict[str, Any], spec: Any) -> dict[str, Any]:
     """What is stored about the server: its version, model and effective speculative settings."""
     return {
@@ -468,6 +479,7 @@ def _server_record(info: dict[str, Any], spec: Any) -> dict[str, Any]:
         "model_path": info.get("model_path"),
         "served_model_name": info.get("served_model_name"),
         "tp_size": info.get("tp_size"),
+        "context_length": context_length(info),
         "speculative": {
             "algorithm": spec.algorithm,
             "draft_model_path": spec.draft_model_path,

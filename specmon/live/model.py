@@ -66,6 +66,10 @@ class LiveSnapshot:
     state: str = "waiting"
     source: str = "none"
     window_s: float = 60.0
+    window_from: float | None = None
+    """When the first /metrics scrape the window's figures come from was taken (Unix time; None: no window)."""
+    window_to: float | None = None
+    """When the last one was taken."""
     decode_tok_s: float | None = None
     running: float | None = None
     queued: float | None = None
@@ -89,6 +93,9 @@ class LiveSnapshot:
     series: tuple[Series, ...] = ()
     per_dp_running: dict[str, float] = field(default_factory=dict)
     last_log_line: str | None = None
+    startup_s: dict[str, float] = field(default_factory=dict)
+    """SGLang's own startup durations by phase (`sglang:startup_time_seconds{phase}`, 0.5.17+; CUDA-graph
+    phases as `cuda_graph.PHASE`); empty when the server does not export them."""
 
     @property
     def kv_usage(self) -> float | None:
@@ -102,6 +109,8 @@ class LiveSnapshot:
             "state": self.state,
             "source": self.source,
             "window_s": self.window_s,
+            "window_from": _r(self.window_from, 3),
+            "window_to": _r(self.window_to, 3),
             "decode_tok_s": _r(self.decode_tok_s),
             "running": _int(self.running),
             "queued": _int(self.queued),
@@ -117,6 +126,7 @@ class LiveSnapshot:
             "effective": self.effective,
             "restarts": self.restarts,
             "alerts": [alert.to_json() for alert in self.alerts],
+            "startup_s": {phase: round(seconds, 3) for phase, seconds in self.startup_s.items()} or None,
         }
 
 

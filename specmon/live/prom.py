@@ -40,6 +40,9 @@ HISTOGRAMS = (
     "sglang:e2e_request_latency_seconds",
 )
 PER_DP_GAUGES = frozenset({"sglang:num_running_reqs", "sglang:num_queue_reqs"})
+STARTUP_GAUGES = {"sglang:startup_time_seconds": "", "sglang:startup_cuda_graph_time_seconds": "cuda_graph."}
+"""SGLang's own startup durations (0.5.17+), one per `phase` label: kept as ``startup.PREFIX+PHASE``."""
+MAX_STARTUP_PHASES = 32
 
 Buckets = tuple[tuple[float, float], ...]
 """A histogram's cumulative buckets: ((upper bound, count), ...) sorted by bound, +Inf last."""
@@ -76,7 +79,7 @@ def _merge_replicas(target: dict, key: tuple, value: float) -> None:
     target[key] = value if previous is None else max(previous, value)
 
 
-_WANTED = frozenset(COUNTERS) | SUMMED_GAUGES | AVERAGED_GAUGES | frozenset(HISTOGRAMS)
+_WANTED = frozenset(COUNTERS) | SUMMED_GAUGES | AVERAGED_GAUGES | frozenset(HISTOGRAMS) | frozenset(STARTUP_GAUGES)
 _WANTED_FAMILIES = frozenset(name.removesuffix("_total") for name in _WANTED) | _WANTED
 _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
 
@@ -116,6 +119,7 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
     counter_groups: dict[str, dict[tuple, float]] = {}
     gauge_groups: dict[str, dict[tuple, float]] = {}
     bucket_groups: dict[str, dict[tuple, float]] = {}
+    startup: dict[str, float] = {}
     wanted_gauges = SUMMED_GAUGES | AVERAGED_GAUGES
     histogram_buckets = {name + "_bucket": name for name in HISTOGRAMS}
     replica_and_le = REPLICA_LABELS | {"le"}
@@ -131,6 +135,11 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
                 elif name in wanted_gauges:
                     groups = gauge_groups.setdefault(name, {})
                     _merge_replicas(groups, _group(sample.labels, REPLICA_LABELS), float(value))
+                elif name in STARTUP_GAUGES:
+                    phase = sample.labels.get("phase")
+                    key = f"startup.{STARTUP_GAUGES[name]}{phase}"
+                    if isinstance(phase, str) and (key in startup or len(startup) < MAX_STARTUP_PHASES):
+                        startup[key] = max(startup.get(key, 0.0), float(value))  # the slowest rank's
                 elif name in histogram_buckets:
                     le = _bound(sample.labels.get("le"))
                     if le is None:
@@ -149,7 +158,7 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
                 mode = dict(key).get("mode")
                 if mode:
                     counters[f"{name}{{mode={mode}}}"] = counters.get(f"{name}{{mode={mode}}}", 0.0) + value
-    gauges: dict[str, float] = {}
+    gauges: dict[str, float] = dict(startup)
     per_dp: dict[str, dict[str, float]] = {}
     for name, groups in gauge_groups.items():
         values = list(groups.values())

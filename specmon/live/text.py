@@ -81,5 +81,8 @@ def snapshot_lines(s: LiveSnapshot) -> list[str]:
     lines.append(f"{'Latency':<13} TTFT / ITL / E2E p50/p90/p99")
     for window, ttft, itl, e2e in latency_rows(s):
         lines.append(f"  {window:<11} {ttft}   {itl}   {e2e}")
+    if s.startup_s:
+        shown = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in s.startup_s.items())
+        lines.append(f"{'Startup':<13} SGLang's own timings: {shown}")
     lines += [f"! {alert.severity}: {alert.text}" for alert in s.alerts]
     return lines

@@ -29,6 +29,8 @@ class WindowFigures:
 
     window_s: float
     elapsed_s: float
+    taken_from: float
+    """When the window's first scrape was taken (Unix time); its last is `taken_from + elapsed_s`."""
     decode_tok_s: float | None
     generated: float | None
     accept_length: float | None
@@ -100,6 +102,7 @@ class ScrapeWindow:
         return WindowFigures(
             window_s=window_s,
             elapsed_s=elapsed,
+            taken_from=base.taken_at,
             decode_tok_s=None if produced is None else produced / elapsed,
             generated=gen,
             accept_length=gen / verify if gen and verify else None,

@@ -20,6 +20,9 @@ _FRAME_PHASES = (
     ("server_args.py", "server_args"),
     ("prepare_server_args", "server_args"),
     ("_wait_and_warmup", "warmup"),
+    ("init_attention_backend", "attention_backend"),  # the backend's setup: its workspaces and graph buffers
+    ("_get_attention_backend", "attention_backend"),
+    ("init_cuda_graph_state", "attention_backend"),
     ("eagle_draft_extend_cuda_graph_runner", "capture_draft_extend"),
     ("eagle_draft_cuda_graph_runner", "capture_draft"),
     ("piecewise_cuda_graph_runner", "capture_prefill"),
@@ -108,11 +111,19 @@ def unrecognized_flags(what: str) -> list[str]:
 
 
 def hint_for(
-    kind: str, message: str, phase: str | None, *, speculative: bool = False, mem_fraction: float | None = None
+    kind: str,
+    message: str,
+    phase: str | None,
+    *,
+    speculative: bool = False,
+    mem_fraction: float | None = None,
+    cuda_graph_flag: str = "--cuda-graph-max-bs",
 ) -> str:
     """One or two sentences on what to do about an error of ``kind``.
 
-    ``mem_fraction`` is the server's --mem-fraction-static when the log showed it (its server_args line).
+    ``mem_fraction`` is the server's --mem-fraction-static when the log showed it (its server_args line);
+    ``cuda_graph_flag`` the flag that caps the captured batch sizes in the SGLang that wrote the log
+    (`loglines.cuda_graph_flag`: 0.5.20 renamed it `--cuda-graph-max-bs-decode`).
     """
     if kind == "unrecognized_arguments":
         fixes = []
@@ -144,7 +155,15 @@ def hint_for(
                 lower = f"now {mem_fraction:g}; e.g. {max(0.5, round(mem_fraction - 0.05, 2)):g}"
             return (
                 f"CUDA ran out of memory while capturing graphs: lower --mem-fraction-static ({lower}) "
-                "or --cuda-graph-max-bs (e.g. 16) to leave room for the graphs."
+                f"or {cuda_graph_flag} (e.g. 16) to leave room for the graphs."
+            )
+        if phase == "attention_backend":
+            now = f" (now {mem_fraction:g})" if mem_fraction is not None else ""
+            return (
+                "CUDA ran out of memory while the attention backend set up its buffers, before any graph was "
+                f"captured: lower --mem-fraction-static{now} to leave it room outside the KV cache, lower "
+                f"{cuda_graph_flag} (its graph buffers grow with the largest batch), or try another "
+                "--attention-backend."
             )
         if phase in ("load_weights", "load_draft_weights"):
             return (
@@ -164,6 +183,13 @@ def hint_for(
             "or use more GPUs or a shorter --context-length."
         )
     if kind == "cuda_error":
+        if "HSA_STATUS" in message or "Xid" in message or "fallen off the bus" in message:
+            where = "while serving" if phase == "serving" else f"during {phase}" if phase else ""
+            return (
+                f"The GPU itself faulted {where} (an AMD HSA hardware exception or an NVIDIA Xid): the server "
+                "cannot recover. Check `dmesg` for the Xid (or the HSA error) and the GPU's health (nvidia-smi -q, "
+                "rocm-smi), reset or drain that GPU, then restart the server."
+            ).replace("  ", " ")
         if "no kernel image" in message or "NoKernelImage" in message:
             return (
                 "A kernel was not built for this GPU's architecture (no kernel image): install an SGLang / "
@@ -190,7 +216,7 @@ def hint_for(
             )
         return (
             "CUDA-graph capture failed: retry with --disable-cuda-graph to confirm, then lower "
-            "--cuda-graph-max-bs or --mem-fraction-static."
+            f"{cuda_graph_flag} or --mem-fraction-static."
         )
     if kind == "warmup_failed":
         if "502" in message or "503" in message or "proxy" in message.lower():

@@ -19,6 +19,7 @@ PHASE_NAMES = (
     "load_weights",
     "load_draft_weights",
     "kv_cache",
+    "attention_backend",  # an error in the attention backend's setup (its workspaces), before any capture
     "capture",
     "capture_draft",
     "capture_draft_extend",
@@ -46,8 +47,15 @@ ERROR_KINDS = (
 )
 
 
+CLOCK_ONLY_YEAR = 1900
+"""The year of a time read from a clock-only prefix (`[12:29:04]`): the log never said the date."""
+
+
 def _iso(ts: datetime | None) -> str | None:
-    return ts.isoformat() if ts is not None else None
+    """ISO text of a log time; a time from a clock-only log as the clock alone (`12:29:04`), never dated 1900."""
+    if ts is None:
+        return None
+    return ts.time().isoformat() if ts.year == CLOCK_ONLY_YEAR else ts.isoformat()
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -238,6 +246,12 @@ class StartupState:
     log_family: str | None = None  # "legacy" (0.4.x-0.5.9) or "new" (0.5.16+), when recognisable
     speculative_algorithm: str | None = None  # from the server_args line, e.g. "EAGLE3"
     mem_fraction_static: float | None = None  # from the server_args line
+    sglang_timings: dict[str, float] = field(default_factory=dict)
+    """SGLang's own startup durations (0.5.17+'s `Engine startup timings` line), e.g. {"load_weight": 41.2}."""
+    weights_committed_s: float | None = None
+    """0.5.18+'s overlapped load: how long committing the target's real weights took after the graph capture."""
+    sglang_versions: str | None = None
+    """The SGLang versions whose lines the log's milestones fit, e.g. "0.5.21-0.5.23" (None: not narrowed)."""
     lines_seen: int = 0
     lines_recognized: int = 0  # lines recognised as SGLang's (prefix, milestone, its bars or errors); 0: not SGLang
 
@@ -286,6 +300,9 @@ class StartupState:
             "lines_recognized": self.lines_recognized,
             "log_family": self.log_family,
             "speculative_algorithm": self.speculative_algorithm,
+            "sglang_timings": self.sglang_timings or None,
+            "weights_committed_s": self.weights_committed_s,
+            "sglang_versions": self.sglang_versions,
         }
 
 

@@ -9,6 +9,7 @@ import re
 from datetime import datetime, time, timedelta
 
 from specmon.sglang.flags import load_shipped
+from specmon.sglang.loglines import known_texts
 
 # --- Prefixes -------------------------------------------------------------------------------------------
 
@@ -76,12 +77,12 @@ def parse_prefix(line: str) -> Prefix:
             return m.group(1), "", _LEVEL_NAMES.get(m.group(2), m.group(2)), line[m.end() :]
         m = _PYLOG_DEFAULT.match(line)
         if m is not None:
-            return None, "", m.group(1), line[m.end() :]
+            return _unwrapped(m.group(1), line[m.end() :])
         return _wrapped(line)  # e.g. a container runtime's `2025-10-01T12:00:00.1Z stdout F [ts] msg`
     if line[:4] in _LEVEL_HEADS:
         m = _VLLM_STYLE.match(line) or _BASIC_CONFIG.match(line)
         if m is not None:
-            return None, "", m.group(1), line[m.end() :]
+            return _unwrapped(m.group(1), line[m.end() :])
         return None, "", None, line
     if head == "(":
         m = _RAY_WRAPPER.match(line)
@@ -94,6 +95,16 @@ def parse_prefix(line: str) -> Prefix:
             if rest[:1] != "|":
                 return parse_prefix(rest)
     return _wrapped(line)
+
+
+def _unwrapped(level: str, rest: str) -> Prefix:
+    """The message of a Python-logging wrapper (`... - INFO - `, `INFO:name:`, `INFO 12-01 ...] `): SGLang's own
+    `[date time TAGS]` line when it carries one (its time and ranks), else the wrapper's text as it is."""
+    if rest[:1] == "[":
+        inner = _parse_bracket(rest)
+        if inner is not None and inner[0] is not None:
+            return inner[0], inner[1], inner[2] or level, inner[3]
+    return None, "", level, rest
 
 
 def _parse_bracket(line: str) -> Prefix | None:
@@ -159,6 +170,15 @@ def is_rank_zero(tags: str) -> bool:
 
 # --- Milestones (applied to the message after the prefix) ------------------------------------------------
 
+# What each SGLang version writes, from the shipped per-version table (specmon/sglang/data/loglines.json, read
+# from every wheel by scripts/sglang_loglines.py): the literal start of every version's line.
+INIT_BEGIN = known_texts("init_begin")  # "Init torch distributed begin." (to 0.5.20), "Init parallel begin." (0.5.21+)
+MEMORY_BASELINE = known_texts("memory_baseline")  # 0.5.21+: "Memory baseline taken. mem usage=..."
+WEIGHTS_COMMITTED = tuple(t for t in known_texts("load_end") if "Committed" in t)  # 0.5.20+: after the capture
+STARTUP_TIMINGS = known_texts("startup_timings")  # 0.5.17+: "Engine startup timings (s): load_weight=..."
+WARMUP_FAILED = known_texts("warmup_failed")  # "Initialization failed. warmup error", 0.5.22+'s Rust server's
+TIMING = re.compile(r"(\w+)=(\d+(?:\.\d+)?)")
+
 FLOAT = r"(-?\d+(?:\.\d+)?)"
 AVAIL_MEM = re.compile(r"avail(?:able)?[ _](?:gpu_)?mem(?:ory)?[=:] ?" + FLOAT + r" ?GB")
 MEM_USAGE = re.compile(r"mem usage[=:] ?" + FLOAT + r" ?GB")
@@ -166,7 +186,7 @@ ELAPSED = re.compile(r"(?:Time elapsed: |elapsed=)" + FLOAT + r" ?s")
 WEIGHT_TYPE = re.compile(r"type=([\w.]+)")
 WEIGHT_DTYPE = re.compile(r"dtype=([\w.]+)")
 KV_ALLOC = re.compile(
-    r"KV Cache is allocated\.(?: dtype: ([\w.]+),)? #tokens: (\d+), "
+    r"KV Cache is allocated\.(?: dtype: ([\w.]+),)?(?: #tokens: (\d+),)? "
     r"(?:K size: " + FLOAT + r" GB, V size: " + FLOAT + r" GB|KV size: " + FLOAT + r" GB)"
 )
 MAX_TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
@@ -191,7 +211,10 @@ TQDM_COUNTER = re.compile(
 CAPTURE_DESC = re.compile(
     r"Capturing (?:batches \((?:bs=(\d+) )?|(num tokens|prefill shape) \(num_tokens=(\d+) )avail_mem=" + FLOAT
 )
-WEIGHT_DESC = re.compile(r"(?:checkpoint shards|loading shards)\s*:")
+WEIGHT_DESC = re.compile(
+    r"(?:checkpoint shards|loading shards|" + "|".join(re.escape(t) for t in known_texts("weight_bar")) + r")\s*:",
+    re.IGNORECASE,
+)  # every version's weight-loading bar (e.g. 0.5.22's "Loading safetensors using InstantTensor")
 
 
 def clock_seconds(text: str | None) -> float | None:
@@ -234,6 +257,12 @@ LEAKED_AT_EXIT = re.compile(r"There appear to be \d+ leaked \w+ objects")
 # A CUDA error printed by C++ code, with no Python traceback: `CUDA error (file.h:166): no kernel image ...`,
 # `CUDA error: an illegal memory access was encountered`, `CUDA error at file.cu:12 code=700`.
 CUDA_ERROR_LINE = re.compile(r"CUDA (?:error|Error|ERROR)(?: \(|:| at |$)|cudaError\w+")
+
+# A GPU hardware fault, not a software error: AMD's HSA runtime aborting (`HSA_STATUS_ERROR_EXCEPTION: An HSAIL
+# operation resulted in a hardware exception`), an NVIDIA driver Xid (`NVRM: Xid (PCI:...): 79, ... GPU has fallen
+# off the bus`).
+GPU_FAULT = re.compile(r"HSA_STATUS_ERROR_\w+|NVRM: Xid|\bXid \(PCI:|\bXid \d+\b|GPU has fallen off the bus")
+GPU_FAULT_MARKS = ("HSA_STATUS", "Xid", "fallen off")
 
 # --- Flags ----------------------------------------------------------------------------------------------
 

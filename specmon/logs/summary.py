@@ -19,6 +19,7 @@ from typing import BinaryIO, TextIO
 
 from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LineSplitter
 from specmon.logs.model import (
+    CLOCK_ONLY_YEAR,
     CaptureProgressed,
     PhaseChanged,
     ServerBecameReady,
@@ -288,6 +289,13 @@ def format_summary(state: StartupState) -> str:
         if state.ready_after_server_args_s not in (None, state.ready_after_s):
             ready += f" ({format_seconds(state.ready_after_server_args_s)} from server_args)"
         facts.append(("time to ready", ready))
+    if state.sglang_timings:
+        shown = ", ".join(f"{name} {format_seconds(seconds)}" for name, seconds in state.sglang_timings.items())
+        facts.append(("SGLang's own timings", shown))
+    if state.sglang_versions:
+        facts.append(("SGLang version", f"{state.sglang_versions} (the versions whose lines these are)"))
+    if state.weights_committed_s is not None:
+        facts.append(("real weights", f"committed in {format_seconds(state.weights_committed_s)} after the capture"))
     if facts:
         width = max(len(name) for name, _ in facts)
         out += [""] + [f"{name:<{width}}  {value}" for name, value in facts]
@@ -310,7 +318,8 @@ def _headline(state: StartupState) -> str:
     elif state.state == "starting" and state.current_phase is not None:
         parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
     if state.first_ts is not None:
-        span = state.first_ts.strftime("%Y-%m-%d %H:%M:%S")
+        dated = state.first_ts.year != CLOCK_ONLY_YEAR  # a clock-only log never said its date
+        span = state.first_ts.strftime("%Y-%m-%d %H:%M:%S" if dated else "%H:%M:%S")
         end = state.ready_at or state.last_ts
         if end is not None and end != state.first_ts:
             span += f" → {end.strftime('%H:%M:%S')}"

@@ -27,6 +27,7 @@ from specmon.logs.model import (
     WeightLoad,
     WeightsProgressed,
 )
+from specmon.sglang import loglines
 
 if TYPE_CHECKING:
     from specmon.logs.follower import LogItem
@@ -75,6 +76,11 @@ def _set_sizes(capture: Capture, sizes: list[int]) -> None:
         capture.done = capture.total
 
 
+def _gpu_fault(msg: str) -> bool:
+    """Whether the line says the GPU itself faulted (an HSA hardware exception, an NVIDIA Xid)."""
+    return any(mark in msg for mark in patterns.GPU_FAULT_MARKS) and patterns.GPU_FAULT.search(msg) is not None
+
+
 def _leaked_message(msg: str, at: int) -> str:
     """The resource_tracker warning as an error message, without the file path before it."""
     start = msg.rfind("resource_tracker:", 0, at)
@@ -105,12 +111,14 @@ class StartupTracker:
         self._bs_from_line: set[tuple[str, str]] = set()
         self._end_seen: set[tuple[str, str]] = set()  # graphs and weight loads whose end line was read
         self._final_rank0: set[tuple[str, str]] = set()  # ... from rank 0, whose figures are kept
-        self._target_pool_ended = False
+        self._pools_ended: set[str] = set()  # rank tags whose target pool ended: their next KV pool is the draft's
         self._scheduler_up = False  # max_total_num_tokens or a worker node's health server: startup moved on
         self._bar_line = -2  # lines_seen when an SGLang bar's frame last came (with it, that line is SGLang's)
         self._unrecognized = 0  # lines not recognised as SGLang's (counted off the hot path)
         self._frame_ts: datetime | None = None  # the log's time by the elapsed clock of progress bars
         self._bars: dict[int, tuple[int, float, datetime | None]] = {}  # total -> (n, elapsed, last timestamp at start)
+        self._versions: frozenset[str] | None = None  # the SGLang versions whose lines the log's milestones fit
+        self._kv_tags: dict[str, str] = {}  # model -> the rank tags whose KV pools are kept (rank 0's, else the first)
 
     # --- public API ---------------------------------------------------------------------------------------
 
@@ -252,6 +260,8 @@ class StartupTracker:
 
     def _on_message(self, tags: str, level: str | None, msg: str) -> LineKind | None:
         tb = self._tb
+        if tb is None and msg[:1] in (" ", "\t") and msg.lstrip().startswith('File "') and ", line " in msg:
+            tb = self._tb = TracebackReader(None)  # a traceback whose header was cut off: its frames still tell
         if tb is not None:
             kind = self._traceback_line(tb, tags, level, msg)
             if kind is not None:
@@ -289,7 +299,12 @@ class StartupTracker:
         if head == "M":
             if msg.startswith("Memory pool end"):
                 return self._pool_end(tags, msg)
+            if msg.startswith(patterns.MEMORY_BASELINE):  # 0.5.21+, inside init
+                self._narrow("memory_baseline", msg)
+                return "phase"
             return None
+        if head == "E" and msg.startswith(patterns.STARTUP_TIMINGS):
+            return self._startup_timings(msg)
         if head == "m":
             if msg.startswith("max_total_num_tokens="):
                 return self._max_total(tags, msg)
@@ -297,9 +312,15 @@ class StartupTracker:
         if head == "s":
             if msg.startswith("server_args="):
                 return self._server_args(msg)
+            if msg.startswith(patterns.WARMUP_FAILED):  # 0.5.22+'s Rust server: "startup warmup failed"
+                self._narrow("warmup_failed", msg.split(" error=")[0].strip())
+                self._enter("warmup")
+                self._fail("warmup_failed", msg.strip(), "warmup")
+                return "error"
             return None
         if head == "I":
-            if msg.startswith("Init torch distributed begin"):
+            if msg.startswith(patterns.INIT_BEGIN):  # "Init torch distributed begin." / 0.5.21+ "Init parallel begin."
+                self._narrow("init_begin", msg)
                 if not self._state.weights:
                     self._enter("init_distributed")
                 return "phase"
@@ -352,6 +373,9 @@ class StartupTracker:
             if m is not None:
                 self._fail("killed", _leaked_message(msg, m.start()), self._phase_name(), provisional=True)
                 return "error"
+        if _gpu_fault(msg):
+            self._fail("cuda_error", msg.strip(), self._phase_name())
+            return "error"
         if "UDA" in msg or "cudaError" in msg:
             kind = self._cuda_error_line(level, msg)
             if kind is not None:
@@ -424,6 +448,10 @@ class StartupTracker:
         self._emit(StartupFailed(error=replace(self._state.error)))
 
     def _after_ready(self, level: str | None, msg: str) -> LineKind | None:
+        if _gpu_fault(msg):  # the server dies of it: a GPU fault, not a plain death
+            self._ready = False
+            self._fail("cuda_error", msg.strip(), "serving")
+            return "error"
         if "address already in use" in msg:
             self._ready = False
             self._state.state = "starting"
@@ -485,6 +513,26 @@ class StartupTracker:
             self._state.log_family = "new"
         return "phase"
 
+    def _narrow(self, name: str, msg: str) -> None:
+        """Narrow the versions that could have written this log to those whose `name` template writes `msg`."""
+        versions = loglines.line_versions(name, msg.rstrip())
+        if versions is None:
+            return
+        narrowed = versions if self._versions is None else (self._versions & versions) or self._versions
+        if narrowed != self._versions:
+            self._versions = narrowed
+            self._state.sglang_versions = loglines.version_span(narrowed)
+
+    def _startup_timings(self, msg: str) -> LineKind:
+        """SGLang's own phase durations (0.5.17+), `cuda_graph={target_decode=1.10, ...}` as `cuda_graph.NAME`."""
+        self._narrow("startup_timings", msg)
+        head, _, graphs = msg.partition("cuda_graph={")
+        graphs, _, tail = graphs.partition("}")
+        timings = {name: float(value) for name, value in patterns.TIMING.findall(head + " " + tail)}
+        timings.update({f"cuda_graph.{name}": float(value) for name, value in patterns.TIMING.findall(graphs)})
+        self._state.sglang_timings = dict(list(timings.items())[:32])
+        return "phase"
+
     def _rank_ok(self, tags: str) -> bool:
         """Whether to take a per-rank line's figures: rank 0's, or any rank's until rank 0 shows up.
 
@@ -503,7 +551,10 @@ class StartupTracker:
             self._load_count[tags] = count
         else:
             count = 1
-        model = "target" if count == 1 else "draft"
+        target = self._state.weight("target")
+        # the draft's when this rank loaded before, or when the target's load already ended (a log whose first
+        # lines, with the target's begin, were cut off)
+        model = "target" if count == 1 and (target is None or target.status != "done") else "draft"
         if tags in self._load_model or len(self._load_model) < _MAX_RANKS:
             self._load_model[tags] = model
         weight = self._state.weight(model)
@@ -521,6 +572,9 @@ class StartupTracker:
         return "phase"
 
     def _load_end(self, tags: str, msg: str) -> LineKind:
+        if patterns.WEIGHTS_COMMITTED and msg.startswith(patterns.WEIGHTS_COMMITTED):
+            return self._weights_committed(msg)
+        self._narrow("load_end", msg)
         m = patterns.WEIGHT_TYPE.search(msg)
         wtype = m.group(1) if m else None
         model = self._load_model.get(tags, "target")
@@ -561,26 +615,54 @@ class StartupTracker:
         self._weights_event(weight)
         return "phase"
 
+    def _weights_committed(self, msg: str) -> LineKind:
+        """0.5.18+'s late `Load weight end. Committed real weights after CUDA graph capture in X s`: the target's
+        real weights replace the placeholders it captured with; its load's figures stay those of its end line."""
+        self._narrow("load_end", msg)
+        m = patterns.TIMING.search(msg.replace(" in ", " in=", 1))
+        if m is not None:
+            self._state.weights_committed_s = float(m.group(2))
+        return "phase"
+
+    def _kv_rank_ok(self, model: str, tags: str) -> bool:
+        """Whether to keep a KV line's pool: rank 0's, else one rank's only (a node without rank 0 prints the
+        same pool once per rank). Rank 0 arriving late replaces the other rank's pools."""
+        if not tags:
+            return True
+        kept = self._kv_tags.get(model)
+        if patterns.is_rank_zero(tags):
+            self._seen_rank0 = True
+            if kept is not None and not patterns.is_rank_zero(kept):
+                self._state.kv_pools = [p for p in self._state.kv_pools if p.model != model]
+            self._kv_tags[model] = tags
+            return True
+        if kept is None:
+            if self._seen_rank0:
+                return False
+            self._kv_tags[model] = tags
+            return True
+        return kept == tags
+
     def _kv_alloc(self, tags: str, msg: str) -> LineKind:
         m = patterns.KV_ALLOC.search(msg)
         if m is None:
             return "phase"
+        self._narrow("kv_allocated", msg)
         st = self._state
         if m.group(1) is not None:
             st.log_family = "new"
         elif st.log_family is None:
             st.log_family = "legacy"
-        draft = self._state.weight("draft") is not None and (
-            self._target_pool_ended or st.log_family == "legacy"
-        )
+        draft = self._state.weight("draft") is not None and (tags in self._pools_ended or st.log_family == "legacy")
         if st.phase("kv_cache") is None and not draft:
             self._enter("kv_cache")  # the milestone counts from any rank; the figures are rank 0's
-        if self._rank_ok(tags) and len(st.kv_pools) < 16:
+        model = "draft" if draft else "target"
+        if self._kv_rank_ok(model, tags) and len(st.kv_pools) < 16:
             kv = m.group(5)
             st.kv_pools.append(
                 KvPool(
-                    model="draft" if draft else "target",
-                    tokens=int(m.group(2)),
+                    model=model,
+                    tokens=int(m.group(2)) if m.group(2) else None,  # 0.4.2's line has no token count
                     k_size_gb=float(m.group(3)) if m.group(3) else None,
                     v_size_gb=float(m.group(4)) if m.group(4) else None,
                     kv_size_gb=float(kv) if kv else None,
@@ -592,15 +674,16 @@ class StartupTracker:
 
     def _pool_end(self, tags: str, msg: str) -> LineKind:
         st = self._state
-        draft = self._target_pool_ended and st.weight("draft") is not None
+        draft = tags in self._pools_ended and st.weight("draft") is not None
         if st.phase("kv_cache") is None and not draft:
             self._enter("kv_cache")
-        if not self._rank_ok(tags):
+        if len(self._pools_ended) < _MAX_RANKS:
+            self._pools_ended.add(tags)
+        if not self._kv_rank_ok("draft" if draft else "target", tags):
             return "phase"
         m = patterns.AVAIL_MEM.search(msg)
         if m is not None:
             self._memory("kv_cache_draft" if draft else "kv_cache", float(m.group(1)))
-        self._target_pool_ended = True
         return "phase"
 
     def _max_total(self, tags: str, msg: str) -> LineKind:
@@ -683,6 +766,7 @@ class StartupTracker:
                 self._bs_from_line.add((capture.graph, capture.role))
                 self._capture_event(capture)
             return "phase"
+        self._narrow("capture_" + m.group("edge"), msg)
         what = m.group("what").strip().lower()
         graph, role, label = self._graph_of(what)
         if what.startswith(("target", "draft decode", "draft verify", "draft prefill")) or "backend=" in msg:
@@ -797,6 +881,10 @@ class StartupTracker:
         seconds = patterns.clock_seconds(elapsed)
         self._bar_clock(n, total, seconds)
         capture = self._capture
+        if bare and capture is not None and capture.status == "done" and capture.total is None:
+            capture.total = capture.done = total  # an old bar flushed after its capture's end line: its total
+            self._capture_event(capture)
+            return
         if desc is not None and desc.group(2) is not None:
             if capture is None or capture.graph != "prefill":
                 capture = self._capture_for("prefill", "target", "target prefill", None)
@@ -982,7 +1070,8 @@ class StartupTracker:
 
     def _hint(self, kind: str, message: str, phase: str | None, *, speculative: bool = False) -> str:
         fraction = self._state.mem_fraction_static
-        return hint_for(kind, message, phase, speculative=speculative, mem_fraction=fraction)
+        flag = loglines.cuda_graph_flag(self._versions)
+        return hint_for(kind, message, phase, speculative=speculative, mem_fraction=fraction, cuda_graph_flag=flag)
 
     def _blame(self, phase: str | None) -> None:
         """Fail `phase` (and whatever still runs); a phase before it that a provisional error failed was done."""

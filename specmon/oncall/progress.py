@@ -85,6 +85,23 @@ def last_results(results: Iterable[Any]) -> dict[str, Any]:
     return last
 
 
+def skipped_summary(results: Sequence[Any], unreadable: int = 0) -> str | None:
+    """What reading the stored runs left out, in one line: unreadable runs, and records skipped in the others
+    (with the reasons of the first run that lost some); None when nothing was."""
+    from specmon.bench.results import skipped_note
+
+    losing = [r for r in results if r.skipped_records]
+    parts = []
+    if unreadable:
+        parts.append(f"{unreadable} stored run{'s' if unreadable > 1 else ''} unreadable")
+    if len(losing) == 1:
+        parts.append(str(skipped_note(losing[0])))
+    elif losing:
+        records = sum(len(r.skipped_records) for r in losing)
+        parts.append(f"{records} stored records skipped in {len(losing)} runs, e.g. {skipped_note(losing[0])}")
+    return "; ".join(parts) or None
+
+
 def result_line(result: Any, now: float | None = None) -> str:
     """A preset's last result in one line: "312.4 tok/s · accept 3.21 · 2 h ago"."""
     summary = result.summary or {}

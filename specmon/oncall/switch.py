@@ -180,16 +180,26 @@ def _figures(result) -> tuple[float | None, float | None]:
     return decode, accept
 
 
-def last_result(preset_name: str):
-    """The preset's last finished benchmark in the result store, or None."""
-    from specmon.bench.results import ResultStore
+def last_result(preset_name: str, notes: list[str] | None = None):
+    """The preset's last finished benchmark in the result store, or None; what the reader skipped (unreadable
+    runs, records of the chosen run) is added to `notes`."""
+    from specmon.bench.results import ResultStore, skipped_note
 
+    unreadable: list[str] = []
     try:
-        results = ResultStore().load_all()
-    except (OSError, ValueError):
+        results = ResultStore().load_all(unreadable.append)
+    except (OSError, ValueError) as exc:
+        if notes is not None:
+            notes.append(f"stored results unreadable: {exc}")
         return None
+    runs_lost = [w for w in unreadable if ": skipped (" in w]
+    if notes is not None and runs_lost:
+        notes.append(f"{len(runs_lost)} stored run(s) unreadable, left out of the comparison: {runs_lost[0]}")
     finished = [r for r in results if r.preset == preset_name and r.status == "finished" and r.measured]
-    return max(finished, key=lambda r: r.started_at) if finished else None
+    chosen = max(finished, key=lambda r: r.started_at) if finished else None
+    if chosen is not None and notes is not None and (note := skipped_note(chosen)):
+        notes.append(f"previous result: {note}")
+    return chosen
 
 
 def _pct(now: float | None, before: float | None) -> float | None:
@@ -213,7 +223,7 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
     }
     if ok < len(sanity.measured) or not ok:
         report.alerts.append(f"sanity: {len(sanity.measured) - ok} of {len(sanity.measured)} requests failed")
-    previous = last_result(preset_name)
+    previous = last_result(preset_name, report.notes)
     if previous is None:
         report.change_pct = {"decode_tok_s": None, "accept_length": None}
         return

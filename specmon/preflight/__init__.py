@@ -74,12 +74,15 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     algorithm = check_speculative(preset, facts, report, target_arch)
     weights = checkpoint_bytes(target_dir) if target_dir is not None and target_dir.is_dir() else 0
     draft_dir = None if facts.emulator else local_path(preset.args.get("speculative-draft-model-path"))
-    if algorithm is not None and draft_dir is not None and draft_dir.is_dir():
-        draft = examine_draft(draft_dir, facts.rules, target_dir)
+    kind = facts.rules.draft_kind(algorithm) if algorithm is not None else None
+    if algorithm is not None and kind != "none" and draft_dir is not None and draft_dir.is_dir():
+        draft = examine_draft(draft_dir, facts.rules, target_dir, kind)
         report.problems.extend(p for p in draft.problems if p.code != "target-config")
         weights += draft.total_bytes
         check_algorithm_vs_draft(algorithm, draft.architectures, report)
-        report.notes.append(f"draft {draft_dir}: {', '.join(draft.architectures) or '?'}, {len(draft.names)} keys")
+        report.notes.append(f"draft {draft_dir}: {', '.join(draft.architectures) or '?'} as {algorithm} loads it "
+                            f"({draft.kind or '?'}), {len(draft.names)} keys")
+        report.notes.extend(draft.notes)
     if facts.emulator:
         report.notes.append("emulator preset: checkpoint, port and GPU checks skipped")
     elif check_machine:

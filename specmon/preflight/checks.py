@@ -9,7 +9,8 @@ from specmon.launch.presets import Preset
 from specmon.preflight.report import PreflightReport
 from specmon.sglang.flags import FlagTable, load_shipped, shipped_versions
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+CHAIN_KINDS = ("eagle_head", "eagle3_head", "mtp", "model")
+"""Draft kinds whose algorithm takes steps, topk and draft tokens all or none (SGLang's eagle-family hook)."""
 _STEPS, _TOPK, _DRAFT = "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"
 _WHY_EAGLE3 = ("SGLang gives a non-EAGLE3 draft the target's embedding and head and the target stops capturing "
                "the hidden states EAGLE-3 needs")
@@ -77,7 +78,18 @@ def check_speculative(preset: Preset, facts, report: PreflightReport, target_arc
                    "--speculative-algorithm")
     steps, topk, draft = _int(spec.num_steps), _int(spec.eagle_topk), _int(spec.num_draft_tokens)
     effective: dict[str, Any] = {"speculative-algorithm": "EAGLE" if algorithm == "NEXTN" else algorithm}
-    if algorithm in EAGLE_FAMILY:
+    kind = facts.rules.draft_kind(algorithm)
+    if kind is not None:
+        effective["draft-kind"] = kind
+    if kind == "none":
+        draft_path = preset.args.get("speculative-draft-model-path")
+        if isinstance(draft_path, str) and draft_path:
+            report.add("warning", "draft-path-unused", f"{algorithm} drafts from the text itself and loads no draft "
+                       f"model: SGLang {version} ignores --speculative-draft-model-path {draft_path}",
+                       "leave --speculative-draft-model-path out", "--speculative-draft-model-path")
+    elif kind == "own":
+        _check_draft_path(preset, rules, report, algorithm, target_arch, kind)
+    if kind in CHAIN_KINDS:
         given = {_STEPS: steps, _TOPK: topk, _DRAFT: draft}
         missing = [flag for flag, value in given.items() if value is None]
         if missing == [_DRAFT] and topk == 1 and rules.get("topk1_sets_draft_tokens", True):
@@ -113,17 +125,23 @@ def check_speculative(preset: Preset, facts, report: PreflightReport, target_arc
         elif not missing or len(missing) == 3:
             effective.update({"speculative-num-steps": "auto", "speculative-eagle-topk": "auto",
                               "speculative-num-draft-tokens": "auto"})
-        _check_draft_path(preset, rules, report, algorithm, target_arch)
+        _check_draft_path(preset, rules, report, algorithm, target_arch, kind)
     report.effective.update(effective)
     return algorithm
 
 
-def _check_draft_path(preset: Preset, rules, report: PreflightReport, algorithm: str, arch: str | None) -> None:
+def _check_draft_path(preset: Preset, rules, report: PreflightReport, algorithm: str, arch: str | None,
+                      kind: str) -> None:
     draft = preset.args.get("speculative-draft-model-path")
     mtp = rules.get("draft_defaults_to_target") or []
     if isinstance(draft, str) and draft:
         return
-    if algorithm == "STANDALONE" or (arch is not None and arch in mtp):
+    if kind in ("model", "own"):
+        what = "a draft model of its own" if kind == "model" else f"a {algorithm} draft checkpoint"
+        report.add("error", "draft-path-missing", f"{algorithm} loads {what}: give --speculative-draft-model-path "
+                   f"(SGLang {report.sglang.version} fails without it)", None, "--speculative-draft-model-path")
+        return
+    if arch is not None and arch in mtp:
         return
     if arch is None:
         report.add("warning", "draft-path-missing", "no --speculative-draft-model-path, and the target's "
@@ -146,6 +164,11 @@ def check_algorithm_vs_draft(algorithm: str | None, architectures: list[str], re
                    f"--speculative-algorithm {algorithm} with an EAGLE-3 draft ({archs}): it serves without a "
                    f"warning, but {_WHY_EAGLE3}, so the trained EAGLE-3 head is thrown away",
                    "use --speculative-algorithm EAGLE3", "--speculative-algorithm")
+    elif algorithm == "STANDALONE" and any("eagle" in arch.lower() for arch in architectures):
+        report.add("error", "algorithm-draft-mismatch",
+                   f"--speculative-algorithm STANDALONE with an EAGLE head ({archs}): STANDALONE runs the draft as a "
+                   "model of its own, and a head cannot run without the target's hidden states",
+                   "use --speculative-algorithm EAGLE3 (or EAGLE) for a head", "--speculative-algorithm")
     elif not eagle3 and algorithm == "EAGLE3":
         report.add("error", "algorithm-draft-mismatch",
                    f"--speculative-algorithm EAGLE3 with a draft that is not EAGLE-3 ({archs}): EAGLE3 feeds the "

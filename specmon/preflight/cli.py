@@ -38,6 +38,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     from specmon.sglang.rules import load_shipped_rules
 
     target = args.target
+    kind = None
     if args.preset:
         preset = _preset(args.preset, args.presets)
         if preset is None:
@@ -45,6 +46,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         facts = find_sglang(preset)
         rules, version, source = facts.rules, facts.info.version or facts.rules.version, facts.info.source
         target = target or (preset.args.get("model-path") if isinstance(preset.args.get("model-path"), str) else None)
+        algorithm = preset.speculative.algorithm
+        kind = rules.draft_kind(algorithm.upper()) if isinstance(algorithm, str) else None
     else:
         rules = load_shipped_rules(args.sglang_version) if args.sglang_version else None
         if rules is None:
@@ -52,23 +55,26 @@ def run_doctor(args: argparse.Namespace) -> int:
 
             rules = load_shipped_rules(newest_shipped())
         version, source = args.sglang_version or rules.version, rules.source
-    report = examine_draft(args.draft, rules, target)
+    report = examine_draft(args.draft, rules, target, kind)
     errors = [p for p in report.problems if p.severity == "error"]
     if args.json:
         outcome = report.outcome
         print(json.dumps({
             "ok": not errors, "draft": str(report.path), "sglang": {"version": version, "source": source,
                                                                     "rules": rules.version},
-            "architectures": report.architectures, "keys": len(report.names),
+            "architectures": report.architectures, "kind": report.kind, "keys": len(report.names),
             "dropped": list(outcome.dropped) if outcome else [], "unloaded": list(outcome.unloaded) if outcome else [],
-            "problems": [p.to_json() for p in report.problems]}, indent=2))
+            "problems": [p.to_json() for p in report.problems], "notes": report.notes}, indent=2))
     else:
-        print(f"draft {report.path}: {', '.join(report.architectures) or '?'}, {len(report.names)} keys, "
+        print(f"draft {report.path}: {', '.join(report.architectures) or '?'} ({report.kind or '?'} draft), "
+              f"{len(report.names)} keys, "
               f"checked against SGLang {version} ({source}{'' if rules.version == version else ', rules of ' + rules.version})")
         for problem in report.problems:
             print(f"{problem.severity.upper()} {problem.code}: {problem.message}")
             if problem.hint:
                 print(f"    hint: {problem.hint}")
+        for note in report.notes:
+            print(f"note: {note}")
         if not report.problems:
             print("no problems found")
     return EXIT_PROBLEMS if errors else EXIT_OK

@@ -1,5 +1,10 @@
 """The draft checkpoint doctor: config.json against the target's, safetensors headers, and the key names
-against what one SGLang version's EAGLE-3 loader takes (`specmon doctor DRAFT`). No torch."""
+against what one SGLang version's EAGLE-3 loader takes (`specmon doctor DRAFT`). No torch.
+
+What a draft must share with its target depends on the kind of draft the algorithm loads (`SGLangRules.
+draft_kind`): an EAGLE, EAGLE-3 or MTP head reads the target's hidden states, so its hidden size is the
+target's; a STANDALONE draft is a model of its own (any width) whose token ids must mean the target's tokens:
+the same vocabulary and tokenizer; NGRAM loads no draft at all."""
 
 from __future__ import annotations
 
@@ -28,6 +33,10 @@ class DraftReport:
     names: list[str] = field(default_factory=list)
     total_bytes: int = 0
     outcome: LoadOutcome | None = None
+    kind: str | None = None
+    """The kind of draft it was checked as (see the module doc)."""
+    notes: list[str] = field(default_factory=list)
+    """What was checked beyond the problems (e.g. the tokenizer comparison)."""
 
     @property
     def architectures(self) -> list[str]:
@@ -114,21 +123,40 @@ def _read_shards(report: DraftReport) -> None:
         report.add("error", "draft-index-mismatch", f"{INDEX_FILE} does not match the shards: " + "; ".join(parts))
 
 
-def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGLangRules) -> None:
+HEAD_KINDS = ("eagle_head", "eagle3_head", "mtp")
+"""Drafts that read the target's hidden states: their hidden size is the target's."""
+MAX_TOKENIZER_BYTES = 64_000_000
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "tiktoken.model")
+
+
+def guess_kind(architectures: list[str]) -> str:
+    """The draft kind a checkpoint looks like when no algorithm says: an EAGLE-3 or EAGLE head by its
+    architecture's name, else a model of its own (what STANDALONE loads)."""
+    names = " ".join(architectures).lower()
+    if "eagle3" in names:
+        return "eagle3_head"
+    return "eagle_head" if "eagle" in names else "model"
+
+
+def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGLangRules, kind: str,
+                  target_dir: Path | None) -> None:
     config = report.config or {}
     if not report.architectures:
         report.add("error", "draft-no-architectures", "config.json has no architectures list",
-                   'add "architectures": ["LlamaForCausalLMEagle3"] for an EAGLE-3 draft')
+                   'add "architectures": ["LlamaForCausalLMEagle3"] for an EAGLE-3 draft'
+                   if kind == "eagle3_head" else "copy the architectures list of the model the draft was saved as")
     if target is not None:
         draft_hidden = config.get("target_hidden_size", config.get("hidden_size"))
-        if draft_hidden is not None and draft_hidden != target.get("hidden_size"):
+        if kind in HEAD_KINDS and draft_hidden is not None and draft_hidden != target.get("hidden_size"):
             report.add("error", "draft-hidden-size",
-                       f"the draft expects target hidden size {draft_hidden}, the target has "
+                       f"the draft head expects target hidden size {draft_hidden}, the target has "
                        f"{target.get('hidden_size')}", "this draft was trained for another target model")
         if config.get("vocab_size") is not None and config.get("vocab_size") != target.get("vocab_size"):
             report.add("error", "draft-vocab-size",
                        f"draft vocab_size {config.get('vocab_size')} differs from the target's "
                        f"{target.get('vocab_size')}", "this draft was trained for another tokenizer")
+    if kind == "model" and target_dir is not None:
+        _check_tokenizer(report, target_dir)
     if not report.is_eagle3:
         return
     loader = rules.draft_loader
@@ -149,6 +177,53 @@ def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGL
                        f"the target's ({vocab}): draft tokens would map to the wrong target ids")
         if "t2d" not in names and isinstance(draft_vocab, int) and draft_vocab != vocab:
             report.add("warning", "draft-no-t2d", "no t2d tensor (SGLang ignores it, but training tools expect it)")
+
+
+def _tokenizer_files(path: Path) -> dict[str, Path]:
+    return {name: path / name for name in TOKENIZER_FILES if (path / name).is_file()}
+
+
+def _vocabulary(file: Path) -> Any:
+    """What decides a token's id in a tokenizer file: tokenizer.json's model vocabulary and added tokens, the
+    bytes of any other file."""
+    if file.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise CheckpointError(f"{file}: too big to compare ({file.stat().st_size} bytes)")
+    data = file.read_bytes()
+    if file.name != "tokenizer.json":
+        return data
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(f"{file}: not valid JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise CheckpointError(f"{file}: not a JSON object")
+    model = parsed.get("model") if isinstance(parsed.get("model"), dict) else {}
+    added = parsed.get("added_tokens") if isinstance(parsed.get("added_tokens"), list) else []
+    return model.get("vocab"), sorted((t.get("id"), t.get("content")) for t in added if isinstance(t, dict))
+
+
+def _check_tokenizer(report: DraftReport, target_dir: Path) -> None:
+    """A STANDALONE draft proposes token ids that the target verifies as its own: both tokenizers must give
+    the same ids (SGLang itself tokenizes with the target's only)."""
+    draft_files, target_files = _tokenizer_files(report.path), _tokenizer_files(target_dir)
+    shared = [name for name in draft_files if name in target_files]
+    if not draft_files or not target_files or not shared:
+        report.notes.append("tokenizer not compared (the draft or the target has no tokenizer file of the other's "
+                            "kind): only the vocabulary size is checked")
+        return
+    for name in shared:
+        try:
+            same = _vocabulary(draft_files[name]) == _vocabulary(target_files[name])
+        except (OSError, CheckpointError) as error:
+            report.add("warning", "draft-tokenizer-unreadable", f"{name} not compared: {error}")
+            continue
+        if not same:
+            report.add("error", "draft-tokenizer",
+                       f"the draft's {name} gives other token ids than the target's: SGLang verifies the draft's "
+                       "token ids as the target's, so it would accept almost nothing",
+                       "use a draft trained with the target's tokenizer")
+            return
+    report.notes.append(f"tokenizer: the draft's {', '.join(shared)} give the target's token ids")
 
 
 def _check_keys(report: DraftReport, rules: SGLangRules) -> None:
@@ -177,8 +252,11 @@ def _check_keys(report: DraftReport, rules: SGLangRules) -> None:
                    f"{where} leaves these parameters unloaded (random weights): {_shorten(list(outcome.unloaded))}")
 
 
-def examine_draft(path: str | Path, rules: SGLangRules, target: str | Path | None = None) -> DraftReport:
-    """Check the draft checkpoint at `path` for the SGLang whose `rules` are given."""
+def examine_draft(
+    path: str | Path, rules: SGLangRules, target: str | Path | None = None, kind: str | None = None
+) -> DraftReport:
+    """Check the draft checkpoint at `path` for the SGLang whose `rules` are given, as a draft of `kind` (what
+    the algorithm loads, `SGLangRules.draft_kind`; guessed from its architectures when None)."""
     report = DraftReport(Path(path))
     if not report.path.is_dir():
         report.add("error", "draft-missing", f"{report.path} is not a directory")
@@ -195,6 +273,8 @@ def examine_draft(path: str | Path, rules: SGLangRules, target: str | Path | Non
             report.problems.append(Problem("error", "target-config", str(error), None, "--model-path"))
     _read_shards(report)
     if report.config is not None:
-        _check_config(report, target_config, rules)
+        report.kind = kind or guess_kind(report.architectures)
+        target_dir = Path(target) if target_config is not None else None
+        _check_config(report, target_config, rules, report.kind, target_dir)
         _check_keys(report, rules)
     return report

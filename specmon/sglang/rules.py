@@ -8,7 +8,16 @@
                      "topk1_sets_draft_tokens": true,    # topk 1 -> draft tokens = steps + 1
                      "draft_defaults_to_target": ["DeepseekV3ForCausalLM", ...]},  # MTP: no draft path needed
      "custom_all_reduce": {"world_sizes": [2, 4, 6, 8], "pcie_only_max_gpus": 2},
+     "algorithms": {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "STANDALONE": "model", "NGRAM": "none",
+                    "NEXTN": "mtp", "DFLASH": "own", ...},            # what kind of draft each one loads
      "eagle3_draft": {... read_draft_loader ...}}
+
+The draft kinds (`algorithms`), from the `is_*` predicates of that version's `SpeculativeAlgorithm`, which choose
+its worker: "eagle_head" (an EAGLE/EAGLE-2 head on the target's hidden states, sharing its embedding and lm
+head), "eagle3_head" (an EAGLE-3 head: the target's hidden size, its own `d2t`/`t2d` vocabulary map), "mtp" (a
+multi-token-prediction layer; the target's own by default), "model" (STANDALONE: a model of its own, any width,
+with the target's vocabulary and tokenizer), "none" (NGRAM: no draft model) and "own" (a draft architecture of
+that algorithm's own, e.g. DFLASH).
 
 `load_shipped_rules(version)` falls back to the nearest older shipped file.
 """
@@ -94,6 +103,68 @@ def _custom_all_reduce(root: Path) -> dict[str, Any] | None:
     return {"world_sizes": sizes, "pcie_only_max_gpus": pcie_limit}
 
 
+DRAFT_KINDS = ("eagle_head", "eagle3_head", "mtp", "model", "none", "own")
+_PREDICATE_KINDS = (("is_ngram", "none"), ("is_standalone", "model"), ("is_eagle3", "eagle3_head"),
+                    ("is_frozen_kv_mtp", "mtp"), ("is_dflash", "own"), ("is_dspark", "own"), ("is_uno", "own"),
+                    ("is_eagle", "eagle_head"))
+"""Which `is_*` predicate of `SpeculativeAlgorithm` says which draft kind, the most specific first."""
+
+
+def _algorithms(root: Path) -> dict[str, str]:
+    """Each speculative algorithm of the version (aliases included) and the kind of draft it loads, read from
+    the `is_*` predicates of `srt/speculative/spec_info.py`: an enum's members they name, or (0.5.4-0.5.8's
+    registry) the flags each `register_speculative_algorithm` call gives."""
+    tree = _parse(root, "srt/speculative/spec_info.py")
+    if tree is None:
+        return {}
+    members: list[str] = []
+    predicates: dict[str, set[str]] = {}
+    flags: dict[str, set[str]] = {}
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "SpeculativeAlgorithm":
+            for item in node.body:
+                if isinstance(item, ast.Assign) and isinstance(item.targets[0], ast.Name) and item.targets[0].id.isupper():
+                    members.append(item.targets[0].id)
+                elif isinstance(item, ast.FunctionDef) and item.name.startswith("is_"):
+                    named = {n.attr for n in ast.walk(item) if isinstance(n, ast.Attribute)}
+                    named |= set(_strings(item))
+                    predicates[item.name] = named
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith(("register_speculative_algorithm",
+                                                                             "SpeculativeAlgorithm.register")):
+            name = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            if not isinstance(name, str):
+                continue
+            members.append(name)
+            for keyword in node.keywords:
+                if keyword.arg == "flags":
+                    flags[name] = set(_strings(keyword.value))
+                elif keyword.arg == "aliases":
+                    aliases.update(dict.fromkeys(_strings(keyword.value), name))
+    hook = _parse(root, "srt/speculative/spec_registry.py")
+    for node in ast.walk(hook) if hook is not None else ():
+        if isinstance(node, ast.Assign) and "_RESERVED_ALIASES" in ast.unparse(node.targets[0]):
+            aliases.update(dict.fromkeys(_strings(node.value), "EAGLE"))
+    kinds: dict[str, str] = {}
+    for name in dict.fromkeys(members):
+        if name == "NONE":
+            continue
+        marks = flags.get(name, {name})
+        for predicate, kind in _PREDICATE_KINDS:
+            if predicate in predicates and predicates[predicate] & marks:
+                kinds[name] = kind
+                break
+        else:
+            kinds[name] = "own"
+    for alias, name in aliases.items():
+        if alias not in kinds and name in kinds:
+            kinds[alias] = "mtp" if alias == "NEXTN" else kinds[name]
+    if "EAGLE" in kinds and "NEXTN" not in kinds and any("NEXTN" in _strings(t) for t in
+                                                         (_parse(root, f) for f in _SPEC_FILES) if t is not None):
+        kinds["NEXTN"] = "mtp"  # an alias the speculative hook turns into EAGLE
+    return kinds
+
+
 def read_rules(package_dir: str | Path) -> dict[str, Any]:
     """The launch rules of the sglang package in `package_dir`, read from its source (see the module doc)."""
     root = Path(package_dir)
@@ -107,6 +178,7 @@ def read_rules(package_dir: str | Path) -> dict[str, Any]:
         "version": read_version(root),
         "speculative": _speculative(root),
         "custom_all_reduce": _custom_all_reduce(root),
+        "algorithms": _algorithms(root),
         "eagle3_draft": draft,
     }
 
@@ -127,6 +199,16 @@ class SGLangRules:
     @property
     def custom_all_reduce(self) -> Mapping[str, Any] | None:
         return self.data.get("custom_all_reduce")
+
+    def draft_kind(self, algorithm: str) -> str | None:
+        """The kind of draft `algorithm` loads in this version (see the module doc), None when unknown. Rules
+        shipped before the kinds were read know EAGLE, EAGLE3, NEXTN and STANDALONE by name."""
+        kinds = self.data.get("algorithms")
+        if isinstance(kinds, Mapping) and kinds:
+            kind = kinds.get(algorithm)
+            return kind if kind in DRAFT_KINDS else None
+        return {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "NEXTN": "mtp", "STANDALONE": "model",
+                "NGRAM": "none"}.get(algorithm)
 
     @property
     def draft_loader(self) -> DraftLoader | None:

@@ -76,7 +76,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(format_report(report))
-    return EXIT_OK if all(row["state"] == "measured" for row in report.rows) else EXIT_FAILED
+    measured = all(row["state"] == "measured" for row in report.rows)
+    return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
 
 
 def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: SweepStore) -> int:
@@ -96,24 +97,31 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
     runner.run()
     step = plan.steps[0]
     run = runner._load(step.bench_run_id) if step.state == "measured" else None  # noqa: SLF001
-    predicted = predictions_for({draft_tokens: run}) if run is not None else []
+    predicted = predictions_for({draft_tokens: run}) if run is not None else None
     data = {
         "from_preset": longest.name,
-        "draft_tokens": draft_tokens,
         "state": step.state,
         "error": step.error,
-        "predicted": [p.to_json() for p in predicted],
-    }
+        **(predicted.to_json() if predicted is not None else {
+            "run_id": step.bench_run_id, "from_draft_tokens": draft_tokens, "requests_used": 0,
+            "requests_skipped": 0, "predictions": [],
+        }),
+    }  # fmt: skip
+    if predicted is not None and (skipped := predicted.skipped_text()):
+        _note(skipped)
     if args.json:
         json.dump(data, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
+        if predicted is not None:
+            _note(predicted.note)
+    elif predicted is not None:
+        from specmon.bench.cli import format_prediction
+
+        print(f"{longest.name}: {step.state}")
+        print(format_prediction(predicted))
     else:
-        print(f"predicted from {longest.name} ({draft_tokens} draft tokens, {step.state}):")
-        print("  draft tokens  accept length  95% CI           decode tok/s")
-        for p in predicted:
-            ci = f"{p.ci95[0]:.2f}–{p.ci95[1]:.2f}" if p.ci95 else "–"
-            print(f"  {p.draft_tokens:>12}  {p.accept_length:>13.2f}  {ci:<15}  {number(p.decode_tok_s)}")
-    return EXIT_OK if predicted else EXIT_FAILED
+        print(f"{longest.name}: {step.state}{f' ({step.error})' if step.error else ''}: nothing to predict from")
+    return EXIT_OK if predicted is not None and predicted.predictions else EXIT_FAILED
 
 
 def format_report(report: SweepReport) -> str:
@@ -150,6 +158,7 @@ def format_report(report: SweepReport) -> str:
     if report.baseline_drift_pct is not None:
         flag = "  DRIFT: above 3%, the comparison is suspect" if report.drift_flagged else ""
         lines.append(f"baseline drift between its first and last run: {report.baseline_drift_pct:+.1f}%{flag}")
-    lines.append(f"recommended: {report.recommended or 'none (nothing measured)'}")
+    lines += [f"note: {note}" for note in report.notes]
+    lines.append(f"recommended: {report.recommended or f'none ({report.no_recommendation})'}")
     lines.append(f"left serving: {report.left_serving or 'nothing'}")
     return "\n".join(lines)

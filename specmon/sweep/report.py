@@ -12,6 +12,7 @@ from typing import Any
 
 from specmon.bench.compare import compare
 from specmon.bench.model import BenchResult
+from specmon.bench.results import skipped_note
 
 DRIFT_FLAG_PCT = 3.0
 WITHIN_BEST_PCT = 1.0
@@ -57,6 +58,10 @@ class SweepReport:
     baseline_drift_pct: float | None = None
     drift_flagged: bool = False
     recommended: str | None = None
+    no_recommendation: str | None = None
+    """Why nothing is recommended (None when a preset is)."""
+    notes: list[str] = field(default_factory=list)
+    """What the report left out and why (stored records skipped by the reader)."""
     left_serving: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -66,6 +71,8 @@ class SweepReport:
             "baseline_drift_pct": self.baseline_drift_pct,
             "baseline_drift_flagged": self.drift_flagged,
             "recommended": self.recommended,
+            "no_recommendation": self.no_recommendation,
+            "notes": self.notes,
             "left_serving": self.left_serving,
         }
 
@@ -109,18 +116,27 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "startup_s": outcome.startup_s,
                 "measure_s": outcome.measure_s,
                 "error": outcome.error,
+                "requests_skipped": len(run.skipped_records) if run is not None else 0,
             }
         )
-    report.recommended = recommend(report.rows)
+        note = skipped_note(run) if run is not None else None
+        if note and note not in report.notes:
+            report.notes.append(f"{outcome.preset}: {note}")
+    report.recommended, report.no_recommendation = recommend(report.rows)
     return report
 
 
-def recommend(rows: Sequence[dict[str, Any]]) -> str | None:
+def recommend(rows: Sequence[dict[str, Any]]) -> tuple[str | None, str | None]:
     """The preset with the highest conservative tok/s, or the one with the fewest draft tokens within 1% of it
-    (fewer draft tokens cost less memory and less work when traffic grows)."""
-    measured = [r for r in rows if r["state"] == "measured" and r["conservative_tok_s"] is not None]
+    (fewer draft tokens cost less memory and less work when traffic grows); else None and why not."""
+    measured = [r for r in rows if r["state"] == "measured"]
     if not measured:
-        return None
-    best = max(r["conservative_tok_s"] for r in measured)
-    close = [r for r in measured if r["conservative_tok_s"] >= best * (1 - WITHIN_BEST_PCT / 100)]
-    return min(close, key=lambda r: (r["draft_tokens"] or 0, -r["conservative_tok_s"]))["preset"]
+        return None, "no preset was measured"
+    rated = [r for r in measured if r["conservative_tok_s"] is not None]
+    if not rated:
+        skipped = sum(r.get("requests_skipped") or 0 for r in measured)
+        why = f"; {skipped} stored request records were skipped (see the notes)" if skipped else ""
+        return None, f"{len(measured)} presets measured, but none has a successful request with decode tok/s{why}"
+    best = max(r["conservative_tok_s"] for r in rated)
+    close = [r for r in rated if r["conservative_tok_s"] >= best * (1 - WITHIN_BEST_PCT / 100)]
+    return min(close, key=lambda r: (r["draft_tokens"] or 0, -r["conservative_tok_s"]))["preset"], None

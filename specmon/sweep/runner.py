@@ -13,13 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specmon.bench.predict import (
-    Prediction,
-    fit_step_cost,
-    histogram_from_chunks,
-    predict,
-    with_cost_model,
-)
+from specmon.bench.predict import PredictionSet, fit_step_cost, predict_run
 from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 
@@ -43,32 +37,20 @@ class SweepOptions:
     skip_predicted_worse: bool = False
 
 
-def histograms_of(run: BenchResult) -> list[list[int]]:
-    """Each measured request's acceptance histogram: the server's own, else one from its per-step counts."""
-    out = []
-    for request in run.measured:
-        if not request.ok:
-            continue
-        histogram = request.accept_histogram or histogram_from_chunks(request.chunk_tokens[1:])
-        if histogram and sum(histogram):
-            out.append(list(histogram))
-    return out
-
-
-def predictions_for(runs: dict[int, BenchResult]) -> list[Prediction]:
-    """Predicted acceptance for every shorter chain from the longest measured one, with tok/s once two or more
-    speculative presets are measured (the step-cost model); ``runs`` maps draft tokens to a measured run."""
+def predictions_for(runs: dict[int, BenchResult]) -> PredictionSet | None:
+    """What the longest measured chain predicts for every shorter one (`specmon predict`'s code), with tok/s
+    once two or more speculative presets are measured (the step-cost model); ``runs`` maps draft tokens to a
+    measured run. None without a run."""
     if not runs:
-        return []
+        return None
     longest = max(runs)
-    predicted = predict(histograms_of(runs[longest]), longest)
     measured = []
     for draft_tokens, run in runs.items():
         decode = (run.summary.get("decode_tok_s") or {}).get("median")
         accept = (run.summary.get("accept_length") or {}).get("token_weighted")
         if decode and accept:
             measured.append((draft_tokens, accept, decode))
-    return with_cost_model(predicted, fit_step_cost(measured))
+    return predict_run(runs[longest], draft_tokens=longest, cost_model=fit_step_cost(measured))
 
 
 class SweepRunner:
@@ -137,7 +119,10 @@ class SweepRunner:
             for s in self.plan.steps
         ]
         report = build_report(self.plan.run_id, outcomes)
-        predicted = {p.draft_tokens: p for p in predictions_for(self._measured_runs())}
+        predicted_set = predictions_for(self._measured_runs())
+        predicted = {p.draft_tokens: p for p in predicted_set.predictions} if predicted_set else {}
+        if predicted_set is not None and (skipped := predicted_set.skipped_text()):
+            report.notes.append(f"prediction from run {predicted_set.run_id}: {skipped}")
         for row in report.rows:
             guess = predicted.get(row["draft_tokens"]) if row["draft_tokens"] else None
             row["predicted_accept_length"] = guess.accept_length if guess else None
@@ -231,7 +216,8 @@ class SweepRunner:
         if not self.options.skip_predicted_worse or step.baseline or not step.draft_tokens:
             return False
         runs = self._measured_runs()
-        guess = {p.draft_tokens: p for p in predictions_for(runs)}.get(step.draft_tokens)
+        predicted = predictions_for(runs)
+        guess = {p.draft_tokens: p for p in predicted.predictions}.get(step.draft_tokens) if predicted else None
         if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
         best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0] for r in runs.values())

@@ -26,7 +26,7 @@ WORK=${WORK_ROOT:-/tmp/h200-trained-work}/$STAGE
 mkdir -p "$WORK" "$OUT"
 cd "$(dirname "$0")/.."
 export SPECMON_STATE_DIR=${SPECMON_STATE_DIR:-/tmp/h200-trained-state} XDG_STATE_HOME=${XDG_STATE_HOME:-/tmp/h200-trained-xdg}
-PRESETS=scripts/h200-presets
+PRESETS=${PRESETS:-scripts/h200-presets}
 URL=http://127.0.0.1:30000
 say() { printf '[%s] %s\n' "$(date +%T)" "$*" | tee -a "$WORK/steps.txt"; }
 timed() {  # NAME CMD...: run, keep stdout/stderr, record wall time and exit code

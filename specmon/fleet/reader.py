@@ -1,0 +1,128 @@
+"""One refresh of the fleet: every column's query at once (concurrently, one query per column for all servers),
+the tok/s history, and each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+
+import httpx
+
+from specmon.fleet.promapi import PromClient, ScrapeConfig
+from specmon.fleet.promql import HISTORY_S, FleetQueries, window_for
+from specmon.fleet.tracker import FleetReading, Worker
+
+MAX_WORKERS_BYTES = 4 * 1024 * 1024
+MAX_WORKERS = 10000
+ROLES = frozenset({"regular", "prefill", "decode"})
+
+
+class FleetReader:
+    """Reads the fleet from one Prometheus (and the routers). `read()` returns a FleetReading or raises
+    PromError (Prometheus unreachable, 401, not answering the API)."""
+
+    def __init__(self, client: PromClient, queries: FleetQueries, asked_window_s: float,
+                 routers: Sequence[str] = (), clock=time.time) -> None:
+        self.client = client
+        self.queries = queries
+        self.asked_window_s = asked_window_s
+        self.routers = list(routers)
+        self.clock = clock
+        self.scrape: ScrapeConfig | None = None
+        self.notes: list[str] = []
+
+    async def configure(self) -> FleetQueries:
+        """Ask Prometheus for its scrape interval and set the rate window to at least 4 × it."""
+        self.scrape = await self.client.scrape_config()
+        up = await self.client.query(self.queries.up())
+        jobs = {s.labels["job"] for s in up if s.labels.get("job")}
+        interval = self.scrape.interval_for(jobs)
+        window = window_for(self.asked_window_s, interval)
+        self.notes = []
+        if window > self.asked_window_s:
+            self.notes.append(f"rate window raised from {self.asked_window_s:g} s to {window:g} s "
+                              f"(4 × the scrape interval {interval:g} s)")
+        self.queries = _with_window(self.queries, window)
+        return self.queries
+
+    async def read(self) -> FleetReading:
+        if self.scrape is None:
+            await self.configure()
+        assert self.scrape is not None
+        now = self.clock()
+        columns = self.queries.columns()
+        started = time.perf_counter()
+        interval = self.scrape.interval_for()
+        answers = await asyncio.gather(
+            self.client.query(self.queries.up(), at=now),
+            *(self.client.query(column.expr, at=now) for column in columns),
+            self.client.query_range(self.queries.history(), now - HISTORY_S, now,
+                                    self.queries.history_step(interval)),
+        )
+        query_s = time.perf_counter() - started
+        up, *values, history = answers
+        notes = list(self.notes)
+        workers: list[Worker] = []
+        for router in self.routers:
+            found, problem = await read_workers(router, self.client.timeout_s)
+            workers += found
+            if problem:
+                notes.append(problem)
+        return FleetReading(
+            taken_at=now, window_s=self.queries.window_s, scrape_s=interval, up=up,
+            columns={column.key: answer for column, answer in zip(columns, values, strict=True)},
+            history=history, workers=workers, notes=notes, query_s=query_s,
+        )
+
+
+def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:
+    from dataclasses import replace
+
+    return replace(queries, window_s=window_s)
+
+
+async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker], str | None]:
+    """An sglang-router's `GET /workers`: each worker's URL and role; a problem as one line (never raises)."""
+    url = router.rstrip("/")
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as http, \
+                http.stream("GET", url + "/workers") as response:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_WORKERS_BYTES:
+                    return [], f"router {url}: /workers answer over {MAX_WORKERS_BYTES} bytes, ignored"
+            status = response.status_code
+    except (httpx.HTTPError, OSError) as exc:
+        return [], f"router {url} did not answer ({type(exc).__name__}): roles from labels"
+    if status != 200:
+        return [], f"router {url}: /workers answered HTTP {status}: roles from labels"
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return [], f"router {url}: /workers is not JSON: roles from labels"
+    items = data.get("workers") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return [], f"router {url}: /workers holds no worker list: roles from labels"
+    workers = []
+    for item in items[:MAX_WORKERS]:
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            continue
+        role = item.get("worker_type")
+        metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+        workers.append(Worker(
+            url=item["url"][:512], role=role if role in ROLES else "unknown",
+            healthy=item.get("is_healthy") if isinstance(item.get("is_healthy"), bool) else None,
+            tp_size=_size(metadata.get("tp_size")), dp_size=_size(metadata.get("dp_size")), router=url,
+        ))
+    return workers, None
+
+
+def _size(value: object) -> int | None:
+    try:
+        size = int(value)  # the router gives "1" (a string)
+    except (TypeError, ValueError):
+        return None
+    return size if 0 < size <= 4096 else None

@@ -112,11 +112,17 @@ def test_stall_kv_full_dp_imbalance_and_restart():
     columns = {
         "running_per_dp": [per("a:1", 1, dp_rank="0"), per("a:1", 12, dp_rank="1")],
         "decode_tok_s": [per("a:1", 0.0)], "kv_used_ratio": [per("a:1", 0.97)], "queued": [per("a:1", 4)],
-        "restarts": [per("a:1", 1)],
+        "restarts": [per("a:1", 1)], "stall_samples": [per("a:1", 13)],
     }
     row = tracker().update(reading([up("a:1")], columns)).rows[0]
     assert {a.kind for a in row.alerts} == {"stall", "kv_full", "dp_imbalance", "restart"}
     assert row.state == "stalled" and row.running == 13 and row.restarts == 1
+
+
+def test_no_stall_is_called_before_prometheus_holds_a_stall_limit_of_samples():
+    columns = {"running_per_dp": [per("a:1", 3)], "decode_tok_s": [per("a:1", 0.0)], "stall_samples": [per("a:1", 4)]}
+    row = tracker().update(reading([up("a:1")], columns)).rows[0]
+    assert row.state == "serving" and row.alerts == ()  # 4 scrapes × 5 s: 20 s seen, not 60
 
 
 def test_a_window_shorter_than_the_stall_limit_uses_the_stall_window_s_rate():

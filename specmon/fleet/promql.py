@@ -55,6 +55,8 @@ class Column:
     low: float = 0.0
     high: float = math.inf
     per_host: bool = False
+    inline_only: bool = False
+    """Evaluated by `fleet` only, not a recording rule (a figure only the inline view needs)."""
 
     def check(self, value: float) -> str | None:
         """Why `value` cannot be used (None when it can)."""
@@ -154,6 +156,8 @@ class FleetQueries:
                    f"max by ({s}) (resets(sglang:num_requests_total{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
                    self.decode_rate(self.stall_window), high=1e8),
+            Column("stall_samples", "", f"max by ({s}) (count_over_time(sglang:num_running_reqs"
+                   f"{self._sel()}[{self.stall_window}]))", high=1e6, inline_only=True),
             Column("gpu_memory_used_ratio", f"{self.host_level}:dcgm_fb_used:ratio",
                    f"sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_USED')}) / "
                    f"(sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_USED')}) + "
@@ -218,7 +222,7 @@ class FleetQueries:
     def rules_file(self) -> str:
         """The Prometheus rules file (YAML): the columns as recording rules, then the alerting rules."""
         recording = [{"record": column.record, "expr": column.expr} for column in self.columns()
-                     if column.key != "last_up"]
+                     if column.key != "last_up" and not column.inline_only]
         recording.append({"record": f"{self.server_label}:sglang_num_running_reqs:sum",
                           "expr": self.dedup("sglang:num_running_reqs")})
         document = {"groups": [

@@ -221,7 +221,10 @@ class FleetTracker:
         kv, queued = v("kv_used_ratio"), v("queued")
         decode = v("decode_tok_s")
         stall_rate = v("stall_decode_tok_s") if "stall_decode_tok_s" in values else decode
-        stalled_for = max(reading.window_s, rules.STALL_S) if stall_rate == 0 else 0.0
+        stalled_for = 0.0
+        if stall_rate == 0:  # no progress over the stall window, as far as Prometheus' samples reach back
+            covered = (v("stall_samples") or 0.0) * reading.scrape_s
+            stalled_for = min(max(reading.window_s, rules.STALL_S), covered)
         alerts: list[Alert] = []
         if nodes_up == 0:
             alerts.append(self._down_alert(name, reading.taken_at))

@@ -134,3 +134,62 @@ class Prometheus:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class StaticMetrics:
+    """A loopback HTTP server answering `GET /metrics` with fixed exposition text (a recorded capture)."""
+
+    def __init__(self, text: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        body = text.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("content-type", "text/plain; version=0.0.4")
+                self.send_header("content-length", str(len(body) if self.path == "/metrics" else 0))
+                self.end_headers()
+                if self.path == "/metrics":
+                    self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Load:
+    """Generation requests to each URL from `streams` threads until stopped (bounded: at most `deadline_s`)."""
+
+    def __init__(self, urls: list[str], streams: int = 2, max_new_tokens: int = 300, deadline_s: float = 240) -> None:
+        import threading
+
+        self.stopping = threading.Event()
+        self.deadline = time.monotonic() + deadline_s
+        self.body = {"text": "hello", "sampling_params": {"max_new_tokens": max_new_tokens, "ignore_eos": True}}
+        self.threads = [threading.Thread(target=self._run, args=(url,), daemon=True)
+                        for url in urls for _ in range(streams)]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, url: str) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self.stopping.is_set() and time.monotonic() < self.deadline:
+                try:
+                    client.post(url + "/generate", json=self.body)
+                except httpx.HTTPError:
+                    self.stopping.wait(0.2)  # the server is restarting or gone
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(35)

@@ -58,6 +58,12 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.tui.cli:run_monitor")
 
 
+def _add_textfile(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--textfile-dir", metavar="DIR",
+                   help="write specmon's figures to DIR/specmon.prom for node-exporter's textfile collector "
+                   "(default: $SPECMON_TEXTFILE_DIR; unset: not written)")
+
+
 def _add_headless(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
     p.add_argument("--duration", type=float, default=20.0, help="with --headless: seconds to run")
@@ -164,6 +170,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.bench.cli:run_bench")
 
 
@@ -249,6 +256,7 @@ def _add_start(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
     p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.oncall.cli:run_start")
 
 
@@ -260,6 +268,8 @@ def _add_ps(sub: argparse._SubParsersAction) -> None:
         "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
     )
     p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("--prometheus-sd", action="store_true",
+                   help="print Prometheus file_sd JSON for the live servers specmon launched (server, preset, role)")
     p.set_defaults(handler="specmon.oncall.cli:run_ps")
 
 
@@ -274,6 +284,7 @@ def _add_stop(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.oncall.cli:run_stop")
 
 
@@ -320,6 +331,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
     p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.sweep.cli:run_sweep")
 
 
@@ -332,7 +344,9 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
         "load, KV, TTFT p99, GPU memory and utilization, and the Live view's alerts. Read-only: GETs only. "
         "`specmon fleet rules` prints the same PromQL as a Prometheus rules file.",
     )
-    p.add_argument("action", nargs="?", choices=["rules"], help="rules: print the recording and alerting rules")
+    p.add_argument("action", nargs="?", choices=["rules", "dashboard"],
+                   help="rules: print the Prometheus recording and alerting rules; dashboard: print the Grafana "
+                   "dashboard that reads them")
     p.add_argument("--prometheus", metavar="URL", help="the Prometheus to read, e.g. http://127.0.0.1:9090")
     p.add_argument("--selector", default='job="sglang"', metavar="MATCHERS",
                    help="which targets are SGLang servers (default 'job=\"sglang\"')")

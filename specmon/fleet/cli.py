@@ -68,6 +68,11 @@ def run_fleet(args: argparse.Namespace) -> int:
     if args.action == "rules":
         print(options.queries.rules_file(), end="")
         return EXIT_OK
+    if args.action == "dashboard":
+        from specmon.fleet.dashboard import dashboard_json
+
+        print(dashboard_json(options.queries), end="")
+        return EXIT_OK
     if not options.prometheus:
         print("specmon fleet: give --prometheus URL (the Prometheus that scrapes your servers)", file=sys.stderr)
         return EXIT_PROMETHEUS

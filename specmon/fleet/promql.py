@@ -104,8 +104,8 @@ class FleetQueries:
     def host_level(self) -> str:
         return f"Hostname_{self.host_label or 'instance'}"
 
-    def up(self) -> str:
-        return f"up{self._sel()}"
+    def up(self, *extra: str) -> str:
+        return f"up{self._sel(*extra)}"
 
     def dedup(self, metric: str, *extra: str, by: str = "") -> str:
         """A scheduler series per server: TP/PP/EP ranks and nodes counted once, DP ranks summed."""

@@ -221,3 +221,45 @@ def test_roles_come_from_a_real_sglang_router_regular_and_pd(fleet, routers):
     assert rows["plain"]["role"] == "prefill" and rows["eagle3"]["role"] == "decode"
     _, gone, err = fleet_json(prom, "--router", f"http://127.0.0.1:{free_port_pair()}")
     assert "did not answer" in err and rows_by_name(gone, address)["eagle3"]["role"] == "unified"
+
+
+def test_the_repository_s_dashboard_is_the_generated_one():
+    from specmon.fleet.dashboard import dashboard_json
+
+    committed = (Path(__file__).parent.parent / "dashboards" / "specmon-fleet.json").read_text()
+    assert committed == dashboard_json(), "regenerate: python -m specmon fleet dashboard > dashboards/specmon-fleet.json"
+
+
+def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fleet, tmp_path):
+    """The dashboard reads the recording rules, per server: each panel's query returns series, one per server
+    where it is per server (never one merged curve)."""
+    from specmon.fleet.dashboard import dashboard, panel_queries
+    from specmon.textfile import Textfile, bench_samples
+
+    prom, servers, address = fleet
+    Textfile(tmp_path / "textfile").update(set_=bench_samples(
+        servers["eagle3"].url, "demo-eagle3-4", {"decode_tok_s": {"median": 400.0},
+                                                  "accept_length": {"token_weighted": 2.6}}, 1.0))
+    textfile = StaticMetrics((tmp_path / "textfile" / "specmon.prom").read_text())
+    (tmp_path / "rules.yml").write_text(specmon("fleet", "rules").stdout)
+    labels = {address["eagle3"]: {"preset": "demo-eagle3-4"}, address["plain"]: {"preset": "demo-plain"}}
+    dcgm = next(r["metric"]["instance"] for r in prom.query('up{job="dcgm"}'))
+    second = Prometheus(tmp_path, [Job("sglang", [address["eagle3"], address["plain"], address["real"]], labels=labels),
+                                   Job("dcgm", [dcgm]), Job("node", [textfile.address])],
+                        rule_files=[tmp_path / "rules.yml"])
+    try:
+        second.wait_scraped('up{job="sglang"}', 3, minimum=2)
+        queries = [(title, expr.replace("$server", ".*")) for title, expr in panel_queries(dashboard())]
+
+        def answered():
+            empty = [title for title, expr in queries if not second.query(expr) and "alerts" not in title]
+            return not empty or print("waiting for", empty)
+
+        wait_for(answered, timeout=90, what="every panel to have data (the rules evaluate every second)")
+        decode = second.query(queries[0][1])
+        assert {r["metric"]["instance"] for r in decode} == {address["eagle3"], address["plain"], address["real"]}
+        per_preset = second.query(next(expr for title, expr in queries if "per preset" in title))
+        assert {r["metric"]["preset"] for r in per_preset} == {"demo-eagle3-4", "demo-plain"}
+    finally:
+        second.stop()
+        textfile.stop()

@@ -372,6 +372,7 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
                    help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--read-only", action="store_true", help="no switching or benchmarks from drill-downs (as --web)")
+    p.add_argument("--server", metavar="NAME", help="open this server's single-server screen (as Enter on its row)")
     _add_headless(p)
     p.set_defaults(handler="specmon.fleet.cli:run_fleet")
 

@@ -177,7 +177,9 @@ def test_history_is_checked_and_drawn_as_a_sparkline():
     history = [RangeSeries({"instance": "a:1"}, ((1, 0.0), (2, 50.0), (3, math.nan), (4, 100.0)))]
     row = tracker().update(reading([up("a:1")], history=history)).rows[0]
     assert row.history == (0.0, 50.0, None, 100.0)
-    assert sparkline(row.history, 10) == "▁▅ █"
+    assert sparkline(row.history, 4, span=4) == "▁▅ █"
+    assert sparkline([float(v) for v in range(60)], 6) == "▂▃▄▅▇█"  # 15 minutes in 6 cells, 10 points each
+    assert sparkline([10.0, 20.0], 6) == "█"  # 30 s of history: one cell of 2.5 minutes
 
 
 def test_window_is_four_scrape_intervals_at_least_and_durations_read_back():
@@ -204,4 +206,7 @@ def test_columns_drop_right_to_left_and_fit():
     narrow = columns_for(78)
     assert [c.key for c in narrow][:4] == ["server", "state", "alert", "tok_s"]
     assert sum(c.width for c in narrow) + len(narrow) - 1 <= 78
-    assert len(columns_for(198)) > len(narrow)
+    wide = columns_for(198, gap=2)
+    assert len(wide) > len(narrow) and wide[-1].key == "message" and wide[-1].width >= 24
+    assert "alert" not in {c.key for c in wide}  # the alerts in words replace their kind
+    assert sum(c.width for c in wide) + 2 * (len(wide) - 1) <= 198

@@ -263,3 +263,50 @@ def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fle
     finally:
         second.stop()
         textfile.stop()
+
+
+def test_a_server_s_samples_in_prometheus_read_as_its_own_metrics(fleet):
+    """The drill-down's input: one instant query of a server's sglang:* samples, as exposition text, parses to
+    the same figures as the server's own /metrics text (the real 0.5.16 capture, served as recorded)."""
+    import asyncio
+
+    from specmon.fleet.drill import samples_text
+    from specmon.fleet.promapi import PromClient
+    from specmon.fleet.promql import FleetQueries
+    from specmon.live.prom import parse_scrape
+
+    prom, servers, address = fleet
+
+    async def read():
+        async with PromClient(prom.url) as client:
+            return await client.query(FleetQueries().server_samples(address["real"]))
+
+    via_prometheus = parse_scrape(samples_text(asyncio.run(read())), 0.0)
+    direct = parse_scrape((FIXTURES / "real-sglang-0.5.16/eagle3/metrics.txt").read_text(), 0.0)
+    assert via_prometheus.error is None and via_prometheus.counters == direct.counters
+    assert via_prometheus.gauges == direct.gauges and via_prometheus.histograms == direct.histograms
+
+
+def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, tmp_path):
+    """A server that does not answer from here (a recorded capture: no SGLang API) opens fed from Prometheus."""
+    prom, servers, address = fleet
+    shot = tmp_path / "drill.svg"
+    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--server", address["dp2tp2"],
+                   "--headless", "--duration", "6", "--screenshot", str(shot), timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "does not answer from here: reading it through Prometheus" in done.stderr
+    svg = shot.read_text().replace("&#160;", " ")
+    assert "Prometheus (its sglang:* samples)" in svg and "DCGM via Prometheus: no process table" in svg
+    assert "DP ranks unbalanced" in svg and "watching" in svg
+    done = specmon("fleet", "--prometheus", prom.url, "--server", "nowhere:1", "--headless", "--duration", "1")
+    assert done.returncode == 2 and "no server 'nowhere:1' in Prometheus" in done.stderr
+
+
+def test_fleet_app_headless_against_the_real_prometheus(fleet, tmp_path):
+    prom, servers, address = fleet
+    shot = tmp_path / "fleet.svg"
+    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--interval", "1", "--headless",
+                   "--duration", "5", "--screenshot", str(shot), timeout=90)
+    assert done.returncode == 0, done.stderr
+    svg = shot.read_text().replace("&#160;", " ")
+    assert address["eagle3"] in svg and "serving" in svg and "down" in svg

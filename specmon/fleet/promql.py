@@ -182,11 +182,9 @@ class FleetQueries:
         return '{__name__=~"sglang:.*",' + ",".join(
             part for part in (self.selector, f'{self.server_label}="{_escape(server)}"') if part) + "}"
 
-    def host_gpus(self, host: str) -> str:
-        """Every DCGM series of one host (its drill-down's GPU pane)."""
-        host_label = self.host_label or "Hostname"
-        return ('{__name__=~"DCGM_FI_DEV_.*",' + ",".join(
-            part for part in (self.gpu_selector, f'{host_label}="{_escape(host)}"') if part) + "}")
+    def gpu_series(self) -> str:
+        """Every DCGM series the GPU selector matches (a drill-down keeps its host's: `tracker.on_host`)."""
+        return '{__name__=~"DCGM_FI_DEV_.*"' + (f",{self.gpu_selector}" if self.gpu_selector else "") + "}"
 
     def alerts(self) -> list[dict]:
         """Alerting rules: the Live view's rules that Prometheus can evaluate alone (thresholds from live.rules)."""

@@ -4,7 +4,7 @@ screen is narrow) and their cells, shared by `fleet --once` and the fleet screen
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
 from specmon.text import printable
@@ -32,9 +32,25 @@ def _pct(value: float | None) -> str:
     return MISSING if value is None else f"{value * 100:.0f}%"
 
 
-def sparkline(values: Sequence[float | None], width: int) -> str:
-    """The last `width` values as block characters on a 0..max scale (gaps as spaces)."""
-    points = list(values)[-width:]
+def sparkline(values: Sequence[float | None], width: int, span: int = 60) -> str:
+    """`values` (the last `span` points: 15 minutes) in `width` block characters on a 0..max scale, each the
+    mean of its share of the points (gaps as spaces); a short history fills the right-hand end."""
+    values = list(values)[-span:]
+    per = max(1.0, span / width)
+    buckets: list[list[float]] = [[] for _ in range(width)]
+    known_any = False
+    for i, value in enumerate(reversed(values)):
+        slot = width - 1 - int(i / per)
+        if slot < 0:
+            break
+        if value is not None:
+            buckets[slot].append(value)
+            known_any = True
+    if not known_any:
+        return ""
+    points = [sum(b) / len(b) if b else None for b in buckets]
+    first = next(i for i, b in enumerate(buckets) if b)
+    points = points[first:]
     known = [v for v in points if v is not None]
     if not known:
         return ""
@@ -73,11 +89,11 @@ def alert_text(row: FleetRow) -> str:
 
 
 COLUMNS: tuple[TableColumn, ...] = (
-    TableColumn("server", "server", 21, lambda r: printable(r.server)),
+    TableColumn("server", "server", 20, lambda r: printable(r.server)),
     TableColumn("state", "state", 9, state_text),
     TableColumn("alert", "alert", 12, alert_text),
     TableColumn("tok_s", "tok/s", 7, lambda r: _num(r.decode_tok_s, ".0f"), right=True),
-    TableColumn("history", "15 min tok/s", 14, lambda r: sparkline(r.history, 14)),
+    TableColumn("history", "15 min tok/s", 12, lambda r: sparkline(r.history, 12)),
     TableColumn("accept", "accept", 6, accept_text, right=True),
     TableColumn("load", "run/q", 7, lambda r: MISSING if r.running is None else
                 f"{r.running:.0f}/{_num(r.queued, '.0f')}", right=True),
@@ -89,36 +105,48 @@ COLUMNS: tuple[TableColumn, ...] = (
                 right=True),
     TableColumn("role", "role", 8, lambda r: printable(r.role or MISSING)),
     TableColumn("nodes", "nodes", 5, lambda r: f"{r.nodes_up}/{r.nodes_total}", right=True),
-    TableColumn("host", "host", 16, lambda r: printable(r.host or MISSING)),
-    TableColumn("spec", "preset · algorithm · draft", 34, lambda r: printable(spec_text(r))),
-    TableColumn("message", "alerts", 60, lambda r: printable("; ".join(a.text for a in r.alerts))),
+    TableColumn("host", "host", 14, lambda r: printable(r.host or MISSING)),
+    TableColumn("spec", "preset · algorithm · draft", 26, lambda r: printable(spec_text(r))),
 )
+MESSAGE = TableColumn("message", "alerts", 24, lambda r: printable("; ".join(a.text for a in r.alerts)))
+"""The alerts in words: after the fixed columns that fit, it takes the width left (at least its own)."""
 
 
-def columns_for(width: int) -> tuple[TableColumn, ...]:
-    """The columns that fit in `width` cells (one space between), dropped right to left."""
+def columns_for(width: int, gap: int = 1) -> tuple[TableColumn, ...]:
+    """The columns that fit in `width` cells (`gap` cells between), dropped right to left. When all fit, the
+    alerts in words replace the alert's kind and take the width left."""
     chosen, used = [], 0
     for column in COLUMNS:
-        need = column.width + (1 if chosen else 0)
+        need = column.width + (gap if chosen else 0)
         if chosen and used + need > width:
             break
         chosen.append(column)
         used += need
+    if len(chosen) == len(COLUMNS):
+        kept = [c for c in chosen if c.key != "alert"]
+        left = width - sum(c.width for c in kept) - gap * len(kept)
+        if left >= MESSAGE.width:
+            return (*kept, replace(MESSAGE, width=left))
     return tuple(chosen)
 
 
-def header_line(snapshot: FleetSnapshot) -> str:
-    """One line: Prometheus, window, counts, and what is wrong with the reading."""
+def header_line(snapshot: FleetSnapshot, with_error: bool = True) -> str:
+    """One line: counts first (they survive a narrow screen), the window and Prometheus, then what is wrong."""
     rows = snapshot.rows
     down = sum(1 for r in rows if r.state == "down")
     alerting = sum(1 for r in rows if r.worst <= 1)
-    text = (f"{printable(snapshot.prometheus)} · window {snapshot.window_s:g} s · {len(rows)} servers · "
-            f"{down} down · {alerting} alerting")
-    if snapshot.error:
-        text += f" · {'last snapshot kept: ' if snapshot.stale else ''}{printable(snapshot.error)}"
+    text = (f"{len(rows)} servers · {down} down · {alerting} alerting · window {snapshot.window_s:g} s · "
+            f"{printable(snapshot.prometheus.split('://', 1)[-1])}")
+    if with_error and snapshot.error:
+        text += f" · {error_line(snapshot)}"
     elif snapshot.gpu_note:
         text += f" · {snapshot.gpu_note}"
     return text
+
+
+def error_line(snapshot: FleetSnapshot) -> str:
+    """Why Prometheus could not be read, in one line (and that the last snapshot is kept)."""
+    return ("last snapshot kept: " if snapshot.stale else "") + printable(snapshot.error or "")
 
 
 def snapshot_lines(snapshot: FleetSnapshot, width: int = 200) -> list[str]:

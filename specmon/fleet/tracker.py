@@ -317,13 +317,15 @@ class FleetTracker:
         """A DCGM series belongs to the server when its `Hostname`, or its target's host label, is one of the
         server's hosts (the highest memory use and the lowest utilization over them)."""
         hosts = set(self._hosts(server))
-        label = self.queries.host_label
-        mine = []
-        for labels, value in samples:
-            target_host = labels.get(label) if label else host_of(labels.get("instance", ""))
-            if labels.get("Hostname") in hosts or target_host in hosts:
-                mine.append(value)
+        mine = [value for labels, value in samples if on_host(labels, hosts, self.queries.host_label)]
         return pick(mine) if mine else None
+
+
+def on_host(labels: Mapping[str, str], hosts: set[str], host_label: str | None) -> bool:
+    """Whether a DCGM series belongs to one of `hosts`: by its `Hostname`, or by its target's host label (the
+    target's address without its port when no host label is given)."""
+    target_host = labels.get(host_label) if host_label else host_of(labels.get("instance", ""))
+    return labels.get("Hostname") in hosts or target_host in hosts
 
 
 def _first_label(server: _Server, names: Sequence[str]) -> dict[str, str]:

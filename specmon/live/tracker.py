@@ -77,6 +77,8 @@ class LiveTracker:
         self.server_info: dict[str, Any] | None = None
         self.identity: Any = None
         self.reachable = True
+        self.metrics_source = "metrics"
+        """What the scrapes come from: "metrics" (the server's /metrics) or "prometheus" (its samples there)."""
         self._own = _Own()
         self._last_series_at: float | None = None
         self.last_log_line: str | None = None
@@ -230,7 +232,7 @@ class LiveTracker:
             window_latency = self._latencies(figures, window_s)
         return {
             "state": state,
-            "source": "metrics",
+            "source": self.metrics_source,
             "decode_tok_s": decode,
             "own_tok_s": own,
             "running": running,

@@ -219,6 +219,8 @@ def header_state(view: ServerView) -> str:
         return "capturing"  # between a bar's last frame and the capture's end line
     if http == "starting":
         return "warming up"
+    if not view.polling and not view.following_log:
+        return "watching"  # no HTTP, no log: the Live view's figures (e.g. through Prometheus) say how it is
     return "starting"
 
 

@@ -210,3 +210,24 @@ def test_columns_drop_right_to_left_and_fit():
     assert len(wide) > len(narrow) and wide[-1].key == "message" and wide[-1].width >= 24
     assert "alert" not in {c.key for c in wide}  # the alerts in words replace their kind
     assert sum(c.width for c in wide) + 2 * (len(wide) - 1) <= 198
+
+
+def test_between_history_reads_each_refresh_adds_its_point_one_per_step():
+    t = tracker()
+    first = [RangeSeries({"instance": "a:1"}, ((NOW - 30, 10.0), (NOW - 15, 20.0)))]
+    t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 25.0)]}, history=first))
+    row = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 30.0)]}, taken_at=NOW + 15,
+                           history_read=False)).rows[0]
+    assert row.history == (10.0, 20.0, 30.0)
+    same_step = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 99.0)]}, taken_at=NOW + 20,
+                                 history_read=False)).rows[0]
+    assert same_step.history == (10.0, 20.0, 30.0)
+
+
+def test_combined_query_tags_every_column_and_up():
+    queries = FleetQueries()
+    combined = " or ".join(queries.combined(3))
+    assert len(queries.combined(3)) == 3
+    keys = ["up"] + [c.key for c in queries.columns()]
+    assert combined.count("label_replace(") == len(keys)
+    assert all(f'"specmon_column", "{key}"' in combined for key in keys)

@@ -19,16 +19,18 @@ from specmon.fleet.promapi import PromAuth, PromClient, PromError
 
 CONFIG = {"status": "success", "data": {"yaml": "global:\n  scrape_interval: 15s\nscrape_configs:\n"
                                                "- job_name: sglang\n  scrape_interval: 10s\n"}}
-UP = {"status": "success", "data": {"resultType": "vector", "result": [
-    {"metric": {"__name__": "up", "job": "sglang", "instance": "10.0.0.1:30000"}, "value": [1, "1"]}]}}
+UP_SAMPLE = {"metric": {"__name__": "up", "job": "sglang", "instance": "10.0.0.1:30000", "specmon_column": "up"},
+             "value": [1, "1"]}
+UP = {"status": "success", "data": {"resultType": "vector", "result": [UP_SAMPLE]}}
 EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
 MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": []}}
 TOKEN = "s3cret-token-value"
 
 
 def vector(value: str) -> dict:
+    """`up` and one `queued` value, as the one combined query answers them."""
     return {"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": {"instance": "10.0.0.1:30000"}, "value": [1, value]}]}}
+        UP_SAMPLE, {"metric": {"instance": "10.0.0.1:30000", "specmon_column": "queued"}, "value": [1, value]}]}}
 
 
 def good(path: str, query: str) -> tuple[int, bytes]:
@@ -36,7 +38,7 @@ def good(path: str, query: str) -> tuple[int, bytes]:
         return 200, json.dumps(CONFIG).encode()
     if path == "/api/v1/query_range":
         return 200, json.dumps(MATRIX).encode()
-    if query.startswith("up{"):
+    if "label_replace(up{" in query:  # the combined query of every column
         return 200, json.dumps(UP).encode()
     return 200, json.dumps(EMPTY).encode()
 
@@ -143,7 +145,7 @@ async def test_a_hanging_prometheus_times_out_and_an_oversized_answer_is_refused
                                             ("1e300", "absurd"), ("not a number", "NaN")])
 def test_hostile_values_are_skipped_and_said(fake, capsys, value, why):
     def script(path, query, headers):
-        if path == "/api/v1/query" and "num_queue_reqs" in query:
+        if path == "/api/v1/query" and "label_replace(up{" in query:
             return 200, json.dumps(vector(value)).encode()
         return good(path, query)
 

@@ -297,7 +297,7 @@ def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, 
     assert "does not answer from here: reading it through Prometheus" in done.stderr
     svg = shot.read_text().replace("&#160;", " ")
     assert "Prometheus (its sglang:* samples)" in svg and "DCGM via Prometheus: no process table" in svg
-    assert "DP ranks unbalanced" in svg and "watching" in svg
+    assert "DP ranks unbalanced" in svg and "via Prometheus" in svg
     done = specmon("fleet", "--prometheus", prom.url, "--server", "nowhere:1", "--headless", "--duration", "1")
     assert done.returncode == 2 and "no server 'nowhere:1' in Prometheus" in done.stderr
 

@@ -300,7 +300,7 @@ def _run_fleet_server(args: argparse.Namespace, options) -> int:
     config = AppConfig(
         url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
         live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor),
-        sanity_check=False,
+        sanity_check=False, watched_through="Prometheus",
     )
     print(f"specmon fleet: {printable(args.server)} does not answer from here: reading it through Prometheus",
           file=sys.stderr)

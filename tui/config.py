@@ -38,6 +38,8 @@ class AppConfig:
     live_source: Callable[[LiveMonitor], Any] | None = None
     """Builds what feeds the Live view instead of scraping `url`'s /metrics (a server read through Prometheus):
     an object with start() and stop()."""
+    watched_through: str | None = None
+    """What the header says the server is read through when not over its HTTP API (e.g. "Prometheus")."""
     api_key: str | None = None
     max_lines: int = 10_000
     flush_hz: float = 10.0

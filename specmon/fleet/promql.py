@@ -25,6 +25,8 @@ HISTORY_S = 900.0
 """The tok/s sparkline's span: 15 minutes."""
 RESTART_LOOKBACK = "15m"
 LAST_SEEN_LOOKBACK = "1h"
+COLUMN_LABEL = "specmon_column"
+"""The label that tells the columns apart in the one request that asks them all (`FleetQueries.combined`)."""
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -131,8 +133,6 @@ class FleetQueries:
         kv_used = self.dedup("sglang:num_used_tokens")
         kv_total = self.dedup("sglang:max_total_num_tokens")
         columns = (
-            Column("last_up", f"{s}:up:last_seen_timestamp",
-                   f"max by ({s}) (max_over_time(timestamp(up{self._sel()} == 1)[{LAST_SEEN_LOOKBACK}:]))", 0),
             Column("decode_tok_s", f"{s}:sglang_decode_tokens:rate{w}", self.decode_rate(w), high=1e8),
             Column("generation_tok_s", f"{s}:sglang_generation_tokens:rate{w}", self.generation_rate(), high=1e8),
             Column("accept_length", f"{s}:sglang_accept_length:ratio_rate{w}",
@@ -169,6 +169,26 @@ class FleetQueries:
         if self.stall_window == w:  # the decode rate already spans the stall limit
             return tuple(column for column in columns if column.key != "stall_decode_tok_s")
         return columns
+
+    def last_up(self, servers: list[str], resolution_s: float) -> str:
+        """When each of `servers` (down now) was last up, to the scrape interval: asked once per server newly
+        seen down (an hour's subquery at that resolution costs more than every column together)."""
+        s = self.server_label
+        names = "|".join(re.escape(name).replace("\\", "\\\\").replace('"', '\\"') for name in servers)
+        selector = self._sel(f'{s}=~"{names}"')
+        return (f"max by ({s}) (max_over_time(timestamp(up{selector} == 1)"
+                f"[{LAST_SEEN_LOOKBACK}:{format_duration(resolution_s)}]))")
+
+    def combined(self, groups: int = 1) -> list[str]:
+        """Every column's expression (and `up`) in `groups` PromQL expressions, each column tagged with its key
+        in COLUMN_LABEL: that many HTTP requests per refresh (Prometheus evaluates them in parallel), whatever
+        the number of columns and servers."""
+        parts = [("up", self.up())] + [(column.key, column.expr) for column in self.columns()]
+        shares: list[list[tuple[str, str]]] = [[] for _ in range(max(1, min(groups, len(parts))))]
+        for i, part in enumerate(parts):
+            shares[i % len(shares)].append(part)
+        return [" or ".join(f'label_replace({expr}, "{COLUMN_LABEL}", "{key}", "", "")' for key, expr in share)
+                for share in shares]
 
     def history(self) -> str:
         """The tok/s sparkline: the decode rate as a range query over HISTORY_S."""
@@ -220,7 +240,7 @@ class FleetQueries:
     def rules_file(self) -> str:
         """The Prometheus rules file (YAML): the columns as recording rules, then the alerting rules."""
         recording = [{"record": column.record, "expr": column.expr} for column in self.columns()
-                     if column.key != "last_up" and not column.inline_only]
+                     if not column.inline_only]
         recording.append({"record": f"{self.server_label}:sglang_num_running_reqs:sum",
                           "expr": self.dedup("sglang:num_running_reqs")})
         document = {"groups": [

@@ -10,10 +10,14 @@ from collections.abc import Sequence
 
 import httpx
 
-from specmon.fleet.promapi import PromClient, ScrapeConfig
-from specmon.fleet.promql import HISTORY_S, FleetQueries, window_for
+from specmon.fleet.promapi import PromClient, Sample, ScrapeConfig
+from specmon.fleet.promql import COLUMN_LABEL, HISTORY_S, FleetQueries, window_for
 from specmon.fleet.tracker import FleetReading, Worker
 
+QUERY_GROUPS = 3
+"""The columns are asked in this many requests at once (Prometheus evaluates them on several cores)."""
+HISTORY_EVERY_S = 300.0
+"""The 15-minute tok/s history is read whole this often (and at start); between, each refresh adds its point."""
 MAX_WORKERS_BYTES = 4 * 1024 * 1024
 MAX_WORKERS = 10000
 ROLES = frozenset({"regular", "prefill", "decode"})
@@ -32,6 +36,10 @@ class FleetReader:
         self.clock = clock
         self.scrape: ScrapeConfig | None = None
         self.notes: list[str] = []
+        self.groups = QUERY_GROUPS
+        self.history_at: float | None = None
+        self.last_up: dict[str, float | None] = {}
+        """When each server seen down was last up (None: not in the last hour), asked once per server."""
 
     async def configure(self) -> FleetQueries:
         """Ask Prometheus for its scrape interval and set the rate window to at least 4 × it."""
@@ -55,14 +63,24 @@ class FleetReader:
         columns = self.queries.columns()
         started = time.perf_counter()
         interval = self.scrape.interval_for()
-        answers = await asyncio.gather(
-            self.client.query(self.queries.up(), at=now),
-            *(self.client.query(column.expr, at=now) for column in columns),
-            self.client.query_range(self.queries.history(), now - HISTORY_S, now,
-                                    self.queries.history_step(interval)),
-        )
+        history_due = self.history_at is None or now - self.history_at >= HISTORY_EVERY_S
+        asks = [self.client.query(expr, at=now) for expr in self.queries.combined(self.groups)]
+        if history_due:
+            asks.append(self.client.query_range(self.queries.history(), now - HISTORY_S, now,
+                                                self.queries.history_step(interval)))
+        answers = await asyncio.gather(*asks)
+        history = answers[len(answers) - 1:] if history_due else []
+        combined = [sample for answer in answers[: len(answers) - len(history)] for sample in answer]
+        by_column: dict[str, list[Sample]] = {}
+        for sample in combined:
+            labels = dict(sample.labels)
+            key = labels.pop(COLUMN_LABEL, "")
+            by_column.setdefault(key, []).append(Sample(labels, sample.value))
+        up = by_column.pop("up", [])
+        by_column["last_up"] = await self._last_up(up, now)
         query_s = time.perf_counter() - started
-        up, *values, history = answers
+        if history_due:
+            self.history_at = now
         notes = list(self.notes)
         workers: list[Worker] = []
         for router in self.routers:
@@ -72,9 +90,32 @@ class FleetReader:
                 notes.append(problem)
         return FleetReading(
             taken_at=now, window_s=self.queries.window_s, scrape_s=interval, up=up,
-            columns={column.key: answer for column, answer in zip(columns, values, strict=True)},
-            history=history, workers=workers, notes=notes, query_s=query_s,
+            columns={key: by_column.get(key, []) for key in ("last_up", *(column.key for column in columns))},
+            history=history[0] if history else (), history_read=history_due, workers=workers, notes=notes,
+            query_s=query_s,
         )
+
+    async def _last_up(self, up: list[Sample], now: float) -> list[Sample]:
+        """When the servers that are down now were last up (one query, only for servers newly seen down)."""
+        label = self.queries.server_label
+        states: dict[str, bool] = {}
+        for sample in up:
+            name = sample.labels.get(label)
+            if name:
+                states[name] = states.get(name, False) or sample.value == 1.0
+        down = sorted(name for name, is_up in states.items() if not is_up)
+        for name in [n for n in self.last_up if states.get(n, False)]:
+            del self.last_up[name]  # up again: ask anew when it next goes down
+        new = [name for name in down if name not in self.last_up][:200]
+        if new:
+            assert self.scrape is not None
+            answer = await self.client.query(self.queries.last_up(new, self.scrape.interval_for()), at=now)
+            for name in new:
+                self.last_up[name] = None
+            for sample in answer:
+                if sample.labels.get(label) in self.last_up:
+                    self.last_up[sample.labels[label]] = sample.value
+        return [Sample({label: name}, when) for name in down if (when := self.last_up.get(name)) is not None]
 
 
 def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:

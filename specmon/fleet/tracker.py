@@ -7,6 +7,7 @@ Live view's own rules (specmon.live.rules), fed from the fleet's figures.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -20,6 +21,9 @@ MAX_SERVERS = 2000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
 FORGET_AFTER_S = 86400.0
 """A server gone from Prometheus this long is no longer shown."""
+HISTORY_POINTS = 120
+LAST_UP = Column("last_up", "", "", 0, 1e11)
+"""When a down server was last up (Unix time), as the reader asks it (`FleetQueries.last_up`)."""
 NAN_IS_NO_DATA = frozenset({"ttft_p99_s", "accept_length"})
 """Columns where NaN means "no requests in the window", not a bad value."""
 
@@ -56,6 +60,8 @@ class FleetReading:
     up: Sequence[Sample]
     columns: Mapping[str, Sequence[Sample]]
     history: Sequence[RangeSeries] = ()
+    history_read: bool = True
+    """Whether `history` is a fresh 15-minute read (else each server's point is added from this refresh)."""
     workers: Sequence[Worker] = ()
     notes: Sequence[str] = ()
     query_s: float | None = None
@@ -84,6 +90,7 @@ class FleetTracker:
         self.last: FleetSnapshot | None = None
         self._last_up: dict[str, float] = {}
         self._gone: dict[str, FleetRow] = {}
+        self._history: dict[str, deque[tuple[float, float | None]]] = {}
 
     def failed(self, error: PromError, at: float) -> FleetSnapshot:
         """Prometheus could not be read: the last snapshot kept, marked stale, with the one-line reason."""
@@ -95,7 +102,7 @@ class FleetTracker:
         servers = self._servers(reading.up, notes)
         values: dict[str, dict[str, float]] = {}
         labelled: dict[str, list[tuple[dict[str, str], float]]] = {}
-        columns = {column.key: column for column in self.queries.columns()}
+        columns = {column.key: column for column in self.queries.columns()} | {"last_up": LAST_UP}
         for key, samples in reading.columns.items():
             column = columns.get(key)
             if column is None:
@@ -104,9 +111,13 @@ class FleetTracker:
             labelled[key] = checked
             if not column.per_host:
                 values[key] = self._by_server(checked)
-        for name, when in values.get("last_up", {}).items():
+        last_up = {name: when for name, when in values.get("last_up", {}).items()}
+        for name, server in servers.items():
+            if any(t.up for t in server.targets):
+                last_up[name] = reading.taken_at
+        for name, when in last_up.items():
             self._last_up[name] = max(when, self._last_up.get(name, 0.0))
-        history = self._history(reading.history)
+        history = self._update_history(reading, values.get("decode_tok_s", {}), servers)
         gpu_rows = labelled.get("gpu_memory_used_ratio", []) + labelled.get("gpu_util_min", [])
         gpu_note = None
         if not gpu_rows:
@@ -175,15 +186,29 @@ class FleetTracker:
                 out[name] = value
         return out
 
-    def _history(self, series: Sequence[RangeSeries]) -> dict[str, tuple[float | None, ...]]:
+    def _update_history(self, reading: FleetReading, decode: dict[str, float],
+                        servers: dict[str, _Server]) -> dict[str, tuple[float | None, ...]]:
+        """Each server's tok/s over 15 minutes: a fresh range read replaces it; between reads, each refresh
+        adds its own point (one per history step at most)."""
         label = self.queries.server_label
-        column = Column("history", "", "", high=1e8)
-        out = {}
-        for item in series:
-            name = item.labels.get(label)
-            if name:
-                out[name] = tuple(None if column.check(v) else v for _, v in item.points[-120:])
-        return out
+        step = self.queries.history_step(reading.scrape_s)
+        if reading.history_read:
+            checker = Column("history", "", "", high=1e8)
+            self._history = {}
+            for item in reading.history:
+                name = item.labels.get(label)
+                if name:
+                    self._history[name] = deque(((t, None if checker.check(v) else v) for t, v in item.points),
+                                                maxlen=HISTORY_POINTS)
+        else:
+            for name in servers:
+                points = self._history.setdefault(name, deque(maxlen=HISTORY_POINTS))
+                if not points or reading.taken_at - points[-1][0] >= step:
+                    points.append((reading.taken_at, decode.get(name)))
+        for name in [n for n in self._history if n not in servers and n not in self._gone]:
+            if len(self._history) > MAX_SERVERS:
+                del self._history[name]
+        return {name: tuple(v for _, v in points) for name, points in self._history.items()}
 
     # ----- one row
 

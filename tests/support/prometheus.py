@@ -84,7 +84,8 @@ class Prometheus:
             self.proc = subprocess.Popen(
                 [prometheus_binary(), f"--config.file={self.config_path}",
                  f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
-                 "--storage.tsdb.retention.time=1d", *extra_args],
+                 *(() if any(a.startswith("--storage.tsdb.retention") for a in extra_args) else
+                   ("--storage.tsdb.retention.time=1d",)), *extra_args],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         self.wait_ready()

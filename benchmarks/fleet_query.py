@@ -7,8 +7,8 @@
 `query` backfills recorded series for N servers (`promtool tsdb create-blocks-from openmetrics`: 30 minutes at
 a 15 s scrape, each server TP2 with every family `fleet` reads, 8 DCGM GPUs per host of 4 servers), starts
 Prometheus on that TSDB, and times `FleetReader.read()` (every column's query, concurrently, plus the history).
-Targets: ≤ 50 ms for 10 servers, ≤ 2× that for 100. `idle` runs the fleet app headless on the 10-server TSDB
-(refresh every 5 s) and measures its CPU (target ≤ 1 % of a core). `agree` runs emulators under steady load
+Targets: ≤ 50 ms for 10 servers, ≤ 2 × 50 ms for 100 (the ratio of the two is printed too). `idle` runs the fleet app headless on 10 live servers (4 emulators
+under load, 6 recorded captures, 5 s scrape; refresh every 5 s) and measures its CPU (target ≤ 1 % of a core). `agree` runs emulators under steady load
 behind a 1 s-scrape Prometheus and compares, over the same window, `fleet --once --json` with each server's
 own `monitor --once --json` (decode tok/s within 5 %, acceptance within 2 %).
 """
@@ -94,7 +94,10 @@ def openmetrics(servers: int, end: int, seed: int = 7) -> str:
     return "\n".join(out) + "\n"
 
 
-def backfilled_prometheus(tmp: Path, servers: int, end: int) -> Prometheus:
+def backfilled_prometheus(tmp: Path, servers: int, end: int, rules: bool = False) -> Prometheus:
+    """Prometheus on a TSDB backfilled with `servers` servers' series; with `rules`, also with `specmon fleet
+    rules`' recording rules backfilled over the last 10 minutes (`promtool tsdb create-blocks-from rules`) and
+    loaded (so `fleet` reads those columns by record name)."""
     data = tmp / "prometheus" / "data"
     data.mkdir(parents=True, exist_ok=True)
     source = tmp / "series.om"
@@ -102,7 +105,23 @@ def backfilled_prometheus(tmp: Path, servers: int, end: int) -> Prometheus:
     subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
                    check=True, capture_output=True, timeout=600)
     source.unlink()
-    return Prometheus(tmp, [], extra_args=["--storage.tsdb.retention.time=30d"])
+    retention = ["--storage.tsdb.retention.time=30d"]
+    if not rules:
+        return Prometheus(tmp, [], extra_args=retention)
+    rules_file = tmp / "rules.yml"
+    rules_file.write_text(subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
+                                         capture_output=True, text=True).stdout)
+    raw = Prometheus(tmp, [], extra_args=retention)
+    try:
+        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
+                        f"--end={end + 1}", f"--url={raw.url}", "--eval-interval=15s",
+                        f"--output-dir={tmp / 'recorded'}", str(rules_file)],
+                       check=True, capture_output=True, timeout=600)
+    finally:
+        raw.stop()
+    for block in (tmp / "recorded").iterdir():
+        block.rename(data / block.name)
+    return Prometheus(tmp, [], rule_files=[rules_file], extra_args=retention)
 
 
 async def time_reads(url: str, at: float, reads: int) -> list[float]:
@@ -115,6 +134,7 @@ async def time_reads(url: str, at: float, reads: int) -> list[float]:
     async with PromClient(url) as client:
         reader = FleetReader(client, queries, 60, clock=lambda: at)
         await reader.configure()
+        print(f"  columns read from recording rules: {len(reader.queries.recorded)}")
         tracker = FleetTracker(reader.queries, url)
         times = []
         for _ in range(reads):
@@ -131,7 +151,7 @@ def run_query(args: argparse.Namespace) -> int:
     for servers in args.servers:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.monotonic()
-            prom = backfilled_prometheus(Path(tmp), servers, end)
+            prom = backfilled_prometheus(Path(tmp), servers, end, rules=args.rules)
             try:
                 print(f"{servers} servers: backfilled and started in {time.monotonic() - started:.1f} s")
                 asyncio.run(time_reads(prom.url, end, 3))  # warm the caches
@@ -142,17 +162,34 @@ def run_query(args: argparse.Namespace) -> int:
         print(f"  query time of one snapshot: median {results[servers]:.1f} ms, "
               f"p90 {sorted(times)[int(0.9 * len(times))] * 1000:.1f} ms over {len(times)} reads")
     small, large = min(results), max(results)
-    ok = results[small] <= 50 and results[large] <= 2 * results[small] + 1e-9
-    print("PASS" if ok else "FAIL", f"(target: ≤ 50 ms at {small}; ≤ 2× that at {large}: "
-          f"{results[large] / results[small]:.2f}×)")
+    ok = results[small] <= 50 and results[large] <= 100
+    print("PASS" if ok else "FAIL", f"(target: ≤ 50 ms at {small} servers, ≤ 2 × 50 ms at {large}; "
+          f"{large} vs {small}: {results[large] / results[small]:.2f}×)"
+          f"{' with the recording rules' if args.rules else ' inline'}")
     return 0 if ok else 1
 
 
 def run_idle(args: argparse.Namespace) -> int:
-    end = int(time.time()) - 120
+    """The fleet app (refresh every 5 s, 200x50) on 10 live servers: 4 emulators under load and 6 recorded
+    captures, scraped every 5 s. Only the app's own process is measured."""
+    from scripts.fleet_rehearsal import SPEED, eagle3
+    from tests.support.prometheus import Job, Load, StaticMetrics
+    from tests.test_emulator import launch
+
+    capture = (Path(__file__).resolve().parent.parent / "tests/fixtures/real-sglang-0.5.16/eagle3/metrics.txt")
     with tempfile.TemporaryDirectory() as tmp:
-        prom = backfilled_prometheus(Path(tmp), 10, end)
+        tmp_path = Path(tmp)
+        servers = [launch(tmp_path, *flags, *SPEED, name=f"e{i}.log")
+                   for i, flags in enumerate((eagle3(4), eagle3(8), eagle3(4), []))]
+        static = [StaticMetrics(capture.read_text()) for _ in range(6)]
+        prom = load = None
         try:
+            for server in servers:
+                server.wait_ready(60)
+            targets = [f"127.0.0.1:{s.port}" for s in servers] + [s.address for s in static]
+            prom = Prometheus(tmp_path, [Job("sglang", targets, interval="5s")])
+            load = Load([s.url for s in servers], streams=1, deadline_s=args.warmup + args.window + 60)
+            prom.wait_scraped('up{job="sglang"}', 10, minimum=2)
             env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
             argv = [sys.executable, "-m", "specmon", "fleet", "--prometheus", prom.url, "--headless",
                     "--duration", str(args.warmup + args.window + 3)]
@@ -164,10 +201,17 @@ def run_idle(args: argparse.Namespace) -> int:
             cpu1, t1 = cpu_seconds(app), time.monotonic()
             code = proc.wait(60)
         finally:
-            prom.stop()
+            if load is not None:
+                load.stop()
+            if prom is not None:
+                prom.stop()
+            for server in servers:
+                server.stop()
+            for item in static:
+                item.stop()
     pct = 100 * (cpu1 - cpu0) / (t1 - t0)
-    print(f"fleet app, 10 servers, refresh every 5 s, 200x50: {cpu1 - cpu0:.2f} CPU s over {t1 - t0:.0f} s = "
-          f"{pct:.2f} % of one core (exit {code})")
+    print(f"fleet app, 10 live servers (4 emulators under load, 6 recorded captures; 5 s scrape), refresh every "
+          f"5 s, 200x50: {cpu1 - cpu0:.2f} CPU s over {t1 - t0:.0f} s = {pct:.2f} % of one core (exit {code})")
     ok = code == 0 and pct <= 1.0
     print("PASS" if ok else "FAIL", "(target: ≤ 1 % of one core)")
     return 0 if ok else 1
@@ -227,9 +271,11 @@ def main() -> int:
     query = sub.add_parser("query")
     query.add_argument("--servers", type=int, nargs="+", default=[10, 100])
     query.add_argument("--reads", type=int, default=20)
+    query.add_argument("--rules", action="store_true",
+                       help="with `specmon fleet rules` loaded (and backfilled): columns read by record name")
     idle = sub.add_parser("idle")
     idle.add_argument("--window", type=float, default=60.0)
-    idle.add_argument("--warmup", type=float, default=8.0)
+    idle.add_argument("--warmup", type=float, default=15.0)
     agree = sub.add_parser("agree")
     agree.add_argument("--window", type=float, default=30.0)
     agree.add_argument("--warmup", type=float, default=8.0)

@@ -33,6 +33,8 @@ class FleetView(Vertical):
         self.snapshot: FleetSnapshot | None = None
         self._columns: tuple[TableColumn, ...] = ()
         self._order: tuple[str, ...] = ()
+        self._cells: dict[str, tuple[Text, ...]] = {}
+        self._shown: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for Prometheus…", id="fleet-header")
@@ -54,12 +56,15 @@ class FleetView(Vertical):
     def show(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
         self.set_class(snapshot.stale or (snapshot.error is not None and not snapshot.rows), "-stale")
-        self.query_one("#fleet-header", Static).update(Text(header_line(snapshot, with_error=False)))
+        header = header_line(snapshot, with_error=False)
         notes = Text("\n".join(snapshot.notes[:3]))
         if snapshot.error:
             notes = Text.assemble((error_line(snapshot), "bold red"), "\n" if snapshot.notes else "", notes)
-        self.query_one("#fleet-notes", Static).update(notes)
-        self.query_one("#fleet-notes", Static).display = bool(notes.plain)
+        if self._shown != (header, notes.plain):  # a repaint only for what changed
+            self._shown = (header, notes.plain)
+            self.query_one("#fleet-header", Static).update(Text(header))
+            self.query_one("#fleet-notes", Static).update(notes)
+            self.query_one("#fleet-notes", Static).display = bool(notes.plain)
         self._fill(snapshot)
 
     def on_resize(self) -> None:
@@ -72,10 +77,14 @@ class FleetView(Vertical):
         columns = columns_for(width, gap=2)  # the table pads each cell by one on either side
         selected = self.selected_server()
         order = tuple(row.server for row in snapshot.rows)
-        if columns == self._columns and order == self._order:  # the same rows: cells updated in place
-            for row in snapshot.rows:
-                for column in columns:
-                    table.update_cell(row.server, column.key, self._cell(column, row))
+        cells = {row.server: tuple(self._cell(column, row) for column in columns) for row in snapshot.rows}
+        if columns == self._columns and order == self._order:  # the same rows: changed cells updated in place
+            for server, row_cells in cells.items():
+                before = self._cells.get(server, ())
+                for i, (column, cell) in enumerate(zip(columns, row_cells, strict=True)):
+                    if i >= len(before) or before[i] != cell:
+                        table.update_cell(server, column.key, cell)
+            self._cells = cells
             return
         if columns != self._columns:
             table.clear(columns=True)
@@ -85,8 +94,9 @@ class FleetView(Vertical):
         else:
             table.clear()
         self._order = order
-        for row in snapshot.rows:
-            table.add_row(*(self._cell(column, row) for column in columns), key=row.server)
+        self._cells = cells
+        for server, row_cells in cells.items():
+            table.add_row(*row_cells, key=server)
         if selected is not None:
             index = next((i for i, row in enumerate(snapshot.rows) if row.server == selected), None)
             if index is not None:

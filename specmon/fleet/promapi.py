@@ -181,6 +181,16 @@ class PromClient:
                 by_job[job["job_name"]] = parse_duration(job.get("scrape_interval")) or global_s
         return ScrapeConfig(global_s, by_job)
 
+    async def recording_rules(self) -> dict[str, str]:
+        """The recording rules Prometheus evaluates: record name → its expression (as Prometheus prints it)."""
+        data = await self._api("/api/v1/rules", {"type": "record"})
+        rules: dict[str, str] = {}
+        for group in data.get("groups") or []:
+            for rule in (group.get("rules") or []) if isinstance(group, dict) else []:
+                if isinstance(rule, dict) and isinstance(rule.get("name"), str) and isinstance(rule.get("query"), str):
+                    rules[rule["name"]] = rule["query"]
+        return rules
+
     async def _api(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         if self._http is None:
             raise RuntimeError("PromClient used outside `async with`")
@@ -223,9 +233,12 @@ def _labels(item: Any) -> dict[str, str]:
     metric = item.get("metric") if isinstance(item, dict) else None
     if not isinstance(metric, dict):
         return {}
+    if len(metric) <= MAX_LABELS and all(type(v) is str and len(v) <= MAX_LABEL_CHARS and len(k) <= MAX_LABEL_CHARS
+                                         for k, v in metric.items()):
+        return metric  # the usual answer, already as it should be (JSON object keys are always strings)
     labels = {}
     for key, value in list(metric.items())[:MAX_LABELS]:
-        if isinstance(key, str) and isinstance(value, str):
+        if isinstance(value, str):
             labels[key[:MAX_LABEL_CHARS]] = value[:MAX_LABEL_CHARS]
     return labels
 

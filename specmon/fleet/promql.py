@@ -82,6 +82,8 @@ class FleetQueries:
     host_label: str | None = None
     gpu_selector: str = 'job="dcgm"'
     window_s: float = 60.0
+    recorded: frozenset[str] = frozenset()
+    """Columns whose recording rule Prometheus already evaluates (the same expression): read by record name."""
 
     def _sel(self, *extra: str) -> str:
         return "{" + ",".join(part for part in (self.selector, *extra) if part) + "}"
@@ -183,7 +185,8 @@ class FleetQueries:
         """Every column's expression (and `up`) in `groups` PromQL expressions, each column tagged with its key
         in COLUMN_LABEL: that many HTTP requests per refresh (Prometheus evaluates them in parallel), whatever
         the number of columns and servers."""
-        parts = [("up", self.up())] + [(column.key, column.expr) for column in self.columns()]
+        parts = [("up", self.up())] + [(column.key, column.record if column.key in self.recorded else column.expr)
+                                       for column in self.columns()]
         shares: list[list[tuple[str, str]]] = [[] for _ in range(max(1, min(groups, len(parts))))]
         for i, part in enumerate(parts):
             shares[i % len(shares)].append(part)
@@ -251,6 +254,17 @@ class FleetQueries:
                   f"# alerting rules (selector {self.selector!r}, server label {self.server_label!r}, "
                   f"window {self.window}).\n")
         return header + yaml.safe_dump(document, sort_keys=False, width=1000, allow_unicode=True)
+
+
+def recorded_columns(queries: FleetQueries, rules: dict[str, str]) -> frozenset[str]:
+    """The columns whose recording rule (by name) has the very expression `fleet` would evaluate (spaces aside)."""
+
+    def bare(expr: str) -> str:
+        return "".join(expr.split())
+
+    return frozenset(column.key for column in queries.columns()
+                     if not column.inline_only and column.record in rules
+                     and bare(rules[column.record]) == bare(column.expr))
 
 
 def _escape(value: str) -> str:

@@ -7,11 +7,12 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import httpx
 
-from specmon.fleet.promapi import PromClient, Sample, ScrapeConfig
-from specmon.fleet.promql import COLUMN_LABEL, HISTORY_S, FleetQueries, window_for
+from specmon.fleet.promapi import PromClient, PromError, Sample, ScrapeConfig
+from specmon.fleet.promql import COLUMN_LABEL, HISTORY_S, FleetQueries, recorded_columns, window_for
 from specmon.fleet.tracker import FleetReading, Worker
 
 QUERY_GROUPS = 3
@@ -53,6 +54,16 @@ class FleetReader:
             self.notes.append(f"rate window raised from {self.asked_window_s:g} s to {window:g} s "
                               f"(4 × the scrape interval {interval:g} s)")
         self.queries = _with_window(self.queries, window)
+        try:
+            rules = await self.client.recording_rules()
+        except PromError as exc:
+            if exc.kind in ("unreachable", "unauthorized"):
+                raise
+            rules = {}  # an API without /rules: every column inline
+        self.queries = replace(self.queries, recorded=recorded_columns(self.queries, rules))
+        if self.queries.recorded:
+            self.notes.append(f"{len(self.queries.recorded)} of {len(self.queries.columns())} columns read from "
+                              f"the recording rules Prometheus evaluates (`specmon fleet rules`)")
         return self.queries
 
     async def read(self) -> FleetReading:
@@ -72,10 +83,9 @@ class FleetReader:
         history = answers[len(answers) - 1:] if history_due else []
         combined = [sample for answer in answers[: len(answers) - len(history)] for sample in answer]
         by_column: dict[str, list[Sample]] = {}
-        for sample in combined:
-            labels = dict(sample.labels)
-            key = labels.pop(COLUMN_LABEL, "")
-            by_column.setdefault(key, []).append(Sample(labels, sample.value))
+        for sample in combined:  # each answer's labels are its own dicts: the column's tag is taken off in place
+            key = sample.labels.pop(COLUMN_LABEL, "")
+            by_column.setdefault(key, []).append(sample)
         up = by_column.pop("up", [])
         by_column["last_up"] = await self._last_up(up, now)
         query_s = time.perf_counter() - started
@@ -119,9 +129,7 @@ class FleetReader:
 
 
 def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:
-    from dataclasses import replace
-
-    return replace(queries, window_s=window_s)
+    return replace(queries, window_s=window_s, recorded=frozenset())
 
 
 async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker], str | None]:

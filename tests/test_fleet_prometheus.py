@@ -169,6 +169,10 @@ def test_the_rules_file_loaded_into_prometheus_records_what_fleet_computes(fleet
         assert running == {address["dp2tp2"]: 14.0, address["real"]: 0.0}
         draft = second.query("instance:sglang_spec_num_draft_tokens:max")
         assert [float(r["value"][1]) for r in draft] == [4.0]
+        code, snapshot, err = fleet_json(second)  # the rules are found and read by record name
+        assert "columns read from the recording rules Prometheus evaluates" in err
+        rows = {row["server"]: row for row in snapshot["servers"]}
+        assert rows[address["dp2tp2"]]["running"] == 14 and rows[address["real"]]["draft_tokens"] == 4
     finally:
         second.stop()
 

@@ -53,7 +53,7 @@ def test_down_server_keeps_its_row_with_last_seen_and_sorts_first():
     assert [r.server for r in snap.rows] == ["b:1", "a:1"]
     down = snap.rows[0]
     assert down.state == "down" and down.last_seen_s == pytest.approx(95)
-    assert down.alerts[0].kind == "down" and "last seen 95 s ago" in down.alerts[0].text
+    assert down.alerts[0].kind == "down" and "down, last seen 95 s ago" in down.alerts[0].text
     assert snap.rows[1].state == "serving" and snap.rows[1].running == 2
     assert snap.alerting
 

@@ -1,5 +1,6 @@
-"""One refresh of the fleet: every column's query at once (concurrently, one query per column for all servers),
-the tok/s history, and each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note."""
+"""One refresh of the fleet: every column for every server in a few combined requests (one expression per
+column, tagged), the tok/s history every few minutes, and each router's `/workers`. Read-only GETs; each fault
+becomes a PromError or a note."""
 
 from __future__ import annotations
 

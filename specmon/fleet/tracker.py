@@ -291,8 +291,8 @@ class FleetTracker:
 
     def _down_alert(self, name: str, now: float) -> Alert:
         last_up = self._last_up.get(name)
-        seen = f"last seen {_ago(now - last_up)} ago" if last_up is not None else "not seen up in the last hour"
-        return Alert("down", "error", f"down: no target answers Prometheus' scrapes ({seen})")
+        seen = f"last seen {_ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
+        return Alert("down", "error", f"down, {seen}: no target answers Prometheus' scrapes")
 
     def _down(self, row: FleetRow, now: float, last_up: float | None) -> FleetRow:
         """A server whose targets left Prometheus: kept as down, its last figures dropped."""

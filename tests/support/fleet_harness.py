@@ -25,7 +25,7 @@ def fleet_rows() -> tuple[FleetRow, ...]:
     gpu = {"gpu_memory_used_ratio": 0.93, "gpu_util_min": 71.0}
     return (
         FleetRow("node-c:30000", "node-c", "decode", "router", "down", 0, 0, 1, 312.0, "eagle3-16", "EAGLE3", 16,
-                 alerts=(Alert("down", "error", "down: no target answers Prometheus' scrapes (last seen 5 min ago)"),),
+                 alerts=(Alert("down", "error", "down, last seen 5 min ago: no target answers Prometheus' scrapes"),),
                  history=_history(2400, 40), targets=("node-c:30000",)),
         FleetRow("node-e:30000", "node-e", "regular", "router", "serving", 0, 1, 1, None, "eagle3-10", "EAGLE3", 10,
                  1510.0, 1.03, "counters", 22, 0, 0.41, 0.38, 0.91, 64.0,

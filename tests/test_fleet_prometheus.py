@@ -26,8 +26,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SPEED = ["--emulator-speed", "50", "--emulator-decode-speed", "5", "--enable-metrics"]
 
 
+STATE: dict[str, Path] = {}
+"""The module's own state directory (specmon's records are empty there), set by the `fleet` fixture."""
+
+
 def specmon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XDG_STATE_HOME": os.environ.get("SPECMON_TEST_STATE", "/nonexistent-specmon-state")}
+    env = {**os.environ, "XDG_STATE_HOME": str(STATE.get("dir", "/nonexistent-specmon-state"))}
     return subprocess.run([sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
 
@@ -51,7 +55,7 @@ def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
-    os.environ["SPECMON_TEST_STATE"] = str(tmp / "state")
+    STATE["dir"] = tmp / "state"
     servers = {
         "eagle3": launch(tmp, *EAGLE3, *SPEED, name="eagle3.log"),
         "plain": launch(tmp, *SPEED, name="plain.log"),
@@ -187,7 +191,7 @@ def routers(fleet):
                        ("pd", ["--pd-disaggregation", "--prefill", servers["plain"].url, "--decode",
                                servers["eagle3"].url])):
         port = free_port()
-        log = open(Path(os.environ["SPECMON_TEST_STATE"]).parent / f"router-{mode}.log", "wb")  # noqa: SIM115
+        log = open(STATE["dir"].parent / f"router-{mode}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
                                  "--port", str(port), "--prometheus-host", "127.0.0.1",
                                  "--prometheus-port", str(free_port()), *args], stdout=log, stderr=subprocess.STDOUT,

@@ -240,7 +240,8 @@ class FleetTracker:
             accept, source = gauge, "gauge"
         if accept is None:
             source = None
-        speculative = bool((algorithm and algorithm.upper() != "NONE") or (draft_tokens or 0) > 0 or accept)
+        speculative = bool((algorithm and algorithm.upper() != "NONE") or (draft_tokens or 0) > 0
+                           or (v("num_steps") or 0) > 0 or accept)
         generated = (v("generation_tok_s") or 0.0) * reading.window_s
         restarts = int(v("restarts") or 0)
         kv, queued = v("kv_used_ratio"), v("queued")

@@ -58,6 +58,12 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.tui.cli:run_monitor")
 
 
+def _add_textfile(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--textfile-dir", metavar="DIR",
+                   help="write specmon's figures to DIR/specmon.prom for node-exporter's textfile collector "
+                   "(default: $SPECMON_TEXTFILE_DIR; unset: not written)")
+
+
 def _add_headless(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
     p.add_argument("--duration", type=float, default=20.0, help="with --headless: seconds to run")
@@ -164,6 +170,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.bench.cli:run_bench")
 
 
@@ -266,6 +273,7 @@ def _add_start(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
     p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.oncall.cli:run_start")
 
 
@@ -277,6 +285,8 @@ def _add_ps(sub: argparse._SubParsersAction) -> None:
         "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
     )
     p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("--prometheus-sd", action="store_true",
+                   help="print Prometheus file_sd JSON for the live servers specmon launched (server, preset, role)")
     p.set_defaults(handler="specmon.oncall.cli:run_ps")
 
 
@@ -291,6 +301,7 @@ def _add_stop(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.oncall.cli:run_stop")
 
 
@@ -337,7 +348,50 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
     p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_textfile(p)
     p.set_defaults(handler="specmon.sweep.cli:run_sweep")
+
+
+def _add_fleet(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fleet",
+        help="every SGLang server your Prometheus scrapes: one row each, with alerts (`fleet rules`: the rules file)",
+        description="Read many SGLang servers through the Prometheus that scrapes them (and DCGM exporter's GPU "
+        "series, and sglang-router's /workers for roles): one row per server with decode tok/s, acceptance, "
+        "load, KV, TTFT p99, GPU memory and utilization, and the Live view's alerts. Read-only: GETs only. "
+        "`specmon fleet rules` prints the same PromQL as a Prometheus rules file.",
+    )
+    p.add_argument("action", nargs="?", choices=["rules", "dashboard"],
+                   help="rules: print the Prometheus recording and alerting rules; dashboard: print the Grafana "
+                   "dashboard that reads them")
+    p.add_argument("--prometheus", metavar="URL", help="the Prometheus to read, e.g. http://127.0.0.1:9090")
+    p.add_argument("--selector", default='job="sglang"', metavar="MATCHERS",
+                   help="which targets are SGLang servers (default 'job=\"sglang\"')")
+    p.add_argument("--server-label", default="instance", metavar="L",
+                   help="the label that names a server; a multi-node server's targets share it (default instance)")
+    p.add_argument("--host-label", metavar="L", help="the label that names a target's host (default: instance "
+                   "without its port)")
+    p.add_argument("--router", action="append", default=[], metavar="URL",
+                   help="an sglang-router whose /workers gives each worker's role (repeatable)")
+    p.add_argument("--gpu-selector", default='job="dcgm"', metavar="MATCHERS",
+                   help="which targets are DCGM exporters (default 'job=\"dcgm\"')")
+    p.add_argument("--window", type=float, default=60.0, metavar="S",
+                   help="rate window in seconds (default 60; raised to 4 x the scrape interval)")
+    p.add_argument("--interval", type=float, default=5.0, metavar="S", help="refresh every S seconds (default 5)")
+    p.add_argument("--bearer-token-file", metavar="PATH", help="a file holding the bearer token for Prometheus")
+    p.add_argument("--basic-auth-file", metavar="PATH", help="a file holding `user:password` for Prometheus")
+    p.add_argument("--ca-file", metavar="PATH", help="a CA bundle to check Prometheus' TLS certificate with")
+    p.add_argument("--once", action="store_true", help="print one snapshot and exit: 0 all well, 1 a server down "
+                   "or alerting, 2 Prometheus unreachable")
+    p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
+    p.add_argument("--web", action="store_true", help="serve the fleet screen, read-only, to a browser")
+    p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
+    p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
+                   help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--read-only", action="store_true", help="no switching or benchmarks from drill-downs (as --web)")
+    p.add_argument("--server", metavar="NAME", help="open this server's single-server screen (as Enter on its row)")
+    _add_headless(p)
+    p.set_defaults(handler="specmon.fleet.cli:run_fleet")
 
 
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
@@ -358,6 +412,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
     _add_stop,
     _add_switch,
     _add_sweep,
+    _add_fleet,
 )
 
 
@@ -404,7 +459,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    handler = "specmon.live.cli:run_once" if getattr(args, "once", False) else args.handler
+    handler = args.handler
+    if args.command == "monitor" and args.once:
+        handler = "specmon.live.cli:run_once"
+    elif args.command == "fleet" and not (args.once or args.action):
+        handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
     try:
         return int(_resolve(handler)(args) or 0)
     except KeyboardInterrupt:

@@ -87,3 +87,29 @@ async def test_read_only_offers_no_switching_and_no_benchmark() -> None:
         assert "Run the benchmark" not in titles and not any(t.startswith("Switch preset") for t in titles)
         await pilot.press("b")
         assert not app.bench_running
+
+
+async def test_fleet_web_serves_the_fleet_screen_read_only(tmp_path) -> None:
+    """`specmon fleet --web`: each browser tab runs the fleet read-only; with nothing at --prometheus it says
+    so in its one error line."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specmon", "fleet", "--prometheus", "http://127.0.0.1:9", "--web", "--web-port",
+         str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        page = await _index(port, deadline)
+        assert f"ws://127.0.0.1:{port}/ws" in page
+        screen = await _screen_over_websocket(port, "did not answer", deadline)
+        assert "did not answer" in screen and "Refresh" in screen
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert "serving the read-only fleet" in proc.stderr.read().decode()

@@ -51,7 +51,7 @@ class SpecmonApp(App[int]):
         super().__init__()
         self.config = config
         self.feed = LogFeed(max_pending=config.max_lines)
-        self.watch = status.MonitorState(preset=config.preset)
+        self.watch = status.MonitorState(preset=config.preset, watched_through=config.watched_through)
         self.bench_running = False
         self.bench_results: list[BenchResult] = []
         self.log_path = config.log_path

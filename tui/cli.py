@@ -221,3 +221,103 @@ def run_demo(args: argparse.Namespace) -> int:
         return _run_app(config, args)
     finally:
         supervisor.stop()
+
+
+def fleet_argv(args: argparse.Namespace) -> list[str]:
+    """The `fleet` command line of ``args`` (what to read and how; no app or output flags): the fleet app runs
+    it again with `--server NAME` to open one server, and --web runs it per browser tab. Secret files are
+    passed by path, never their content."""
+    argv = ["fleet", "--prometheus", args.prometheus, "--selector", args.selector, "--server-label",
+            args.server_label, "--gpu-selector", args.gpu_selector, "--window", f"{args.window:g}",
+            "--interval", f"{args.interval:g}"]
+    for flag, value in (("--host-label", args.host_label), ("--bearer-token-file", args.bearer_token_file),
+                        ("--basic-auth-file", args.basic_auth_file), ("--ca-file", args.ca_file)):
+        if value:
+            argv += [flag, value]
+    for router in args.router:
+        argv += ["--router", router]
+    return argv
+
+
+@_interrupt_exits_130
+def run_fleet(args: argparse.Namespace) -> int:
+    """`specmon fleet --prometheus URL ...`: the fleet screen (or, with --server NAME, one server's screen)."""
+    from specmon.fleet.cli import EXIT_PROMETHEUS, options_from
+
+    options = options_from(args)
+    problems = options.problems() + ([] if args.prometheus else ["give --prometheus URL"])
+    if problems:
+        for problem in problems:
+            print(f"specmon fleet: {problem}", file=sys.stderr)
+        return EXIT_PROMETHEUS
+    argv = fleet_argv(args)
+    if args.web:
+        from specmon.tui.web import serve
+
+        return serve(args, [sys.executable, "-m", "specmon", *argv, "--read-only"])
+    if args.server:
+        return _run_fleet_server(args, options)
+    from specmon.tui.fleet import FleetApp
+
+    app = FleetApp(options, argv, read_only=args.read_only, exit_after_s=args.duration if args.headless else None,
+                   screenshot_path=args.screenshot if args.headless else None)
+    if args.headless:
+        app.run(headless=True, size=headless_size())
+    else:
+        app.run()
+    exits.install()
+    return app.return_code or 0
+
+
+def _run_fleet_server(args: argparse.Namespace, options) -> int:
+    """One server of the fleet in the single-server screen: as `monitor --url` when it answers from here, else
+    its Live view fed from Prometheus and its GPUs from DCGM (read-only: no switching, no benchmarks)."""
+    import asyncio
+
+    from specmon.fleet.cli import EXIT_PROMETHEUS, snapshot_once
+    from specmon.fleet.drill import PromLiveSampler, reachable_url
+    from specmon.gpu.dcgm import DcgmGpuSource
+    from specmon.gpu.nvml import NvmlSource
+    from specmon.tui.config import AppConfig
+
+    snapshot = asyncio.run(snapshot_once(options, records={}))
+    if snapshot.error:
+        print(f"specmon fleet: {snapshot.error}", file=sys.stderr)
+        return EXIT_PROMETHEUS
+    row = next((r for r in snapshot.rows if r.server == args.server), None)
+    if row is None:
+        print(f"specmon fleet: no server {printable(args.server)!r} in Prometheus (see `specmon fleet --once`)",
+              file=sys.stderr)
+        return EXIT_PROMETHEUS
+    dcgm = DcgmGpuSource(functools.partial(_dcgm_series, options, row.host))
+    url = reachable_url(row.targets)
+    if url is not None:
+        from specmon.launch.presets import is_loopback
+
+        config = AppConfig(url=url, gpu_source=NvmlSource() if is_loopback(row.host or "") else dcgm,
+                           read_only=True)
+        return _run_app(config, args)
+    config = AppConfig(
+        url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
+        live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor),
+        sanity_check=False, watched_through="Prometheus",
+    )
+    print(f"specmon fleet: {printable(args.server)} does not answer from here: reading it through Prometheus",
+          file=sys.stderr)
+    return _run_app(config, args)
+
+
+def _dcgm_series(options, host: str | None) -> list:
+    """The DCGM series of `host` from Prometheus (on the GPU sampler's thread)."""
+    import asyncio
+
+    from specmon.fleet.tracker import on_host
+
+    async def read() -> list:
+        async with options.client() as client:
+            samples = await client.query(options.queries.gpu_series())
+        return [(s.labels, s.value) for s in samples if on_host(s.labels, {host}, options.queries.host_label)]
+
+    if not host:
+        return []
+    return asyncio.run(read())

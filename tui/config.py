@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specmon.gpu.sampler import GpuSource
     from specmon.launch.presets import Preset
     from specmon.launch.supervisor import ServerSupervisor
+    from specmon.live.sampler import LiveMonitor
     from specmon.oncall.discovery import FoundServer
 
 
@@ -32,7 +34,12 @@ class AppConfig:
     poll: bool = True
     """Poll the server's HTTP API (off for fixture-fed snapshot apps)."""
     gpu_source: GpuSource | None = None
-    """Where GPU readings come from (NVML, the emulator), or None for no GPU sampling."""
+    """Where GPU readings come from (NVML, the emulator, DCGM through Prometheus), or None for no GPU sampling."""
+    live_source: Callable[[LiveMonitor], Any] | None = None
+    """Builds what feeds the Live view instead of scraping `url`'s /metrics (a server read through Prometheus):
+    an object with start() and stop()."""
+    watched_through: str | None = None
+    """What the header says the server is read through when not over its HTTP API (e.g. "Prometheus")."""
     api_key: str | None = None
     max_lines: int = 10_000
     flush_hz: float = 10.0

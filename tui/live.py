@@ -43,7 +43,7 @@ class LiveWiring:
     def __init__(self, app: LiveHost) -> None:
         self.app = app
         self.monitor = LiveMonitor(LiveTracker())
-        self.sampler: LiveSampler | None = None
+        self.sampler: Any = None
         self._preset_name: str | None = None
         self._bench_id: int | None = None
         self._own_base = 0.0
@@ -52,7 +52,10 @@ class LiveWiring:
     def start(self) -> None:
         app = self.app
         app.feed.observers.append(self.monitor.feed_lines)
-        if app.config.poll:
+        if app.config.live_source is not None:
+            self.sampler = app.config.live_source(self.monitor)
+            self.sampler.start()
+        elif app.config.poll:
             self.sampler = LiveSampler(app.config.url, self.monitor, api_key=app.config.api_key)
             self.sampler.start()
         app.set_interval(REFRESH_S, self.refresh)

@@ -23,8 +23,9 @@ def app_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-def serve(args: argparse.Namespace) -> int:
-    """Serve the read-only app until interrupted; 2 when textual-serve is not installed."""
+def serve(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    """Serve the read-only app (`argv`, default the monitor's) until interrupted; 2 when textual-serve is not
+    installed."""
     try:
         from textual_serve import server as serve_module
         from textual_serve.app_service import AppService
@@ -48,8 +49,9 @@ def serve(args: argparse.Namespace) -> int:
             return process
 
     serve_module.AppService = ExecAppService  # the server builds its app services by this name
-    command = shlex.join(app_argv(args))
+    command = shlex.join(argv or app_argv(args))
     server = serve_module.Server(command, host=args.bind, port=args.web_port, title="specmon")
-    print(f"specmon: serving the read-only monitor at http://{args.bind}:{args.web_port}", file=sys.stderr)
+    what = "fleet" if argv else "monitor"
+    print(f"specmon: serving the read-only {what} at http://{args.bind}:{args.web_port}", file=sys.stderr)
     server.serve()
     return 0

@@ -392,7 +392,8 @@ class GpuPane(Vertical):
     def _header(self, snapshot: GpuSnapshot, width: int = 0) -> Text:
         """The header line; where it would overflow ``width``, the driver version, then the links, are left out."""
         if not snapshot.available:
-            what = "Emulated GPUs unavailable" if snapshot.source == "emulator" else "NVML unavailable"
+            what = {"emulator": "Emulated GPUs unavailable", "dcgm": "DCGM unavailable"}.get(snapshot.source,
+                                                                                           "NVML unavailable")
             return Text.assemble((f"{what}: ", "bold red"), snapshot.reason or "unknown reason")
         names = sorted({g.name for g in snapshot.gpus if g.name})
         text = Text()
@@ -400,6 +401,8 @@ class GpuPane(Vertical):
         text.append(label, style="bold")
         if snapshot.source == "emulator" and not any("emulated" in name.lower() for name in names):
             text.append(" (emulated)", style="italic")
+        if snapshot.source == "dcgm":
+            text.append(" (DCGM via Prometheus: no process table)", style="italic")
         lost = sum(1 for g in snapshot.gpus if g.error)
         if lost:
             text.append(f"{SEPARATOR}{lost} lost", style="bold red")

@@ -158,6 +158,11 @@ def run_bench(args: argparse.Namespace) -> int:
             print(strict_json({"url": bench.url, "status": "failed", "error": bench.fatal, "saved_to": None}))
         print(f"specmon bench: {bench.fatal}", file=sys.stderr)
         return 2
+    if result.status == "finished":
+        from specmon.textfile import bench_samples, export, textfile_dir
+
+        export(textfile_dir(args.textfile_dir), lambda m: print(f"specmon bench: {m}", file=sys.stderr),
+               set_=bench_samples(result.url, result.preset, result.summary, result.finished_at))
     saved = bench.save_error is None and bench.store.path_for(result.run_id).is_file()
     saved_to = str(bench.store.path_for(result.run_id)) if saved else None
     if args.json:

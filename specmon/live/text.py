@@ -5,7 +5,8 @@ from __future__ import annotations
 from specmon.live.model import LiveSnapshot
 from specmon.live.quantiles import Percentiles
 
-SOURCE_TEXT = {"metrics": "/metrics", "log": "log (Decode batch lines)", "none": "no data yet"}
+SOURCE_TEXT = {"metrics": "/metrics", "prometheus": "Prometheus (its sglang:* samples)",
+               "log": "log (Decode batch lines)", "none": "no data yet"}
 
 
 def _num(value: float | None, fmt: str = ",.0f") -> str:

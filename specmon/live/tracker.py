@@ -11,24 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.live import rules
 from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
 from specmon.live.prom import Scrape
+from specmon.live.rules import STALL_S
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
 from specmon.serving.client import spec_settings
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
 SERIES_KEEP = 720  # an hour at one point per 5 s
-STALL_S = 60.0
-"""Requests running and no token progress this long is a stall. SGLang refreshes its gauges only at decode-log
-intervals and, idle, every 30 s: a shorter limit would call a just-idle server stalled."""
-ACCEPT_LOW_RATIO = 0.6
-ACCEPT_NO_DRAFT = 1.1
-"""A draft whose weights did not load accepts about one token per step."""
-MIN_TOKENS_FOR_ACCEPT = 200
-DP_IMBALANCE_MIN_SPREAD = 4.0
-KV_FULL = 0.95
 _PROGRESS_GAUGES = ("sglang:num_used_tokens", "sglang:gen_throughput", "sglang:token_usage")
 
 
@@ -84,6 +77,8 @@ class LiveTracker:
         self.server_info: dict[str, Any] | None = None
         self.identity: Any = None
         self.reachable = True
+        self.metrics_source = "metrics"
+        """What the scrapes come from: "metrics" (the server's /metrics) or "prometheus" (its samples there)."""
         self._own = _Own()
         self._last_series_at: float | None = None
         self.last_log_line: str | None = None
@@ -178,8 +173,7 @@ class LiveTracker:
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:
             alerts.append(Alert("metrics", "warning", self.metrics_error))
-        if self.restarts:
-            alerts.append(Alert("restart", "info", f"{self.restarts} restart(s) seen; series {run.index + 1}"))
+        _add(alerts, rules.restarted(self.restarts, run.index + 1))
         at = now if now is not None else (run.window.latest.taken_at if use_metrics else None)
         self._add_point(run, at, snap)
         return LiveSnapshot(
@@ -227,21 +221,18 @@ class LiveTracker:
         state = "serving" if running else "idle"
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
-        if running and stalled_for >= self.stall_s:
+        stalled = rules.stall(running, stalled_for, self.stall_s, self.last_log_line)
+        if stalled is not None:
             state = "stalled"
-            alerts.append(Alert("stall", "error", self._stall_text(running, stalled_for, run)))
+            alerts.append(stalled)
         per_dp = latest.per_dp.get("sglang:num_running_reqs", {})
-        if len(per_dp) > 1:
-            values = list(per_dp.values())
-            if max(values) - min(values) >= DP_IMBALANCE_MIN_SPREAD and max(values) >= 2 * max(min(values), 1):
-                shown = ", ".join(f"DP{k} {int(v)}" for k, v in sorted(per_dp.items()))
-                alerts.append(Alert("dp_imbalance", "warning", f"DP ranks unbalanced: running {shown}"))
+        _add(alerts, rules.dp_imbalance(per_dp))
         window_latency = next((lat for lat in latencies if lat.window_s == window_s), None)
         if window_latency is None:
             window_latency = self._latencies(figures, window_s)
         return {
             "state": state,
-            "source": "metrics",
+            "source": self.metrics_source,
             "decode_tok_s": decode,
             "own_tok_s": own,
             "running": running,
@@ -268,12 +259,6 @@ class LiveTracker:
             return Latencies(window_s)
         return Latencies(window_s, figures.ttft, figures.itl, figures.e2e)
 
-    def _stall_text(self, running: float, seconds: float, run: Run) -> str:
-        text = f"{int(running)} request(s) running, no token progress for {int(seconds)} s"
-        if self.last_log_line:
-            text += f"; log: {self.last_log_line}"
-        return text
-
     def _from_log(self, run: Run, window_s: float, effective: dict, alerts: list[Alert],
                   now: float | None) -> dict[str, Any]:
         newest = run.batches.newest_ts()
@@ -290,9 +275,12 @@ class LiveTracker:
             kv_total = fig.kv_used / fig.kv_usage
         state = "serving" if fig.running and not stale else "idle"
         last = run.batches.last_line_at
-        if fig.running and last is not None and now is not None and now - last >= self.stall_s:
+        stalled = None
+        if last is not None and now is not None:
+            stalled = rules.stall(fig.running, now - last, self.stall_s, self.last_log_line)
+        if stalled is not None:
             state = "stalled"
-            alerts.append(Alert("stall", "error", self._stall_text(fig.running, now - last, run)))
+            alerts.append(stalled)
         if fig.running and not fig.lines:
             state = "stalled" if state == "stalled" else "serving"
         return {
@@ -335,24 +323,16 @@ class LiveTracker:
             if effective.get(key) and effective.get(metric_key) and effective[key] != effective[metric_key]:
                 alerts.append(Alert("spec_mismatch", "warning",
                                     f"{key}: /server_info {effective[key]}, sglang:spec_* {effective[metric_key]}"))
-        accept = snap.get("accept_length")
-        if accept is not None and effective.get("algorithm") and self._enough_tokens(snap, window_s):
-            if self.baseline_accept and accept < ACCEPT_LOW_RATIO * self.baseline_accept:
-                alerts.append(Alert("accept_low", "error",
-                                    f"acceptance {accept:.2f}, far below the preset's last benchmark "
-                                    f"{self.baseline_accept:.2f}"))
-            elif accept < ACCEPT_NO_DRAFT:
-                alerts.append(Alert("accept_low", "error",
-                                    f"acceptance {accept:.2f} ≈ 1 token per step: did the draft's weights load?"))
-        used, total, queued = snap.get("kv_used"), snap.get("kv_total"), snap.get("queued")
-        if used is not None and total and used / total >= KV_FULL and queued:
-            alerts.append(Alert("kv_full", "warning", f"KV cache {used / total:.0%} full, {int(queued)} queued"))
+        _add(alerts, rules.acceptance(snap.get("accept_length"), bool(effective.get("algorithm")),
+                                      self._generated(snap, window_s), self.baseline_accept))
+        _add(alerts, rules.kv_full(snap.get("kv_used"), snap.get("kv_total"), snap.get("queued")))
 
-    def _enough_tokens(self, snap: dict[str, Any], window_s: float) -> bool:
+    def _generated(self, snap: dict[str, Any], window_s: float) -> float | None:
+        """Tokens generated over the window (None from the log: its figures count as enough)."""
         if snap.get("source") == "log":
-            return True
+            return None
         figures = self.run.window.figures(window_s)
-        return figures is not None and (figures.generated or 0) >= MIN_TOKENS_FOR_ACCEPT
+        return (figures.generated or 0.0) if figures is not None else 0.0
 
     def _add_point(self, run: Run, at: float | None, snap: dict[str, Any]) -> None:
         if at is None or snap.get("source") == "none":
@@ -362,6 +342,11 @@ class LiveTracker:
         used, total = snap.get("kv_used"), snap.get("kv_total")
         run.points.append(SeriesPoint(at, snap.get("decode_tok_s"), snap.get("accept_length"), snap.get("running"),
                                       snap.get("queued"), used / total if used is not None and total else None))
+
+
+def _add(alerts: list[Alert], alert: Alert | None) -> None:
+    if alert is not None:
+        alerts.append(alert)
 
 
 def _ago(seconds: float) -> str:

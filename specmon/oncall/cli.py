@@ -113,7 +113,12 @@ def run_start(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.json:
         print(text, flush=True)
-    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout)
+    from specmon.textfile import textfile_dir
+
+    exporter = _StartExporter(textfile_dir(args.textfile_dir), record.url)
+    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout,
+                         on_state=exporter.progress)
+    exporter.finished(preset.name, outcome)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",
         error=outcome.error,
@@ -124,6 +129,62 @@ def run_start(args: argparse.Namespace) -> int:
         return EXIT_OK
     _emit(args, data, f"failed after {outcome.took_s:.1f} s: {outcome.error}")
     return EXIT_FAILED
+
+
+class _StartExporter:
+    """`start --wait` to the textfile collector: capture progress while starting (at most once a second, on a
+    change of 5 % or more), then the phases and time to ready, or a failure by its kind."""
+
+    def __init__(self, directory, url: str) -> None:
+        self.directory, self.url = directory, url
+        self.shown: float | None = None
+        self.shown_at = 0.0
+
+    def progress(self, startup_state) -> None:
+        from specmon.textfile import capture_ratio, export, server_label
+
+        ratio = capture_ratio(startup_state)
+        if self.directory is None or ratio is None or time.monotonic() - self.shown_at < 1.0:
+            return
+        if self.shown is not None and abs(ratio - self.shown) < 0.05:
+            return
+        self.shown, self.shown_at = ratio, time.monotonic()
+        export(self.directory, _note,
+               set_=[("specmon_startup_capture_progress_ratio", {"server": server_label(self.url)}, ratio)])
+
+    def finished(self, preset: str, outcome) -> None:
+        from specmon.textfile import export, server_label, startup_samples
+
+        if self.directory is None:
+            return
+        server = server_label(self.url)
+        if outcome.state == "ready":
+            samples = startup_samples(self.url, preset, outcome.startup, outcome.took_s,
+                                      with_phases=not _exports_startup_phases(self.url))
+            export(self.directory, _note, set_=samples)
+            return
+        error = (outcome.startup or {}).get("error") or {}
+        reason = error.get("kind") if isinstance(error, dict) and error.get("kind") else outcome.state
+        export(self.directory, _note, add=[("specmon_startup_failures", {"server": server, "reason": reason}, 1.0)],
+               drop=[("specmon_startup_capture_progress_ratio", {"server": server})])
+
+
+def _exports_startup_phases(url: str) -> bool:
+    """Whether the server's /metrics already has SGLang's own `sglang:startup_time_seconds` (0.5.23+)."""
+    import httpx
+
+    try:
+        with httpx.Client(timeout=2.0, trust_env=False) as client, client.stream("GET", url + "/metrics") as answer:
+            seen = b""
+            for chunk in answer.iter_bytes():
+                seen = seen[-64:] + chunk
+                if b"sglang:startup_time_seconds" in seen:
+                    return True
+                if len(seen) > 8 * 1024 * 1024:
+                    break
+    except httpx.HTTPError:
+        pass
+    return False
 
 
 # --------------------------------------------------------------------------------------------------- ps
@@ -159,11 +220,32 @@ def run_ps(args: argparse.Namespace) -> int:
     """`specmon ps`: servers specmon launched and other SGLang servers on this host."""
     from specmon.oncall.discovery import find_servers
 
-    inventory = find_servers()
+    inventory = find_servers(with_gpus=not getattr(args, "prometheus_sd", False))
     for problem in inventory.problems:
         _note(f"ignored state file {problem}")
+    if getattr(args, "prometheus_sd", False):
+        print(json.dumps(prometheus_sd(inventory), indent=2))
+        return EXIT_OK
     _emit(args, inventory.to_json(), _format_ps(inventory))
     return EXIT_OK
+
+
+def prometheus_sd(inventory) -> list[dict[str, Any]]:
+    """Prometheus file_sd groups for the live servers specmon launched: one target each, labelled with
+    `server` (its id), `preset` and `role` (the preset's --disaggregation-mode, else unified)."""
+    from specmon.launch.presets import load_presets
+
+    presets = load_presets().presets
+    groups = []
+    for server in inventory.servers:
+        if not (server.alive and server.launched_by_specmon):
+            continue
+        preset = presets.get(server.preset) if server.preset else None
+        role = str(preset.args.get("disaggregation-mode", "unified")) if preset is not None else "unified"
+        groups.append({"targets": [server.url.split("://", 1)[-1].rstrip("/")],
+                       "labels": {"server": server.id, "preset": server.preset or "none",
+                                  "role": "unified" if role in ("null", "None") else role}})
+    return groups
 
 
 # ------------------------------------------------------------------------------------------------- stop
@@ -187,6 +269,20 @@ def pick_server(inventory, key: str | None, what: str):
         names = ", ".join(f"{s.id} ({s.preset or 'pid ' + str(s.pid)}, {s.url})" for s in alive)
         raise UsageError(f"several servers are running; say which to {what}: {names}")
     return alive[0]
+
+
+def _export_stop(args: argparse.Namespace, server, result) -> None:
+    """GPU memory left over by the stopped server (processes not killed) to the textfile collector."""
+    from specmon.textfile import export, server_label, textfile_dir
+
+    label = {"server": server_label(server.url)}
+    left_mib = sum(x.used_mib or 0.0 for x in result.leftovers if not x.killed)
+    update: dict[str, Any] = {"drop": [("specmon_startup_capture_progress_ratio", label)]}
+    if left_mib > 0:
+        update["set_"] = [("specmon_leftover_gpu_memory_bytes", label, left_mib * 1024 * 1024)]
+    else:
+        update["drop"].append(("specmon_leftover_gpu_memory_bytes", label))
+    export(textfile_dir(getattr(args, "textfile_dir", None)), _note, **update)
 
 
 def _describe(server) -> str:
@@ -226,6 +322,7 @@ def run_stop(args: argparse.Namespace) -> int:
             f"  killed pid {x.pid}" if x.killed else f"  could not kill pid {x.pid}" for x in killable
         )
     _emit(args, result.to_json(), "\n".join(lines))
+    _export_stop(args, server, result)
     ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
     return EXIT_OK if ok else EXIT_FAILED
 

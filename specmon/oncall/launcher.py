@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,7 @@ def wait_ready(
     create_time: float | None = None,
     timeout: float = DEFAULT_READY_TIMEOUT_S,
     poll_s: float = 0.1,
+    on_state: Callable[[Any], None] | None = None,
 ) -> ReadyOutcome:
     """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out."""
     import httpx
@@ -110,6 +112,8 @@ def wait_ready(
             read_log()
             took = time.monotonic() - started
             st = tracker.state
+            if on_state is not None:
+                on_state(st)
             if (failed := failure(took)) is not None:
                 return failed
             try:

@@ -39,6 +39,26 @@ def _store() -> SweepStore:
     return SweepStore(state_dir() / "sweeps")
 
 
+def _export(args: argparse.Namespace, report: SweepReport) -> None:
+    """Each measured preset's figures (with its speedup over the baseline) to the textfile collector."""
+    from specmon.bench.results import ResultStore
+    from specmon.textfile import bench_samples, export, textfile_dir
+
+    directory = textfile_dir(getattr(args, "textfile_dir", None))
+    if directory is None:
+        return
+    samples = []
+    for row in report.rows:
+        if row.get("state") != "measured" or not row.get("run_id"):
+            continue
+        try:
+            run = ResultStore().load(row["run_id"])
+        except (OSError, ValueError):
+            continue
+        samples += bench_samples(run.url, run.preset, run.summary, run.finished_at, row.get("speedup"))
+    export(directory, _note, set_=samples)
+
+
 def run_sweep(args: argparse.Namespace) -> int:
     """The `sweep` handler: 0 when every preset was measured, 1 when one failed or was skipped, 2 bad usage."""
     from specmon.bench.results import ResultStore
@@ -71,6 +91,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
     report = runner.run()
+    _export(args, report)
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, allow_nan=False, default=str)
         sys.stdout.write("\n")

@@ -49,6 +49,8 @@ class ServerView:
     sanity: Note | None = None
     restarts: int = 0
     """Restarts seen since specmon attached (in the log or over HTTP): the timeline shows the latest run."""
+    watched_through: str | None = None
+    """What the server is read through when not over its own HTTP API (e.g. "Prometheus")."""
     """The last sanity check's one-line summary and style."""
 
 
@@ -77,6 +79,8 @@ class MonitorState:
     _away_after_ready: bool = False
     failure_notified: tuple[int, Notice] | None = None
     """The log generation and the notice of the last startup-failure notification."""
+    watched_through: str | None = None
+    """What the server is read through when not over its own HTTP API (e.g. "Prometheus")."""
 
     def failure_notice(self, generation: int, error: StartupError | None) -> tuple[Notice, bool] | None:
         """The notification to give for a failed startup, and whether it replaces an earlier one of this run.
@@ -175,6 +179,7 @@ class MonitorState:
             preset=self.preset,
             sanity=self.sanity,
             restarts=max(log_restarts, self.restarts),  # a restart shows in both when the log is followed
+            watched_through=self.watched_through,
         )
 
 
@@ -219,6 +224,8 @@ def header_state(view: ServerView) -> str:
         return "capturing"  # between a bar's last frame and the capture's end line
     if http == "starting":
         return "warming up"
+    if view.watched_through and http is None:
+        return f"via {view.watched_through}"  # no HTTP, no log: the Live view's figures say how it is
     return "starting"
 
 

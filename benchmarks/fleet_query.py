@@ -1,0 +1,288 @@
+"""`specmon fleet`'s cost and truth, against a real Prometheus.
+
+    python -m benchmarks.fleet_query query [--servers 10 100]   # query time of one fleet snapshot
+    python -m benchmarks.fleet_query idle [--window 60]         # the fleet app's CPU while idle
+    python -m benchmarks.fleet_query agree [--window 30]        # fleet --once vs each server's monitor --once
+
+`query` backfills recorded series for N servers (`promtool tsdb create-blocks-from openmetrics`: 30 minutes at
+a 15 s scrape, each server TP2 with every family `fleet` reads, 8 DCGM GPUs per host of 4 servers), starts
+Prometheus on that TSDB, and times `FleetReader.read()` (every column's query, concurrently, plus the history).
+Targets: ≤ 50 ms for 10 servers, ≤ 2 × 50 ms for 100 (the ratio of the two is printed too). `idle` runs the fleet app headless on 10 live servers (4 emulators
+under load, 6 recorded captures, 5 s scrape; refresh every 5 s) and measures its CPU (target ≤ 1 % of a core). `agree` runs emulators under steady load
+behind a 1 s-scrape Prometheus and compares, over the same window, `fleet --once --json` with each server's
+own `monitor --once --json` (decode tok/s within 5 %, acceptance within 2 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from benchmarks.app_idle_cpu import cpu_seconds
+from tests.support.prometheus import Prometheus, promtool_binary
+
+STEP_S = 15
+SPAN_S = 1800
+BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 8.0, 20.0, float("inf"))
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def openmetrics(servers: int, end: int, seed: int = 7) -> str:
+    """Recorded-shape series for `servers` servers (TP2: each scheduler series twice), ending at `end`."""
+    rng = random.Random(seed)
+    times = list(range(end - SPAN_S, end + 1, STEP_S))
+    families: dict[str, list[str]] = {}
+
+    def add(family: str, sample: str, labels: str, values) -> None:
+        lines = families.setdefault(family, [])
+        lines.extend(f"{sample}{labels} {v:.6g} {t}" for t, v in zip(times, values, strict=True))
+
+    for i in range(servers):
+        instance = f"10.0.{i // 250}.{i % 250}:30000"
+        host = instance.split(":")[0]
+        base = {"job": "sglang", "instance": instance}
+        tok_s = rng.uniform(500, 5000)
+        accept = rng.uniform(1.5, 4.0)
+        add("up", "up", _labels(**base), [1.0] * len(times))
+        cumulative = [tok_s * (t - times[0]) for t in times]
+        for name, values in (("sglang:generation_tokens_total", cumulative),
+                             ("sglang:spec_verify_calls_total", [c / accept for c in cumulative]),
+                             ("sglang:num_requests_total", [c / 256 for c in cumulative]),
+                             ("sglang:prompt_tokens_total", [c / 2 for c in cumulative])):
+            add(name, name, _labels(**base, engine_type="unified", model_name="m"), values)
+        for tp in ("0", "1"):
+            sched = {**base, "engine_type": "unified", "model_name": "m", "tp_rank": tp, "pp_rank": "0"}
+            add("sglang:realtime_tokens_total", "sglang:realtime_tokens_total", _labels(**sched, mode="decode"),
+                cumulative)
+            for name, value in (("sglang:num_running_reqs", 24), ("sglang:num_queue_reqs", 2),
+                                ("sglang:num_used_tokens", 40000), ("sglang:max_total_num_tokens", 100000),
+                                ("sglang:token_usage", 0.4), ("sglang:spec_accept_length", accept),
+                                ("sglang:spec_num_draft_tokens", 4), ("sglang:spec_num_steps", 3)):
+                add(name, name, _labels(**sched), [value] * len(times))
+        requests = [c / 256 for c in cumulative]
+        for le in BUCKETS:
+            share = min(1.0, 0.3 + le / 4) if le != float("inf") else 1.0
+            add("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_bucket",
+                _labels(**base, engine_type="unified", model_name="m", le="+Inf" if le == float("inf") else f"{le}"),
+                [r * share for r in requests])
+        if i % 4 == 0:
+            for gpu in range(8):
+                dcgm = {"job": "dcgm", "instance": f"{host}:9400", "gpu": str(gpu), "Hostname": host,
+                        "modelName": "NVIDIA H200", "UUID": f"GPU-{i:04d}-{gpu}"}
+                for name, value in (("DCGM_FI_DEV_FB_USED", 120000), ("DCGM_FI_DEV_FB_FREE", 23000),
+                                    ("DCGM_FI_DEV_GPU_UTIL", rng.uniform(40, 99))):
+                    add(name, name, _labels(**dcgm), [value] * len(times))
+    out = []
+    for family, lines in families.items():
+        out.append(f"# TYPE {family} unknown" if family.startswith(("sglang:", "DCGM")) else f"# TYPE {family} gauge")
+        out.extend(lines)
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def backfilled_prometheus(tmp: Path, servers: int, end: int, rules: bool = False) -> Prometheus:
+    """Prometheus on a TSDB backfilled with `servers` servers' series; with `rules`, also with `specmon fleet
+    rules`' recording rules backfilled over the last 10 minutes (`promtool tsdb create-blocks-from rules`) and
+    loaded (so `fleet` reads those columns by record name)."""
+    data = tmp / "prometheus" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    source = tmp / "series.om"
+    source.write_text(openmetrics(servers, end))
+    subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+                   check=True, capture_output=True, timeout=600)
+    source.unlink()
+    retention = ["--storage.tsdb.retention.time=30d"]
+    if not rules:
+        return Prometheus(tmp, [], extra_args=retention)
+    rules_file = tmp / "rules.yml"
+    rules_file.write_text(subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
+                                         capture_output=True, text=True).stdout)
+    raw = Prometheus(tmp, [], extra_args=retention)
+    try:
+        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
+                        f"--end={end + 1}", f"--url={raw.url}", "--eval-interval=15s",
+                        f"--output-dir={tmp / 'recorded'}", str(rules_file)],
+                       check=True, capture_output=True, timeout=600)
+    finally:
+        raw.stop()
+    for block in (tmp / "recorded").iterdir():
+        block.rename(data / block.name)
+    return Prometheus(tmp, [], rule_files=[rules_file], extra_args=retention)
+
+
+async def time_reads(url: str, at: float, reads: int) -> list[float]:
+    from specmon.fleet.promapi import PromClient
+    from specmon.fleet.promql import FleetQueries
+    from specmon.fleet.reader import FleetReader
+    from specmon.fleet.tracker import FleetTracker
+
+    queries = FleetQueries(window_s=60)
+    async with PromClient(url) as client:
+        reader = FleetReader(client, queries, 60, clock=lambda: at)
+        await reader.configure()
+        print(f"  columns read from recording rules: {len(reader.queries.recorded)}")
+        tracker = FleetTracker(reader.queries, url)
+        times = []
+        for _ in range(reads):
+            reading = await reader.read()
+            snapshot = tracker.update(reading)
+            times.append(reading.query_s)
+        print(f"  {len(snapshot.rows)} rows; first: {json.dumps(snapshot.rows[0].to_json())[:200]}")
+    return times
+
+
+def run_query(args: argparse.Namespace) -> int:
+    results = {}
+    end = int(time.time()) - 120
+    for servers in args.servers:
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.monotonic()
+            prom = backfilled_prometheus(Path(tmp), servers, end, rules=args.rules)
+            try:
+                print(f"{servers} servers: backfilled and started in {time.monotonic() - started:.1f} s")
+                asyncio.run(time_reads(prom.url, end, 3))  # warm the caches
+                times = asyncio.run(time_reads(prom.url, end, args.reads))
+            finally:
+                prom.stop()
+        results[servers] = statistics.median(times) * 1000
+        print(f"  query time of one snapshot: median {results[servers]:.1f} ms, "
+              f"p90 {sorted(times)[int(0.9 * len(times))] * 1000:.1f} ms over {len(times)} reads")
+    small, large = min(results), max(results)
+    ok = results[small] <= 50 and results[large] <= 100
+    print("PASS" if ok else "FAIL", f"(target: ≤ 50 ms at {small} servers, ≤ 2 × 50 ms at {large}; "
+          f"{large} vs {small}: {results[large] / results[small]:.2f}×)"
+          f"{' with the recording rules' if args.rules else ' inline'}")
+    return 0 if ok else 1
+
+
+def run_idle(args: argparse.Namespace) -> int:
+    """The fleet app (refresh every 5 s, 200x50) on 10 live servers: 4 emulators under load and 6 recorded
+    captures, scraped every 5 s. Only the app's own process is measured."""
+    from scripts.fleet_rehearsal import SPEED, eagle3
+    from tests.support.prometheus import Job, Load, StaticMetrics
+    from tests.test_emulator import launch
+
+    capture = (Path(__file__).resolve().parent.parent / "tests/fixtures/real-sglang-0.5.16/eagle3/metrics.txt")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        servers = [launch(tmp_path, *flags, *SPEED, name=f"e{i}.log")
+                   for i, flags in enumerate((eagle3(4), eagle3(8), eagle3(4), []))]
+        static = [StaticMetrics(capture.read_text()) for _ in range(6)]
+        prom = load = None
+        try:
+            for server in servers:
+                server.wait_ready(60)
+            targets = [f"127.0.0.1:{s.port}" for s in servers] + [s.address for s in static]
+            prom = Prometheus(tmp_path, [Job("sglang", targets, interval="5s")])
+            load = Load([s.url for s in servers], streams=1, deadline_s=args.warmup + args.window + 60)
+            prom.wait_scraped('up{job="sglang"}', 10, minimum=2)
+            env = {**os.environ, "XDG_STATE_HOME": tmp, "SPECMON_HEADLESS_SIZE": "200x50"}
+            argv = [sys.executable, "-m", "specmon", "fleet", "--prometheus", prom.url, "--headless",
+                    "--duration", str(args.warmup + args.window + 3)]
+            proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            app = psutil.Process(proc.pid)
+            time.sleep(args.warmup)
+            cpu0, t0 = cpu_seconds(app), time.monotonic()
+            time.sleep(args.window)
+            cpu1, t1 = cpu_seconds(app), time.monotonic()
+            code = proc.wait(60)
+        finally:
+            if load is not None:
+                load.stop()
+            if prom is not None:
+                prom.stop()
+            for server in servers:
+                server.stop()
+            for item in static:
+                item.stop()
+    pct = 100 * (cpu1 - cpu0) / (t1 - t0)
+    print(f"fleet app, 10 live servers (4 emulators under load, 6 recorded captures; 5 s scrape), refresh every "
+          f"5 s, 200x50: {cpu1 - cpu0:.2f} CPU s over {t1 - t0:.0f} s = {pct:.2f} % of one core (exit {code})")
+    ok = code == 0 and pct <= 1.0
+    print("PASS" if ok else "FAIL", "(target: ≤ 1 % of one core)")
+    return 0 if ok else 1
+
+
+def run_agree(args: argparse.Namespace) -> int:
+    from scripts.fleet_rehearsal import SPEED, eagle3
+    from tests.support.prometheus import Job, Load
+    from tests.test_emulator import launch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        servers = {name: launch(tmp_path, *flags, *SPEED, name=f"{name}.log")
+                   for name, flags in (("eagle3-4", eagle3(4)), ("eagle3-8", eagle3(8)), ("plain", []))}
+        prom = load = None
+        try:
+            for server in servers.values():
+                server.wait_ready(60)
+            address = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
+            prom = Prometheus(tmp_path, [Job("sglang", list(address.values()))])
+            load = Load([s.url for s in servers.values()], streams=args.streams, deadline_s=args.window * 4 + 120)
+            time.sleep(args.warmup)
+            env = {**os.environ, "XDG_STATE_HOME": tmp}
+            monitors = {name: subprocess.Popen(
+                [sys.executable, "-m", "specmon", "monitor", "--url", s.url, "--once", "--json", "--window",
+                 str(args.window)], stdout=subprocess.PIPE, text=True, env=env) for name, s in servers.items()}
+            own = {name: json.loads(proc.communicate(timeout=args.window + 60)[0]) for name, proc in monitors.items()}
+            time.sleep(1.5)  # Prometheus' last scrape of the window
+            done = subprocess.run([sys.executable, "-m", "specmon", "fleet", "--prometheus", prom.url, "--window",
+                                   str(args.window + 1), "--once", "--json"], capture_output=True, text=True, env=env)
+            fleet = {row["server"]: row for row in json.loads(done.stdout)["servers"]}
+        finally:
+            if load is not None:
+                load.stop()
+            if prom is not None:
+                prom.stop()
+            for server in servers.values():
+                server.stop()
+    ok = True
+    for name, mine in own.items():
+        row = fleet[address[name]]
+        tok = abs(row["decode_tok_s"] - mine["decode_tok_s"]) / mine["decode_tok_s"] * 100
+        line = f"{name:9s} decode tok/s fleet {row['decode_tok_s']:8.1f} own {mine['decode_tok_s']:8.1f} ({tok:.1f} %)"
+        ok &= tok <= 5
+        if mine["accept_length"] is not None:
+            acc = abs(row["accept_length"] - mine["accept_length"]) / mine["accept_length"] * 100
+            line += f"   acceptance fleet {row['accept_length']:.3f} own {mine['accept_length']:.3f} ({acc:.2f} %)"
+            ok &= acc <= 2
+        print(line)
+    print("PASS" if ok else "FAIL", "(targets: decode tok/s within 5 %, acceptance within 2 %)")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    query = sub.add_parser("query")
+    query.add_argument("--servers", type=int, nargs="+", default=[10, 100])
+    query.add_argument("--reads", type=int, default=20)
+    query.add_argument("--rules", action="store_true",
+                       help="with `specmon fleet rules` loaded (and backfilled): columns read by record name")
+    idle = sub.add_parser("idle")
+    idle.add_argument("--window", type=float, default=60.0)
+    idle.add_argument("--warmup", type=float, default=15.0)
+    agree = sub.add_parser("agree")
+    agree.add_argument("--window", type=float, default=30.0)
+    agree.add_argument("--warmup", type=float, default=8.0)
+    agree.add_argument("--streams", type=int, default=3)
+    args = parser.parse_args()
+    return {"query": run_query, "idle": run_idle, "agree": run_agree}[args.what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""A server reachable only through Prometheus, drilled down into: its Live view fed from one instant query of
+its `sglang:*` samples (turned into the exposition text the /metrics parser reads), every few seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterable
+
+from specmon.fleet.promapi import PromClient, PromError, Sample
+from specmon.fleet.promql import FleetQueries
+from specmon.live.prom import parse_scrape
+from specmon.live.sampler import LiveMonitor
+from specmon.loop_thread import LoopThread
+
+TARGET_LABELS = frozenset({"instance", "job", "__name__"})
+"""Labels Prometheus adds per target: left out, so a multi-node server's ranks merge as one /metrics would."""
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def samples_text(samples: Iterable[Sample], drop: frozenset[str] = TARGET_LABELS) -> str:
+    """Instant-vector samples as Prometheus exposition text (`name{labels} value` lines)."""
+    lines = []
+    for sample in samples:
+        name = sample.labels.get("__name__")
+        if not name:
+            continue
+        labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()) if k not in drop)
+        lines.append(f"{name}{{{labels}}} {sample.value!r}" if labels else f"{name} {sample.value!r}")
+    return "\n".join(lines) + "\n"
+
+
+class PromLiveSampler:
+    """Feeds a LiveMonitor from Prometheus: one instant query of the server's `sglang:*` samples per interval.
+    Same `start()`/`stop()` as LiveSampler; Prometheus failing marks the server unreachable."""
+
+    def __init__(self, client_factory, queries: FleetQueries, server: str, monitor: LiveMonitor,
+                 interval_s: float = 2.0) -> None:
+        self.client_factory = client_factory
+        self.queries = queries
+        self.server = server
+        self.monitor = monitor
+        self.interval_s = interval_s
+        self.error: str | None = None
+        self._runner = LoopThread("specmon-prom-live-sampler")
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        with self.monitor.lock:
+            self.monitor.tracker.metrics_source = "prometheus"
+        self._runner.start(self._run)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stopping.set()
+        self._runner.cancel()
+        self._runner.join(timeout)
+
+    async def read_once(self, client: PromClient) -> None:
+        drop = TARGET_LABELS | {self.queries.server_label} | (
+            {self.queries.host_label} if self.queries.host_label else set())
+        try:
+            samples = await client.query(self.queries.server_samples(self.server))
+        except PromError as exc:
+            self.error = exc.message
+            with self.monitor.lock:
+                self.monitor.tracker.set_reachable(False)
+            return
+        self.error = None
+        scrape = parse_scrape(samples_text(samples, frozenset(drop)), time.time())
+        with self.monitor.lock:
+            self.monitor.tracker.set_reachable(bool(samples))
+            if samples:
+                self.monitor.tracker.add_scrape(scrape)
+
+    async def _run(self) -> None:
+        async with self.client_factory() as client:
+            while not self._stopping.is_set():
+                started = time.monotonic()
+                await self.read_once(client)
+                await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+
+def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> str | None:
+    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL."""
+    import httpx
+
+    for target in targets:
+        url = f"http://{target}"
+        try:
+            with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+                for path in ("/model_info", "/get_model_info"):
+                    if client.get(url + path).status_code == 200:
+                        return url
+        except httpx.HTTPError:
+            continue
+    return None

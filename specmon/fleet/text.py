@@ -1,0 +1,164 @@
+"""A FleetSnapshot as text: the fleet table's columns (in the order they are dropped from the right when the
+screen is narrow) and their cells, shared by `fleet --once` and the fleet screen. No Textual here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from specmon.fleet.model import FleetRow, FleetSnapshot
+from specmon.text import printable
+
+MISSING = "—"
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """One column of the fleet table: header, width and how a row's cell reads."""
+
+    key: str
+    header: str
+    width: int
+    cell: Callable[[FleetRow], str]
+    right: bool = False
+
+
+def _num(value: float | None, spec: str) -> str:
+    return MISSING if value is None else format(value, spec)
+
+
+def _pct(value: float | None) -> str:
+    return MISSING if value is None else f"{value * 100:.0f}%"
+
+
+def sparkline(values: Sequence[float | None], width: int, span: int = 60) -> str:
+    """`values` (the last `span` points: 15 minutes) in `width` block characters on a 0..max scale, each the
+    mean of its share of the points (gaps as spaces); a short history fills the right-hand end."""
+    values = list(values)[-span:]
+    per = max(1.0, span / width)
+    buckets: list[list[float]] = [[] for _ in range(width)]
+    known_any = False
+    for i, value in enumerate(reversed(values)):
+        slot = width - 1 - int(i / per)
+        if slot < 0:
+            break
+        if value is not None:
+            buckets[slot].append(value)
+            known_any = True
+    if not known_any:
+        return ""
+    points = [sum(b) / len(b) if b else None for b in buckets]
+    first = next(i for i, b in enumerate(buckets) if b)
+    points = points[first:]
+    known = [v for v in points if v is not None]
+    if not known:
+        return ""
+    top = max(known) or 1.0
+    return "".join(" " if v is None else SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1) + 0.5))]
+                   for v in points)
+
+
+def state_text(row: FleetRow) -> str:
+    if row.state == "down" and row.last_seen_s is not None:
+        return f"down {_short_ago(row.last_seen_s)}"
+    return row.state
+
+
+def _short_ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
+def accept_text(row: FleetRow) -> str:
+    if row.accept_length is None:
+        return MISSING
+    return f"{row.accept_length:.2f}" + ("g" if row.accept_source == "gauge" else "")
+
+
+def spec_text(row: FleetRow) -> str:
+    parts = [row.preset or MISSING, row.algorithm or MISSING, str(row.draft_tokens) if row.draft_tokens else MISSING]
+    return " · ".join(parts)
+
+
+def alert_text(row: FleetRow) -> str:
+    return row.alerts[0].kind if row.alerts else ""
+
+
+COLUMNS: tuple[TableColumn, ...] = (
+    TableColumn("server", "server", 20, lambda r: printable(r.server)),
+    TableColumn("state", "state", 9, state_text),
+    TableColumn("alert", "alert", 12, alert_text),
+    TableColumn("tok_s", "tok/s", 7, lambda r: _num(r.decode_tok_s, ".0f"), right=True),
+    TableColumn("history", "15 min tok/s", 12, lambda r: sparkline(r.history, 12)),
+    TableColumn("accept", "accept", 6, accept_text, right=True),
+    TableColumn("load", "run/q", 7, lambda r: MISSING if r.running is None else
+                f"{r.running:.0f}/{_num(r.queued, '.0f')}", right=True),
+    TableColumn("kv", "KV", 4, lambda r: _pct(r.kv_used_ratio), right=True),
+    TableColumn("ttft", "TTFT99", 7, lambda r: MISSING if r.ttft_p99_s is None else
+                f"{r.ttft_p99_s * 1000:.0f}ms" if r.ttft_p99_s < 10 else f"{r.ttft_p99_s:.0f}s", right=True),
+    TableColumn("gpu_mem", "GPU mem", 7, lambda r: _pct(r.gpu_memory_used_ratio), right=True),
+    TableColumn("gpu_util", "GPU min", 7, lambda r: MISSING if r.gpu_util_min is None else f"{r.gpu_util_min:.0f}%",
+                right=True),
+    TableColumn("role", "role", 8, lambda r: printable(r.role or MISSING)),
+    TableColumn("nodes", "nodes", 5, lambda r: f"{r.nodes_up}/{r.nodes_total}", right=True),
+    TableColumn("host", "host", 14, lambda r: printable(r.host or MISSING)),
+    TableColumn("spec", "preset · algorithm · draft", 26, lambda r: printable(spec_text(r))),
+)
+MESSAGE = TableColumn("message", "alerts", 24, lambda r: printable("; ".join(a.text for a in r.alerts)))
+"""The alerts in words: after the fixed columns that fit, it takes the width left (at least its own)."""
+
+
+def columns_for(width: int, gap: int = 1) -> tuple[TableColumn, ...]:
+    """The columns that fit in `width` cells (`gap` cells between), dropped right to left. When all fit, the
+    alerts in words replace the alert's kind and take the width left."""
+    chosen, used = [], 0
+    for column in COLUMNS:
+        need = column.width + (gap if chosen else 0)
+        if chosen and used + need > width:
+            break
+        chosen.append(column)
+        used += need
+    if len(chosen) == len(COLUMNS):
+        kept = [c for c in chosen if c.key != "alert"]
+        left = width - sum(c.width for c in kept) - gap * len(kept)
+        if left >= MESSAGE.width:
+            return (*kept, replace(MESSAGE, width=left))
+    return tuple(chosen)
+
+
+def header_line(snapshot: FleetSnapshot, with_error: bool = True) -> str:
+    """One line: counts first (they survive a narrow screen), the window and Prometheus, then what is wrong."""
+    rows = snapshot.rows
+    down = sum(1 for r in rows if r.state == "down")
+    alerting = sum(1 for r in rows if r.worst <= 1)
+    text = (f"{len(rows)} servers · {down} down · {alerting} alerting · window {snapshot.window_s:g} s · "
+            f"{printable(snapshot.prometheus.split('://', 1)[-1])}")
+    if with_error and snapshot.error:
+        text += f" · {error_line(snapshot)}"
+    elif snapshot.gpu_note:
+        text += f" · {snapshot.gpu_note}"
+    return text
+
+
+def error_line(snapshot: FleetSnapshot) -> str:
+    """Why Prometheus could not be read, in one line (and that the last snapshot is kept)."""
+    return ("last snapshot kept: " if snapshot.stale else "") + printable(snapshot.error or "")
+
+
+def snapshot_lines(snapshot: FleetSnapshot, width: int = 200) -> list[str]:
+    """The snapshot as a header line and a table (for `fleet --once` without --json)."""
+    columns = columns_for(width)
+    lines = [header_line(snapshot), ""]
+    lines.append(" ".join(_fit(c.header, c) for c in columns).rstrip())
+    for row in snapshot.rows:
+        lines.append(" ".join(_fit(c.cell(row), c) for c in columns).rstrip())
+    return lines
+
+
+def _fit(text: str, column: TableColumn) -> str:
+    text = text if len(text) <= column.width else text[: column.width - 1] + "…"
+    return text.rjust(column.width) if column.right else text.ljust(column.width)

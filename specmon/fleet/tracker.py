@@ -1,0 +1,383 @@
+"""FleetTracker: the answers to the fleet's queries in, one FleetRow per server out. Pure: no clock, no I/O.
+
+Servers are found from `up{selector}` grouped by the server label; a server that went down keeps its row
+(state "down", last seen N s ago), also once its targets left Prometheus' service discovery. Alerts are the
+Live view's own rules (specmon.live.rules), fed from the fleet's figures.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from specmon.fleet.model import FleetRow, FleetSnapshot
+from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
+from specmon.fleet.promql import Column, FleetQueries
+from specmon.live import rules
+from specmon.live.model import Alert
+
+MAX_SERVERS = 2000
+"""More servers than this are left out (and said): bounded memory whatever the selector matches."""
+FORGET_AFTER_S = 86400.0
+"""A server gone from Prometheus this long is no longer shown."""
+HISTORY_POINTS = 120
+LAST_UP = Column("last_up", "", "", 0, 1e11)
+"""When a down server was last up (Unix time), as the reader asks it (`FleetQueries.last_up`)."""
+NAN_IS_NO_DATA = frozenset({"ttft_p99_s", "accept_length"})
+"""Columns where NaN means "no requests in the window", not a bad value."""
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker of an sglang-router's `/workers`: its URL and role ("regular", "prefill", "decode")."""
+
+    url: str
+    role: str
+    healthy: bool | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    router: str | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """What specmon's own records say about a server: the preset it last benchmarked and that run's acceptance."""
+
+    preset: str | None = None
+    algorithm: str | None = None
+    draft_tokens: int | None = None
+    accept_length: float | None = None
+
+
+@dataclass(frozen=True)
+class FleetReading:
+    """One refresh: the answers to every column's query (and `up`), the tok/s history, the routers' workers."""
+
+    taken_at: float
+    window_s: float
+    scrape_s: float
+    up: Sequence[Sample]
+    columns: Mapping[str, Sequence[Sample]]
+    history: Sequence[RangeSeries] = ()
+    history_read: bool = True
+    """Whether `history` is a fresh 15-minute read (else each server's point is added from this refresh)."""
+    workers: Sequence[Worker] = ()
+    notes: Sequence[str] = ()
+    query_s: float | None = None
+
+
+@dataclass
+class _Target:
+    instance: str
+    up: bool
+    labels: dict[str, str]
+
+
+@dataclass
+class _Server:
+    name: str
+    targets: list[_Target] = field(default_factory=list)
+
+
+class FleetTracker:
+    """Turns FleetReadings into FleetSnapshots; remembers servers that went away and when each was last up."""
+
+    def __init__(self, queries: FleetQueries, prometheus: str, records: Mapping[str, Record] | None = None) -> None:
+        self.queries = queries
+        self.prometheus = prometheus
+        self.records = dict(records or {})
+        self.last: FleetSnapshot | None = None
+        self._last_up: dict[str, float] = {}
+        self._gone: dict[str, FleetRow] = {}
+        self._history: dict[str, deque[tuple[float, float | None]]] = {}
+
+    def failed(self, error: PromError, at: float) -> FleetSnapshot:
+        """Prometheus could not be read: the last snapshot kept, marked stale, with the one-line reason."""
+        base = self.last or FleetSnapshot(self.prometheus, self.queries.window_s)
+        return replace(base, error=error.message, error_kind=error.kind, stale=self.last is not None)
+
+    def update(self, reading: FleetReading) -> FleetSnapshot:
+        notes: list[str] = list(reading.notes)
+        servers = self._servers(reading.up, notes)
+        values: dict[str, dict[str, float]] = {}
+        labelled: dict[str, list[tuple[dict[str, str], float]]] = {}
+        columns = {column.key: column for column in self.queries.columns()} | {"last_up": LAST_UP}
+        for key, samples in reading.columns.items():
+            column = columns.get(key)
+            if column is None:
+                continue
+            checked = self._checked(column, samples, notes)
+            labelled[key] = checked
+            if not column.per_host:
+                values[key] = self._by_server(checked)
+        last_up = {name: when for name, when in values.get("last_up", {}).items()}
+        for name, server in servers.items():
+            if any(t.up for t in server.targets):
+                last_up[name] = reading.taken_at
+        for name, when in last_up.items():
+            self._last_up[name] = max(when, self._last_up.get(name, 0.0))
+        history = self._update_history(reading, values.get("decode_tok_s", {}), servers)
+        gpu_rows = labelled.get("gpu_memory_used_ratio", []) + labelled.get("gpu_util_min", [])
+        gpu_note = None
+        if not gpu_rows:
+            gpu_note = f"no DCGM series match {{{self.queries.gpu_selector}}}: GPU columns show —"
+        rows = []
+        for server in servers.values():
+            rows.append(self._row(server, reading, values, labelled, history))
+        seen = {row.server for row in rows}
+        for name in list(self._gone):
+            if name in seen:
+                del self._gone[name]
+        for row in (self.last.rows if self.last else ()):
+            if row.server not in seen and row.server not in self._gone:
+                self._gone[row.server] = row
+        for name, row in list(self._gone.items()):
+            last_up = self._last_up.get(name)
+            if last_up is not None and reading.taken_at - last_up > FORGET_AFTER_S:
+                del self._gone[name]
+                continue
+            rows.append(self._down(row, reading.taken_at, last_up))
+        rows.sort(key=lambda row: (row.worst, row.server))
+        snapshot = FleetSnapshot(self.prometheus, reading.window_s, tuple(rows), reading.taken_at, reading.scrape_s,
+                                 reading.query_s, tuple(notes), gpu_note)
+        self.last = snapshot
+        return snapshot
+
+    # ----- reading the answers
+
+    def _servers(self, up: Sequence[Sample], notes: list[str]) -> dict[str, _Server]:
+        label = self.queries.server_label
+        servers: dict[str, _Server] = {}
+        unlabelled = 0
+        for sample in up:
+            name = sample.labels.get(label)
+            if not name:
+                unlabelled += 1
+                continue
+            if name not in servers and len(servers) >= MAX_SERVERS:
+                notes.append(f"more than {MAX_SERVERS} servers: the rest left out")
+                break
+            server = servers.setdefault(name, _Server(name))
+            server.targets.append(_Target(sample.labels.get("instance", name), sample.value == 1.0,
+                                          dict(sample.labels)))
+        if unlabelled:
+            notes.append(f"{unlabelled} target(s) without the server label {label!r} left out")
+        return servers
+
+    def _checked(self, column: Column, samples: Sequence[Sample], notes: list[str]) -> list[tuple[dict, float]]:
+        kept, skipped = [], {}
+        for sample in samples:
+            why = column.check(sample.value)
+            if why is None:
+                kept.append((sample.labels, sample.value))
+            elif not (why == "NaN" and column.key in NAN_IS_NO_DATA):
+                skipped[why] = skipped.get(why, 0) + 1
+        for why, count in skipped.items():
+            notes.append(f"skipped {count} value(s) of {column.key}: {why}")
+        return kept
+
+    def _by_server(self, samples: list[tuple[dict, float]]) -> dict[str, float]:
+        label = self.queries.server_label
+        out: dict[str, float] = {}
+        for labels, value in samples:
+            name = labels.get(label)
+            if name is not None and name not in out:
+                out[name] = value
+        return out
+
+    def _update_history(self, reading: FleetReading, decode: dict[str, float],
+                        servers: dict[str, _Server]) -> dict[str, tuple[float | None, ...]]:
+        """Each server's tok/s over 15 minutes: a fresh range read replaces it; between reads, each refresh
+        adds its own point (one per history step at most)."""
+        label = self.queries.server_label
+        step = self.queries.history_step(reading.scrape_s)
+        if reading.history_read:
+            checker = Column("history", "", "", high=1e8)
+            self._history = {}
+            for item in reading.history:
+                name = item.labels.get(label)
+                if name:
+                    self._history[name] = deque(((t, None if checker.check(v) else v) for t, v in item.points),
+                                                maxlen=HISTORY_POINTS)
+        else:
+            for name in servers:
+                points = self._history.setdefault(name, deque(maxlen=HISTORY_POINTS))
+                if not points or reading.taken_at - points[-1][0] >= step:
+                    points.append((reading.taken_at, decode.get(name)))
+        for name in [n for n in self._history if n not in servers and n not in self._gone]:
+            if len(self._history) > MAX_SERVERS:
+                del self._history[name]
+        return {name: tuple(v for _, v in points) for name, points in self._history.items()}
+
+    # ----- one row
+
+    def _row(self, server: _Server, reading: FleetReading, values: dict[str, dict[str, float]],
+             labelled: dict[str, list[tuple[dict, float]]], history: dict[str, tuple]) -> FleetRow:
+        name = server.name
+
+        def v(key: str) -> float | None:
+            return values.get(key, {}).get(name)
+
+        host = self._host(server)
+        nodes_up = sum(1 for t in server.targets if t.up)
+        target_label = _first_label(server, ("preset", "algorithm", "role", "draft_tokens"))
+        record = self._record(server)
+        per_dp: dict[str, float] = {}
+        engine_type = None
+        for labels, value in labelled.get("running_per_dp", []):
+            if labels.get(self.queries.server_label) == name:
+                per_dp[labels.get("dp_rank", "")] = value
+                engine_type = engine_type or labels.get("engine_type")
+        running = sum(per_dp.values()) if per_dp else None
+        role, role_source = self._role(server, reading.workers, target_label, engine_type)
+        draft = v("draft_tokens")
+        draft_tokens = int(draft) if draft else _int(target_label.get("draft_tokens")) or record.draft_tokens
+        algorithm = target_label.get("algorithm") or record.algorithm
+        accept, source = v("accept_length"), "counters"
+        gauge = v("accept_gauge")
+        if accept is None and gauge:
+            accept, source = gauge, "gauge"
+        if accept is None:
+            source = None
+        speculative = bool((algorithm and algorithm.upper() != "NONE") or (draft_tokens or 0) > 0
+                           or (v("num_steps") or 0) > 0 or accept)
+        generated = (v("generation_tok_s") or 0.0) * reading.window_s
+        restarts = int(v("restarts") or 0)
+        kv, queued = v("kv_used_ratio"), v("queued")
+        decode = v("decode_tok_s")
+        stall_rate = v("stall_decode_tok_s") if "stall_decode_tok_s" in values else decode
+        stalled_for = 0.0
+        if stall_rate == 0:  # no progress over the stall window, as far as Prometheus' samples reach back
+            covered = (v("stall_samples") or 0.0) * reading.scrape_s
+            stalled_for = min(max(reading.window_s, rules.STALL_S), covered)
+        alerts: list[Alert] = []
+        if nodes_up == 0:
+            alerts.append(self._down_alert(name, reading.taken_at))
+        else:
+            if nodes_up < len(server.targets):
+                down = [t.instance for t in server.targets if not t.up]
+                alerts.append(Alert("down", "warning", f"{len(down)} of {len(server.targets)} nodes down: "
+                                    + ", ".join(down[:4])))
+            for alert in (rules.stall(running, stalled_for),
+                          rules.acceptance(accept, speculative, generated, record.accept_length),
+                          rules.kv_full(kv, 1.0, queued),
+                          rules.dp_imbalance(per_dp),
+                          rules.restarted(restarts)):
+                if alert is not None:
+                    alerts.append(alert)
+        if nodes_up == 0:
+            state = "down"
+        elif any(a.kind == "stall" for a in alerts):
+            state = "stalled"
+        elif restarts:
+            state = "restarted"
+        else:
+            state = "serving" if running else "idle"
+        last_up = self._last_up.get(name)
+        return FleetRow(
+            server=name, host=host, role=role, role_source=role_source, state=state, restarts=restarts,
+            nodes_up=nodes_up, nodes_total=len(server.targets),
+            last_seen_s=None if nodes_up or last_up is None else max(0.0, reading.taken_at - last_up),
+            preset=target_label.get("preset") or record.preset, algorithm=algorithm, draft_tokens=draft_tokens,
+            decode_tok_s=decode if nodes_up else None, accept_length=accept if nodes_up else None,
+            accept_source=source if nodes_up else None, running=running if nodes_up else None,
+            queued=queued if nodes_up else None, kv_used_ratio=kv if nodes_up else None,
+            ttft_p99_s=v("ttft_p99_s") if nodes_up else None,
+            gpu_memory_used_ratio=self._gpu(labelled.get("gpu_memory_used_ratio", []), server, max),
+            gpu_util_min=self._gpu(labelled.get("gpu_util_min", []), server, min),
+            alerts=tuple(alerts), history=history.get(name, ()),
+            targets=tuple(t.instance for t in server.targets),
+        )
+
+    def _down_alert(self, name: str, now: float) -> Alert:
+        last_up = self._last_up.get(name)
+        seen = f"last seen {_ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
+        return Alert("down", "error", f"down, {seen}: no target answers Prometheus' scrapes")
+
+    def _down(self, row: FleetRow, now: float, last_up: float | None) -> FleetRow:
+        """A server whose targets left Prometheus: kept as down, its last figures dropped."""
+        alert = Alert("down", "error", "gone from Prometheus' targets"
+                      + (f" (last seen {_ago(now - last_up)} ago)" if last_up is not None else ""))
+        return FleetRow(server=row.server, host=row.host, role=row.role, role_source=row.role_source, state="down",
+                        restarts=row.restarts, nodes_up=0, nodes_total=row.nodes_total,
+                        last_seen_s=None if last_up is None else max(0.0, now - last_up), preset=row.preset,
+                        algorithm=row.algorithm, draft_tokens=row.draft_tokens, alerts=(alert,),
+                        targets=row.targets)
+
+    def _host(self, server: _Server) -> str | None:
+        hosts = self._hosts(server)
+        return hosts[0] if hosts else None
+
+    def _hosts(self, server: _Server) -> list[str]:
+        """The hosts of the server's targets (a multi-node server has several): the host label, else the
+        target's address without its port."""
+        label = self.queries.host_label
+        hosts = []
+        for target in server.targets:
+            host = target.labels.get(label) if label else host_of(target.instance)
+            if host and host not in hosts:
+                hosts.append(host)
+        return hosts
+
+    def _record(self, server: _Server) -> Record:
+        for target in server.targets:
+            record = self.records.get(target.instance) or self.records.get(server.name)
+            if record is not None:
+                return record
+        return Record()
+
+    def _role(self, server: _Server, workers: Sequence[Worker], target_label: dict[str, str],
+              engine_type: str | None) -> tuple[str | None, str | None]:
+        addresses = {t.instance for t in server.targets} | {server.name}
+        for worker in workers:
+            if _netloc(worker.url) in addresses:
+                return worker.role, "router"
+        if target_label.get("role"):
+            return target_label["role"], "label"
+        if engine_type:
+            return engine_type, "engine_type"
+        return None, None
+
+    def _gpu(self, samples: list[tuple[dict, float]], server: _Server, pick) -> float | None:
+        """A DCGM series belongs to the server when its `Hostname`, or its target's host label, is one of the
+        server's hosts (the highest memory use and the lowest utilization over them)."""
+        hosts = set(self._hosts(server))
+        mine = [value for labels, value in samples if on_host(labels, hosts, self.queries.host_label)]
+        return pick(mine) if mine else None
+
+
+def on_host(labels: Mapping[str, str], hosts: set[str], host_label: str | None) -> bool:
+    """Whether a DCGM series belongs to one of `hosts`: by its `Hostname`, or by its target's host label (the
+    target's address without its port when no host label is given)."""
+    target_host = labels.get(host_label) if host_label else host_of(labels.get("instance", ""))
+    return labels.get("Hostname") in hosts or target_host in hosts
+
+
+def _first_label(server: _Server, names: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for target in server.targets:
+        for name in names:
+            if name not in out and target.labels.get(name):
+                out[name] = target.labels[name]
+    return out
+
+
+def _netloc(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0]
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"

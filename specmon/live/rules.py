@@ -1,0 +1,78 @@
+"""The Live view's alert rules on plain figures: one server's stall, acceptance, KV, DP balance and restarts.
+
+The Live view (LiveTracker) and the fleet (FleetTracker) both call these, so a rule is written once; the
+fleet's Prometheus rules file takes its thresholds from here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from specmon.live.model import Alert
+
+STALL_S = 60.0
+"""Requests running and no token progress this long is a stall. SGLang refreshes its gauges only at decode-log
+intervals and, idle, every 30 s: a shorter limit would call a just-idle server stalled."""
+ACCEPT_LOW_RATIO = 0.6
+"""Acceptance below this fraction of the preset's last benchmark is far below it."""
+ACCEPT_NO_DRAFT = 1.1
+"""A draft whose weights did not load accepts about one token per step."""
+MIN_TOKENS_FOR_ACCEPT = 200
+"""Fewer generated tokens than this over the window say nothing about acceptance."""
+DP_IMBALANCE_MIN_SPREAD = 4.0
+KV_FULL = 0.95
+
+
+def stall(running: float | None, stalled_for_s: float, stall_s: float = STALL_S,
+          last_log_line: str | None = None) -> Alert | None:
+    """Requests running and no token progress for `stall_s` or longer."""
+    if not running or stalled_for_s < stall_s:
+        return None
+    text = f"{int(running)} request(s) running, no token progress for {int(stalled_for_s)} s"
+    if last_log_line:
+        text += f"; log: {last_log_line}"
+    return Alert("stall", "error", text)
+
+
+def acceptance(accept: float | None, speculative: bool, generated: float | None,
+               baseline: float | None) -> Alert | None:
+    """Acceptance far below the preset's last benchmark, or ≈ 1 (a draft that did not load).
+
+    `generated`: tokens generated over the window (None: enough, as the log's figures are); fewer than
+    MIN_TOKENS_FOR_ACCEPT say nothing."""
+    if accept is None or not speculative:
+        return None
+    if generated is not None and generated < MIN_TOKENS_FOR_ACCEPT:
+        return None
+    if baseline and accept < ACCEPT_LOW_RATIO * baseline:
+        return Alert("accept_low", "error",
+                     f"acceptance {accept:.2f}, far below the preset's last benchmark {baseline:.2f}")
+    if accept < ACCEPT_NO_DRAFT:
+        return Alert("accept_low", "error", f"acceptance {accept:.2f} ≈ 1 token per step: did the draft's weights load?")
+    return None
+
+
+def kv_full(used: float | None, total: float | None, queued: float | None) -> Alert | None:
+    """The KV cache nearly full while requests wait."""
+    if used is None or not total or not queued or used / total < KV_FULL:
+        return None
+    return Alert("kv_full", "warning", f"KV cache {used / total:.0%} full, {int(queued)} queued")
+
+
+def dp_imbalance(running_per_dp: Mapping[str, float]) -> Alert | None:
+    """Data-parallel ranks with very different numbers of running requests."""
+    if len(running_per_dp) < 2:
+        return None
+    values = list(running_per_dp.values())
+    if max(values) - min(values) < DP_IMBALANCE_MIN_SPREAD or max(values) < 2 * max(min(values), 1):
+        return None
+    shown = ", ".join(f"DP{k} {int(v)}" for k, v in sorted(running_per_dp.items()))
+    return Alert("dp_imbalance", "warning", f"DP ranks unbalanced: running {shown}")
+
+
+def restarted(restarts: int, series: int | None = None) -> Alert | None:
+    """The server restarted (counters went down, or a new start time)."""
+    if restarts <= 0:
+        return None
+    text = f"{restarts} restart(s) seen" + (f"; series {series}" if series is not None else "")
+    return Alert("restart", "info", text)

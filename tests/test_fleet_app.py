@@ -1,0 +1,85 @@
+"""The fleet screen: SVG snapshots at 80x24 and 200x50 (fed a fixed snapshot, no Prometheus), a stale
+snapshot dimmed with the error in one line, the keys and palette, and Enter's drill-down command.
+
+Regenerate after an intended change: `.venv/bin/python -m pytest tests/test_fleet_app.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specmon.widgets.fleet_table import FleetView
+from tests.support.app_harness import screen_text
+from tests.support.fleet_harness import PROMETHEUS, fleet_app, fleet_snapshot
+
+SIZES = {"80x24": (80, 24), "200x50": (200, 50)}
+
+
+def _showing(stale: bool = False):
+    async def run_before(pilot) -> None:
+        if stale:
+            pilot.app.show(fleet_snapshot())
+        pilot.app.show(fleet_snapshot(stale=stale))
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_fleet(snap_compare, size):
+    assert snap_compare(fleet_app(), terminal_size=SIZES[size], run_before=_showing())
+
+
+def test_fleet_stale_at_80x24(snap_compare):
+    assert snap_compare(fleet_app(), terminal_size=(80, 24), run_before=_showing(stale=True))
+
+
+async def test_rows_sorted_columns_drop_and_stale_dims():
+    app = fleet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.pause(0.1)
+        view = app.query_one(FleetView)
+        text = screen_text(app)
+        assert "node-c:30000" in text and "down" in text and "15 min tok/s" in text
+        assert "TTFT99" not in text  # dropped at 80 columns
+        assert view.table.row_count == 8 and not view.has_class("-stale")
+        app.show(fleet_snapshot(stale=True))
+        await pilot.pause(0.1)
+        assert view.has_class("-stale") and "last snapshot kept: Prometheus" in screen_text(app)
+        assert view.table.row_count == 8  # the last rows kept
+    app = fleet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.pause(0.1)
+        text = screen_text(app)
+        assert "TTFT99" in text and "KV cache 97% full, 17 queued" in text and "2.35g" in text
+
+
+async def test_enter_opens_the_selected_server_or_says_how_headless():
+    app = fleet_app(read_only=True)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.pause(0.1)
+        await pilot.press("down", "down")
+        assert app.query_one(FleetView).selected_server() == "node-b:30000"
+        argv = app.drill_argv("node-b:30000")
+        assert argv[3:7] == ["fleet", "--prometheus", PROMETHEUS, "--selector"]
+        assert argv[-3:] == ["--server", "node-b:30000", "--read-only"]
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        notes = [n.message for n in app._notifications]
+        assert any("specmon fleet --prometheus" in m and "--server node-b:30000" in m for m in notes), notes
+
+
+async def test_every_key_is_in_the_footer_and_the_palette():
+    from specmon.tui.fleet import ACTION_HELP, BINDINGS
+
+    app = fleet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        footer = [line for line in screen_text(app).splitlines() if "Quit" in line][-1]
+    for binding in BINDINGS:
+        assert ACTION_HELP[binding.action][0] in titles
+        assert binding.description in footer

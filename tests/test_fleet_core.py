@@ -1,0 +1,233 @@
+"""FleetTracker fed with query answers as Prometheus gives them (pure: no Prometheus here), the PromQL's shape,
+and the fleet table's text. The same answers from a real Prometheus are in test_fleet_prometheus.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specmon.fleet.model import FleetSnapshot
+from specmon.fleet.promapi import PromError, RangeSeries, Sample, format_duration, host_of, parse_duration
+from specmon.fleet.promql import FleetQueries, valid_selector, window_for
+from specmon.fleet.text import columns_for, snapshot_lines, sparkline
+from specmon.fleet.tracker import FleetReading, FleetTracker, Record, Worker
+from specmon.live import rules
+
+JSON_KEYS = ["server", "host", "role", "state", "restarts", "nodes_up", "preset", "algorithm", "draft_tokens",
+             "decode_tok_s", "accept_length", "accept_source", "running", "queued", "kv_used_ratio", "ttft_p99_s",
+             "gpu_memory_used_ratio", "gpu_util_min", "alerts"]
+NOW = 1_800_000_000.0
+
+
+def up(instance: str, value: float = 1.0, **labels: str) -> Sample:
+    return Sample({"__name__": "up", "job": "sglang", "instance": instance, **labels}, value)
+
+
+def per(server: str, value: float, **labels: str) -> Sample:
+    return Sample({"instance": server, **labels}, value)
+
+
+def reading(ups, columns=None, **kw) -> FleetReading:
+    return FleetReading(taken_at=kw.pop("taken_at", NOW), window_s=kw.pop("window_s", 60.0), scrape_s=5.0,
+                        up=ups, columns=columns or {}, **kw)
+
+
+def tracker(**kw) -> FleetTracker:
+    return FleetTracker(FleetQueries(), "http://prom:9090", **kw)
+
+
+def test_rows_have_the_issue_s_json_keys_and_nulls_where_unknown():
+    snap = tracker().update(reading([up("a:1")]))
+    (row,) = snap.to_json()["servers"]
+    assert list(row) == JSON_KEYS
+    assert row["server"] == "a:1" and row["host"] == "a" and row["state"] == "idle"
+    assert row["decode_tok_s"] is None and row["accept_length"] is None and row["alerts"] == []
+    assert list(snap.to_json()) == ["prometheus", "window_s", "servers"]
+
+
+def test_down_server_keeps_its_row_with_last_seen_and_sorts_first():
+    columns = {"last_up": [per("b:1", NOW - 95)], "running_per_dp": [per("a:1", 2, dp_rank="0")],
+               "decode_tok_s": [per("a:1", 120.0)]}
+    snap = tracker().update(reading([up("a:1"), up("b:1", 0.0)], columns))
+    assert [r.server for r in snap.rows] == ["b:1", "a:1"]
+    down = snap.rows[0]
+    assert down.state == "down" and down.last_seen_s == pytest.approx(95)
+    assert down.alerts[0].kind == "down" and "down, last seen 95 s ago" in down.alerts[0].text
+    assert snap.rows[1].state == "serving" and snap.rows[1].running == 2
+    assert snap.alerting
+
+
+def test_a_server_gone_from_the_targets_stays_down_then_is_forgotten_after_a_day():
+    t = tracker()
+    t.update(reading([up("a:1"), up("b:1")], {"last_up": [per("b:1", NOW)]}))
+    snap = t.update(reading([up("a:1")], taken_at=NOW + 30))
+    gone = next(r for r in snap.rows if r.server == "b:1")
+    assert gone.state == "down" and "gone from Prometheus' targets" in gone.alerts[0].text
+    assert gone.last_seen_s == pytest.approx(30)
+    later = t.update(reading([up("a:1")], taken_at=NOW + 90000))
+    assert [r.server for r in later.rows] == ["a:1"]
+
+
+@pytest.mark.parametrize(("value", "why"), [(math.nan, "NaN"), (math.inf, "infinite"), (-3.0, "negative"),
+                                            (5e9, "absurd")])
+def test_every_value_is_checked_and_a_skipped_one_is_said(value, why):
+    snap = tracker().update(reading([up("a:1")], {"queued": [per("a:1", value)],
+                                                  "decode_tok_s": [per("a:1", value * 100)]}))
+    row = snap.rows[0]
+    assert row.queued is None and row.decode_tok_s is None
+    assert any(f"of queued: {why}" in note for note in snap.notes), snap.notes
+
+
+def test_nan_ttft_of_an_idle_server_is_no_data_not_a_skipped_value():
+    snap = tracker().update(reading([up("a:1")], {"ttft_p99_s": [per("a:1", math.nan)]}))
+    assert snap.rows[0].ttft_p99_s is None and snap.notes == ()
+
+
+def test_acceptance_from_counters_else_the_gauge_marked_as_such():
+    counters = tracker().update(reading([up("a:1")], {"accept_length": [per("a:1", 3.2)],
+                                                      "accept_gauge": [per("a:1", 2.0)]})).rows[0]
+    assert (counters.accept_length, counters.accept_source) == (3.2, "counters")
+    gauge = tracker().update(reading([up("a:1")], {"accept_gauge": [per("a:1", 2.0)]})).rows[0]
+    assert (gauge.accept_length, gauge.accept_source) == (2.0, "gauge")
+    assert "2.00g" in "\n".join(snapshot_lines(FleetSnapshot("p", 60, (gauge,))))
+
+
+def test_acceptance_alerts_are_the_live_view_s_rules():
+    enough = rules.MIN_TOKENS_FOR_ACCEPT / 60 + 1
+    near_one = tracker().update(reading([up("a:1")], {"accept_length": [per("a:1", 1.02)],
+                                                      "generation_tok_s": [per("a:1", enough)]})).rows[0]
+    assert [a.kind for a in near_one.alerts] == ["accept_low"] and "≈ 1" in near_one.alerts[0].text
+    too_few = tracker().update(reading([up("a:1")], {"accept_length": [per("a:1", 1.02)],
+                                                     "generation_tok_s": [per("a:1", 1.0)]})).rows[0]
+    assert too_few.alerts == ()
+    records = {"a:1": Record(preset="eagle3-16", algorithm="EAGLE3", draft_tokens=16, accept_length=5.0)}
+    far = tracker(records=records).update(reading([up("a:1")], {"accept_length": [per("a:1", 2.0)],
+                                                                "generation_tok_s": [per("a:1", enough)]})).rows[0]
+    assert far.alerts[0].kind == "accept_low" and "far below the preset's last benchmark 5.00" in far.alerts[0].text
+    assert (far.preset, far.algorithm, far.draft_tokens) == ("eagle3-16", "EAGLE3", 16)
+
+
+def test_stall_kv_full_dp_imbalance_and_restart():
+    columns = {
+        "running_per_dp": [per("a:1", 1, dp_rank="0"), per("a:1", 12, dp_rank="1")],
+        "decode_tok_s": [per("a:1", 0.0)], "kv_used_ratio": [per("a:1", 0.97)], "queued": [per("a:1", 4)],
+        "restarts": [per("a:1", 1)], "stall_samples": [per("a:1", 13)],
+    }
+    row = tracker().update(reading([up("a:1")], columns)).rows[0]
+    assert {a.kind for a in row.alerts} == {"stall", "kv_full", "dp_imbalance", "restart"}
+    assert row.state == "stalled" and row.running == 13 and row.restarts == 1
+
+
+def test_no_stall_is_called_before_prometheus_holds_a_stall_limit_of_samples():
+    columns = {"running_per_dp": [per("a:1", 3)], "decode_tok_s": [per("a:1", 0.0)], "stall_samples": [per("a:1", 4)]}
+    row = tracker().update(reading([up("a:1")], columns)).rows[0]
+    assert row.state == "serving" and row.alerts == ()  # 4 scrapes × 5 s: 20 s seen, not 60
+
+
+def test_a_window_shorter_than_the_stall_limit_uses_the_stall_window_s_rate():
+    queries = FleetQueries(window_s=20)
+    assert "stall_decode_tok_s" in {c.key for c in queries.columns()}
+    columns = {"running_per_dp": [per("a:1", 3)], "decode_tok_s": [per("a:1", 0.0)],
+               "stall_decode_tok_s": [per("a:1", 50.0)]}
+    row = FleetTracker(queries, "p").update(reading([up("a:1")], columns, window_s=20)).rows[0]
+    assert row.state == "serving" and row.alerts == ()
+
+
+def test_multi_node_server_groups_targets_by_the_server_label():
+    queries = FleetQueries(server_label="server")
+    ups = [up("n0:1", server="big"), up("n1:1", 0.0, server="big")]
+    row = FleetTracker(queries, "p").update(reading(ups)).rows[0]
+    assert (row.server, row.nodes_up, row.nodes_total, row.state) == ("big", 1, 2, "idle")
+    assert row.alerts[0].kind == "down" and row.alerts[0].severity == "warning" and "n1:1" in row.alerts[0].text
+
+
+def test_role_from_the_router_then_a_target_label_then_engine_type():
+    ups = [up("a:1"), up("b:1", role="decode"), up("c:1")]
+    columns = {"running_per_dp": [per("a:1", 0, engine_type="unified"), per("c:1", 0, engine_type="prefill")]}
+    workers = [Worker("http://a:1", "prefill")]
+    rows = {r.server: r for r in tracker().update(reading(ups, columns, workers=workers)).rows}
+    assert (rows["a:1"].role, rows["a:1"].role_source) == ("prefill", "router")
+    assert (rows["b:1"].role, rows["b:1"].role_source) == ("decode", "label")
+    assert (rows["c:1"].role, rows["c:1"].role_source) == ("prefill", "engine_type")
+
+
+def test_dcgm_series_belong_to_a_server_by_hostname_or_host_and_absence_is_said():
+    ups = [up("gpuhost:30000"), up("other:30000")]
+    columns = {"gpu_memory_used_ratio": [Sample({"Hostname": "gpuhost", "instance": "x:9400"}, 0.8)],
+               "gpu_util_min": [Sample({"Hostname": "dcgm-pod", "instance": "other:9400"}, 12.0)]}
+    snap = tracker().update(reading(ups, columns))
+    rows = {r.server: r for r in snap.rows}
+    assert rows["gpuhost:30000"].gpu_memory_used_ratio == 0.8 and rows["gpuhost:30000"].gpu_util_min is None
+    assert rows["other:30000"].gpu_util_min == 12.0 and snap.gpu_note is None
+    bare = tracker().update(reading(ups))
+    assert "no DCGM series" in bare.gpu_note and bare.rows[0].gpu_memory_used_ratio is None
+
+
+def test_prometheus_failing_keeps_the_last_snapshot_stale_with_one_line():
+    t = tracker()
+    t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 10.0)]}))
+    failed = t.failed(PromError("unauthorized", "Prometheus at http://prom:9090 answered HTTP 401"), NOW + 5)
+    assert failed.stale and failed.error_kind == "unauthorized" and failed.rows[0].decode_tok_s == 10.0
+    first = tracker().failed(PromError("unreachable", "did not answer"), NOW)
+    assert not first.stale and first.rows == ()
+
+
+def test_history_is_checked_and_drawn_as_a_sparkline():
+    history = [RangeSeries({"instance": "a:1"}, ((1, 0.0), (2, 50.0), (3, math.nan), (4, 100.0)))]
+    row = tracker().update(reading([up("a:1")], history=history)).rows[0]
+    assert row.history == (0.0, 50.0, None, 100.0)
+    assert sparkline(row.history, 4, span=4) == "▁▅ █"
+    assert sparkline([float(v) for v in range(60)], 6) == "▂▃▄▅▇█"  # 15 minutes in 6 cells, 10 points each
+    assert sparkline([10.0, 20.0], 6) == "█"  # 30 s of history: one cell of 2.5 minutes
+
+
+def test_window_is_four_scrape_intervals_at_least_and_durations_read_back():
+    assert window_for(10, 15) == 60 and window_for(120, 15) == 120
+    assert parse_duration("1m30s") == 90 and parse_duration("500ms") == 0.5 and parse_duration("x") is None
+    assert format_duration(90) == "90s" and format_duration(120) == "2m" and format_duration(3600) == "1h"
+    assert host_of("10.0.0.1:30000") == "10.0.0.1" and host_of("http://[::1]:9090/x") == "::1"
+
+
+def test_selectors_are_checked():
+    assert valid_selector('job="sglang",env=~"prod.*"') and valid_selector("")
+    assert not valid_selector('job="sglang"} or vector(1) {') and not valid_selector('job="x')
+
+
+def test_dp_dedup_is_max_by_dp_rank_then_sum_and_every_query_spans_all_servers():
+    queries = FleetQueries(selector='job="s"', server_label="server")
+    running = queries.dedup("sglang:num_running_reqs")
+    assert running == 'sum by (server) (max by (server, dp_rank) (sglang:num_running_reqs{job="s"}))'
+    for column in queries.columns():
+        assert "server=" not in column.expr and "instance=" not in column.expr  # one query for every server
+
+
+def test_columns_drop_right_to_left_and_fit():
+    narrow = columns_for(78)
+    assert [c.key for c in narrow][:4] == ["server", "state", "alert", "tok_s"]
+    assert sum(c.width for c in narrow) + len(narrow) - 1 <= 78
+    wide = columns_for(198, gap=2)
+    assert len(wide) > len(narrow) and wide[-1].key == "message" and wide[-1].width >= 24
+    assert "alert" not in {c.key for c in wide}  # the alerts in words replace their kind
+    assert sum(c.width for c in wide) + 2 * (len(wide) - 1) <= 198
+
+
+def test_between_history_reads_each_refresh_adds_its_point_one_per_step():
+    t = tracker()
+    first = [RangeSeries({"instance": "a:1"}, ((NOW - 30, 10.0), (NOW - 15, 20.0)))]
+    t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 25.0)]}, history=first))
+    row = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 30.0)]}, taken_at=NOW + 15,
+                           history_read=False)).rows[0]
+    assert row.history == (10.0, 20.0, 30.0)
+    same_step = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 99.0)]}, taken_at=NOW + 20,
+                                 history_read=False)).rows[0]
+    assert same_step.history == (10.0, 20.0, 30.0)
+
+
+def test_combined_query_tags_every_column_and_up():
+    queries = FleetQueries()
+    combined = " or ".join(queries.combined(3))
+    assert len(queries.combined(3)) == 3
+    keys = ["up"] + [c.key for c in queries.columns()]
+    assert combined.count("label_replace(") == len(keys)
+    assert all(f'"specmon_column", "{key}"' in combined for key in keys)

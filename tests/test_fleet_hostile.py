@@ -1,0 +1,202 @@
+"""`specmon fleet --once` against a Prometheus (or something in its place) that answers wrong: each fault is one
+line and exit 2 (or a skipped value said), never a traceback; secrets come from files and are never printed."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from specmon.cli import main
+from specmon.fleet.promapi import PromAuth, PromClient, PromError
+
+CONFIG = {"status": "success", "data": {"yaml": "global:\n  scrape_interval: 15s\nscrape_configs:\n"
+                                               "- job_name: sglang\n  scrape_interval: 10s\n"}}
+UP_SAMPLE = {"metric": {"__name__": "up", "job": "sglang", "instance": "10.0.0.1:30000", "specmon_column": "up"},
+             "value": [1, "1"]}
+UP = {"status": "success", "data": {"resultType": "vector", "result": [UP_SAMPLE]}}
+EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
+MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+TOKEN = "s3cret-token-value"
+
+
+def vector(value: str) -> dict:
+    """`up` and one `queued` value, as the one combined query answers them."""
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        UP_SAMPLE, {"metric": {"instance": "10.0.0.1:30000", "specmon_column": "queued"}, "value": [1, value]}]}}
+
+
+def good(path: str, query: str) -> tuple[int, bytes]:
+    if path == "/api/v1/status/config":
+        return 200, json.dumps(CONFIG).encode()
+    if path == "/api/v1/query_range":
+        return 200, json.dumps(MATRIX).encode()
+    if "label_replace(up{" in query:  # the combined query of every column
+        return 200, json.dumps(UP).encode()
+    return 200, json.dumps(EMPTY).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        url = urlparse(self.path)
+        query = parse_qs(url.query).get("query", [""])[0]
+        self.server.seen.append((url.path, dict(self.headers)))
+        status, body = self.server.script(url.path, query, self.headers)
+        if status == 0:  # hang: answer nothing until the client gives up
+            time.sleep(5)
+            return
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def own_state(tmp_path, monkeypatch):
+    """specmon's records (its result store) are the test's own, empty."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("SPECMON_STATE_DIR", raising=False)
+
+
+@pytest.fixture
+def fake():
+    servers = []
+
+    def serve(script):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        server.daemon_threads = True
+        server.script, server.seen = script, []
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def fleet(url: str, *extra: str) -> list[str]:
+    return ["fleet", "--prometheus", url, "--once", "--json", *extra]
+
+
+def test_the_good_answer_exits_0_so_the_cases_below_can_fail(fake, capsys):
+    _, url = fake(lambda path, query, headers: good(path, query))
+    assert main(fleet(url)) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["servers"][0]["server"] == "10.0.0.1:30000" and out["window_s"] == 60
+
+
+@pytest.mark.parametrize(("name", "answer", "said"), [
+    ("401", (401, b"Unauthorized"), "answered HTTP 401 (check the credentials)"),
+    ("html", (200, b"<html>login</html>"), "with no API answer (is it Prometheus?)"),
+    ("json list", (200, b"[1, 2]"), "with no API answer"),
+    ("not utf-8", (200, b'{"status": "\xff"}'), "with no API answer"),
+    ("api error", (400, json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"}).encode()),
+     "parse error"),
+    ("no data", (200, json.dumps({"status": "success", "data": []}).encode()), "answered no data object"),
+    ("matrix for instant", (200, json.dumps(MATRIX).encode()), "not a vector"),
+])
+def test_a_bad_prometheus_is_one_line_and_exit_2(fake, capsys, name, answer, said):
+    def script(path, query, headers):
+        return answer if path == "/api/v1/query" else good(path, query)
+
+    _, url = fake(script)
+    assert main(fleet(url)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and said in captured.err and "Traceback" not in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_nothing_listening_is_unreachable_exit_2(capsys):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(fleet(f"http://127.0.0.1:{port}")) == 2
+    assert "did not answer (ConnectError)" in capsys.readouterr().err
+
+
+async def test_a_hanging_prometheus_times_out_and_an_oversized_answer_is_refused(fake):
+    _, hang_url = fake(lambda path, query, headers: (0, b""))
+    started = time.monotonic()
+    async with PromClient(hang_url, timeout_s=0.5) as client:
+        with pytest.raises(PromError) as failure:
+            await client.query("up")
+    assert failure.value.kind == "unreachable" and time.monotonic() - started < 3
+    _, big_url = fake(lambda path, query, headers: (200, b'{"status": "success", "data": {"x": "' + b"a" * 5000
+                                                    + b'"}}'))
+    async with PromClient(big_url, max_bytes=1000) as client:
+        with pytest.raises(PromError, match="over 1000 bytes"):
+            await client.query("up")
+
+
+@pytest.mark.parametrize(("value", "why"), [("NaN", "NaN"), ("+Inf", "infinite"), ("-5", "negative"),
+                                            ("1e300", "absurd"), ("not a number", "NaN")])
+def test_hostile_values_are_skipped_and_said(fake, capsys, value, why):
+    def script(path, query, headers):
+        if path == "/api/v1/query" and "label_replace(up{" in query:
+            return 200, json.dumps(vector(value)).encode()
+        return good(path, query)
+
+    _, url = fake(script)
+    assert main(fleet(url)) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["servers"][0]["queued"] is None
+    assert f"skipped 1 value(s) of queued: {why}" in captured.err
+
+
+def test_bearer_token_and_basic_auth_come_from_files_and_are_never_printed(fake, capsys, tmp_path):
+    def script(path, query, headers):
+        auth = headers.get("Authorization", "")
+        if auth not in (f"Bearer {TOKEN}", "Basic " + base64.b64encode(b"alice:" + TOKEN.encode()).decode()):
+            return 401, b"no"
+        return good(path, query)
+
+    server, url = fake(script)
+    assert main(fleet(url)) == 2
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    assert main(fleet(url, "--bearer-token-file", str(token_file))) == 0
+    basic_file = tmp_path / "basic"
+    basic_file.write_text(f"alice:{TOKEN}\n")
+    assert main(fleet(url, "--basic-auth-file", str(basic_file))) == 0
+    assert main(fleet(url, "--bearer-token-file", str(tmp_path / "missing"))) == 2
+    captured = capsys.readouterr()
+    assert TOKEN not in captured.out + captured.err
+    assert "could not be read" in captured.err
+    assert all(path.startswith("/api/v1/") for path, _ in server.seen)  # read-only API GETs only
+
+
+def test_bad_usage_is_exit_2_with_the_reason(capsys):
+    assert main(["fleet", "--once"]) == 2
+    assert main(["fleet", "--prometheus", "http://x", "--selector", 'job="a"} or up{', "--once"]) == 2
+    assert main(["fleet", "--prometheus", "http://x", "--server-label", "bad-label", "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "give --prometheus URL" in err and "not a list of matchers" in err and "not a Prometheus label" in err
+
+
+def test_scrape_interval_raises_the_window_and_is_read_per_job(fake):
+    _, url = fake(lambda path, query, headers: good(path, query))
+
+    async def configure():
+        from specmon.fleet.promql import FleetQueries
+        from specmon.fleet.reader import FleetReader
+
+        async with PromClient(url, PromAuth()) as client:
+            reader = FleetReader(client, FleetQueries(window_s=20), 20)
+            queries = await reader.configure()
+            return queries, reader.notes
+
+    queries, notes = asyncio.run(configure())
+    assert queries.window_s == 40 and "raised from 20 s to 40 s (4 × the scrape interval 10 s)" in notes[0]

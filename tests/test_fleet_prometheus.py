@@ -1,0 +1,320 @@
+"""`specmon fleet` against a real Prometheus scraping real targets on loopback: emulators under load (EAGLE3 and
+plain presets, one restarted, one killed), the real SGLang 0.5.16 /metrics capture and a DP2×TP2 capture served
+as recorded, a DCGM-format target, and a real sglang-router (regular and PD mode) in front of two emulators.
+Queries run only after every target was scraped at least twice, with load still running."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specmon.ports import free_port, free_port_pair
+from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
+from tests.test_emulator import EAGLE3, launch
+
+pytestmark = pytest.mark.timeout(300)
+FIXTURES = Path(__file__).parent / "fixtures"
+SPEED = ["--emulator-speed", "50", "--emulator-decode-speed", "5", "--enable-metrics"]
+
+
+STATE: dict[str, Path] = {}
+"""The module's own state directory (specmon's records are empty there), set by the `fleet` fixture."""
+
+
+def specmon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XDG_STATE_HOME": str(STATE.get("dir", "/nonexistent-specmon-state"))}
+    return subprocess.run([sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def fleet_json(prom: Prometheus, *extra: str) -> tuple[int, dict, str]:
+    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--once", "--json", *extra)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fleet")
+    STATE["dir"] = tmp / "state"
+    servers = {
+        "eagle3": launch(tmp, *EAGLE3, *SPEED, name="eagle3.log"),
+        "plain": launch(tmp, *SPEED, name="plain.log"),
+        "restarted": launch(tmp, *EAGLE3, *SPEED, name="restarted.log"),
+        "killed": launch(tmp, *SPEED, name="killed.log"),
+    }
+    static = {"real": StaticMetrics((FIXTURES / "real-sglang-0.5.16/eagle3/metrics.txt").read_text()),
+              "dp2tp2": StaticMetrics((FIXTURES / "live/metrics-dp2-tp2.txt").read_text())}
+    dcgm = StaticMetrics((FIXTURES / "fleet/dcgm-two-gpus.txt").read_text())
+    load = prom = None
+    try:
+        for server in servers.values():
+            server.wait_ready()
+        address = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
+        address.update({name: s.address for name, s in static.items()})
+        labels = {address["eagle3"]: {"preset": "demo-eagle3-4"}}
+        prom = Prometheus(tmp, [Job("sglang", list(address.values()), labels=labels),
+                                Job("dcgm", [dcgm.address])])
+        load = Load([servers[name].url for name in ("eagle3", "plain", "restarted")])
+        prom.wait_scraped('up{job="sglang"}', len(address), minimum=2)
+        prom.wait_scraped('sglang:num_requests_total{job="sglang"}', len(address) - 1, minimum=2)
+
+        restarted = servers["restarted"]
+        restarted.stop()
+        servers["restarted"] = launch(tmp, *EAGLE3, *SPEED, port=restarted.port, name="restarted-2.log")
+        servers["restarted"].wait_ready()
+        servers["killed"].proc.send_signal(signal.SIGKILL)
+        servers["killed"].proc.wait()
+        wait_for(lambda: prom.query(f'resets(sglang:num_requests_total{{instance="{address["restarted"]}"}}[5m]) > 0'),
+                 what="Prometheus to see the restart")
+        wait_for(lambda: prom.query(f'up{{instance="{address["killed"]}"}} == 0'), what="the kill to be scraped")
+        prom.wait_scraped('up{job="dcgm"}', 1, minimum=2)
+        time.sleep(2)  # two more scrapes of the load after the restart
+        yield prom, servers, address
+    finally:
+        if load is not None:
+            load.stop()
+        if prom is not None:
+            prom.stop()
+        for server in servers.values():
+            server.stop()
+        for item in (*static.values(), dcgm):
+            item.stop()
+
+
+def rows_by_name(snapshot: dict, address: dict) -> dict[str, dict]:
+    names = {v: k for k, v in address.items()}
+    return {names[row["server"]]: row for row in snapshot["servers"] if row["server"] in names}
+
+
+def test_fleet_once_json_reads_every_server_from_the_real_prometheus(fleet):
+    prom, servers, address = fleet
+    code, snapshot, err = fleet_json(prom)
+    rows = rows_by_name(snapshot, address)
+    assert set(rows) == set(address) and snapshot["window_s"] == 4.0
+    assert code == 1  # one server down, and the DP2×TP2 capture is unbalanced
+
+    eagle3 = rows["eagle3"]
+    assert eagle3["state"] == "serving" and eagle3["decode_tok_s"] > 0 and eagle3["running"] >= 1
+    assert eagle3["accept_source"] == "counters" and 1.5 < eagle3["accept_length"] < 4.5
+    assert eagle3["preset"] == "demo-eagle3-4"  # from the target's label
+    assert eagle3["ttft_p99_s"] is not None and eagle3["role"] == "unified" and eagle3["nodes_up"] == 1
+
+    plain = rows["plain"]
+    assert plain["state"] == "serving" and plain["accept_length"] is None and plain["alerts"] == []
+
+    assert rows["restarted"]["restarts"] >= 1 and rows["restarted"]["state"] == "restarted"
+    assert {a["kind"] for a in rows["restarted"]["alerts"]} == {"restart"}
+
+    killed = rows["killed"]
+    assert killed["state"] == "down" and killed["nodes_up"] == 0 and killed["decode_tok_s"] is None
+    assert killed["alerts"][0]["kind"] == "down" and "last seen" in killed["alerts"][0]["message"]
+    worst = [any(a["kind"] in ("down", "stall", "accept_low") for a in row["alerts"]) for row in snapshot["servers"]]
+    assert worst == sorted(worst, reverse=True)  # sorted by alert first
+
+    # the recorded real 0.5.16 capture: draft tokens from sglang:spec_num_draft_tokens, acceptance from the gauge
+    real = rows["real"]
+    assert real["draft_tokens"] == 4 and real["state"] == "idle" and real["accept_source"] in (None, "gauge")
+
+    # DP2×TP2: TP duplicates counted once, DP ranks summed (a plain sum would say 28 and 6)
+    dp = rows["dp2tp2"]
+    assert dp["running"] == 14 and dp["queued"] == 3 and dp["kv_used_ratio"] == pytest.approx(0.3)
+    assert "dp_imbalance" in {a["kind"] for a in dp["alerts"]}
+
+
+def test_dcgm_columns_by_host_and_their_absence_is_said(fleet):
+    prom, servers, address = fleet
+    _, snapshot, err = fleet_json(prom)
+    row = rows_by_name(snapshot, address)["eagle3"]
+    assert row["gpu_memory_used_ratio"] == pytest.approx(0.7, abs=0.001) and row["gpu_util_min"] == 12
+    _, bare, err = fleet_json(prom, "--gpu-selector", 'job="no-such-dcgm"')
+    assert rows_by_name(bare, address)["eagle3"]["gpu_memory_used_ratio"] is None
+    assert 'no DCGM series match {job="no-such-dcgm"}' in err
+
+
+def test_text_output_and_the_window_raised_to_four_scrapes(fleet):
+    prom, servers, address = fleet
+    done = specmon("fleet", "--prometheus", prom.url, "--window", "1", "--once")
+    assert done.returncode == 1, done.stderr
+    assert "rate window raised from 1 s to 4 s (4 × the scrape interval 1 s)" in done.stderr
+    assert address["eagle3"] in done.stdout and "down" in done.stdout
+
+
+def test_the_rules_file_loaded_into_prometheus_records_what_fleet_computes(fleet, tmp_path):
+    """The recording rules evaluated by Prometheus itself agree with the same expressions evaluated inline."""
+    prom, servers, address = fleet
+    rules = specmon("fleet", "rules", "--window", "4").stdout
+    (tmp_path / "rules.yml").write_text(rules)
+    second = Prometheus(tmp_path, [Job("sglang", [address["dp2tp2"], address["real"]])],
+                        rule_files=[tmp_path / "rules.yml"])
+    try:
+        second.wait_scraped("instance:sglang_num_running_reqs:sum", 2, minimum=2)
+        running = {r["metric"]["instance"]: float(r["value"][1])
+                   for r in second.query("instance:sglang_num_running_reqs:sum")}
+        assert running == {address["dp2tp2"]: 14.0, address["real"]: 0.0}
+        draft = second.query("instance:sglang_spec_num_draft_tokens:max")
+        assert [float(r["value"][1]) for r in draft] == [4.0]
+        code, snapshot, err = fleet_json(second)  # the rules are found and read by record name
+        assert "columns read from the recording rules Prometheus evaluates" in err
+        rows = {row["server"]: row for row in snapshot["servers"]}
+        assert rows[address["dp2tp2"]]["running"] == 14 and rows[address["real"]]["draft_tokens"] == 4
+    finally:
+        second.stop()
+
+
+@pytest.fixture(scope="module")
+def routers(fleet):
+    pytest.importorskip("sglang_router", reason="sglang-router is in the test extra (pip install '.[test]')")
+    prom, servers, address = fleet
+    started = []
+    urls = {}
+    for mode, args in (("regular", ["--worker-urls", servers["eagle3"].url, servers["plain"].url]),
+                       ("pd", ["--pd-disaggregation", "--prefill", servers["plain"].url, "--decode",
+                               servers["eagle3"].url])):
+        port = free_port()
+        log = open(STATE["dir"].parent / f"router-{mode}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
+                                 "--port", str(port), "--prometheus-host", "127.0.0.1",
+                                 "--prometheus-port", str(free_port()), *args], stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        started.append((proc, log))
+        urls[mode] = f"http://127.0.0.1:{port}"
+
+        def listed(url=urls[mode]):
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                return len(httpx.get(url + "/workers", timeout=2).json().get("workers", [])) == 2
+            return False
+
+        wait_for(listed, what=f"the {mode} router's /workers")
+    try:
+        yield urls
+    finally:
+        for proc, log in started:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def test_roles_come_from_a_real_sglang_router_regular_and_pd(fleet, routers):
+    prom, servers, address = fleet
+    _, regular, _ = fleet_json(prom, "--router", routers["regular"])
+    rows = rows_by_name(regular, address)
+    assert rows["eagle3"]["role"] == "regular" and rows["plain"]["role"] == "regular"
+    assert rows["real"]["role"] == "unified"  # not behind the router: engine_type
+    _, pd, _ = fleet_json(prom, "--router", routers["pd"])
+    rows = rows_by_name(pd, address)
+    assert rows["plain"]["role"] == "prefill" and rows["eagle3"]["role"] == "decode"
+    _, gone, err = fleet_json(prom, "--router", f"http://127.0.0.1:{free_port_pair()}")
+    assert "did not answer" in err and rows_by_name(gone, address)["eagle3"]["role"] == "unified"
+
+
+def test_the_repository_s_dashboard_is_the_generated_one():
+    from specmon.fleet.dashboard import dashboard_json
+
+    committed = (Path(__file__).parent.parent / "dashboards" / "specmon-fleet.json").read_text()
+    assert committed == dashboard_json(), "regenerate: python -m specmon fleet dashboard > dashboards/specmon-fleet.json"
+
+
+def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fleet, tmp_path):
+    """The dashboard reads the recording rules, per server: each panel's query returns series, one per server
+    where it is per server (never one merged curve)."""
+    from specmon.fleet.dashboard import dashboard, panel_queries
+    from specmon.textfile import Textfile, bench_samples
+
+    prom, servers, address = fleet
+    Textfile(tmp_path / "textfile").update(set_=bench_samples(
+        servers["eagle3"].url, "demo-eagle3-4", {"decode_tok_s": {"median": 400.0},
+                                                  "accept_length": {"token_weighted": 2.6}}, 1.0))
+    textfile = StaticMetrics((tmp_path / "textfile" / "specmon.prom").read_text())
+    (tmp_path / "rules.yml").write_text(specmon("fleet", "rules").stdout)
+    labels = {address["eagle3"]: {"preset": "demo-eagle3-4"}, address["plain"]: {"preset": "demo-plain"}}
+    dcgm = next(r["metric"]["instance"] for r in prom.query('up{job="dcgm"}'))
+    second = Prometheus(tmp_path, [Job("sglang", [address["eagle3"], address["plain"], address["real"]], labels=labels),
+                                   Job("dcgm", [dcgm]), Job("node", [textfile.address])],
+                        rule_files=[tmp_path / "rules.yml"])
+    try:
+        second.wait_scraped('up{job="sglang"}', 3, minimum=2)
+        queries = [(title, expr.replace("$server", ".*")) for title, expr in panel_queries(dashboard())]
+
+        def answered():
+            empty = [title for title, expr in queries if not second.query(expr) and "alerts" not in title]
+            return not empty or print("waiting for", empty)
+
+        wait_for(answered, timeout=90, what="every panel to have data (the rules evaluate every second)")
+        decode = second.query(queries[0][1])
+        assert {r["metric"]["instance"] for r in decode} == {address["eagle3"], address["plain"], address["real"]}
+        per_preset = second.query(next(expr for title, expr in queries if "per preset" in title))
+        assert {r["metric"]["preset"] for r in per_preset} == {"demo-eagle3-4", "demo-plain"}
+    finally:
+        second.stop()
+        textfile.stop()
+
+
+def test_a_server_s_samples_in_prometheus_read_as_its_own_metrics(fleet):
+    """The drill-down's input: one instant query of a server's sglang:* samples, as exposition text, parses to
+    the same figures as the server's own /metrics text (the real 0.5.16 capture, served as recorded)."""
+    import asyncio
+
+    from specmon.fleet.drill import samples_text
+    from specmon.fleet.promapi import PromClient
+    from specmon.fleet.promql import FleetQueries
+    from specmon.live.prom import parse_scrape
+
+    prom, servers, address = fleet
+
+    async def read():
+        async with PromClient(prom.url) as client:
+            return await client.query(FleetQueries().server_samples(address["real"]))
+
+    via_prometheus = parse_scrape(samples_text(asyncio.run(read())), 0.0)
+    direct = parse_scrape((FIXTURES / "real-sglang-0.5.16/eagle3/metrics.txt").read_text(), 0.0)
+    assert via_prometheus.error is None and via_prometheus.counters == direct.counters
+    assert via_prometheus.gauges == direct.gauges and via_prometheus.histograms == direct.histograms
+
+
+def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, tmp_path):
+    """A server that does not answer from here (a recorded capture: no SGLang API) opens fed from Prometheus."""
+    prom, servers, address = fleet
+    shot = tmp_path / "drill.svg"
+    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--server", address["dp2tp2"],
+                   "--headless", "--duration", "6", "--screenshot", str(shot), timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "does not answer from here: reading it through Prometheus" in done.stderr
+    svg = shot.read_text().replace("&#160;", " ")
+    assert "Prometheus (its sglang:* samples)" in svg and "DCGM via Prometheus: no process table" in svg
+    assert "DP ranks unbalanced" in svg and "via Prometheus" in svg
+    done = specmon("fleet", "--prometheus", prom.url, "--server", "nowhere:1", "--headless", "--duration", "1")
+    assert done.returncode == 2 and "no server 'nowhere:1' in Prometheus" in done.stderr
+
+
+def test_fleet_app_headless_against_the_real_prometheus(fleet, tmp_path):
+    prom, servers, address = fleet
+    shot = tmp_path / "fleet.svg"
+    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--interval", "1", "--headless",
+                   "--duration", "5", "--screenshot", str(shot), timeout=90)
+    assert done.returncode == 0, done.stderr
+    svg = shot.read_text().replace("&#160;", " ")
+    assert address["eagle3"] in svg and "serving" in svg and "down" in svg

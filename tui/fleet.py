@@ -1,0 +1,131 @@
+"""FleetApp: `specmon fleet`'s screen. A FleetPoller thread reads Prometheus every interval and posts each
+snapshot; the FleetView shows it. Enter opens the single-server screen of the selected server (suspending this
+one): as `monitor --url` when the server answers from here, else fed from Prometheus (`fleet --server NAME`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Footer
+
+from specmon.fleet.model import FleetSnapshot
+from specmon.tui import shots
+from specmon.widgets.fleet_table import FleetView
+
+BINDINGS = [
+    Binding("enter", "drill_down", "Open", id="drill-down", priority=True),
+    Binding("r", "refresh", "Refresh", id="refresh"),
+    Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
+    Binding("f8", "screenshot", "Shot", id="screenshot", key_display="F8"),
+    Binding("q", "quit", "Quit", id="quit"),
+]
+ACTION_HELP = {
+    "drill_down": ("Open the selected server", "Its single-server screen: Live view, GPUs (Enter)"),
+    "refresh": ("Refresh now", "Ask Prometheus again without waiting for the interval"),
+    "toggle_theme": ("Toggle light/dark theme", "Switch between the light and dark themes"),
+    "screenshot": ("Save an SVG screenshot", "Write the screen to an SVG file in the current directory"),
+    "quit": ("Quit", "Quit specmon fleet"),
+}
+
+
+@dataclass
+class FleetRefreshed(Message):
+    """The poller read the fleet (or failed to: the snapshot then carries the error and the last rows)."""
+
+    snapshot: FleetSnapshot
+
+
+class FleetApp(App):
+    """The fleet's one screen: header, table, footer."""
+
+    TITLE = "specmon fleet"
+    BINDINGS = BINDINGS
+
+    def __init__(self, options, argv: list[str], read_only: bool = False, poll: bool = True,
+                 exit_after_s: float | None = None, screenshot_path: str | None = None) -> None:
+        super().__init__()
+        self.options = options
+        self.argv = argv
+        """The `specmon fleet ...` command line this app runs (a drill-down adds `--server NAME`)."""
+        self.read_only_drill = read_only
+        self.poll = poll
+        self.exit_after_s = exit_after_s
+        self.screenshot_path = screenshot_path
+        self.poller = None
+        self.snapshots = 0
+
+    def compose(self) -> ComposeResult:
+        yield FleetView(id="fleet")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.poll:
+            from specmon.fleet.poller import FleetPoller
+            from specmon.fleet.records import own_records
+
+            self.poller = FleetPoller(self.options, lambda snap: self.post_message(FleetRefreshed(snap)),
+                                      own_records())
+            self.poller.start()
+        if self.exit_after_s is not None:
+            self.set_timer(self.exit_after_s, self._exit_headless)
+
+    def on_unmount(self) -> None:
+        if self.poller is not None:
+            self.poller.stop()
+
+    def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
+        self.show(message.snapshot)
+
+    def show(self, snapshot: FleetSnapshot) -> None:
+        self.snapshots += 1
+        self.query_one(FleetView).show(snapshot)
+        self.sub_title = snapshot.prometheus
+
+    def _exit_headless(self) -> None:
+        if self.screenshot_path:
+            shots.save_svg(self, self.screenshot_path)
+        self.exit(0)
+
+    def get_system_commands(self, screen) -> Iterator[SystemCommand]:
+        for binding in BINDINGS:
+            title, help_text = ACTION_HELP[binding.action]
+            yield SystemCommand(title, help_text, lambda a=binding.action: self.run_action(a))
+
+    def drill_argv(self, server: str) -> list[str]:
+        """The command that opens `server`'s single-server screen (read-only when this app is)."""
+        argv = [sys.executable, "-m", "specmon", *self.argv, "--server", server]
+        return [*argv, "--read-only"] if self.read_only_drill and "--read-only" not in argv else argv
+
+    def action_drill_down(self) -> None:
+        server = self.query_one(FleetView).selected_server()
+        if server is None:
+            self.notify("No server selected", severity="warning")
+            return
+        argv = self.drill_argv(server)
+        try:
+            with self.suspend():
+                subprocess.run(argv, check=False)  # noqa: S603 - an argv list, never a shell
+        except Exception as exc:  # SuspendNotSupported (headless, the browser): say how to open it instead
+            self.notify(f"Cannot open it here ({type(exc).__name__}): run specmon {' '.join(argv[3:])}",
+                        title=server, severity="warning", timeout=10)
+            return
+        if self.poller is not None:
+            self.poller.refresh_now()
+
+    def action_refresh(self) -> None:
+        if self.poller is not None:
+            self.poller.refresh_now()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    def action_screenshot(self) -> None:
+        path = shots.save_svg(self)
+        if path:
+            self.notify(path, title="Screenshot saved")

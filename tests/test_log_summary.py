@@ -403,7 +403,9 @@ def test_follow_prints_changes_and_exits_at_ready(tmp_path: Path):
         stderr=subprocess.PIPE,
         cwd=ROOT,
     )
-    time.sleep(0.3)  # the log does not exist yet: log-summary waits for it
+    assert follower.stderr is not None
+    waiting = follower.stderr.readline()  # the log does not exist yet: log-summary says it waits for it
+    assert b"waiting for" in waiting
     writer = start_writer(log, LOGS / "h200-0.5.16-standalone-ready.log", 0.002, forever=True)
     try:
         out, err = follower.communicate(timeout=30)
@@ -412,7 +414,6 @@ def test_follow_prints_changes_and_exits_at_ready(tmp_path: Path):
         writer.wait()
     text = out.decode()
     assert follower.returncode == 0, err.decode()
-    assert b"waiting for" in err
     assert "load_weights" in text and "started" in text
     assert "READY after" in text
     assert text.index("READY after") < text.index("SGLang startup: READY")  # live lines, then the summary

@@ -226,7 +226,10 @@ def run_stop(args: argparse.Namespace) -> int:
             f"  killed pid {x.pid}" if x.killed else f"  could not kill pid {x.pid}" for x in killable
         )
     _emit(args, result.to_json(), "\n".join(lines))
-    ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
+    if result.signal is None:  # it was gone already: what holds its port or pid now is not its business
+        ok = result.stopped and not any(x.ours and not x.killed for x in result.leftovers)
+    else:
+        ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -243,7 +246,12 @@ def _stop_text(server, result) -> str:
         )
     else:
         lines.append("  GPUs NOT free")
-    lines.append(f"  port {server.port} " + ("free" if result.port_free else "STILL TAKEN"))
+    if result.port_free:
+        lines.append(f"  port {server.port} free")
+    elif result.signal is None:
+        lines.append(f"  port {server.port} is taken by another process")
+    else:
+        lines.append(f"  port {server.port} STILL TAKEN")
     lines.extend(f"  leftover: {x}" for x in result.leftovers)
     return "\n".join(lines)
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from specmon.oncall import state
 from specmon.oncall.gpus import memory_of, read_gpus
-from specmon.oncall.state import ServerRecord, StateProblem
+from specmon.oncall.state import ServerRecord, StateProblem, stdout_log
 from specmon.sglang.processes import is_emulator_cmdline, is_server_cmdline, is_sglang_child
 
 DEFAULT_PORT = 30000
@@ -134,21 +133,6 @@ def address_of(argv: list[str]) -> tuple[str, int]:
 
 def url_of(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-def stdout_log(pid: int) -> str | None:
-    """The file the process's stdout goes to, when it is a regular file."""
-    try:
-        target = os.readlink(f"/proc/{pid}/fd/1")
-    except OSError:
-        return None
-    target = target.removesuffix(" (deleted)")
-    if not target.startswith("/"):
-        return None
-    try:
-        return target if Path(target).is_file() else None
-    except OSError:
-        return None
 
 
 def descendants(pid: int) -> list[int]:

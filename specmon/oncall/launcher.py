@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 
 from specmon.launch.presets import Preset
-from specmon.launch.supervisor import ServerSupervisor
+from specmon.launch.supervisor import ServerSupervisor, SupervisorError
 from specmon.oncall import state
 from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
@@ -28,39 +28,66 @@ def with_speed(preset: Preset, speed: float | None) -> Preset:
 
 
 def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
-    """Launch `preset` detached and save its state file. Raises `SupervisorError` (or `PortInUseError`).
+    """Launch `preset` detached and record it. Raises `SupervisorError` (or `PortInUseError`).
 
-    The caller runs the preflight (it says its warnings and honours --no-preflight), so the supervisor does not.
+    The launch is recorded before it happens (a pending file: specmon killed between launch and record, the
+    next look-up adopts the server), and a record that cannot be written after the launch stops the server:
+    a server is never left running with no record. The caller runs the preflight (it says its warnings and
+    honours --no-preflight), so the supervisor does not.
     """
     real_port = port if port is not None else preset.port
     gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
     supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False)
-    log = supervisor.start()
-    pid = supervisor.pid
-    assert pid is not None
-    try:
-        create_time = psutil.Process(pid).create_time()
-    except psutil.Error:
-        create_time = time.time()
     record = ServerRecord(
         id=state.new_server_id(),
         preset=preset.name,
-        argv=supervisor.argv,
-        pid=pid,
-        pgid=pid,
-        create_time=create_time,
+        argv=preset.argv(port),
+        pid=0,
+        pgid=0,
+        create_time=0.0,
         url=url_of(preset.host, real_port),
         host=preset.host,
         port=real_port,
-        log=str(log),
-        started_at=supervisor.started_at or time.time(),
+        log="",
+        started_at=time.time(),
         demo=preset.demo,
         gpu_url=gpu_url,
         gpu_baseline_mib=baseline,
     )
-    state.save(record)
+    try:
+        state.save_pending(record)
+    except OSError as exc:
+        raise SupervisorError(f"not launched: its state file cannot be written in {state.servers_dir()}: "
+                              f"{exc.strerror or exc}") from None
+    try:
+        log = supervisor.start()
+    except SupervisorError:
+        state.drop_pending(record.id)  # nothing was launched
+        raise
+    _record_launch(supervisor, record, log)
     return record
+
+
+def _record_launch(supervisor: ServerSupervisor, record: ServerRecord, log) -> None:
+    """Fill the record with the launched process and save it; stop the server when that fails."""
+    pid = supervisor.pid
+    assert pid is not None
+    try:
+        try:
+            record.create_time = psutil.Process(pid).create_time()
+        except psutil.Error:
+            record.create_time = time.time()
+        record.pid = record.pgid = pid
+        record.argv = supervisor.argv
+        record.log = str(log)
+        record.started_at = supervisor.started_at or record.started_at
+        state.save(record)
+    except OSError as exc:
+        supervisor.stop()
+        state.drop_pending(record.id)
+        raise SupervisorError(f"stopped the server it launched (pid {pid}): its state file could not be "
+                              f"written in {state.servers_dir()}: {exc.strerror or exc}") from None
 
 
 @dataclass

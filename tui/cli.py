@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import functools
 import os
 import signal
@@ -29,13 +30,14 @@ def headless_size() -> tuple[int, int]:
 
 
 def demo_log_dir() -> Path:
-    """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700, as are the
-    parents it creates)."""
-    from platformdirs import user_state_dir
+    """The private directory for demo server logs: ``<state dir>/demo`` (mode 0700, as are the parents it
+    creates). Raises OSError when it cannot be made or written."""
+    from specmon.private_files import make_private_dir, state_dir
 
-    from specmon.private_files import make_private_dir
-
-    return make_private_dir(Path(user_state_dir("specmon")) / "demo")
+    directory = make_private_dir(state_dir() / "demo")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "not writable", str(directory))
+    return directory
 
 
 def _run_app(config, args: argparse.Namespace) -> int:
@@ -194,7 +196,14 @@ def run_demo(args: argparse.Namespace) -> int:
             return 2
         preset = demos[default.name]
     port = free_port_pair()
-    log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+    try:
+        log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+    except OSError as exc:
+        from specmon.private_files import STATE_DIR_ENV
+
+        print(f"specmon demo: cannot keep the demo's log in {printable(exc.filename or '?')}: "
+              f"{exc.strerror or exc} (point ${STATE_DIR_ENV} at a writable directory)", file=sys.stderr)
+        return 1
     supervisor = ServerSupervisor(
         preset, log_path, port, preflight=not getattr(args, "no_preflight", False), lifeline=True
     )  # lifeline: no orphan, whatever ends us

@@ -27,7 +27,7 @@ import psutil
 
 from specmon.launch.presets import Preset, host_warning
 from specmon.ports import PortCheckError, ProcessInfo, port_holders, port_is_free
-from specmon.private_files import make_private_dir, open_private_file
+from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 _POLL_S = 0.05
 LIFELINE_ENV = "SPECMON_LIFELINE_FD"
@@ -71,10 +71,8 @@ class StopReport:
 
 
 def default_run_dir() -> Path:
-    """`<platformdirs user_state_dir>/specmon/runs`: where server logs go unless told otherwise."""
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("specmon")) / "runs"
+    """`<state dir>/runs`: where server logs go unless told otherwise."""
+    return state_dir() / "runs"
 
 
 def _port_free(port: int, host: str) -> bool:
@@ -218,7 +216,11 @@ class ServerSupervisor:
                 self._run_preflight()
             argv = self._preset.argv(self._port_override)
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
-            log_path, fd = self._create_log()
+            try:
+                log_path, fd = self._create_log()
+            except OSError as exc:
+                raise SupervisorError(f"cannot create the server's log in {exc.filename or self._run_dir}: "
+                                      f"{exc.strerror or exc}") from None
             keep: tuple[int, ...] = ()
             if self._lifeline:
                 read_end, write_end = os.pipe()

@@ -1,7 +1,7 @@
 """State files of the servers specmon launched: one private JSON file per server, checked against live pids.
 
 `<state dir>/servers/ID.json` (0600 in 0700 directories, never through a symlink). The state directory is
-`$SPECMON_STATE_DIR`, else platformdirs' user state directory for specmon. Every file is outside input: a
+`specmon.private_files.state_dir()`: `$SPECMON_STATE_DIR`, else platformdirs' user state directory for specmon. Every file is outside input: a
 file that cannot be read or has the wrong shape becomes a `StateProblem`, never an exception.
 """
 
@@ -18,24 +18,13 @@ from typing import Any
 
 import psutil
 
-from specmon.private_files import make_private_dir, open_private_file
+from specmon.private_files import make_private_dir, open_private_file, state_dir
 
-STATE_DIR_ENV = "SPECMON_STATE_DIR"
 MAX_STATE_BYTES = 256 * 1024
 START_TIME_TOLERANCE_S = 0.5
 PENDING_SUFFIX = ".launching"
 PENDING_GRACE_S = 30.0
 """A pending launch with no process after this long started nothing (its launch failed); its file goes."""
-
-
-def state_dir() -> Path:
-    """`$SPECMON_STATE_DIR`, else `<platformdirs user_state_dir>/specmon`."""
-    override = os.environ.get(STATE_DIR_ENV)
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("specmon"))
 
 
 def servers_dir() -> Path:

@@ -263,7 +263,10 @@ class SpecmonApp(App[int]):
     def _preset_switched(self, message: messages.PresetSwitched) -> None:
         self.watch.end_switch(None if message.error else self.config.presets.get(message.preset_name))
         if message.error:
-            self.notify(message.error, title="Preset switch failed", severity="error")
+            self.notify(message.error, title="Preset switch failed", severity="error", markup=False)
+            supervisor = self.config.supervisor
+            if supervisor is not None and supervisor.is_running and self.log_path:
+                self.sources.follow(self.log_path)  # not stopped: its log again, from its start
         else:
             self.notify(f"Switched to {message.preset_name}", title="Preset")
             if message.log_path:

@@ -167,10 +167,12 @@ class OncallWiring:
             report = switch(old, preset, on_step=on_step)
             post(messages.AttachedSwitchFinished(report, self._find(report.id) if report.id else None))
             return
+        old = supervisor.preset.name
         try:
             supervisor.restart_with(preset)
-        except Exception as exc:  # reported in the UI; the old server is gone either way
-            post(messages.PresetSwitched(preset.name, None, error=str(exc)))
+        except Exception as exc:  # reported in the UI; a check that failed left the old server serving
+            kept = f"; {old} was not stopped and still serves" if supervisor.is_running else ""
+            post(messages.PresetSwitched(preset.name, None, error=f"{exc}{kept}"))
             return
         log_path = supervisor.log_path
         post(messages.PresetSwitched(preset.name, str(log_path) if log_path else None))
@@ -192,6 +194,10 @@ class OncallWiring:
         if message.server is not None:
             app.watch.end_switch(app.config.presets.get(report.to))
             self.follow(message.server, new_run=False)
+        elif report.old_still_serving:  # it failed before stopping anything: the old server's log again
+            app.watch.end_switch(None)
+            if app.log_path:
+                app.sources.follow(app.log_path)
         else:
             app.watch.end_switch(None)
             self._lost = True  # whatever runs on the port now (maybe the old server, maybe nothing)

@@ -4,6 +4,7 @@ outlives specmon and the SSH session), record it in a private state file, and wa
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,11 +12,12 @@ from typing import Any
 import psutil
 
 from specmon.launch.presets import Preset
-from specmon.launch.supervisor import ServerSupervisor, SupervisorError
+from specmon.launch.supervisor import ServerSupervisor, SupervisorError, launcher_problem
 from specmon.oncall import state
 from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
+from specmon.private_files import make_private_dir
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
 
@@ -25,6 +27,23 @@ def with_speed(preset: Preset, speed: float | None) -> Preset:
     if not speed or speed == 1.0 or not preset.demo:
         return preset
     return dataclasses.replace(preset, args={**preset.args, "emulator-speed": speed})
+
+
+def launch_problems(preset: Preset) -> list[str]:
+    """What would make launching `preset` fail at once, checked without launching (a switch checks it before it
+    stops the running server): the launcher cannot be executed, the state directory cannot be written."""
+    problem = launcher_problem(preset)
+    problems = [problem] if problem else []
+    for directory in (state.servers_dir(), state.runs_dir()):
+        try:
+            make_private_dir(directory)
+            writable = os.access(directory, os.W_OK | os.X_OK)
+        except OSError as exc:
+            problems.append(f"{directory} cannot be used: {exc.strerror or exc}")
+            continue
+        if not writable:
+            problems.append(f"{directory} is not writable")
+    return problems
 
 
 def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:

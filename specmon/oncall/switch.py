@@ -1,6 +1,7 @@
-"""`specmon switch`'s core: stop the running server, wait for its GPUs and port, preflight, start the new
-preset on the same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's
-last result.
+"""`specmon switch`'s core: check the new preset first (the preflight, with the port and GPU memory the running
+server will free, the launcher, the state directory), and only then stop the running server, wait for its GPUs
+and port, start the new preset on the same port, follow it to ready, run a quick sanity benchmark and compare it
+with what served before.
 
 Each step reports to `on_step(name, status, took_s)` ("running", then "done" or "failed"), so the app can show
 them as they happen; the same steps, with their times, are in the report.
@@ -18,7 +19,7 @@ from specmon.launch.presets import Preset
 from specmon.oncall.discovery import FoundServer
 
 ALERT_DROP_PCT = 10.0
-STEPS = ("stopping", "gpus free", "port free", "preflight", "launching", "startup", "sanity")
+STEPS = ("preflight", "stopping", "gpus free", "port free", "launching", "startup", "sanity")
 
 StepCallback = Callable[[str, str, float | None], None]
 
@@ -38,6 +39,8 @@ class SwitchReport:
     alerts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    old_still_serving: bool = False
+    """The switch failed before it stopped the running server, which still serves."""
     id: str | None = None
     url: str | None = None
     log: str | None = None
@@ -103,12 +106,33 @@ def switch(
 
 def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout) -> None:
     from specmon.launch.supervisor import SupervisorError
-    from specmon.oncall.launcher import start_detached, wait_ready
+    from specmon.oncall.launcher import launch_problems, start_detached, wait_ready
     from specmon.oncall.preflight import preflight as run_preflight
     from specmon.oncall.stopper import StopRefused, stop_server
 
     port = server.port if server is not None else None
-    if server is not None and server.alive:
+    serving = server is not None and server.alive
+    replacing = list(server.pids) if serving else []
+    kept = (f"; {report.from_} was not stopped and still serves at {server.url}" if serving else "")
+
+    def checks() -> None:
+        problems = launch_problems(preset)
+        if preflight:
+            outcome = run_preflight(preset, port=port, replacing=replacing)
+            problems += [] if outcome.ok else outcome.problems
+            if outcome.skipped:
+                report.notes.append(outcome.skipped)
+        if problems:
+            report.old_still_serving = serving
+            raise SwitchFailed(f"{preset.name} would not start: " + "; ".join(problems) + kept)
+
+    # Everything that can be checked is checked before the running server is stopped: a bad preset leaves it
+    # serving (on a big model a stop is a reload of many minutes).
+    if preflight:
+        steps.run("preflight", checks)
+    else:
+        checks()
+    if serving:
         steps.on_step("stopping", "running", None)
         try:
             result = stop_server(server, timeout=stop_timeout)
@@ -125,12 +149,6 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         if not result.stopped or not result.port_free or result.gpus_free_s is None:
             left = "; ".join(str(x) for x in result.leftovers) or "no process named"
             raise SwitchFailed(f"the old server did not free its GPUs and port: {left}")
-    if preflight:
-        outcome = steps.run("preflight", lambda: run_preflight(preset, port=port))
-        if not outcome.ok:
-            raise SwitchFailed("the preflight failed: " + "; ".join(outcome.problems))
-        if outcome.skipped:
-            report.notes.append(outcome.skipped)
     try:
         record = steps.run("launching", lambda: start_detached(preset, port))
     except SupervisorError as exc:

@@ -39,19 +39,25 @@ def test_steps_replace_their_running_entry_and_show_times() -> None:
 def test_outcome_shows_before_after_with_change_and_alerts() -> None:
     report = SwitchReport(from_="a", to="b", state="ready")
     report.sanity = {"decode_tok_s": 90.0, "accept_length": 2.0}
-    report.previous = {"run_id": "r1", "decode_tok_s": 100.0, "accept_length": 3.0}
+    report.before = {"preset": "a", "run_id": "r1", "decode_tok_s": 100.0, "accept_length": 3.0}
     report.change_pct = {"decode_tok_s": -10.0, "accept_length": -33.3}
-    report.alerts = ["acceptance length fell 33.3% against run r1"]
+    report.alerts = ["acceptance length fell 33.3% against what served before (a's run r1; noise 10%)"]
     progress = SwitchProgress("b")
     progress.finish(report)
     notes = [text for text, _ in progress.notes()[1:]]
-    assert notes[0] == ("before → after (vs run r1): decode tok/s 100.0 → 90.0 (-10.0%) · "
+    assert notes[0] == ("before → after (a run r1 → b): decode tok/s 100.0 → 90.0 (-10.0%) · "
                         "acceptance 3.00 → 2.00 (-33.3%)")  # fmt: skip
-    assert notes[1] == "alert: acceptance length fell 33.3% against run r1"
+    assert progress.notes()[1][1] == "bold red", "an alert colours the comparison"
+    assert notes[1] == "alert: acceptance length fell 33.3% against what served before (a's run r1; noise 10%)"
     first = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": None})
     progress = SwitchProgress("b")
     progress.finish(first)
-    assert progress.notes()[1][0] == "before → after (no earlier result): decode tok/s – → 90.0 · acceptance – → –"
+    assert progress.notes()[1][0] == ("before → after (nothing served before → b): decode tok/s – → 90.0 · "
+                                      "acceptance – → –")  # fmt: skip
+    live = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": 2.5},
+                        before={"preset": "a", "accept_length": 2.7, "live": {"accept_length": 2.7}})
+    progress.finish(live)
+    assert progress.notes()[1][0].startswith("before → after (a: live figures → b)")
     failed = SwitchReport(from_="a", to="b", state="failed", error="the preflight failed: no GPU")
     progress.finish(failed)
     assert progress.notes()[1] == ("switch failed: the preflight failed: no GPU", "bold red")

@@ -269,19 +269,29 @@ def _switch_text(report) -> str:
     if report.error:
         lines.append(f"  error: {report.error}")
     if report.sanity:
-        now, before, change = report.sanity, report.previous or {}, report.change_pct
+        now, before, change = report.sanity, report.before or {}, report.change_pct
+        lines.append(f"  before ({_served_before(report)}) -> after ({report.to}, sanity run):")
         for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "accept length")):
             row = f"  {label:<14} {_num(before.get(key)):>8} -> {_num(now.get(key)):>8}"
             if change.get(key) is not None:
                 row += f"  ({change[key]:+.1f}%)"
             lines.append(row)
-        if report.previous is None:
-            lines.append(
-                "  no earlier result of this preset to compare with (run `specmon bench --preset ...`)"
-            )
+        live = before.get("live") or {}
+        if live.get("last_gen_tok_s") is not None or live.get("accept_length") is not None:
+            lines.append(f"  the old server's own figures: last decode window {_num(live.get('last_gen_tok_s'))} "
+                         f"tok/s, acceptance {_num(live.get('accept_length'))}")
     lines.extend(f"  ALERT: {a}" for a in report.alerts)
     lines.extend(f"  note: {n}" for n in report.notes)
     return "\n".join(lines)
+
+
+def _served_before(report) -> str:
+    before = report.before
+    if not before:
+        return "nothing served"
+    if before.get("run_id"):
+        return f"{before.get('preset')}, its run {before['run_id']}"
+    return f"{before.get('preset') or 'the old server'}, no stored run: its live figures; `specmon bench` stores one"
 
 
 def _num(value) -> str:

@@ -62,14 +62,20 @@ def outcome_notes(report: Any) -> list[Note]:
     notes: list[Note] = []
     sanity = report.sanity
     if sanity is not None:
-        previous = report.previous or {}
+        before = report.before or {}
         change = report.change_pct or {}
-        decode = (f"decode tok/s {_number(previous.get('decode_tok_s'), '.1f')} → "
+        decode = (f"decode tok/s {_number(before.get('decode_tok_s'), '.1f')} → "
                   f"{_number(sanity.get('decode_tok_s'), '.1f')}{_pct(change.get('decode_tok_s'))}")
-        accept = (f"acceptance {_number(previous.get('accept_length'), '.2f')} → "
+        accept = (f"acceptance {_number(before.get('accept_length'), '.2f')} → "
                   f"{_number(sanity.get('accept_length'), '.2f')}{_pct(change.get('accept_length'))}")
-        since = "no earlier result" if not previous else f"vs run {previous.get('run_id')}"
-        notes.append((f"before → after ({since}): {decode} · {accept}", "bold green"))
+        if not before:
+            since = "nothing served before"
+        elif before.get("run_id"):
+            since = f"{before.get('preset')} run {before['run_id']}"
+        else:
+            since = f"{before.get('preset') or 'old server'}: live figures"
+        style = "bold red" if report.alerts else "bold green"
+        notes.append((f"before → after ({since} → {report.to}): {decode} · {accept}", style))
     notes.extend((f"alert: {alert}", "bold red") for alert in report.alerts)
     return notes
 

@@ -10,6 +10,7 @@ them as they happen; the same steps, with their times, are in the report.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +35,10 @@ class SwitchReport:
     steps: list[dict[str, Any]] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)
     sanity: dict[str, Any] | None = None
+    before: dict[str, Any] | None = None
+    """What served before the switch: its preset's last stored result and its live figures."""
     previous: dict[str, Any] | None = None
+    """The new preset's own last stored result (its outputs are compared with the sanity run's)."""
     change_pct: dict[str, float | None] = field(default_factory=dict)
     alerts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -133,6 +137,7 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
     else:
         checks()
     if serving:
+        report.before = what_served(server)
         steps.on_step("stopping", "running", None)
         try:
             result = stop_server(server, timeout=stop_timeout)
@@ -162,7 +167,7 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
     report.effective = _effective(record.url)
     if requests > 0:  # 0: the caller measures the server itself (a sweep)
         sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
-        compare_with_previous(report, sanity, preset.name)
+        compare_with_before(report, sanity, preset.name)
 
 
 def _effective(url: str) -> dict[str, Any]:
@@ -210,14 +215,80 @@ def last_result(preset_name: str):
     return max(finished, key=lambda r: r.started_at) if finished else None
 
 
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def live_figures(url: str, timeout_s: float = 5.0) -> dict[str, float | None]:
+    """The running server's own figures: its lifetime acceptance length (from /metrics counters) and the
+    decode tok/s of its last decode-log window (/server_info). Each None when the server cannot say."""
+    import asyncio
+
+    from specmon.serving.client import SGLangClient, SGLangError, resolve_api_key
+
+    async def read() -> dict[str, float | None]:
+        out: dict[str, float | None] = {"accept_length": None, "last_gen_tok_s": None}
+        async with SGLangClient(url, api_key=resolve_api_key(None), timeout=timeout_s) as client:
+            try:
+                metrics = await client.metrics()
+            except SGLangError:
+                metrics = None
+            if metrics is not None:
+                generated, verify = _finite(metrics.generation_tokens), _finite(metrics.spec_verify_calls)
+                if generated and verify:
+                    out["accept_length"] = generated / verify
+            try:
+                info = await client.server_info()
+            except SGLangError:
+                info = {}
+            states = info.get("internal_states")
+            state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else info
+            out["last_gen_tok_s"] = _finite(state0.get("last_gen_throughput"))
+            if out["accept_length"] is None:
+                out["accept_length"] = _finite(state0.get("avg_spec_accept_length"))
+        return out
+
+    try:
+        return asyncio.run(asyncio.wait_for(read(), timeout_s * 2))
+    except (TimeoutError, OSError, ValueError):
+        return {"accept_length": None, "last_gen_tok_s": None}
+
+
+def what_served(server: FoundServer) -> dict[str, Any]:
+    """The server a switch replaces, as "before": its preset's last stored result and its live figures."""
+    before: dict[str, Any] = {"preset": server.preset, "run_id": None, "started_at": None, "decode_tok_s": None,
+                              "decode_ci95": None, "accept_length": None, "live": live_figures(server.url)}
+    last = last_result(server.preset) if server.preset else None
+    if last is not None:
+        decode, accept = _figures(last)
+        ci = ((last.summary or {}).get("decode_tok_s") or {}).get("ci95")
+        before.update(run_id=last.run_id, started_at=last.started_at, decode_tok_s=decode, accept_length=accept,
+                      decode_ci95=ci if isinstance(ci, list | tuple) and len(ci) == 2 else None)
+    elif before["live"]["accept_length"] is not None:
+        before["accept_length"] = before["live"]["accept_length"]
+    return before
+
+
 def _pct(now: float | None, before: float | None) -> float | None:
     if now is None or not before:
         return None
     return round((now - before) / before * 100.0, 1)
 
 
-def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> None:
-    """Fill sanity, previous, change_pct and alerts (a drop over 10%, outputs diverged at temperature 0)."""
+def noise_pct(before: dict[str, Any]) -> float:
+    """How far below "before" a figure may land and still be noise: 10%, or the half-width of the earlier
+    run's 95% CI of decode tok/s when that is wider."""
+    ci, median = before.get("decode_ci95"), before.get("decode_tok_s")
+    if not ci or not median:
+        return ALERT_DROP_PCT
+    return max(ALERT_DROP_PCT, (median - ci[0]) / median * 100.0)
+
+
+def compare_with_before(report: SwitchReport, sanity, preset_name: str) -> None:
+    """Fill sanity, before → after (change_pct) and alerts: a drop from what served before beyond the noise,
+    outputs that diverged from the new preset's own last result at temperature 0, failed sanity requests."""
     from specmon.bench.compare import compare
 
     decode, accept = _figures(sanity)
@@ -231,9 +302,19 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
     }
     if ok < len(sanity.measured) or not ok:
         report.alerts.append(f"sanity: {len(sanity.measured) - ok} of {len(sanity.measured)} requests failed")
+    before = report.before or {}
+    report.change_pct = {"decode_tok_s": _pct(decode, before.get("decode_tok_s")),
+                         "accept_length": _pct(accept, before.get("accept_length"))}
+    limit = noise_pct(before)
+    source = (f"{before.get('preset')}'s run {before['run_id']}" if before.get("run_id")
+              else f"{before.get('preset') or 'the old server'}'s live figure")
+    for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "acceptance length")):
+        change = report.change_pct[key]
+        if change is not None and change < -limit:
+            report.alerts.append(f"{label} fell {-change:.1f}% against what served before ({source}; noise "
+                                 f"{limit:.0f}%)")
     previous = last_result(preset_name)
     if previous is None:
-        report.change_pct = {"decode_tok_s": None, "accept_length": None}
         return
     p_decode, p_accept = _figures(previous)
     report.previous = {
@@ -242,11 +323,6 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
         "decode_tok_s": p_decode,
         "accept_length": p_accept,
     }
-    report.change_pct = {"decode_tok_s": _pct(decode, p_decode), "accept_length": _pct(accept, p_accept)}
-    for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "acceptance length")):
-        change = report.change_pct[key]
-        if change is not None and change < -ALERT_DROP_PCT:
-            report.alerts.append(f"{label} fell {-change:.1f}% against run {previous.run_id}")
     diverged = _diverged(sanity, previous) or compare(sanity, previous).diverged
     if diverged:
         report.alerts.append(

@@ -32,6 +32,11 @@ def _note(message: str) -> None:
     print(f"specmon: {message}", file=sys.stderr)
 
 
+def _progress_line(line: str) -> None:
+    """A starting server's phase or capture progress, on stderr (stdout keeps the result, JSON or text)."""
+    print(f"    {line}", file=sys.stderr, flush=True)
+
+
 def confirm(question: str, assume_yes: bool) -> bool:
     """True with `--yes`; else asks on the terminal; without one it is a usage error."""
     if assume_yes:
@@ -113,7 +118,8 @@ def run_start(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.json:
         print(text, flush=True)
-    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout)
+    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout,
+                         on_line=_progress_line)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",
         error=outcome.error,
@@ -325,8 +331,10 @@ def run_switch(args: argparse.Namespace) -> int:
             return EXIT_FAILED
 
     def progress(name: str, status: str, took_s: float | None) -> None:
-        if not args.json and status == "running":
-            print(f"  {name}...", file=sys.stderr, flush=True)
+        if status == "running":
+            print(f"  {name}…", file=sys.stderr, flush=True)
+        elif took_s is not None:
+            print(f"  {name} {status} ({took_s:.1f} s)", file=sys.stderr, flush=True)
 
     report = switch(
         server,
@@ -335,6 +343,7 @@ def run_switch(args: argparse.Namespace) -> int:
         requests=args.requests,
         ready_timeout=args.timeout,
         on_step=progress,
+        on_line=_progress_line,
     )
     _emit(args, report.to_json(), _switch_text(report))
     return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

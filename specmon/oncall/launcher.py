@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,11 +127,16 @@ def wait_ready(
     create_time: float | None = None,
     timeout: float = DEFAULT_READY_TIMEOUT_S,
     poll_s: float = 0.1,
+    on_line: Callable[[str], None] | None = None,
 ) -> ReadyOutcome:
-    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out."""
+    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out.
+
+    ``on_line`` gets one line per phase change and throttled capture and weight progress, as
+    `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing)."""
     import httpx
 
     from specmon.logs.follower import LogFollower
+    from specmon.logs.summary import ChangePrinter
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
 
@@ -138,9 +144,15 @@ def wait_ready(
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True) if log else None
     client = httpx.Client(timeout=2.0, trust_env=False)
+    printer = ChangePrinter(None)
+
     def read_log() -> None:
         while follower is not None and (items := follower.poll()):
             tracker.feed_items(items)
+        events = tracker.drain_events()
+        if on_line is not None:
+            for line in printer.lines(events, tracker.state):
+                on_line(line)
 
     def failure(took: float) -> ReadyOutcome | None:
         st = tracker.state

@@ -92,15 +92,17 @@ def switch(
     ready_timeout: float = 1800.0,
     stop_timeout: float = 30.0,
     on_step: StepCallback | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> SwitchReport:
     """Replace `server` (None: nothing runs) by `preset` on the same port. Never raises for server faults.
 
-    ``requests`` is the sanity benchmark's size; 0 leaves it out.
+    ``requests`` is the sanity benchmark's size; 0 leaves it out. ``on_line`` gets the new server's startup
+    progress (phases, captures) as it happens.
     """
     report = SwitchReport(from_=(server.preset or f"pid {server.pid}") if server else None, to=preset.name)
     steps = _Steps(report, on_step)
     try:
-        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout)
+        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line)
     except SwitchFailed as exc:
         report.state, report.error = "failed", str(exc)
     if report.state == "running":
@@ -108,7 +110,7 @@ def switch(
     return report
 
 
-def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout) -> None:
+def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line) -> None:
     from specmon.launch.supervisor import SupervisorError
     from specmon.oncall.launcher import launch_problems, start_detached, wait_ready
     from specmon.oncall.preflight import preflight as run_preflight
@@ -160,7 +162,8 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         raise SwitchFailed(f"not started: {exc}") from None
     report.id, report.url, report.log = record.id, record.url, record.log
     steps.on_step("startup", "running", None)
-    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout)
+    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout,
+                         on_line=on_line)
     steps.done("startup", outcome.took_s, "done" if outcome.state == "ready" else "failed")
     if outcome.state != "ready":
         raise SwitchFailed(f"the new server did not become ready: {outcome.error}")

@@ -83,6 +83,7 @@ class SweepRunner:
         options: SweepOptions | None = None,
         on_event: Event | None = None,
         on_progress: Callable[[BenchProgress], None] | None = None,
+        on_startup: Event | None = None,
     ) -> None:
         self.plan = plan
         self.presets = presets
@@ -92,6 +93,8 @@ class SweepRunner:
         self.say = on_event or (lambda text: None)
         self.on_progress = on_progress
         """Each benchmark's progress, request by request (called on the runner's thread)."""
+        self.on_startup = on_startup
+        """Each starting server's phases and capture progress, a line each (as `log-summary --follow`)."""
         self._stop = threading.Event()
         self._measuring: BenchRun | None = None
 
@@ -154,7 +157,7 @@ class SweepRunner:
         self.say(f"{step.preset}: switching")
         outcome = switch(
             self._running_server(), preset, preflight=self.options.preflight, requests=0,
-            ready_timeout=self.options.ready_timeout_s,
+            ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup,
         )  # fmt: skip
         step.startup_s = round(sum(s["took_s"] or 0.0 for s in outcome.steps), 3)
         if outcome.state != "ready" or outcome.url is None:
@@ -258,5 +261,5 @@ class SweepRunner:
             return wanted
         self.say(f"leaving {wanted} serving")
         outcome = switch(server, self.presets[wanted], preflight=self.options.preflight, requests=0,
-                         ready_timeout=self.options.ready_timeout_s)
+                         ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup)
         return wanted if outcome.state == "ready" else None

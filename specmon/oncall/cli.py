@@ -162,13 +162,32 @@ def _format_ps(inventory) -> str:
 
 
 def run_ps(args: argparse.Namespace) -> int:
-    """`specmon ps`: servers specmon launched and other SGLang servers on this host."""
+    """`specmon ps`: servers specmon launched and other SGLang servers on this host; `--alive` only those
+    running, `--prune` removes the records of servers that are gone."""
+    from specmon.oncall import state
     from specmon.oncall.discovery import find_servers
 
     inventory = find_servers()
     for problem in inventory.problems:
         _note(f"ignored state file {problem}")
-    _emit(args, inventory.to_json(), _format_ps(inventory))
+    pruned = []
+    if getattr(args, "prune", False):
+        for server in [s for s in inventory.servers if s.record is not None and not s.alive]:
+            state.remove(server.record)
+            pruned.append(server.id)
+        inventory.servers = [s for s in inventory.servers if s.id not in pruned]
+    dead = [s for s in inventory.servers if not s.alive]
+    if getattr(args, "alive", False):
+        inventory.servers = [s for s in inventory.servers if s.alive]
+    data = inventory.to_json()
+    text = _format_ps(inventory)
+    if args.prune:
+        data["pruned"] = pruned
+        text += f"\nremoved the records of {len(pruned)} server(s) that are gone" + (
+            f": {', '.join(pruned)}" if pruned else "")
+    elif dead and not args.alive:
+        text += f"\n{len(dead)} of these are gone: `specmon ps --alive` hides them, `specmon ps --prune` removes them"
+    _emit(args, data, text)
     return EXIT_OK
 
 

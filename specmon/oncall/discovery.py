@@ -40,7 +40,7 @@ class FoundServer:
     user: str | None = None
     own_user: bool = True
     emulator: bool = False
-    orphan: bool = False  # its parent is init (or a subreaper): whatever started it is gone
+    orphan: bool = False  # an SGLang worker whose server is gone (a detached or nohup'd server is not one)
     pids: list[int] = field(default_factory=list)  # the server and its descendants
     gpu_memory_mib: float | None = None
     record: ServerRecord | None = None
@@ -215,7 +215,7 @@ def find_servers(with_gpus: bool = True) -> Inventory:
                 user=info.get("username"),
                 own_user=uids is not None and uids.real == my_uid,
                 emulator=is_emulator_cmdline(argv),
-                orphan=info.get("ppid") == 1 or is_sglang_child(argv),
+                orphan=is_sglang_child(argv),
                 pids=pids,
                 argv=argv,
             )

@@ -156,6 +156,10 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         if not result.stopped or not result.port_free or result.gpus_free_s is None:
             left = "; ".join(str(x) for x in result.leftovers) or "no process named"
             raise SwitchFailed(f"the old server did not free its GPUs and port: {left}")
+        if server.record is not None:  # replaced for good: its record would only be a dead row in `ps`
+            from specmon.oncall.state import remove
+
+            remove(server.record)
     try:
         record = steps.run("launching", lambda: start_detached(preset, port))
     except SupervisorError as exc:

@@ -251,7 +251,11 @@ class SpecmonApp(App[int]):
             self.bench_results.append(message.result)
             self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
-            title, text, severity = status.bench_outcome(message.result)
+            from specmon.bench.compare import compare_all
+
+            finished = [r for r in self.bench_results if r.status == "finished"]
+            comparison = compare_all(finished).get(message.result.run_id)
+            title, text, severity = status.bench_outcome(message.result, comparison)
             self.notify(text, title=title, severity=severity, markup=False)
 
     @on(messages.SanityChecked)

@@ -15,6 +15,7 @@ from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
 from specmon.live.prom import Scrape
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
+from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
 from specmon.serving.client import spec_settings
 
 MAX_RUNS = 6
@@ -24,8 +25,6 @@ STALL_S = 60.0
 """Requests running and no token progress this long is a stall. SGLang refreshes its gauges only at decode-log
 intervals and, idle, every 30 s: a shorter limit would call a just-idle server stalled."""
 ACCEPT_LOW_RATIO = 0.6
-ACCEPT_NO_DRAFT = 1.1
-"""A draft whose weights did not load accepts about one token per step."""
 MIN_TOKENS_FOR_ACCEPT = 200
 DP_IMBALANCE_MIN_SPREAD = 4.0
 KV_FULL = 0.95
@@ -338,7 +337,7 @@ class LiveTracker:
                 alerts.append(Alert("accept_low", "error",
                                     f"acceptance {accept:.2f}, far below the preset's last benchmark "
                                     f"{self.baseline_accept:.2f}"))
-            elif accept < ACCEPT_NO_DRAFT:
+            elif accept < MIN_USEFUL_ACCEPT_LENGTH:  # a draft whose weights did not load
                 alerts.append(Alert("accept_low", "error",
                                     f"acceptance {accept:.2f} ≈ 1 token per step: did the draft's weights load?"))
         used, total, queued = snap.get("kv_used"), snap.get("kv_total"), snap.get("queued")

@@ -151,6 +151,8 @@ def format_report(report: SweepReport) -> str:
     for row in report.rows:
         if row["error"]:
             lines.append(f"  {row['preset']}: {row['error']}")
+        for flag, detail in (row.get("flags") or {}).items():
+            lines.append(f"  {row['preset']}: FLAG {flag}: {detail}")
         if row.get("accept_profile"):
             shares = " ".join(f"{share:.2f}" for share in row["accept_profile"])
             lines.append(f"  {row['preset']}: steps accepting at least 1, 2, ... drafts: {shares}")

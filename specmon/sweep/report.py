@@ -12,6 +12,7 @@ from typing import Any
 
 from specmon.bench.compare import compare
 from specmon.bench.model import BenchResult
+from specmon.bench.report import symptoms
 
 DRIFT_FLAG_PCT = 3.0
 WITHIN_BEST_PCT = 1.0
@@ -88,9 +89,10 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
     for outcome in outcomes:
         run = outcome.run
         decode = _decode(run)
-        speedup = None
+        speedup = comparison = None
         if run is not None and first_baseline is not None and not outcome.baseline:
-            speedup = compare(run, first_baseline).speedup
+            comparison = compare(run, first_baseline)
+            speedup = comparison.speedup
         accept = (run.summary.get("accept_length") or {}) if run is not None else {}
         report.rows.append(
             {
@@ -109,6 +111,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "startup_s": outcome.startup_s,
                 "measure_s": outcome.measure_s,
                 "error": outcome.error,
+                "flags": symptoms(run, comparison) if run is not None else {},
             }
         )
     report.recommended = recommend(report.rows)

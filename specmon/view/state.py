@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from specmon.units import format_seconds
 
 if TYPE_CHECKING:
+    from specmon.bench.compare import Comparison
     from specmon.bench.model import BenchResult
     from specmon.launch.presets import Preset
     from specmon.logs.model import Capture, StartupError, StartupState
@@ -330,10 +331,16 @@ def bench_rows(results: Sequence[BenchResult]) -> dict[str, tuple[BenchResult, i
     return rows
 
 
-def bench_outcome(result: BenchResult) -> tuple[str, str, str]:
-    """The notification when a benchmark run ends: title, message and severity."""
+def bench_outcome(result: BenchResult, comparison: Comparison | None = None) -> tuple[str, str, str]:
+    """The notification when a benchmark run ends: title, message and severity (an error when it shows a
+    symptom specmon exists for: acceptance about 1 on a speculative server, slower than its baseline)."""
+    from specmon.bench.report import symptoms
+
     if result.status == "cancelled":
         return "Benchmark cancelled", f"{result.preset}: cancelled; earlier runs are kept", "warning"
     if result.status != "finished":
         return "Benchmark failed", "; ".join(result.notes) or "the benchmark failed", "error"
+    found = symptoms(result, comparison)
+    if found:
+        return "Benchmark", f"{result.preset}: " + "; ".join(found.values()), "error"
     return "Benchmark", f"Benchmark finished: {result.preset}", "information"

@@ -17,9 +17,11 @@ from specmon.oncall.progress import (
 from specmon.oncall.switch import SwitchReport
 
 
-def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0):
+def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0, model="m", spec=True):
     summary = {"decode_tok_s": {"median": decode}, "accept_length": {"token_weighted": accept}}
-    return SimpleNamespace(preset=preset, started_at=started_at, status=status, url=url, summary=summary)
+    server = {"model_path": model, "speculative": {"algorithm": "EAGLE3" if spec else None}}
+    return SimpleNamespace(preset=preset, started_at=started_at, status=status, url=url, summary=summary,
+                           server=server, measured=[1])
 
 
 def test_steps_replace_their_running_entry_and_show_times() -> None:
@@ -71,6 +73,19 @@ def test_last_results_history_and_lines() -> None:
     assert ago(100, now=130) == "just now" and ago(0, now=3 * 86400) == "3 d ago"
     assert history_for(results, "b", "http://h:1") == results
     assert history_for(results, None, "x") == [results[3]]
+
+
+def test_re_attaching_brings_the_baseline_the_speedups_need() -> None:
+    """A baseline measured on another URL (or under another preset name) still gives the speedup its base."""
+    base_old = run("baseline", 1, url="http://other:2", spec=False)
+    base = run("baseline", 2, url="http://other:2", spec=False)
+    other_model = run("plain-x", 3, url="http://other:2", spec=False, model="other")
+    mine = run("eagle3-5", 4)
+    results = [base_old, base, other_model, mine]
+    assert history_for(results, "eagle3-5", "http://h:1") == [base, mine]
+    assert history_for([mine, other_model], "eagle3-5", "http://h:1") == [mine]
+    with_own = [base, run("plain", 5, spec=False), mine]
+    assert history_for(with_own, None, "http://h:1") == with_own[1:], "its own baseline is enough"
 
 
 def test_successor_is_another_process_on_the_same_port() -> None:

@@ -430,7 +430,10 @@ class OncallWiring:
         app = self.app
         if self.attached is None:
             return
-        history = progress.history_for(results, app.watch.preset_name, app.config.url)
+        preset = app.watch.preset
+        model = preset.args.get("model-path") if preset is not None else None
+        history = progress.history_for(results, app.watch.preset_name, app.config.url,
+                                       model if isinstance(model, str) else None)
         if history:
             app.bench_results[:0] = history
             app.main.show_bench_results(list(app.bench_results))

@@ -108,9 +108,21 @@ def ago(when: float, now: float | None = None) -> str:
     return "just now"
 
 
-def history_for(results: Sequence[Any], preset: str | None, url: str | None) -> list[Any]:
-    """The runs against this server's URL or of its preset, oldest first as given."""
-    return [r for r in results if (url is not None and r.url == url) or (preset and r.preset == preset)]
+def history_for(results: Sequence[Any], preset: str | None, url: str | None, model: str | None = None) -> list[Any]:
+    """The runs against this server's URL or of its preset, oldest first as given, and, when none of them is one,
+    the latest finished run without speculation of the same model: the baseline their speedups need."""
+    from specmon.bench.compare import is_speculative
+
+    chosen = [r for r in results if (url is not None and r.url == url) or (preset and r.preset == preset)]
+    model = model or next((m for r in reversed(chosen) if (m := (r.server or {}).get("model_path"))), None)
+    if model is None or any(not is_speculative(r) for r in chosen if r.status == "finished"):
+        return chosen
+    plain = [r for r in results if r.status == "finished" and r.measured and not is_speculative(r)
+             and (r.server or {}).get("model_path") == model]
+    if plain:
+        chosen.append(plain[-1])
+        chosen.sort(key=lambda r: r.started_at)
+    return chosen
 
 
 def successor(servers: Sequence[Any], followed: Any) -> Any | None:

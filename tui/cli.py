@@ -91,6 +91,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     from specmon.tui.config import AppConfig
 
     found = None
+    sweep_lines: list[str] = []
     if getattr(args, "web", False):
         if not args.url:
             print("specmon: --web needs --url", file=sys.stderr)
@@ -109,6 +110,11 @@ def run_monitor(args: argparse.Namespace) -> int:
             args.preset = found.preset if load_presets(args.presets).get(found.preset) else None
         print(f"specmon: attaching to {found.id} ({found.preset or 'pid ' + str(found.pid)}) at {found.url}",
               file=sys.stderr)  # fmt: skip
+        from specmon.sweep.status import unfinished_sweeps
+
+        sweep_lines = [sweep.line() for sweep in unfinished_sweeps()]
+        for line in sweep_lines:
+            print(f"specmon: {line}", file=sys.stderr)
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
               file=sys.stderr)
@@ -138,6 +144,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         emulator=bool(found and found.emulator),
         attached=found,
         read_only=getattr(args, "read_only", False),
+        notices=sweep_lines if found is not None else [],
     )
     return _run_app(config, args)
 

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from specmon.view.state import MonitorState
 
 BENCH_CANCEL_WAIT_S = 10.0
+NOTICE_S = 30.0
+"""How long a notice given at start (an interrupted sweep) stays."""
 LOOK_EVERY_S = 2.0
 """How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
 SLOW_LOOK_AFTER = 15
@@ -98,6 +100,9 @@ class OncallWiring:
         self.app.run_worker(self._load_results, thread=True, group="results", exit_on_error=False)
         if self.attached is not None:
             self.app.set_interval(LOOK_EVERY_S, self._check_alive)
+        for notice in self.app.config.notices:  # e.g. a sweep an SSH drop interrupted: how to resume it
+            self.app.notify(notice, title="Sweep", severity="warning", timeout=NOTICE_S, markup=False)
+            self.app.main.show_bench_note(notice)
 
     # ----- switching
 

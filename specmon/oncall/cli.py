@@ -179,8 +179,11 @@ def run_ps(args: argparse.Namespace) -> int:
     dead = [s for s in inventory.servers if not s.alive]
     if getattr(args, "alive", False):
         inventory.servers = [s for s in inventory.servers if s.alive]
-    data = inventory.to_json()
-    text = _format_ps(inventory)
+    from specmon.sweep.status import unfinished_sweeps
+
+    sweeps = unfinished_sweeps()
+    data = inventory.to_json() | {"sweeps": [sweep.to_json() for sweep in sweeps]}
+    text = "\n".join([_format_ps(inventory), *(sweep.line() for sweep in sweeps)])
     if args.prune:
         data["pruned"] = pruned
         text += f"\nremoved the records of {len(pruned)} server(s) that are gone" + (

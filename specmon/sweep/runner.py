@@ -7,6 +7,7 @@ sweep goes on. At the end the report is built and the chosen preset is left serv
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -71,6 +72,15 @@ def predictions_for(runs: dict[int, BenchResult]) -> list[Prediction]:
     return with_cost_model(predicted, fit_step_cost(measured))
 
 
+def _own_start_time() -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process().create_time()
+    except psutil.Error:
+        return None
+
+
 class SweepRunner:
     """Runs a `SweepPlan` against the presets it names, saving progress in `store`."""
 
@@ -112,6 +122,8 @@ class SweepRunner:
 
     def run(self) -> SweepReport:
         """Run every pending step, then report and leave the chosen preset serving."""
+        self.plan.leave = self.options.leave
+        self.plan.runner_pid, self.plan.runner_started = os.getpid(), _own_start_time()
         self.store.save(self.plan)
         while not self.cancelled and (step := self.plan.next_step) is not None:
             if self._predicted_worse(step):
@@ -119,6 +131,7 @@ class SweepRunner:
                 self.say(f"{step.preset}: skipped ({step.error})")
             else:
                 self._run_step(step)
+            self.plan.recommended = self.report().recommended
             self.store.save(self.plan)
         report = self.report()
         if self.cancelled and self.plan.next_step is not None:

@@ -69,7 +69,7 @@ class LiveWiring:
         self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
 
     def _follow_preset(self) -> None:
-        preset = self.app.watch.preset
+        preset = self.app.watch.serving_preset
         name = preset.name if preset is not None else None
         if name == self._preset_name:
             return

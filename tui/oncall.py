@@ -141,7 +141,7 @@ class OncallWiring:
             question = f"A benchmark is running. Cancel it and switch to {name}?"
             app.push_screen(Confirm(question), lambda yes: yes and self.switch_to(name, confirmed=True))
             return
-        app.watch.begin_switch(name)
+        app.watch.begin_switch(name, preset)
         app.sources.stop_following()
         app.feed.reset()
         if app.config.supervisor is None:

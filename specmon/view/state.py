@@ -68,6 +68,8 @@ class MonitorState:
     preset: Preset | None = None
     http: ServerStatus | None = None
     switching_to: str | None = None
+    target: Preset | None = None
+    """The preset a switch under way goes to: the new server is compared with it, never with the old one."""
     spec_stale: bool = False
     sanity: Note | None = None
     sanity_for: int = -1
@@ -111,9 +113,11 @@ class MonitorState:
             return True
         return False
 
-    def begin_switch(self, name: str) -> None:
-        """A switch to preset ``name`` starts: the old server's HTTP state and settings no longer count."""
+    def begin_switch(self, name: str, preset: Preset | None = None) -> None:
+        """A switch to preset ``name`` starts: the old server's HTTP state and settings no longer count, and what
+        comes up is compared with ``preset``."""
         self.switching_to = name
+        self.target = preset
         self.spec_stale = True  # the poller keeps the old server's settings until the new one is ready
         self.sanity = None
         self.http = None
@@ -121,6 +125,7 @@ class MonitorState:
     def end_switch(self, preset: Preset | None) -> None:
         """The switch ended: with the new preset, or None when it failed."""
         self.switching_to = None
+        self.target = None
         if preset is not None:
             self.preset = preset
 
@@ -152,6 +157,11 @@ class MonitorState:
         return reached
 
     @property
+    def serving_preset(self) -> Preset | None:
+        """The preset to compare the server with: the one a switch goes to, else the running one."""
+        return self.target if self.switching_to is not None and self.target is not None else self.preset
+
+    @property
     def preset_name(self) -> str | None:
         """The preset the header names: the one a switch goes to, else the running one."""
         return self.switching_to or (self.preset.name if self.preset is not None else None)
@@ -173,7 +183,7 @@ class MonitorState:
             switching_to=self.switching_to,
             process_exit_code=process_exit_code,
             spec_stale=self.spec_stale,
-            preset=self.preset,
+            preset=self.serving_preset,
             sanity=self.sanity,
             restarts=max(log_restarts, self.restarts),  # a restart shows in both when the log is followed
         )

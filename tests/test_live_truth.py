@@ -38,3 +38,50 @@ def test_during_a_switch_the_new_server_is_compared_with_the_preset_it_goes_to()
     assert watch.serving_preset.name == "eagle3-16"
     watch.end_switch(None)  # it failed after all: the running preset is compared again
     assert watch.serving_preset.name == "eagle3-10"
+
+
+BASELINE_INFO = {"startup_time": 100.0, "speculative_algorithm": None, "max_running_requests": 48}
+EAGLE5_INFO = {"startup_time": 200.0, "speculative_algorithm": "EAGLE3", "speculative_num_steps": 4,
+               "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 5, "max_running_requests": 48,
+               "speculative_draft_model_path": "demo/kimi-k25-eagle3"}
+DECODE = ("[2026-08-02 00:{m:02d}:{s:02d}] Decode batch, #running-req: 1, #full token: 181, full token usage: 0.00, "
+          "accept len: {accept}, cuda graph: True, gen throughput (token/s): {tok}, #queue-req: 0")
+
+
+def feed_traffic(tracker, minute: int, tok: float, accept: float, start_s: float) -> None:
+    for s in range(0, 20, 5):
+        tracker.feed_line(DECODE.format(m=minute, s=s, accept=accept, tok=tok), start_s + s)
+        tracker.snapshot(60, start_s + s)
+
+
+def test_each_run_is_labelled_with_what_it_serves_not_the_preset_before_it() -> None:
+    from specmon.live.tracker import LiveTracker
+
+    presets = load_presets([])
+    baseline, eagle5 = presets.get("demo-baseline"), presets.get("demo-eagle3-5")
+    tracker = LiveTracker(preset=baseline.name, asked=dict(baseline.args))
+    tracker.metrics_unavailable()
+    tracker.set_server_info(BASELINE_INFO)
+    feed_traffic(tracker, 1, 88.0, 1.0, 1000.0)
+    # The switch: the new log's startup, then its /server_info; the app learns the preset a little later.
+    tracker.feed_line("[2026-08-02 00:02:00] server_args=ServerArgs(model_path='demo/Kimi-K2.5', ...)", 1100.0)
+    tracker.set_server_info(EAGLE5_INFO)
+    feed_traffic(tracker, 3, 240.0, 2.8, 1200.0)
+    labels = [series.label for series in tracker.snapshot(60, 1220.0).series]
+    assert labels == ["demo-baseline", "EAGLE3 · 5 draft"], "the baseline's 88 tok/s is not eagle3-5's"
+    tracker.set_preset(eagle5.name, dict(eagle5.args))
+    snap = tracker.snapshot(60, 1221.0)
+    assert [(s.label, s.points[-1].decode_tok_s) for s in snap.series] == [("demo-baseline", 88.0),
+                                                                          ("demo-eagle3-5", 240.0)]
+    assert snap.restarts == 1, "one switch, one new run (the log and /server_info both saw it)"
+
+
+def test_a_run_whose_preset_is_stale_says_what_it_serves() -> None:
+    from specmon.live.tracker import LiveTracker
+
+    eagle5 = load_presets([]).get("demo-eagle3-5")
+    tracker = LiveTracker(preset=eagle5.name, asked=dict(eagle5.args))  # believed, but a sweep put back the baseline
+    tracker.metrics_unavailable()
+    tracker.set_server_info(BASELINE_INFO)
+    feed_traffic(tracker, 1, 88.0, 1.0, 1000.0)
+    assert [s.label for s in tracker.snapshot(60, 1020.0).series] == ["no speculation"]

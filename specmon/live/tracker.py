@@ -16,7 +16,7 @@ from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series
 from specmon.live.prom import Scrape
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
 from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
-from specmon.serving.client import spec_settings
+from specmon.serving.client import SpecSettings, spec_settings
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
@@ -31,17 +31,58 @@ KV_FULL = 0.95
 _PROGRESS_GAUGES = ("sglang:num_used_tokens", "sglang:gen_throughput", "sglang:token_usage")
 
 
+def serves(spec: SpecSettings, asked: Mapping[str, Any] | Sequence[str] | None) -> bool:
+    """Whether a server running `spec` is what a preset asking `asked` launches: speculation on or off as asked,
+    and every speculative flag it gives as effective (a preset with unknown flags is taken at its word)."""
+    if asked is None:
+        return True
+    if isinstance(asked, Mapping):
+        wanted = asked.get("speculative-algorithm")
+        wants_spec = isinstance(wanted, str) and bool(wanted)
+    else:
+        wants_spec = any(a == "--speculative-algorithm" or a.startswith("--speculative-algorithm=") for a in asked)
+    return wants_spec == spec.enabled and not spec.requested_vs_effective(asked)
+
+
+def describe_spec(spec: SpecSettings) -> str:
+    """What a server runs, in a few words: "EAGLE3 · 5 draft" or "no speculation"."""
+    if not spec.enabled:
+        return "no speculation"
+    return f"{spec.algorithm} · {spec.num_draft_tokens} draft" if spec.num_draft_tokens else str(spec.algorithm)
+
+
 @dataclass
 class Run:
     """One server run: from a start (or from attaching) to a restart."""
 
     index: int
-    label: str
+    presets: list[tuple[str, Any]] = field(default_factory=list)
+    """The presets believed to run during this run (name, asked flags), the latest last."""
+    spec: SpecSettings | None = None
+    """What this run serves: the effective settings of its own /server_info."""
+    identity: Any = None
+    """Its start time (or pid): a /server_info with another one is another run."""
     window: ScrapeWindow = field(default_factory=ScrapeWindow)
     batches: BatchLog = field(default_factory=BatchLog)
     points: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_KEEP))
     progress_key: tuple | None = None
     progress_at: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The preset this run serves, checked against its effective settings (a preset whose flags it does not
+        run is not its label); those settings in words when no preset fits; the preset alone before the run's
+        settings are known."""
+        if self.spec is None:
+            return self.presets[-1][0] if self.presets else "no preset"
+        for name, asked in reversed(self.presets):
+            if serves(self.spec, asked):
+                return name
+        return describe_spec(self.spec)
+
+    def believe(self, preset: str | None, asked: Any) -> None:
+        if preset and (not self.presets or self.presets[-1][0] != preset):
+            self.presets.append((preset, asked))
 
 
 @dataclass
@@ -76,7 +117,8 @@ class LiveTracker:
         self.asked = asked
         self.baseline_accept = baseline_accept
         self.stall_s = stall_s
-        self.runs: deque[Run] = deque([Run(0, preset or "no preset")], maxlen=MAX_RUNS)
+        self.runs: deque[Run] = deque([Run(0)], maxlen=MAX_RUNS)
+        self.run.believe(preset, asked)
         self.restarts = 0
         self.metrics_state: str = "unknown"  # "ok", "absent" (404: the log is the source), "error"
         self.metrics_error: str | None = None
@@ -94,18 +136,17 @@ class LiveTracker:
     # ----- inputs
 
     def set_preset(self, preset: str | None, asked=None, baseline_accept: float | None = None) -> None:
-        """The preset now running (after a switch); the next run is labelled with it."""
+        """The preset now running (after a switch): the current run is labelled with it if it serves it."""
         self.preset, self.asked, self.baseline_accept = preset, asked, baseline_accept
-        if preset and self.run.label == "no preset":
-            self.run.label = preset
+        self.run.believe(preset, asked)
 
     def new_run(self, reason: str = "restart") -> None:
         """The server restarted: a new series begins (a counter went down, a new start time, a new startup)."""
         if self.run.window.latest is None and not self.run.batches.lines:
-            self.run.label = self.preset or self.run.label
             return
         self.restarts += 1
-        self.runs.append(Run(self.run.index + 1, self.preset or "no preset"))
+        self.runs.append(Run(self.run.index + 1))
+        self.run.believe(self.preset, self.asked)
 
     def add_scrape(self, scrape: Scrape) -> None:
         if scrape.error is not None:
@@ -137,12 +178,14 @@ class LiveTracker:
         identity = info.get("startup_time", state0.get("startup_time"))
         if identity is not None:
             self.set_identity(identity)
+        self.run.spec = spec_settings(info)
 
     def set_identity(self, identity: Any) -> None:
-        """A server's pid or start time: a new one begins a new run."""
-        if self.identity is not None and identity != self.identity:
+        """A server's pid or start time: a new one begins a new run, unless the run began with this server (a
+        counter reset or a new startup in the log already began it)."""
+        if self.run.identity is not None and identity != self.run.identity:
             self.new_run()
-        self.identity = identity
+        self.run.identity = self.identity = identity
 
     def set_reachable(self, reachable: bool) -> None:
         self.reachable = reachable

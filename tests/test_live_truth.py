@@ -85,3 +85,93 @@ def test_a_run_whose_preset_is_stale_says_what_it_serves() -> None:
     tracker.set_server_info(BASELINE_INFO)
     feed_traffic(tracker, 1, 88.0, 1.0, 1000.0)
     assert [s.label for s in tracker.snapshot(60, 1020.0).series] == ["no speculation"]
+
+
+def test_log_lines_are_traffic_only_while_they_arrive() -> None:
+    from specmon.live.tracker import QUIET_S, LiveTracker
+
+    tracker = LiveTracker()
+    tracker.metrics_unavailable()
+    start = 1_800_000_000.0
+    for s in range(0, 20, 2):
+        tracker.feed_line(DECODE.format(m=0, s=s, accept=2.5, tok=131.8), start + s)
+    stamp = tracker.run.batches.newest_ts()
+    busy = tracker.snapshot(60, stamp + 1)
+    assert busy.state == "serving" and round(busy.decode_tok_s, 1) == 131.8 and busy.running == 1
+    quiet = tracker.snapshot(60, stamp + QUIET_S + 3)  # 13 s after the last line: nothing arrives
+    assert quiet.state == "idle" and quiet.decode_tok_s == 0.0 and quiet.running is None, quiet
+    assert round(quiet.accept_length, 2) == 2.5, "the acceptance of the last traffic is still said"
+    assert any(a.kind == "quiet" for a in quiet.alerts)
+    long_after = tracker.snapshot(60, stamp + 75)
+    assert long_after.state == "idle" and any(a.kind == "quiet_running" and a.severity == "warning"
+                                              for a in long_after.alerts), long_after.alerts  # fmt: skip
+
+
+def test_a_log_read_at_attach_is_old_news() -> None:
+    import time
+
+    from specmon.live.tracker import LiveTracker
+
+    tracker = LiveTracker()
+    tracker.metrics_unavailable()
+    now = time.time()
+    for s in range(0, 20, 2):  # written ten minutes ago, read now
+        tracker.feed_line(time.strftime("[%Y-%m-%d %H:%M:%S] ", time.localtime(now - 600 + s)) +
+                          DECODE.format(m=0, s=0, accept=2.5, tok=108.0).split("] ", 1)[1], now)  # fmt: skip
+    snap = tracker.snapshot(60, now)
+    assert snap.state == "idle" and snap.decode_tok_s == 0.0, snap
+
+
+def test_metrics_gauges_are_not_current_once_tokens_stop() -> None:
+    from specmon.live.prom import parse_scrape
+    from specmon.live.tracker import LiveTracker
+
+    def scrape(gen: float, running: float, t: float):
+        text = (f"# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total {gen}\n"
+                f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs {running}\n"
+                "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs 0\n")
+        return parse_scrape(text, t)
+
+    tracker = LiveTracker()
+    for t in range(0, 30):
+        tracker.add_scrape(scrape(100.0 * t, 1, t))
+    assert tracker.snapshot(60, 29).state == "serving"
+    for t in range(30, 50):  # the request finished: no tokens; the gauge keeps its last decode window's 1
+        tracker.add_scrape(scrape(2900.0, 1, t))
+    snap = tracker.snapshot(60, 49)
+    assert snap.state == "idle" and snap.running is None and snap.decode_tok_s == 0.0, snap
+
+
+async def test_a_killed_server_reads_as_exited_within_one_poll_and_quitting_does_not_ask(tmp_path) -> None:
+    import os
+    import signal
+    import time
+
+    from specmon.oncall.discovery import find_servers
+    from specmon.ports import free_port_pair
+    from specmon.tui.app import AppConfig, SpecmonApp
+    from tests.support.app_harness import screen_text, wait_for
+    from tests.support.oncall import Oncall
+
+    oc = Oncall(tmp_path)
+    os.environ["SPECMON_STATE_DIR"] = oc.env["SPECMON_STATE_DIR"]
+    try:
+        first = oc.json("start", "fast-a", "--port", str(free_port_pair()), "--wait")
+        found = find_servers(with_gpus=False).find(first["id"])
+        app = SpecmonApp(AppConfig(url=found.url, log_path=found.log, attached=found, emulator=True,
+                                   sanity_check=False))  # fmt: skip
+        async with app.run_test(size=(200, 50)) as pilot:
+            assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+            os.kill(first["pid"], signal.SIGKILL)
+            killed = time.monotonic()
+            assert await wait_for(pilot, lambda: app.current_state() == "exited", 10), app.current_state()
+            took = time.monotonic() - killed
+            assert took < app.config.poll_interval_s + 2.0, took  # one poll, and its 1.5 s health timeout
+            assert await wait_for(pilot, lambda: app.live.monitor.snapshot().state == "exited", 5)
+            assert await wait_for(pilot, lambda: "exited ·" in screen_text(app), 5), screen_text(app)
+            await pilot.press("q")
+            assert await wait_for(pilot, lambda: app.return_code is not None or not app.is_running, 5), \
+                "quit at once: a server that exited serves no traffic"
+    finally:
+        os.environ.pop("SPECMON_STATE_DIR", None)
+        oc.cleanup()

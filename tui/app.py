@@ -224,6 +224,9 @@ class SpecmonApp(App[int]):
     def _server_status_changed(self, message: messages.ServerStatusChanged) -> None:
         if self.watch.http_changed(message.status):
             self.oncall.restart_seen()
+        if message.status.state == "unreachable" and self.oncall.process_gone():
+            self.watch.exited = True  # within one poll: a dead process is "exited", not "unreachable"
+            self.live.refresh()
         self._maybe_sanity_check()
         self.render_state()
 

@@ -336,6 +336,19 @@ class OncallWiring:
 
     # ----- the attached server's identity
 
+    def process_gone(self) -> bool:
+        """Whether the followed server's own process is gone (the demo's exited, or the attached one's pid and
+        start time no longer run); False when specmon does not know its process."""
+        supervisor = self.app.config.supervisor
+        if supervisor is not None:
+            return supervisor.returncode is not None
+        server = self.attached
+        if server is None or self.app.watch.switching_to is not None:
+            return False
+        from specmon.oncall.stopper import server_process
+
+        return server_process(server) is None
+
     def restart_seen(self) -> None:
         """The log or HTTP shows a restart: look the server up again (its log and preset may have changed)."""
         if self.attached is not None and self.app.watch.switching_to is None:
@@ -361,6 +374,9 @@ class OncallWiring:
                 self._lost = psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
             except psutil.Error:
                 self._lost = True
+            if self._lost and not self.app.watch.exited:
+                self.app.watch.exited = True
+                self.app.render_state()
         if self._lost:
             self._look()
 

@@ -25,6 +25,13 @@ STALL_S = 60.0
 """Requests running and no token progress this long is a stall. SGLang refreshes its gauges only at decode-log
 intervals and, idle, every 30 s: a shorter limit would call a just-idle server stalled."""
 ACCEPT_LOW_RATIO = 0.6
+QUIET_S = 10.0
+"""Traffic is what arrives: no token progress (or, from the log, no batch line) for this long is no traffic now.
+SGLang logs a decode batch, and refreshes its gauges, every 40 decode steps: well under this while it serves.
+From the log the limit grows to three times the usual gap between its batch lines."""
+SAME_CLOCK_S = 3600.0
+"""A log timestamp this close to the wall clock is on it (the same host's time): it says when the line was
+written, not when specmon read it."""
 MIN_TOKENS_FOR_ACCEPT = 200
 DP_IMBALANCE_MIN_SPREAD = 4.0
 KV_FULL = 0.95
@@ -67,6 +74,9 @@ class Run:
     points: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_KEEP))
     progress_key: tuple | None = None
     progress_at: float | None = None
+    tokens_key: tuple | None = None
+    tokens_at: float | None = None
+    """When the token counters last moved (gauges left out: SGLang refreshes them when idle too)."""
 
     @property
     def label(self) -> str:
@@ -125,6 +135,8 @@ class LiveTracker:
         self.server_info: dict[str, Any] | None = None
         self.identity: Any = None
         self.reachable = True
+        self.process_alive: bool | None = None
+        """False once the server's process is known to be gone (specmon knows its pid): "exited"."""
         self._own = _Own()
         self._last_series_at: float | None = None
         self.last_log_line: str | None = None
@@ -163,6 +175,8 @@ class LiveTracker:
                *(scrape.gauges.get(name) for name in _PROGRESS_GAUGES))
         if key != run.progress_key:
             run.progress_key, run.progress_at = key, scrape.taken_at
+        if key[:2] != run.tokens_key:
+            run.tokens_key, run.tokens_at = key[:2], scrape.taken_at
 
     def metrics_unavailable(self) -> None:
         """The server has no /metrics (404: started without --enable-metrics): the log is the source."""
@@ -190,6 +204,10 @@ class LiveTracker:
     def set_reachable(self, reachable: bool) -> None:
         self.reachable = reachable
 
+    def set_process_alive(self, alive: bool | None) -> None:
+        """Whether the server's own process runs (None: specmon does not know its pid)."""
+        self.process_alive = alive
+
     def feed_line(self, line: str, arrived_at: float | None = None) -> None:
         """A server log line (only `Decode batch` / `Prefill batch` lines are kept)."""
         if "server_args=" in line and self.run.batches.lines and self.metrics_state != "ok":
@@ -215,7 +233,10 @@ class LiveTracker:
             snap = self._from_log(run, window_s, effective, alerts, now)
         else:
             snap = {"state": "waiting", "source": "none"}
-        if not self.reachable:
+        if self.process_alive is False:  # gone, not "unreachable": nothing it last said is current
+            snap = {"state": "exited", "source": snap.get("source", "none")}
+            alerts.clear()
+        elif not self.reachable:
             snap["state"] = "unreachable"
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:
@@ -264,14 +285,23 @@ class LiveTracker:
         if kv_total is None:
             kv_total = (self.server_info or {}).get("max_total_num_tokens")
         running = g.get("sglang:num_running_reqs")
+        queued = g.get("sglang:num_queue_reqs")
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
             "sglang:cache_hit_rate")
         state = "serving" if running else "idle"
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
+        quiet_for = latest.taken_at - (run.tokens_at if run.tokens_at is not None else latest.taken_at)
         if running and stalled_for >= self.stall_s:
             state = "stalled"
             alerts.append(Alert("stall", "error", self._stall_text(running, stalled_for, run)))
+        elif quiet_for >= QUIET_S:  # no traffic now; the gauges are from SGLang's last decode window
+            state, decode = "idle", 0.0
+            if running or queued:
+                alerts.append(Alert("quiet", "info", f"no tokens generated for {_ago(quiet_for)}: no traffic now "
+                                    f"(SGLang's gauges still say {int(running or 0)} running from its last decode "
+                                    "window: not shown)"))
+                running = queued = None
         per_dp = latest.per_dp.get("sglang:num_running_reqs", {})
         if len(per_dp) > 1:
             values = list(per_dp.values())
@@ -287,7 +317,7 @@ class LiveTracker:
             "decode_tok_s": decode,
             "own_tok_s": own,
             "running": running,
-            "queued": g.get("sglang:num_queue_reqs"),
+            "queued": queued,
             "max_running": self._max_running(),
             "kv_used": g.get("sglang:num_used_tokens"),
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
@@ -319,27 +349,34 @@ class LiveTracker:
         stale = now is not None and newest is not None and now - newest > window_s
         end = newest if now is None or newest is None or stale else max(now, newest)
         fig: LogFigures = run.batches.figures(window_s, end)
-        if stale:  # nothing logged lately: the last figures the log has, said to be old
-            alerts.append(Alert("log_stale", "info", f"last batch line {_ago(now - newest)} ago: figures as of then"))
+        last = self._last_batch_at(run, now)
+        quiet_after = max(QUIET_S, 3.0 * run.batches.usual_gap_s())
+        quiet_for = now - last if now is not None and last is not None else 0.0
+        quiet = quiet_for > quiet_after
         kv_total = (self.server_info or {}).get("max_total_num_tokens")
         kv_used = fig.kv_used
         if kv_used is None and fig.kv_usage is not None and isinstance(kv_total, int | float):
             kv_used = fig.kv_usage * kv_total
         if not isinstance(kv_total, int | float) and fig.kv_used is not None and fig.kv_usage:
             kv_total = fig.kv_used / fig.kv_usage
-        state = "serving" if fig.running and not stale else "idle"
-        last = run.batches.last_line_at
-        if fig.running and last is not None and now is not None and now - last >= self.stall_s:
-            state = "stalled"
-            alerts.append(Alert("stall", "error", self._stall_text(fig.running, now - last, run)))
-        if fig.running and not fig.lines:
-            state = "stalled" if state == "stalled" else "serving"
+        running, queued, decode = fig.running, fig.queued, fig.decode_tok_s
+        state = "serving" if running else "idle"
+        if quiet:  # batch lines are traffic only while they arrive
+            state, decode = "idle", 0.0
+            text = (f"no batch line for {_ago(quiet_for)}: no traffic now (SGLang logs one every 40 decode steps);"
+                    " acceptance as of the last one")
+            alerts.append(Alert("quiet", "info", text))
+            if running and quiet_for >= self.stall_s:
+                alerts.append(Alert("quiet_running", "warning", (
+                    f"the last batch line said {int(running)} running, {_ago(quiet_for)} ago: they finished, or "
+                    "the server is stuck (with --enable-metrics specmon can tell)")))
+            running = queued = None
         return {
             "state": state,
             "source": "log",
-            "decode_tok_s": 0.0 if stale else fig.decode_tok_s,
-            "running": fig.running,
-            "queued": fig.queued,
+            "decode_tok_s": decode,
+            "running": running,
+            "queued": queued,
             "max_running": self._max_running(),
             "kv_used": kv_used,
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
@@ -347,6 +384,15 @@ class LiveTracker:
             "accept_rate": fig.accept_rate,
             "cache_hit_rate": fig.cache_hit_rate,
         }
+
+    @staticmethod
+    def _last_batch_at(run: Run, now: float | None) -> float | None:
+        """When the last batch line was written: its timestamp when that is on the wall clock (a log read at
+        attach time is old news), else when it arrived."""
+        newest = run.batches.newest_ts()
+        if newest is not None and now is not None and abs(now - newest) < SAME_CLOCK_S:
+            return newest
+        return run.batches.last_line_at
 
     def _effective(self, run: Run) -> dict[str, Any]:
         info = self.server_info

@@ -44,6 +44,8 @@ class ServerView:
     """The preset a switch is under way to."""
     process_exit_code: int | None = None
     """The launched server's exit code once it exited; None while it runs, or when specmon did not launch it."""
+    exited: bool = False
+    """The followed server's process (specmon knows its pid) is gone: "exited", not "unreachable"."""
     spec_stale: bool = False
     """The poller still reports the previous server's speculative settings (during a switch)."""
     preset: Preset | None = None
@@ -75,6 +77,8 @@ class MonitorState:
     sanity_for: int = -1
     """The log generation (one per server run) the sanity check last ran for."""
     milestones_seen: set[str] = field(default_factory=set)
+    exited: bool = False
+    """The followed server's process is gone (checked by pid and start time when HTTP stops answering)."""
     restarts: int = 0
     """Restarts seen over HTTP: ready, then away (or warming up again), then ready; or other settings."""
     _away_after_ready: bool = False
@@ -117,6 +121,7 @@ class MonitorState:
         """A switch to preset ``name`` starts: the old server's HTTP state and settings no longer count, and what
         comes up is compared with ``preset``."""
         self.switching_to = name
+        self.exited = False
         self.target = preset
         self.spec_stale = True  # the poller keeps the old server's settings until the new one is ready
         self.sanity = None
@@ -132,6 +137,7 @@ class MonitorState:
     def server_replaced(self, preset: Preset | None) -> None:
         """Another server took the followed one's place (a restart or a switch made elsewhere), with ``preset``
         when known: the old one's settings and sanity check no longer count."""
+        self.exited = False
         if preset is not None:
             self.preset = preset
         self.spec_stale = True
@@ -182,6 +188,7 @@ class MonitorState:
             following_log=following_log,
             switching_to=self.switching_to,
             process_exit_code=process_exit_code,
+            exited=self.exited,
             spec_stale=self.spec_stale,
             preset=self.serving_preset,
             sanity=self.sanity,
@@ -216,6 +223,8 @@ def header_state(view: ServerView) -> str:
         return state.state
     if view.process_exit_code is not None:
         return "stopped"
+    if view.exited:
+        return "exited"
     if http == "ready":
         return "ready"
     if http in ("unreachable", "unhealthy") and (state.state == "ready" or not view.following_log):
@@ -288,6 +297,9 @@ def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
         starting_up = view.following_log and view.startup.state == "starting"
         if health == "unreachable" and starting_up:
             rows.append(("health", "HTTP not up yet (the server is starting)"))
+        elif health == "unreachable" and view.exited:
+            since = time.strftime("%H:%M:%S", time.localtime(status.since))
+            notes.append((f"Server process exited (no answer since {since})", "bold red"))
         elif health == "unreachable":
             since = time.strftime("%H:%M:%S", time.localtime(status.since))
             notes.append((f"Server unreachable at {status.url} since {since}", "bold red"))

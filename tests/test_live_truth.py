@@ -175,3 +175,17 @@ async def test_a_killed_server_reads_as_exited_within_one_poll_and_quitting_does
     finally:
         os.environ.pop("SPECMON_STATE_DIR", None)
         oc.cleanup()
+
+
+def test_percentiles_inside_one_bucket_are_a_bound_not_a_figure() -> None:
+    from specmon.live.quantiles import percentiles_ms
+    from specmon.live.text import percentiles_text
+
+    first = percentiles_ms(((0.1, 40.0), (0.25, 40.0), (float("inf"), 40.0)))  # every TTFT below 100 ms
+    assert (first.p50, first.p90, first.p99) == (None, None, None) and first.within_ms == (0.0, 100.0)
+    assert percentiles_text(first) == "< 100 ms"
+    assert first.to_json() == {"p50": None, "p90": None, "p99": None, "within_ms": [0.0, 100.0]}
+    middle = percentiles_ms(((0.1, 0.0), (0.25, 12.0), (float("inf"), 12.0)))
+    assert percentiles_text(middle) == "100–250 ms"
+    spread = percentiles_ms(((0.1, 10.0), (0.25, 40.0), (float("inf"), 40.0)))  # two buckets: interpolated
+    assert spread.within_ms is None and spread.p50 is not None and "/" in percentiles_text(spread)

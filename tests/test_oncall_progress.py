@@ -109,6 +109,7 @@ def test_sweep_choices_offer_a_valid_plan_first() -> None:
     assert not any(name == "eagle3-10" for name in names), "real SGLang presets run another launcher"
     last = {"demo-eagle3-5": run("demo-eagle3-5", 0)}
     choices = {name: (about, on) for name, about, on in sweep_choices(candidates, last)}
-    assert choices["demo-baseline"] == ("baseline (no speculation)", True)
-    assert choices["demo-eagle3-5"][0].startswith("EAGLE3 · draft tokens 5 · last: 100.0 tok/s")
+    assert choices["demo-baseline"] == ("no result yet · baseline (no speculation)", True)
+    assert choices["demo-eagle3-5"][0].startswith("100.0 tok/s · accept 3.00 · ")  # the numbers first
+    assert choices["demo-eagle3-5"][0].endswith(" · EAGLE3 · draft tokens 5")
     assert all(on for _, on in choices.values())

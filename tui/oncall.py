@@ -172,11 +172,10 @@ class OncallWiring:
             report = switch(old, preset, on_step=on_step)
             post(messages.AttachedSwitchFinished(report, self._find(report.id) if report.id else None))
             return
-        old = supervisor.preset.name
         try:
             supervisor.restart_with(preset)
         except Exception as exc:  # reported in the UI; a check that failed left the old server serving
-            kept = f"; {old} was not stopped and still serves" if supervisor.is_running else ""
+            kept = f"; {supervisor.preset.name} was not stopped and still serves" if supervisor.is_running else ""
             post(messages.PresetSwitched(preset.name, None, error=f"{exc}{kept}"))
             return
         log_path = supervisor.log_path

@@ -29,7 +29,5 @@ def preflight(preset: Any, *, port: int | None = None, replacing: Collection[int
         report = run_preflight(preset, port=port, replacing=replacing)
     except Exception as exc:  # the preflight is another part: its failure must not become a traceback here
         return PreflightOutcome(False, [f"the preflight itself failed: {type(exc).__name__}: {exc}"])
-    problems = [
-        f"{p.severity} {p.code}: {p.message}" + (f" ({p.hint})" if p.hint else "") for p in report.problems
-    ]
+    problems = [p.one_line() for p in report.problems]
     return PreflightOutcome(report.ok, problems, report=report.to_json())

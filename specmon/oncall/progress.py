@@ -144,8 +144,9 @@ def sweep_candidates(presets: dict[str, Any], current: Any) -> list[Any]:
 
 
 def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """The sweep picker's rows: name, what it is (baseline or draft tokens, its last result), selected at first
-    (every speculative preset and the first baseline, so the plan is valid as offered)."""
+    """The sweep picker's rows: name, its last result then what it is (baseline or draft tokens: the numbers
+    needed to choose come first, so a narrow screen cuts only the words after them), selected at first (every
+    speculative preset and the first baseline, so the plan is valid as offered)."""
     choices = []
     baseline_taken = False
     for preset in candidates:
@@ -154,7 +155,7 @@ def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple
             about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}", True
         else:
             about, selected, baseline_taken = "baseline (no speculation)", not baseline_taken, True
-        if preset.name in last:
-            about += f" · last: {result_line(last[preset.name])}"
+        result = result_line(last[preset.name]) if preset.name in last else "no result yet"
+        about = f"{result} · {about}"
         choices.append((preset.name, about, selected))
     return choices

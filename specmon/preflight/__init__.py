@@ -27,8 +27,8 @@ class PreflightError(RuntimeError):
         self.report = report
         first = report.errors[0]
         more = f" (and {len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
-        hint = f"; {first.hint}" if first.hint else ""
-        super().__init__(f"preflight of {report.preset}: {first.message}{hint}{more} "
+        hint = f"{first.hint} — " if first.hint else ""  # what to do first: the message may be long
+        super().__init__(f"preflight of {report.preset}: {hint}{first.message}{more} "
                          f"(see `specmon check {report.preset}`; skip with --no-preflight)")
 
 

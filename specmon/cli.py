@@ -284,6 +284,8 @@ def _add_ps(sub: argparse._SubParsersAction) -> None:
         description="List the servers specmon launched (alive or dead, checked against live pids and start "
         "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
     )
+    p.add_argument("--alive", action="store_true", help="only the servers running now")
+    p.add_argument("--prune", action="store_true", help="remove the records of servers that are gone")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--prometheus-sd", action="store_true",
                    help="print Prometheus file_sd JSON for the live servers specmon launched (server, preset, role)")
@@ -308,10 +310,11 @@ def _add_stop(sub: argparse._SubParsersAction) -> None:
 def _add_switch(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "switch",
-        help="replace the running server with another preset, then compare a sanity benchmark with the last",
-        description="Stop the running server, wait until GPUs and port are free, preflight, start PRESET on the "
-        "same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's last "
-        "stored result. Exit 0 ready without alerts, 1 failed or alerts.",
+        help="replace the running server with another preset, then compare a sanity benchmark with what served",
+        description="Preflight PRESET (a failure leaves the running server serving), stop the running server, "
+        "wait until GPUs and port are free, start PRESET on the same port, follow it to ready, run a quick "
+        "sanity benchmark and compare it with what served before (its last stored result, else its live "
+        "figures). Exit 0 ready without alerts, 1 failed or alerts.",
     )
     p.add_argument("preset", help="the preset to switch to")
     p.add_argument("--from", dest="server", metavar="ID|PID", help="the server to replace (default: the only one)")

@@ -1,10 +1,24 @@
-"""Files and directories private to the user: directories 0700, files 0600, never through a symlink."""
+"""Files and directories private to the user: directories 0700, files 0600, never through a symlink; and where
+they all live, the state directory."""
 
 from __future__ import annotations
 
 import errno
 import os
 from pathlib import Path
+
+STATE_DIR_ENV = "SPECMON_STATE_DIR"
+
+
+def state_dir() -> Path:
+    """specmon's one state directory: `$SPECMON_STATE_DIR`, else `<platformdirs user_state_dir>/specmon`. Server
+    records, their logs, demo logs, benchmark results, sanity runs and sweeps all live under it."""
+    override = os.environ.get(STATE_DIR_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("specmon"))
 
 
 def _refuse_symlink(path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import psutil
+
 from specmon.tui.screens.quit_dialog import QuitDialog
 from tests.support.app_harness import READY_LOG, fixture_app
 
@@ -18,8 +20,10 @@ class FakeServer:
     foreign: str | None = None
     pid: int = field(default_factory=os.getpid)  # alive: the app does not go looking for another server
     port: int = 30000
-    create_time: float | None = None
+    create_time: float | None = field(default_factory=lambda: psutil.Process().create_time())  # proven alive
     log: str | None = None
+    record: None = None
+    launched_by_specmon: bool = False
 
     def why_not_signalable(self) -> str | None:
         return self.foreign

@@ -207,7 +207,7 @@ def test_results_lists_compares_and_exports(tmp_path):
     # A run id prefix picks runs: the shortest one that is not also the baseline's (both began in one second).
     prefix = next(spec.run_id[:n] for n in range(17, len(spec.run_id) + 1) if not base.run_id.startswith(spec.run_id[:n]))
     md = specmon("results", prefix, "--dir", str(tmp_path), "--format", "markdown").stdout.splitlines()
-    assert md[0].startswith("| run | preset |") and md[1].startswith("|---|")
+    assert md[0].startswith("| run | started | preset | url |") and md[1].startswith("|---|")
     assert len(md) == 3 and "eagle3-5" in md[2]
 
     missing = specmon("results", "no-such-run", "--dir", str(tmp_path))

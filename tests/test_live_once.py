@@ -61,7 +61,8 @@ def test_once_under_a_concurrent_benchmark_agrees_with_it(tmp_path):
     assert 4.5 <= snap["window_to"] - snap["window_from"] <= 6.5
     assert snap["decode_tok_s"] > 0 and snap["max_running"] and snap["kv_total"]
     assert snap["effective"]["algorithm"] == "EAGLE3" and snap["effective"]["num_draft_tokens"] == 4
-    assert snap["ttft_ms"]["p50"] is not None and snap["itl_ms"]["p99"] is not None
+    assert snap["ttft_ms"]["p50"] is not None or snap["ttft_ms"]["within_ms"]  # one bucket: only its bounds
+    assert snap["itl_ms"]["p99"] is not None or snap["itl_ms"]["within_ms"]
     bench_accept = json.loads(out)["summary"]["accept_length"]["token_weighted"]
     assert abs(snap["accept_length"] - bench_accept) / bench_accept < 0.05, (snap["accept_length"], bench_accept)
 

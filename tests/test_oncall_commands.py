@@ -120,7 +120,7 @@ def test_switch_compares_with_the_last_result_and_alerts_on_a_drop(oc, tmp_path)
     again = oc.json("switch", "fast-b", "--yes", "--requests", "2", "--presets", str(worse), expect=1)
     assert again["from"] == "fast-b" and again["to"] == "fast-b" and again["state"] == "ready"
     names = [s["name"] for s in again["steps"]]
-    assert names == ["stopping", "gpus free", "port free", "preflight", "launching", "startup", "sanity"]
+    assert names == ["preflight", "stopping", "gpus free", "port free", "launching", "startup", "sanity"]
     assert all(s["took_s"] is not None and s["took_s"] >= 0 for s in again["steps"])
     assert again["previous"] is not None and again["sanity"]["requests_ok"] == 2
     assert again["change_pct"]["accept_length"] < -10

@@ -17,9 +17,11 @@ from specmon.oncall.progress import (
 from specmon.oncall.switch import SwitchReport
 
 
-def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0):
+def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0, model="m", spec=True):
     summary = {"decode_tok_s": {"median": decode}, "accept_length": {"token_weighted": accept}}
-    return SimpleNamespace(preset=preset, started_at=started_at, status=status, url=url, summary=summary)
+    server = {"model_path": model, "speculative": {"algorithm": "EAGLE3" if spec else None}}
+    return SimpleNamespace(preset=preset, started_at=started_at, status=status, url=url, summary=summary,
+                           server=server, measured=[1])
 
 
 def test_steps_replace_their_running_entry_and_show_times() -> None:
@@ -39,19 +41,25 @@ def test_steps_replace_their_running_entry_and_show_times() -> None:
 def test_outcome_shows_before_after_with_change_and_alerts() -> None:
     report = SwitchReport(from_="a", to="b", state="ready")
     report.sanity = {"decode_tok_s": 90.0, "accept_length": 2.0}
-    report.previous = {"run_id": "r1", "decode_tok_s": 100.0, "accept_length": 3.0}
+    report.before = {"preset": "a", "run_id": "r1", "decode_tok_s": 100.0, "accept_length": 3.0}
     report.change_pct = {"decode_tok_s": -10.0, "accept_length": -33.3}
-    report.alerts = ["acceptance length fell 33.3% against run r1"]
+    report.alerts = ["acceptance length fell 33.3% against what served before (a's run r1; noise 10%)"]
     progress = SwitchProgress("b")
     progress.finish(report)
     notes = [text for text, _ in progress.notes()[1:]]
-    assert notes[0] == ("before → after (vs run r1): decode tok/s 100.0 → 90.0 (-10.0%) · "
+    assert notes[0] == ("before → after (a run r1 → b): decode tok/s 100.0 → 90.0 (-10.0%) · "
                         "acceptance 3.00 → 2.00 (-33.3%)")  # fmt: skip
-    assert notes[1] == "alert: acceptance length fell 33.3% against run r1"
+    assert progress.notes()[1][1] == "bold red", "an alert colours the comparison"
+    assert notes[1] == "alert: acceptance length fell 33.3% against what served before (a's run r1; noise 10%)"
     first = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": None})
     progress = SwitchProgress("b")
     progress.finish(first)
-    assert progress.notes()[1][0] == "before → after (no earlier result): decode tok/s – → 90.0 · acceptance – → –"
+    assert progress.notes()[1][0] == ("before → after (nothing served before → b): decode tok/s – → 90.0 · "
+                                      "acceptance – → –")  # fmt: skip
+    live = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": 2.5},
+                        before={"preset": "a", "accept_length": 2.7, "live": {"accept_length": 2.7}})
+    progress.finish(live)
+    assert progress.notes()[1][0].startswith("before → after (a: live figures → b)")
     failed = SwitchReport(from_="a", to="b", state="failed", error="the preflight failed: no GPU")
     progress.finish(failed)
     assert progress.notes()[1] == ("switch failed: the preflight failed: no GPU", "bold red")
@@ -65,6 +73,19 @@ def test_last_results_history_and_lines() -> None:
     assert ago(100, now=130) == "just now" and ago(0, now=3 * 86400) == "3 d ago"
     assert history_for(results, "b", "http://h:1") == results
     assert history_for(results, None, "x") == [results[3]]
+
+
+def test_re_attaching_brings_the_baseline_the_speedups_need() -> None:
+    """A baseline measured on another URL (or under another preset name) still gives the speedup its base."""
+    base_old = run("baseline", 1, url="http://other:2", spec=False)
+    base = run("baseline", 2, url="http://other:2", spec=False)
+    other_model = run("plain-x", 3, url="http://other:2", spec=False, model="other")
+    mine = run("eagle3-5", 4)
+    results = [base_old, base, other_model, mine]
+    assert history_for(results, "eagle3-5", "http://h:1") == [base, mine]
+    assert history_for([mine, other_model], "eagle3-5", "http://h:1") == [mine]
+    with_own = [base, run("plain", 5, spec=False), mine]
+    assert history_for(with_own, None, "http://h:1") == with_own[1:], "its own baseline is enough"
 
 
 def test_successor_is_another_process_on_the_same_port() -> None:
@@ -88,8 +109,9 @@ def test_sweep_choices_offer_a_valid_plan_first() -> None:
     assert not any(name == "eagle3-10" for name in names), "real SGLang presets run another launcher"
     last = {"demo-eagle3-5": run("demo-eagle3-5", 0)}
     choices = {name: (about, on) for name, about, on in sweep_choices(candidates, last)}
-    assert choices["demo-baseline"] == ("baseline (no speculation)", True)
-    assert choices["demo-eagle3-5"][0].startswith("EAGLE3 · draft tokens 5 · last: 100.0 tok/s")
+    assert choices["demo-baseline"] == ("no result yet · baseline (no speculation)", True)
+    assert choices["demo-eagle3-5"][0].startswith("100.0 tok/s · accept 3.00 · ")  # the numbers first
+    assert choices["demo-eagle3-5"][0].endswith(" · EAGLE3 · draft tokens 5")
     assert all(on for _, on in choices.values())
 
 

@@ -341,7 +341,7 @@ def test_log_path_through_a_symlink_is_refused(script, tmp_path):
     link = tmp_path / "server.log"
     link.symlink_to(target)
     sup = unchecked_supervisor(fake_preset(script), link)
-    with pytest.raises(OSError):
+    with pytest.raises(SupervisorError, match="symbolic link"):  # a message, not a raw OSError
         sup.start()
     assert sup.pid is None
 

@@ -9,7 +9,7 @@ import gc
 import signal
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App, SystemCommand
@@ -35,6 +35,9 @@ DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
 FAILURE_NOTICE_S = 20.0
 """How long the startup-failure notification stays (Esc dismisses it at once)."""
+READ_ONLY_BENCH_NOTE = "Read-only view: no benchmarks here (run `specmon bench --url URL` in a terminal)."
+TOAST_REPAINT_AFTER_S = 0.5
+"""A notification's area is repainted this long after it expired (its slide-out is over by then)."""
 MILESTONE_SETTLE_S = 1.5
 """A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
 
@@ -95,6 +98,8 @@ class SpecmonApp(App[int]):
             self.sources.start_gpu_sampler()
         self.live.start()
         self.oncall.start()
+        if self.config.read_only:
+            self.main.show_bench_note(READ_ONLY_BENCH_NOTE)
         self.flush_feed(force=True)
         self.call_after_refresh(freeze_startup_objects)
         if self.config.exit_after_s is not None:
@@ -137,6 +142,25 @@ class SpecmonApp(App[int]):
         self.live.stop()
         if self.bench_run is not None:
             self.bench_run.cancel()
+
+    # ----- notifications
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """Textual's notification, and a whole-screen repaint once it has gone: in a busy app, the region a toast
+        uncovered was left painted over on the terminal (a "Benchmark finished" toast over the table, minutes
+        after it expired)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        shown = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
+        self.set_timer(shown + TOAST_REPAINT_AFTER_S, self._repaint_screen)
+
+    def clear_notifications(self) -> None:
+        super().clear_notifications()
+        self.call_after_refresh(self._repaint_screen)
+
+    def _repaint_screen(self) -> None:
+        with contextlib.suppress(Exception):  # no screen (shutting down): nothing to repaint
+            self.screen.refresh()
 
     # ----- rendering
 
@@ -224,6 +248,9 @@ class SpecmonApp(App[int]):
     def _server_status_changed(self, message: messages.ServerStatusChanged) -> None:
         if self.watch.http_changed(message.status):
             self.oncall.restart_seen()
+        if message.status.state == "unreachable" and self.oncall.process_gone():
+            self.watch.exited = True  # within one poll: a dead process is "exited", not "unreachable"
+            self.live.refresh()
         self._maybe_sanity_check()
         self.render_state()
 
@@ -251,7 +278,11 @@ class SpecmonApp(App[int]):
             self.bench_results.append(message.result)
             self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
-            title, text, severity = status.bench_outcome(message.result)
+            from specmon.bench.compare import compare_all
+
+            finished = [r for r in self.bench_results if r.status == "finished"]
+            comparison = compare_all(finished).get(message.result.run_id)
+            title, text, severity = status.bench_outcome(message.result, comparison)
             self.notify(text, title=title, severity=severity, markup=False)
 
     @on(messages.SanityChecked)
@@ -263,7 +294,10 @@ class SpecmonApp(App[int]):
     def _preset_switched(self, message: messages.PresetSwitched) -> None:
         self.watch.end_switch(None if message.error else self.config.presets.get(message.preset_name))
         if message.error:
-            self.notify(message.error, title="Preset switch failed", severity="error")
+            self.notify(message.error, title="Preset switch failed", severity="error", markup=False)
+            supervisor = self.config.supervisor
+            if supervisor is not None and supervisor.is_running and self.log_path:
+                self.sources.follow(self.log_path)  # not stopped: its log again, from its start
         else:
             self.notify(f"Switched to {message.preset_name}", title="Preset")
             if message.log_path:
@@ -367,7 +401,10 @@ class SpecmonApp(App[int]):
     # ----- command palette, quitting
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        """Textual's commands without those the app has its own of (its theme toggle, its private screenshot),
+        then the app's: each action once in the palette."""
+        own = keys.REPLACED_SYSTEM_COMMANDS
+        yield from (command for command in super().get_system_commands(screen) if command.title not in own)
         yield from keys.palette_commands(self)
 
     def action_quit(self) -> None:

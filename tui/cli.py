@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import functools
 import os
 import signal
@@ -29,13 +30,14 @@ def headless_size() -> tuple[int, int]:
 
 
 def demo_log_dir() -> Path:
-    """The private directory for demo server logs: ``<user_state_dir>/specmon/demo`` (mode 0700, as are the
-    parents it creates)."""
-    from platformdirs import user_state_dir
+    """The private directory for demo server logs: ``<state dir>/demo`` (mode 0700, as are the parents it
+    creates). Raises OSError when it cannot be made or written."""
+    from specmon.private_files import make_private_dir, state_dir
 
-    from specmon.private_files import make_private_dir
-
-    return make_private_dir(Path(user_state_dir("specmon")) / "demo")
+    directory = make_private_dir(state_dir() / "demo")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "not writable", str(directory))
+    return directory
 
 
 def _run_app(config, args: argparse.Namespace) -> int:
@@ -89,6 +91,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     from specmon.tui.config import AppConfig
 
     found = None
+    sweep_lines: list[str] = []
     if getattr(args, "web", False):
         if not args.url:
             print("specmon: --web needs --url", file=sys.stderr)
@@ -107,6 +110,11 @@ def run_monitor(args: argparse.Namespace) -> int:
             args.preset = found.preset if load_presets(args.presets).get(found.preset) else None
         print(f"specmon: attaching to {found.id} ({found.preset or 'pid ' + str(found.pid)}) at {found.url}",
               file=sys.stderr)  # fmt: skip
+        from specmon.sweep.status import unfinished_sweeps
+
+        sweep_lines = [sweep.line() for sweep in unfinished_sweeps()]
+        for line in sweep_lines:
+            print(f"specmon: {line}", file=sys.stderr)
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
               file=sys.stderr)
@@ -136,6 +144,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         emulator=bool(found and found.emulator),
         attached=found,
         read_only=getattr(args, "read_only", False),
+        notices=sweep_lines if found is not None else [],
     )
     return _run_app(config, args)
 
@@ -194,7 +203,14 @@ def run_demo(args: argparse.Namespace) -> int:
             return 2
         preset = demos[default.name]
     port = free_port_pair()
-    log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+    try:
+        log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+    except OSError as exc:
+        from specmon.private_files import STATE_DIR_ENV
+
+        print(f"specmon demo: cannot keep the demo's log in {printable(exc.filename or '?')}: "
+              f"{exc.strerror or exc} (point ${STATE_DIR_ENV} at a writable directory)", file=sys.stderr)
+        return 1
     supervisor = ServerSupervisor(
         preset, log_path, port, preflight=not getattr(args, "no_preflight", False), lifeline=True
     )  # lifeline: no orphan, whatever ends us

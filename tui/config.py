@@ -31,6 +31,8 @@ class AppConfig:
     attached: FoundServer | None = None
     """The server `specmon ps` found, when attached without --url: quitting may stop it."""
     emulator: bool = False
+    notices: list[str] = field(default_factory=list)
+    """Said when the app starts (a notification and the Benchmark pane's note): e.g. an interrupted sweep."""
     poll: bool = True
     """Poll the server's HTTP API (off for fixture-fed snapshot apps)."""
     gpu_source: GpuSource | None = None

@@ -53,6 +53,9 @@ ACTION_HELP = {
 }
 """Action → (palette title, help text)."""
 
+REPLACED_SYSTEM_COMMANDS = frozenset({"Theme", "Screenshot"})
+"""Textual's palette commands the app replaces with its own (t, F8: a private 0600 file), so none shows twice."""
+
 
 class PaletteHost(Protocol):
     """What the palette's commands use of the app: which actions are on, running one, the on-call wiring (leftover

@@ -66,13 +66,17 @@ class LiveWiring:
             self.sampler.stop()
 
     def refresh(self) -> None:
-        """Follow the preset and specmon's own benchmark, then show a snapshot."""
+        """Follow the preset, the server's process and specmon's own benchmark, then show a snapshot."""
         self._follow_preset()
         self._note_bench()
+        supervisor = self.app.config.supervisor
+        gone = self.app.watch.exited or (supervisor is not None and supervisor.returncode is not None)
+        with self.monitor.lock:
+            self.monitor.tracker.set_process_alive(False if gone else None)
         self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
 
     def _follow_preset(self) -> None:
-        preset = self.app.watch.preset
+        preset = self.app.watch.serving_preset
         name = preset.name if preset is not None else None
         if name == self._preset_name:
             return

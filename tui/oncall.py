@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from specmon.view.state import MonitorState
 
 BENCH_CANCEL_WAIT_S = 10.0
+NOTICE_S = 30.0
+"""How long a notice given at start (an interrupted sweep) stays."""
 LOOK_EVERY_S = 2.0
 """How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
 SLOW_LOOK_AFTER = 15
@@ -98,6 +100,9 @@ class OncallWiring:
         self.app.run_worker(self._load_results, thread=True, group="results", exit_on_error=False)
         if self.attached is not None:
             self.app.set_interval(LOOK_EVERY_S, self._check_alive)
+        for notice in self.app.config.notices:  # e.g. a sweep an SSH drop interrupted: how to resume it
+            self.app.notify(notice, title="Sweep", severity="warning", timeout=NOTICE_S, markup=False)
+            self.app.main.show_bench_note(notice)
 
     # ----- switching
 
@@ -136,7 +141,7 @@ class OncallWiring:
             question = f"A benchmark is running. Cancel it and switch to {name}?"
             app.push_screen(Confirm(question), lambda yes: yes and self.switch_to(name, confirmed=True))
             return
-        app.watch.begin_switch(name)
+        app.watch.begin_switch(name, preset)
         app.sources.stop_following()
         app.feed.reset()
         if app.config.supervisor is None:
@@ -169,8 +174,9 @@ class OncallWiring:
             return
         try:
             supervisor.restart_with(preset)
-        except Exception as exc:  # reported in the UI; the old server is gone either way
-            post(messages.PresetSwitched(preset.name, None, error=str(exc)))
+        except Exception as exc:  # reported in the UI; a check that failed left the old server serving
+            kept = f"; {supervisor.preset.name} was not stopped and still serves" if supervisor.is_running else ""
+            post(messages.PresetSwitched(preset.name, None, error=f"{exc}{kept}"))
             return
         log_path = supervisor.log_path
         post(messages.PresetSwitched(preset.name, str(log_path) if log_path else None))
@@ -192,6 +198,10 @@ class OncallWiring:
         if message.server is not None:
             app.watch.end_switch(app.config.presets.get(report.to))
             self.follow(message.server, new_run=False)
+        elif report.old_still_serving:  # it failed before stopping anything: the old server's log again
+            app.watch.end_switch(None)
+            if app.log_path:
+                app.sources.follow(app.log_path)
         else:
             app.watch.end_switch(None)
             self._lost = True  # whatever runs on the port now (maybe the old server, maybe nothing)
@@ -327,6 +337,19 @@ class OncallWiring:
 
     # ----- the attached server's identity
 
+    def process_gone(self) -> bool:
+        """Whether the followed server's own process is gone (the demo's exited, or the attached one's pid and
+        start time no longer run); False when specmon does not know its process."""
+        supervisor = self.app.config.supervisor
+        if supervisor is not None:
+            return supervisor.returncode is not None
+        server = self.attached
+        if server is None or self.app.watch.switching_to is not None:
+            return False
+        from specmon.oncall.stopper import server_process
+
+        return server_process(server) is None
+
     def restart_seen(self) -> None:
         """The log or HTTP shows a restart: look the server up again (its log and preset may have changed)."""
         if self.attached is not None and self.app.watch.switching_to is None:
@@ -352,6 +375,9 @@ class OncallWiring:
                 self._lost = psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
             except psutil.Error:
                 self._lost = True
+            if self._lost and not self.app.watch.exited:
+                self.app.watch.exited = True
+                self.app.render_state()
         if self._lost:
             self._look()
 
@@ -431,7 +457,10 @@ class OncallWiring:
             app.notify(skipped, title="Stored results", severity="warning", markup=False)
         if self.attached is None:
             return
-        history = progress.history_for(results, app.watch.preset_name, app.config.url)
+        preset = app.watch.preset
+        model = preset.args.get("model-path") if preset is not None else None
+        history = progress.history_for(results, app.watch.preset_name, app.config.url,
+                                       model if isinstance(model, str) else None)
         if history:
             app.bench_results[:0] = history
             app.main.show_bench_results(list(app.bench_results))

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import shlex
 import sys
+import tempfile
+from pathlib import Path
 
 DEFAULT_WEB_PORT = 8765
 
@@ -50,8 +53,37 @@ def serve(args: argparse.Namespace, argv: list[str] | None = None) -> int:
 
     serve_module.AppService = ExecAppService  # the server builds its app services by this name
     command = shlex.join(argv or app_argv(args))
-    server = serve_module.Server(command, host=args.bind, port=args.web_port, title="specmon")
     what = "fleet" if argv else "monitor"
-    print(f"specmon: serving the read-only {what} at http://{args.bind}:{args.web_port}", file=sys.stderr)
-    server.serve()
+    with tempfile.TemporaryDirectory(prefix="specmon-web-") as templates:
+        local_page(Path(serve_module.__file__).parent / "templates", Path(templates))
+        server = serve_module.Server(command, host=args.bind, port=args.web_port, title="specmon",
+                                     templates_path=templates)
+        print(f"specmon: serving the read-only {what} at http://{args.bind}:{args.web_port}", file=sys.stderr)
+        server.serve()
     return 0
+
+
+OUTSIDE_STYLESHEET = re.compile(r"<link\b[^>]*\bhref=\"https?://[^\"]*\"[^>]*>", re.IGNORECASE)
+LOCAL_FONT = """<style>
+      @font-face {
+        font-family: "Roboto Mono";
+        src: url("{{ config.static.url }}fonts/RobotoMono-VariableFont_wght.ttf") format("truetype");
+        font-style: normal;
+      }
+      @font-face {
+        font-family: "Roboto Mono";
+        src: url("{{ config.static.url }}fonts/RobotoMono-Italic-VariableFont_wght.ttf") format("truetype");
+        font-style: italic;
+      }
+    </style>"""
+
+
+def local_page(source: Path, target: Path) -> Path:
+    """textual-serve's page template with its web font served from textual-serve's own static folder instead of
+    an outside host (an ops network blocks those: the page must load from this server alone)."""
+    page = (source / "app_index.html").read_text(encoding="utf-8")
+    page = OUTSIDE_STYLESHEET.sub(LOCAL_FONT, page, count=1)
+    page = OUTSIDE_STYLESHEET.sub("", page)
+    path = target / "app_index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -112,10 +112,11 @@ class LogView(Log):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def follow_tail(self) -> None:
-        """Jump to the end and keep following new lines."""
+        """Jump to the end (and back to the lines' start) and keep following new lines."""
         self.match_line = None
         self._render_line_cache.clear()
         self.following = True
+        self.scroll_to(x=0, animate=False, immediate=True)
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
 
@@ -153,6 +154,14 @@ class LogView(Log):
                 highlighter.match_span = (start, start + len(self.search_query))
         return super()._render_line_strip(y, rich_style)
 
+    def _match_x(self, column: int, length: int, width: int) -> float:
+        """The horizontal scroll that shows a match at ``column`` (long lines are cut at the pane's width): kept
+        when the match is in view, else with the match a quarter of the way in."""
+        x = self.scroll_x
+        if width <= 0 or (x <= column and column + length <= x + width):
+            return x
+        return max(0, column - width // 4) if column + length > width else 0
+
     def search(self, query: str, forward: bool = True, start: int | None = None) -> int | None:
         """Select the next (or previous) line containing ``query`` (case-insensitive); scroll to it.
 
@@ -171,10 +180,13 @@ class LogView(Log):
         step = 1 if forward else -1
         for offset in range(count):
             y = (start + step * offset) % count
-            if needle in self._lines[y].lower():
+            column = self._lines[y].lower().find(needle)
+            if column >= 0:
                 self._render_line_cache.clear()
                 self.match_line = y
-                self.scroll_to(y=max(0, y - self.scrollable_content_region.height // 2), animate=False)
+                region = self.scrollable_content_region
+                self.scroll_to(x=self._match_x(column, len(needle), region.width),
+                               y=max(0, y - region.height // 2), animate=False)
                 self.refresh()
                 return y
         return None

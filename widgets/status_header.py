@@ -9,6 +9,7 @@ STATE_STYLES = {
     "ready": "bold green",
     "failed": "bold white on red",
     "unreachable": "bold white on red",
+    "exited": "bold white on red",
     "stopped": "bold",
     "starting": "bold yellow",
     "switching": "bold yellow",

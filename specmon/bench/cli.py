@@ -7,8 +7,9 @@ import argparse
 import sys
 from typing import Any
 
+from specmon.bench.compare import Comparison
 from specmon.bench.model import BenchProgress, BenchResult
-from specmon.bench.report import accept_bound, describe_progress
+from specmon.bench.report import accept_bound, describe_progress, symptoms
 from specmon.bench.results import ResultStore, skipped_note
 from specmon.bench.results_text import FORMATTERS, select_runs
 from specmon.bench.run import BenchRun, RunSettings
@@ -48,7 +49,26 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     return RunSettings(**values), None
 
 
-def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None) -> str:
+def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparison | None:
+    """`result` against the latest stored run without speculation of the same server (URL) and model, with the
+    same benchmark settings (None without one): the run the on-call flow measured before switching."""
+    from specmon.bench.compare import compare, is_speculative, unlike_settings
+
+    if not is_speculative(result):
+        return None
+    model = (result.server or {}).get("model_path")
+    try:
+        runs = store.load_all(lambda message: None)
+    except OSError:
+        return None
+    plain = [r for r in runs if r.run_id != result.run_id and r.status == "finished" and r.measured
+             and not is_speculative(r) and r.url == result.url and (r.server or {}).get("model_path") == model
+             and not unlike_settings(result, r)]
+    return compare(result, max(plain, key=lambda r: r.started_at)) if plain else None
+
+
+def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None,
+                  found: dict[str, str] | None = None) -> str:
     """The human-readable summary of one run."""
     s = result.summary
     lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
@@ -106,9 +126,10 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
         lines.append(f"error ×{count}: {error}")
     for note in result.notes:
         lines.append(f"note: {note}")
-    details = s.get("flag_details") or {}
-    if s.get("flags"):
-        for flag in s["flags"]:
+    details = {**(s.get("flag_details") or {}), **(found or {})}
+    flags = [*s.get("flags", []), *(f for f in found or {} if f not in s.get("flags", []))]
+    if flags:
+        for flag in flags:
             lines.append(f"FLAG {flag}: {details.get(flag, '')}".rstrip(": "))
     else:
         lines.append("flags: none")
@@ -165,13 +186,18 @@ def run_bench(args: argparse.Namespace) -> int:
                set_=bench_samples(result.url, result.preset, result.summary, result.finished_at))
     saved = bench.save_error is None and bench.store.path_for(result.run_id).is_file()
     saved_to = str(bench.store.path_for(result.run_id)) if saved else None
+    comparison = against_stored_baseline(result, bench.store)
+    found = symptoms(result, comparison)
     if args.json:
-        print(strict_json(result.to_json() | {"saved_to": saved_to, "save_error": bench.save_error}, indent=2))
+        print(strict_json(result.to_json() | {"saved_to": saved_to, "save_error": bench.save_error,
+                                              "symptoms": found,
+                                              "baseline_run_id": comparison.baseline_run_id if comparison else None},
+                          indent=2))
     else:
-        print(printable(format_result(result, saved_to, bench.save_error), newlines=True))
+        print(printable(format_result(result, saved_to, bench.save_error, found), newlines=True))
     if interrupted:
         return 130
-    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved
+    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved and not found
     return 0 if ok else 1
 
 

@@ -23,10 +23,16 @@ class Comparison:
     speedup: dict[str, Any] | None
     prompts_compared: int = 0
     diverged: list[str] = field(default_factory=list)
+    unlike: list[str] = field(default_factory=list)
+    """What differs from the baseline run's settings ("concurrency", "prompts", "model", ...): a speedup across
+    those compares more than speculation."""
 
     @property
     def flags(self) -> list[str]:
-        return ["diverged"] if self.diverged else []
+        flags = ["diverged"] if self.diverged else []
+        if self.unlike:
+            flags.append("unlike-baseline:" + ",".join(self.unlike))
+        return flags
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,8 +40,26 @@ class Comparison:
             "speedup": self.speedup,
             "prompts_compared": self.prompts_compared,
             "diverged": self.diverged,
+            "unlike": self.unlike,
             "flags": self.flags,
         }
+
+
+COMPARED_SETTINGS = (("concurrency", "concurrency"), ("max_new_tokens", "max-new-tokens"),
+                     ("temperature", "temperature"), ("ignore_eos", "eos"), ("prompt_set_hash", "prompts"))
+"""The benchmark settings two runs must share for their speedup to be speculation's alone (key, name)."""
+
+
+def unlike_settings(result: BenchResult, baseline: BenchResult) -> list[str]:
+    """The names of the settings (and the served model) in which `result` differs from `baseline`."""
+    if result.run_id == baseline.run_id:
+        return []
+    out = [name for key, name in COMPARED_SETTINGS
+           if key in result.settings and key in baseline.settings and result.settings[key] != baseline.settings[key]]
+    ours, theirs = (result.server or {}).get("model_path"), (baseline.server or {}).get("model_path")
+    if ours and theirs and ours != theirs:
+        out.append("model")
+    return out
 
 
 def is_speculative(result: BenchResult) -> bool:
@@ -77,7 +101,8 @@ def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Compar
     """`result` against `baseline`, paired over the prompts both ran (none when the prompt sets differ)."""
     ours, theirs = result.settings.get("prompt_set_hash"), baseline.settings.get("prompt_set_hash")
     if ours and theirs and ours != theirs:
-        return Comparison(run_id=result.run_id, baseline_run_id=baseline.run_id, speedup=None)
+        return Comparison(run_id=result.run_id, baseline_run_id=baseline.run_id, speedup=None,
+                          unlike=unlike_settings(result, baseline))
     speeds, outputs = _per_prompt(result)
     base_speeds, base_outputs = _per_prompt(baseline)
     shared = [p for p in speeds if p in base_speeds]
@@ -96,6 +121,7 @@ def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Compar
         speedup=paired_speedup([(speeds[p], base_speeds[p]) for p in shared], seed=seed),
         prompts_compared=len(shared),
         diverged=diverged if same_settings and result.run_id != baseline.run_id else [],
+        unlike=unlike_settings(result, baseline),
     )
 
 

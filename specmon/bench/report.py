@@ -5,11 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from specmon.bench.compare import Comparison
+from specmon.bench.compare import Comparison, is_speculative
 from specmon.bench.model import BenchProgress, BenchResult
+from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
+
+ACCEPT_NEAR_ONE = "accept-near-1"
+SLOWER_THAN_BASELINE = "slower-than-baseline"
 
 FIGURE_COLUMNS = (
-    "run_id", "preset", "status", "started", "requests_ok", "requests_failed",
+    "run_id", "preset", "url", "status", "started", "requests_ok", "requests_failed",
     "decode_tok_s_median", "decode_tok_s_ci95_low", "decode_tok_s_ci95_high", "decode_tok_s_p10",
     "decode_tok_s_p90", "accept_length", "accept_length_median", "accept_length_bound",
     "ttft_ms_median", "ttft_ms_p90", "itl_ms_median", "itl_ms_p90",
@@ -24,8 +28,30 @@ def accept_bound(result: BenchResult) -> int | None:
     return steps + 1 if spec.get("algorithm") and isinstance(steps, int) else None
 
 
+def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[str, str]:
+    """The symptoms specmon exists for, flag → what it means: a speculative server accepting about one token
+    per step (the draft does nothing: the wrong draft, or its weights did not load), and speculation slower
+    than its baseline run (beyond the speedup's CI)."""
+    out: dict[str, str] = {}
+    if not is_speculative(result):
+        return out
+    algorithm = ((result.server or {}).get("speculative") or {}).get("algorithm")
+    accept = ((result.summary or {}).get("accept_length") or {}).get("token_weighted")
+    if isinstance(accept, int | float) and accept < MIN_USEFUL_ACCEPT_LENGTH:
+        out[ACCEPT_NEAR_ONE] = (f"acceptance {accept:.2f} with {algorithm} on: about one token per verify step, "
+                                "the draft is doing nothing (the wrong draft, or its weights did not load)")
+    speedup = comparison.speedup if comparison is not None and comparison.run_id != comparison.baseline_run_id else None
+    geomean = (speedup or {}).get("geomean")
+    ci = (speedup or {}).get("ci95")
+    if isinstance(geomean, int | float) and geomean < 1 and (not ci or ci[1] < 1) and not comparison.unlike:
+        out[SLOWER_THAN_BASELINE] = (f"{geomean:.2f}× the baseline run {comparison.baseline_run_id}: speculation "
+                                     "costs more than it gains here")
+    return out
+
+
 def run_flags(result: BenchResult, comparison: Comparison | None = None) -> list[str]:
     flags = list((result.summary or {}).get("flags", []))
+    flags += [f for f in symptoms(result, comparison) if f not in flags]
     if comparison is not None:
         flags += [f for f in comparison.flags if f not in flags]
     if result.status != "finished" and result.status not in flags:
@@ -51,6 +77,7 @@ def run_figures(result: BenchResult, comparison: Comparison | None = None) -> di
     return {
         "run_id": result.run_id,
         "preset": result.preset,
+        "url": result.url,
         "status": result.status,
         "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(result.started_at)),
         "requests_ok": summary.get("requests_ok", 0),

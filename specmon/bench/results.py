@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from specmon.bench.model import BenchResult, RequestResult
-from specmon.private_files import make_private_dir, open_private_file
+from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 RESULTS_SUBDIR = "results"
 
 
 def default_results_dir() -> Path:
-    """`<user state dir>/specmon/results` (platformdirs; honours XDG_STATE_HOME)."""
-    from platformdirs import user_state_dir
-
-    return Path(user_state_dir("specmon")) / RESULTS_SUBDIR
+    """`<state dir>/results` (`$SPECMON_STATE_DIR`, else platformdirs' user state directory for specmon)."""
+    return state_dir() / RESULTS_SUBDIR
 
 
 class ResultStore:

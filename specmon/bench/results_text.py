@@ -8,11 +8,12 @@ from typing import Any
 
 from specmon.bench.compare import compare_all
 from specmon.bench.model import BenchResult
-from specmon.bench.report import FIGURE_COLUMNS, run_figures
+from specmon.bench.report import FIGURE_COLUMNS, run_figures, run_flags, symptoms
 from specmon.serving.client import strict_json
 from specmon.units import number, number_range
 
-TABLE_HEADERS = ("run", "preset", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms", "speedup", "flags")
+TABLE_HEADERS = ("run", "started", "preset", "url", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms",
+                 "speedup", "flags")
 
 
 def select_runs(runs: list[BenchResult], wanted: list[str]) -> tuple[list[BenchResult], list[str]]:
@@ -40,7 +41,9 @@ def table_rows(runs: list[BenchResult], baseline: str | None = None) -> list[lis
         rows.append(
             [
                 run.run_id,
+                f["started"],
                 run.preset,
+                run.url,
                 run.status,
                 f"{f['requests_ok']}/{f['requests_failed']}",
                 number(f["decode_tok_s_median"]),
@@ -87,7 +90,8 @@ def format_json(runs: list[BenchResult], baseline: str | None = None) -> str:
     data: list[dict[str, Any]] = []
     for run in runs:
         comparison = comparisons.get(run.run_id)
-        data.append(run.to_json() | {"comparison": comparison.to_json() if comparison else None})
+        data.append(run.to_json() | {"comparison": comparison.to_json() if comparison else None,
+                                     "flags": run_flags(run, comparison), "symptoms": symptoms(run, comparison)})
     return strict_json(data, indent=2)
 
 

@@ -113,6 +113,11 @@ class StartupScript:
     def pause(self, seconds: float) -> None:
         time.sleep(seconds / self.speed)
 
+    def real(self, seconds: float) -> float:
+        """Emulated seconds as the wall-clock seconds they take under --emulator-speed: what the log says (its
+        timestamps are the wall clock, so its elapsed times must be too)."""
+        return seconds / self.speed
+
     def avail(self) -> float:
         return self.gpus.avail_gib()
 
@@ -124,12 +129,12 @@ class StartupScript:
             self.log.frame(tqdm_frame("", 0, total, 0.0))
         step = total_s / max(1, total)
         for index, desc in enumerate(descs):
-            elapsed = step * index
+            elapsed = self.real(step * index)
             self.log.frame(tqdm_frame(desc, index, total, elapsed, shards_style=shards), newline=legacy_shards)
             self.pause(step)
             if on_item is not None:
                 on_item(index)
-        final = tqdm_frame(descs[-1] if descs else "", total, total, total_s, shards_style=shards)
+        final = tqdm_frame(descs[-1] if descs else "", total, total, self.real(total_s), shards_style=shards)
         self.log.frame(final, newline=True)
 
     def _scheduler_crash(self, frames: list[tuple[str, int, str, str]], error: str, *, chained: str = "") -> None:
@@ -224,7 +229,8 @@ class StartupScript:
             used = 0.0 if draft else 0.09
             if not draft:
                 self.gpus.add_gib(used)
-            self.log.all_ranks(f"Init torch distributed ends. elapsed={0.0 if draft else 0.2:.2f} s, mem usage={used:.2f} GB")
+            self.log.all_ranks(f"Init torch distributed ends. elapsed={self.real(0.0 if draft else 0.2):.2f} s, "
+                               f"mem usage={used:.2f} GB")
         else:
             self.log.all_ranks("Init torch distributed ends. mem usage=0.00 GB")
 
@@ -270,7 +276,7 @@ class StartupScript:
         usage = start_avail - end_avail
         if self.family == "new":
             self.log.all_ranks(
-                f"Load weight end. elapsed={seconds:.2f} s, type={model_type}, avail mem={end_avail:.2f} GB, "
+                f"Load weight end. elapsed={self.real(seconds):.2f} s, type={model_type}, avail mem={end_avail:.2f} GB, "
                 f"mem usage={usage:.2f} GB."
             )
         else:
@@ -336,9 +342,11 @@ class StartupScript:
         self._progress(descs, seconds, on_item=captured)
         end = self.avail()
         if self.family == "new":
-            self.log.all_ranks(f"{end_prefix} end. elapsed={seconds:.2f} s, mem usage={start - end:.2f} GB, avail mem={end:.2f} GB.")
+            self.log.all_ranks(f"{end_prefix} end. elapsed={self.real(seconds):.2f} s, mem usage={start - end:.2f} GB, "
+                               f"avail mem={end:.2f} GB.")
         else:
-            self.log.all_ranks(f"{end_prefix} end. Time elapsed: {seconds:.2f} s. mem usage={start - end:.2f} GB. avail mem={end:.2f} GB.")
+            self.log.all_ranks(f"{end_prefix} end. Time elapsed: {self.real(seconds):.2f} s. mem usage={start - end:.2f} "
+                               f"GB. avail mem={end:.2f} GB.")
         return start - end
 
     def _oom_crash(self) -> None:

@@ -497,6 +497,9 @@ def _check_arg(key: str, value: Any) -> None:
         raise _Invalid(
             keypath, f"'{key}' must be a string, a number, true/false or an array, not {_type_name(value)}"
         )
+    if key == "port" and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
+        shown = f"{value!r}" if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else value
+        raise _Invalid(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {shown}")
 
 
 def _is_secret_flag(word: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -27,7 +28,7 @@ import psutil
 
 from specmon.launch.presets import Preset, host_warning
 from specmon.ports import PortCheckError, ProcessInfo, port_holders, port_is_free
-from specmon.private_files import make_private_dir, open_private_file
+from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 _POLL_S = 0.05
 LIFELINE_ENV = "SPECMON_LIFELINE_FD"
@@ -71,10 +72,8 @@ class StopReport:
 
 
 def default_run_dir() -> Path:
-    """`<platformdirs user_state_dir>/specmon/runs`: where server logs go unless told otherwise."""
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("specmon")) / "runs"
+    """`<state dir>/runs`: where server logs go unless told otherwise."""
+    return state_dir() / "runs"
 
 
 def _port_free(port: int, host: str) -> bool:
@@ -206,6 +205,9 @@ class ServerSupervisor:
         Raises `PortInUseError` when the port is taken, `SupervisorError` when a server is already running
         or the launcher cannot be executed.
         """
+        return self._start(preset, port, preflight=self.preflight)
+
+    def _start(self, preset: Preset | None = None, port: int | None = None, *, preflight: bool) -> Path:
         with self._lock:
             if self.is_running:
                 raise SupervisorError(f"a server is already running (pid {self.pid}); stop it first")
@@ -214,11 +216,15 @@ class ServerSupervisor:
             if port is not None:
                 self._port_override = port
             check_port_free(self.port, self.host)
-            if self.preflight:
+            if preflight:
                 self._run_preflight()
             argv = self._preset.argv(self._port_override)
             env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
-            log_path, fd = self._create_log()
+            try:
+                log_path, fd = self._create_log()
+            except OSError as exc:
+                raise SupervisorError(f"cannot create the server's log in {exc.filename or self._run_dir}: "
+                                      f"{exc.strerror or exc}") from None
             keep: tuple[int, ...] = ()
             if self._lifeline:
                 read_end, write_end = os.pipe()
@@ -277,10 +283,18 @@ class ServerSupervisor:
     def restart_with(
         self, preset: Preset, port: int | None = None, timeout: float = 10.0, free_timeout: float = 30.0
     ) -> Path:
-        """Stop the server, wait (up to `free_timeout`) until its processes are gone and the port is free,
-        then start `preset`; returns the new log path."""
+        """Check `preset` first (the preflight, with the port and GPU memory the running server will free, and
+        its launcher), then stop the server, wait (up to `free_timeout`) until its processes are gone and the
+        port is free, then start `preset`; returns the new log path. A check that fails raises before
+        anything is stopped: the running server keeps serving."""
         with self._lock:
             old_pgid = self._proc.pid if self._proc else None
+            new_port = port if port is not None else self._port_override
+            running = [m.pid for m in group_members(old_pgid)] if old_pgid and self.is_running else []
+            if (problem := launcher_problem(preset)) is not None:
+                raise SupervisorError(problem)
+            if self.preflight:
+                self._run_preflight(preset, new_port if new_port is not None else preset.port, running)
             self.stop(timeout)
             if port is not None:
                 self._port_override = port
@@ -298,7 +312,7 @@ class ServerSupervisor:
                         )
                     raise PortInUseError(self.host, self.port, port_holders(self.port))
                 time.sleep(_POLL_S)
-            return self.start()
+            return self._start(preflight=False)  # checked above, before the stop
 
     def __enter__(self) -> ServerSupervisor:
         return self
@@ -308,11 +322,13 @@ class ServerSupervisor:
 
     # ------------------------------------------------------------------------------------- internals
 
-    def _run_preflight(self) -> None:
+    def _run_preflight(self, preset: Preset | None = None, port: int | None = None,
+                       replacing: Iterable[int] = ()) -> None:
         from specmon.preflight import PreflightError, require_preflight
 
         try:
-            self.last_preflight = require_preflight(self._preset, port=self.port)
+            self.last_preflight = require_preflight(preset or self._preset, port=port or self.port,
+                                                    replacing=frozenset(replacing))
         except PreflightError as error:
             self.last_preflight = error.report
             raise PreflightFailed(str(error), error.report) from None
@@ -365,6 +381,17 @@ class ServerSupervisor:
             elapsed_s=time.monotonic() - started,
             was_running=was_running,
         )
+
+
+def launcher_problem(preset: Preset) -> str | None:
+    """Why the preset's launcher cannot be executed (not found, not executable), or None: checked before a
+    switch or restart stops the running server."""
+    program = preset.argv()[0]
+    search = preset.env.get("PATH", os.environ.get("PATH"))
+    path = program if os.sep in program else shutil.which(program, path=search)
+    if path is None or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return f"cannot launch {program}: not found, or not executable"
+    return None
 
 
 def _watch_list(pgid: int, leader: int) -> list[psutil.Process]:

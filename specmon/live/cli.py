@@ -9,7 +9,8 @@ import sys
 
 
 def run_once(args: argparse.Namespace) -> int:
-    """Print one snapshot; exit 0, or 1 when the server is unreachable, 2 for an unknown preset."""
+    """Print one snapshot; exit 0, or 1 when the server is unreachable or an alert is an error (a stall,
+    acceptance about 1 or far below the preset's benchmark), 2 for an unknown preset."""
     from specmon.live.once import baseline_accept, collect, describe
     from specmon.serving.client import resolve_api_key
 
@@ -34,4 +35,5 @@ def run_once(args: argparse.Namespace) -> int:
         print(json.dumps(snapshot.to_json(), indent=2))
     else:
         print(describe(snapshot))
-    return 1 if snapshot.state == "unreachable" else 0
+    failing = snapshot.state == "unreachable" or any(alert.severity == "error" for alert in snapshot.alerts)
+    return 1 if failing else 0

@@ -3,6 +3,7 @@ as numbers, and a bounded window of the recent ones (the live source when the se
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -135,6 +136,12 @@ class BatchLog:
         self.last_line = line[:400]
         self.last_line_at = arrived_at if arrived_at is not None else parsed.ts
         return parsed
+
+    def usual_gap_s(self, last: int = 16) -> float:
+        """The median gap between the timestamps of the last batch lines (0 when they cannot say)."""
+        stamps = [ln.ts for ln in reversed(list(itertools.islice(reversed(self.lines), last))) if ln.ts is not None]
+        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False) if b >= a)
+        return gaps[len(gaps) // 2] if gaps else 0.0
 
     def newest_ts(self) -> float | None:
         for line in reversed(self.lines):

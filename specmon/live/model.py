@@ -59,7 +59,8 @@ class Latencies:
 class LiveSnapshot:
     """The server's live serving state. None wherever the source cannot say.
 
-    `state`: "serving" (requests running), "idle", "stalled", "unreachable" or "waiting" (no figures yet).
+    `state`: "serving" (requests running), "idle" (no traffic now), "stalled", "unreachable", "exited" (the
+    server's process is gone) or "waiting" (no figures yet).
     `source`: "metrics" (/metrics), "log" (`Decode batch` lines) or "none".
     """
 

@@ -12,15 +12,24 @@ QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
 @dataclass(frozen=True)
 class Percentiles:
-    """p50/p90/p99 in milliseconds over a window (None: no observation in it); `count` observations."""
+    """p50/p90/p99 in milliseconds over a window (None: no observation in it); `count` observations.
+
+    `within_ms` is the one bucket (lower, upper bound) every observation fell in: a histogram then says only
+    that, and the percentiles are None (interpolating inside one bucket makes up figures that look measured).
+    """
 
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
     count: int = 0
+    within_ms: tuple[float, float] | None = None
 
-    def to_json(self) -> dict[str, float | None]:
-        return {"p50": _round(self.p50), "p90": _round(self.p90), "p99": _round(self.p99)}
+    def to_json(self) -> dict[str, float | list[float] | None]:
+        out: dict[str, float | list[float] | None] = {
+            "p50": _round(self.p50), "p90": _round(self.p90), "p99": _round(self.p99)}
+        if self.within_ms is not None:
+            out["within_ms"] = [_round(self.within_ms[0]), _round(self.within_ms[1])]
+        return out
 
 
 def _round(value: float | None) -> float | None:
@@ -62,10 +71,26 @@ def quantile(q: float, buckets: Buckets) -> float | None:
     return lower_bound
 
 
+def one_bucket(buckets: Buckets) -> tuple[float, float] | None:
+    """The (lower, upper) bounds of the one finite bucket holding every observation, or None."""
+    total = buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count > below:
+            if count < total or math.isinf(bound):
+                return None
+            return lower, bound
+        lower, below = bound, count
+    return None
+
+
 def percentiles_ms(buckets: Buckets | None) -> Percentiles:
-    """p50/p90/p99 of a histogram of seconds, in milliseconds."""
+    """p50/p90/p99 of a histogram of seconds, in milliseconds (only the bucket, when all fell in one)."""
     if not buckets or buckets[-1][1] <= 0:
         return Percentiles()
+    within = one_bucket(buckets)
+    if within is not None:
+        return Percentiles(count=int(buckets[-1][1]), within_ms=(within[0] * 1000.0, within[1] * 1000.0))
     values = {name: quantile(q, buckets) for name, q in QUANTILES}
     ms = {name: (None if v is None else v * 1000.0) for name, v in values.items()}
     return Percentiles(**ms, count=int(buckets[-1][1]))

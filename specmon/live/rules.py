@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from specmon.live.model import Alert
+from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
 
 STALL_S = 60.0
 """Requests running and no token progress this long is a stall. SGLang refreshes its gauges only at decode-log
 intervals and, idle, every 30 s: a shorter limit would call a just-idle server stalled."""
 ACCEPT_LOW_RATIO = 0.6
 """Acceptance below this fraction of the preset's last benchmark is far below it."""
-ACCEPT_NO_DRAFT = 1.1
-"""A draft whose weights did not load accepts about one token per step."""
+ACCEPT_NO_DRAFT = MIN_USEFUL_ACCEPT_LENGTH
+"""A draft whose weights did not load accepts about one token per step (`specmon check`'s own threshold)."""
 MIN_TOKENS_FOR_ACCEPT = 200
 """Fewer generated tokens than this over the window say nothing about acceptance."""
 DP_IMBALANCE_MIN_SPREAD = 4.0

@@ -22,6 +22,10 @@ def _of(value: float | None, total: float | None, fmt: str = ",.0f") -> str:
 
 
 def percentiles_text(p: Percentiles) -> str:
+    """"50 / 90 / 120 ms", or the one bucket every observation fell in: "< 100 ms", "100–250 ms"."""
+    if p.within_ms is not None:
+        low, high = p.within_ms
+        return f"< {high:,.0f} ms" if low <= 0 else f"{low:,.0f}–{high:,.0f} ms"
     if p.p50 is None:
         return "—"
     return f"{p.p50:,.0f} / {_num(p.p90)} / {_num(p.p99)} ms"

@@ -17,12 +17,39 @@ from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series
 from specmon.live.prom import Scrape
 from specmon.live.rules import STALL_S
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
-from specmon.serving.client import spec_settings
+from specmon.serving.client import SpecSettings, spec_settings
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
 SERIES_KEEP = 720  # an hour at one point per 5 s
+QUIET_S = 10.0
+"""Traffic is what arrives: no token progress (or, from the log, no batch line) for this long is no traffic now.
+SGLang logs a decode batch, and refreshes its gauges, every 40 decode steps: well under this while it serves.
+From the log the limit grows to three times the usual gap between its batch lines."""
+SAME_CLOCK_S = 3600.0
+"""A log timestamp this close to the wall clock is on it (the same host's time): it says when the line was
+written, not when specmon read it."""
 _PROGRESS_GAUGES = ("sglang:num_used_tokens", "sglang:gen_throughput", "sglang:token_usage")
+
+
+def serves(spec: SpecSettings, asked: Mapping[str, Any] | Sequence[str] | None) -> bool:
+    """Whether a server running `spec` is what a preset asking `asked` launches: speculation on or off as asked,
+    and every speculative flag it gives as effective (a preset with unknown flags is taken at its word)."""
+    if asked is None:
+        return True
+    if isinstance(asked, Mapping):
+        wanted = asked.get("speculative-algorithm")
+        wants_spec = isinstance(wanted, str) and bool(wanted)
+    else:
+        wants_spec = any(a == "--speculative-algorithm" or a.startswith("--speculative-algorithm=") for a in asked)
+    return wants_spec == spec.enabled and not spec.requested_vs_effective(asked)
+
+
+def describe_spec(spec: SpecSettings) -> str:
+    """What a server runs, in a few words: "EAGLE3 · 5 draft" or "no speculation"."""
+    if not spec.enabled:
+        return "no speculation"
+    return f"{spec.algorithm} · {spec.num_draft_tokens} draft" if spec.num_draft_tokens else str(spec.algorithm)
 
 
 @dataclass
@@ -30,12 +57,36 @@ class Run:
     """One server run: from a start (or from attaching) to a restart."""
 
     index: int
-    label: str
+    presets: list[tuple[str, Any]] = field(default_factory=list)
+    """The presets believed to run during this run (name, asked flags), the latest last."""
+    spec: SpecSettings | None = None
+    """What this run serves: the effective settings of its own /server_info."""
+    identity: Any = None
+    """Its start time (or pid): a /server_info with another one is another run."""
     window: ScrapeWindow = field(default_factory=ScrapeWindow)
     batches: BatchLog = field(default_factory=BatchLog)
     points: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_KEEP))
     progress_key: tuple | None = None
     progress_at: float | None = None
+    tokens_key: tuple | None = None
+    tokens_at: float | None = None
+    """When the token counters last moved (gauges left out: SGLang refreshes them when idle too)."""
+
+    @property
+    def label(self) -> str:
+        """The preset this run serves, checked against its effective settings (a preset whose flags it does not
+        run is not its label); those settings in words when no preset fits; the preset alone before the run's
+        settings are known."""
+        if self.spec is None:
+            return self.presets[-1][0] if self.presets else "no preset"
+        for name, asked in reversed(self.presets):
+            if serves(self.spec, asked):
+                return name
+        return describe_spec(self.spec)
+
+    def believe(self, preset: str | None, asked: Any) -> None:
+        if preset and (not self.presets or self.presets[-1][0] != preset):
+            self.presets.append((preset, asked))
 
 
 @dataclass
@@ -70,7 +121,8 @@ class LiveTracker:
         self.asked = asked
         self.baseline_accept = baseline_accept
         self.stall_s = stall_s
-        self.runs: deque[Run] = deque([Run(0, preset or "no preset")], maxlen=MAX_RUNS)
+        self.runs: deque[Run] = deque([Run(0)], maxlen=MAX_RUNS)
+        self.run.believe(preset, asked)
         self.restarts = 0
         self.metrics_state: str = "unknown"  # "ok", "absent" (404: the log is the source), "error"
         self.metrics_error: str | None = None
@@ -79,6 +131,8 @@ class LiveTracker:
         self.reachable = True
         self.metrics_source = "metrics"
         """What the scrapes come from: "metrics" (the server's /metrics) or "prometheus" (its samples there)."""
+        self.process_alive: bool | None = None
+        """False once the server's process is known to be gone (specmon knows its pid): "exited"."""
         self._own = _Own()
         self._last_series_at: float | None = None
         self.last_log_line: str | None = None
@@ -90,18 +144,17 @@ class LiveTracker:
     # ----- inputs
 
     def set_preset(self, preset: str | None, asked=None, baseline_accept: float | None = None) -> None:
-        """The preset now running (after a switch); the next run is labelled with it."""
+        """The preset now running (after a switch): the current run is labelled with it if it serves it."""
         self.preset, self.asked, self.baseline_accept = preset, asked, baseline_accept
-        if preset and self.run.label == "no preset":
-            self.run.label = preset
+        self.run.believe(preset, asked)
 
     def new_run(self, reason: str = "restart") -> None:
         """The server restarted: a new series begins (a counter went down, a new start time, a new startup)."""
         if self.run.window.latest is None and not self.run.batches.lines:
-            self.run.label = self.preset or self.run.label
             return
         self.restarts += 1
-        self.runs.append(Run(self.run.index + 1, self.preset or "no preset"))
+        self.runs.append(Run(self.run.index + 1))
+        self.run.believe(self.preset, self.asked)
 
     def add_scrape(self, scrape: Scrape) -> None:
         if scrape.error is not None:
@@ -118,6 +171,8 @@ class LiveTracker:
                *(scrape.gauges.get(name) for name in _PROGRESS_GAUGES))
         if key != run.progress_key:
             run.progress_key, run.progress_at = key, scrape.taken_at
+        if key[:2] != run.tokens_key:
+            run.tokens_key, run.tokens_at = key[:2], scrape.taken_at
 
     def metrics_unavailable(self) -> None:
         """The server has no /metrics (404: started without --enable-metrics): the log is the source."""
@@ -133,15 +188,21 @@ class LiveTracker:
         identity = info.get("startup_time", state0.get("startup_time"))
         if identity is not None:
             self.set_identity(identity)
+        self.run.spec = spec_settings(info)
 
     def set_identity(self, identity: Any) -> None:
-        """A server's pid or start time: a new one begins a new run."""
-        if self.identity is not None and identity != self.identity:
+        """A server's pid or start time: a new one begins a new run, unless the run began with this server (a
+        counter reset or a new startup in the log already began it)."""
+        if self.run.identity is not None and identity != self.run.identity:
             self.new_run()
-        self.identity = identity
+        self.run.identity = self.identity = identity
 
     def set_reachable(self, reachable: bool) -> None:
         self.reachable = reachable
+
+    def set_process_alive(self, alive: bool | None) -> None:
+        """Whether the server's own process runs (None: specmon does not know its pid)."""
+        self.process_alive = alive
 
     def feed_line(self, line: str, arrived_at: float | None = None) -> None:
         """A server log line (only `Decode batch` / `Prefill batch` lines are kept)."""
@@ -168,7 +229,10 @@ class LiveTracker:
             snap = self._from_log(run, window_s, effective, alerts, now)
         else:
             snap = {"state": "waiting", "source": "none"}
-        if not self.reachable:
+        if self.process_alive is False:  # gone, not "unreachable": nothing it last said is current
+            snap = {"state": "exited", "source": snap.get("source", "none")}
+            alerts.clear()
+        elif not self.reachable:
             snap["state"] = "unreachable"
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:
@@ -216,15 +280,24 @@ class LiveTracker:
         if kv_total is None:
             kv_total = (self.server_info or {}).get("max_total_num_tokens")
         running = g.get("sglang:num_running_reqs")
+        queued = g.get("sglang:num_queue_reqs")
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
             "sglang:cache_hit_rate")
         state = "serving" if running else "idle"
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
+        quiet_for = latest.taken_at - (run.tokens_at if run.tokens_at is not None else latest.taken_at)
         stalled = rules.stall(running, stalled_for, self.stall_s, self.last_log_line)
         if stalled is not None:
             state = "stalled"
             alerts.append(stalled)
+        elif quiet_for >= QUIET_S:  # no traffic now; the gauges are from SGLang's last decode window
+            state, decode = "idle", 0.0
+            if running or queued:
+                alerts.append(Alert("quiet", "info", f"no tokens generated for {_ago(quiet_for)}: no traffic now "
+                                    f"(SGLang's gauges still say {int(running or 0)} running from its last decode "
+                                    "window: not shown)"))
+                running = queued = None
         per_dp = latest.per_dp.get("sglang:num_running_reqs", {})
         _add(alerts, rules.dp_imbalance(per_dp))
         window_latency = next((lat for lat in latencies if lat.window_s == window_s), None)
@@ -236,7 +309,7 @@ class LiveTracker:
             "decode_tok_s": decode,
             "own_tok_s": own,
             "running": running,
-            "queued": g.get("sglang:num_queue_reqs"),
+            "queued": queued,
             "max_running": self._max_running(),
             "kv_used": g.get("sglang:num_used_tokens"),
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
@@ -248,9 +321,6 @@ class LiveTracker:
             "cache_hit_rate": cache,
             "latencies": latencies,
             "per_dp_running": dict(per_dp),
-            "startup_s": {k.removeprefix("startup."): v for k, v in g.items() if k.startswith("startup.")},
-            "window_from": figures.taken_from if figures else None,
-            "window_to": latest.taken_at if figures else None,
         }
 
     @staticmethod
@@ -265,30 +335,34 @@ class LiveTracker:
         stale = now is not None and newest is not None and now - newest > window_s
         end = newest if now is None or newest is None or stale else max(now, newest)
         fig: LogFigures = run.batches.figures(window_s, end)
-        if stale:  # nothing logged lately: the last figures the log has, said to be old
-            alerts.append(Alert("log_stale", "info", f"last batch line {_ago(now - newest)} ago: figures as of then"))
+        last = self._last_batch_at(run, now)
+        quiet_after = max(QUIET_S, 3.0 * run.batches.usual_gap_s())
+        quiet_for = now - last if now is not None and last is not None else 0.0
+        quiet = quiet_for > quiet_after
         kv_total = (self.server_info or {}).get("max_total_num_tokens")
         kv_used = fig.kv_used
         if kv_used is None and fig.kv_usage is not None and isinstance(kv_total, int | float):
             kv_used = fig.kv_usage * kv_total
         if not isinstance(kv_total, int | float) and fig.kv_used is not None and fig.kv_usage:
             kv_total = fig.kv_used / fig.kv_usage
-        state = "serving" if fig.running and not stale else "idle"
-        last = run.batches.last_line_at
-        stalled = None
-        if last is not None and now is not None:
-            stalled = rules.stall(fig.running, now - last, self.stall_s, self.last_log_line)
-        if stalled is not None:
-            state = "stalled"
-            alerts.append(stalled)
-        if fig.running and not fig.lines:
-            state = "stalled" if state == "stalled" else "serving"
+        running, queued, decode = fig.running, fig.queued, fig.decode_tok_s
+        state = "serving" if running else "idle"
+        if quiet:  # batch lines are traffic only while they arrive
+            state, decode = "idle", 0.0
+            text = (f"no batch line for {_ago(quiet_for)}: no traffic now (SGLang logs one every 40 decode steps);"
+                    " acceptance as of the last one")
+            alerts.append(Alert("quiet", "info", text))
+            if running and quiet_for >= self.stall_s:
+                alerts.append(Alert("quiet_running", "warning", (
+                    f"the last batch line said {int(running)} running, {_ago(quiet_for)} ago: they finished, or "
+                    "the server is stuck (with --enable-metrics specmon can tell)")))
+            running = queued = None
         return {
             "state": state,
             "source": "log",
-            "decode_tok_s": 0.0 if stale else fig.decode_tok_s,
-            "running": fig.running,
-            "queued": fig.queued,
+            "decode_tok_s": decode,
+            "running": running,
+            "queued": queued,
             "max_running": self._max_running(),
             "kv_used": kv_used,
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
@@ -296,6 +370,15 @@ class LiveTracker:
             "accept_rate": fig.accept_rate,
             "cache_hit_rate": fig.cache_hit_rate,
         }
+
+    @staticmethod
+    def _last_batch_at(run: Run, now: float | None) -> float | None:
+        """When the last batch line was written: its timestamp when that is on the wall clock (a log read at
+        attach time is old news), else when it arrived."""
+        newest = run.batches.newest_ts()
+        if newest is not None and now is not None and abs(now - newest) < SAME_CLOCK_S:
+            return newest
+        return run.batches.last_line_at
 
     def _effective(self, run: Run) -> dict[str, Any]:
         info = self.server_info

@@ -144,10 +144,15 @@ class ChangePrinter:
     line printed is the final state.
     """
 
-    def __init__(self, out: TextIO, as_json: bool = False) -> None:
+    def __init__(self, out: TextIO | None, as_json: bool = False) -> None:
         self.out = out
         self.as_json = as_json
         self._last_progress: dict[tuple[str, str], tuple[float, object]] = {}
+
+    def lines(self, events: list[TrackerEvent], state: StartupState) -> list[str]:
+        """The lines these events print (a phase change, throttled capture and weight progress, ready,
+        failure), as plain text; also what `start --wait`, `switch` and `sweep` print while a server starts."""
+        return [printable(line) for event in events if (line := self._describe(event, state)) is not None]
 
     def show(self, events: list[TrackerEvent], state: StartupState) -> None:
         lines = [line for event in events if (line := self._describe(event, state)) is not None]

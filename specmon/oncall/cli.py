@@ -32,6 +32,11 @@ def _note(message: str) -> None:
     print(f"specmon: {message}", file=sys.stderr)
 
 
+def _progress_line(line: str) -> None:
+    """A starting server's phase or capture progress, on stderr (stdout keeps the result, JSON or text)."""
+    print(f"    {line}", file=sys.stderr, flush=True)
+
+
 def confirm(question: str, assume_yes: bool) -> bool:
     """True with `--yes`; else asks on the terminal; without one it is a usage error."""
     if assume_yes:
@@ -117,7 +122,7 @@ def run_start(args: argparse.Namespace) -> int:
 
     exporter = _StartExporter(textfile_dir(args.textfile_dir), record.url)
     outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout,
-                         on_state=exporter.progress)
+                         on_state=exporter.progress, on_line=_progress_line)
     exporter.finished(preset.name, outcome)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",
@@ -217,7 +222,9 @@ def _format_ps(inventory) -> str:
 
 
 def run_ps(args: argparse.Namespace) -> int:
-    """`specmon ps`: servers specmon launched and other SGLang servers on this host."""
+    """`specmon ps`: servers specmon launched and other SGLang servers on this host; `--alive` only those
+    running, `--prune` removes the records of servers that are gone."""
+    from specmon.oncall import state
     from specmon.oncall.discovery import find_servers
 
     inventory = find_servers(with_gpus=not getattr(args, "prometheus_sd", False))
@@ -226,7 +233,27 @@ def run_ps(args: argparse.Namespace) -> int:
     if getattr(args, "prometheus_sd", False):
         print(json.dumps(prometheus_sd(inventory), indent=2))
         return EXIT_OK
-    _emit(args, inventory.to_json(), _format_ps(inventory))
+    pruned = []
+    if getattr(args, "prune", False):
+        for server in [s for s in inventory.servers if s.record is not None and not s.alive]:
+            state.remove(server.record)
+            pruned.append(server.id)
+        inventory.servers = [s for s in inventory.servers if s.id not in pruned]
+    dead = [s for s in inventory.servers if not s.alive]
+    if getattr(args, "alive", False):
+        inventory.servers = [s for s in inventory.servers if s.alive]
+    from specmon.sweep.status import unfinished_sweeps
+
+    sweeps = unfinished_sweeps()
+    data = inventory.to_json() | {"sweeps": [sweep.to_json() for sweep in sweeps]}
+    text = "\n".join([_format_ps(inventory), *(sweep.line() for sweep in sweeps)])
+    if args.prune:
+        data["pruned"] = pruned
+        text += f"\nremoved the records of {len(pruned)} server(s) that are gone" + (
+            f": {', '.join(pruned)}" if pruned else "")
+    elif dead and not args.alive:
+        text += f"\n{len(dead)} of these are gone: `specmon ps --alive` hides them, `specmon ps --prune` removes them"
+    _emit(args, data, text)
     return EXIT_OK
 
 
@@ -323,7 +350,10 @@ def run_stop(args: argparse.Namespace) -> int:
         )
     _emit(args, result.to_json(), "\n".join(lines))
     _export_stop(args, server, result)
-    ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
+    if result.signal is None:  # it was gone already: what holds its port or pid now is not its business
+        ok = result.stopped and not any(x.ours and not x.killed for x in result.leftovers)
+    else:
+        ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -340,7 +370,12 @@ def _stop_text(server, result) -> str:
         )
     else:
         lines.append("  GPUs NOT free")
-    lines.append(f"  port {server.port} " + ("free" if result.port_free else "STILL TAKEN"))
+    if result.port_free:
+        lines.append(f"  port {server.port} free")
+    elif result.signal is None:
+        lines.append(f"  port {server.port} is taken by another process")
+    else:
+        lines.append(f"  port {server.port} STILL TAKEN")
     lines.extend(f"  leftover: {x}" for x in result.leftovers)
     return "\n".join(lines)
 
@@ -358,19 +393,29 @@ def _switch_text(report) -> str:
     if report.error:
         lines.append(f"  error: {report.error}")
     if report.sanity:
-        now, before, change = report.sanity, report.previous or {}, report.change_pct
+        now, before, change = report.sanity, report.before or {}, report.change_pct
+        lines.append(f"  before ({_served_before(report)}) -> after ({report.to}, sanity run):")
         for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "accept length")):
             row = f"  {label:<14} {_num(before.get(key)):>8} -> {_num(now.get(key)):>8}"
             if change.get(key) is not None:
                 row += f"  ({change[key]:+.1f}%)"
             lines.append(row)
-        if report.previous is None:
-            lines.append(
-                "  no earlier result of this preset to compare with (run `specmon bench --preset ...`)"
-            )
+        live = before.get("live") or {}
+        if live.get("last_gen_tok_s") is not None or live.get("accept_length") is not None:
+            lines.append(f"  the old server's own figures: last decode window {_num(live.get('last_gen_tok_s'))} "
+                         f"tok/s, acceptance {_num(live.get('accept_length'))}")
     lines.extend(f"  ALERT: {a}" for a in report.alerts)
     lines.extend(f"  note: {n}" for n in report.notes)
     return "\n".join(lines)
+
+
+def _served_before(report) -> str:
+    before = report.before
+    if not before:
+        return "nothing served"
+    if before.get("run_id"):
+        return f"{before.get('preset')}, its run {before['run_id']}"
+    return f"{before.get('preset') or 'the old server'}, no stored run: its live figures; `specmon bench` stores one"
 
 
 def _num(value) -> str:
@@ -404,8 +449,10 @@ def run_switch(args: argparse.Namespace) -> int:
             return EXIT_FAILED
 
     def progress(name: str, status: str, took_s: float | None) -> None:
-        if not args.json and status == "running":
-            print(f"  {name}...", file=sys.stderr, flush=True)
+        if status == "running":
+            print(f"  {name}…", file=sys.stderr, flush=True)
+        elif took_s is not None:
+            print(f"  {name} {status} ({took_s:.1f} s)", file=sys.stderr, flush=True)
 
     report = switch(
         server,
@@ -414,6 +461,7 @@ def run_switch(args: argparse.Namespace) -> int:
         requests=args.requests,
         ready_timeout=args.timeout,
         on_step=progress,
+        on_line=_progress_line,
     )
     _emit(args, report.to_json(), _switch_text(report))
     return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psutil
 
 from specmon.oncall import state
 from specmon.oncall.gpus import memory_of, read_gpus
-from specmon.oncall.state import ServerRecord, StateProblem
+from specmon.oncall.state import ServerRecord, StateProblem, stdout_log
 from specmon.sglang.processes import is_emulator_cmdline, is_server_cmdline, is_sglang_child
 
 DEFAULT_PORT = 30000
@@ -41,7 +40,7 @@ class FoundServer:
     user: str | None = None
     own_user: bool = True
     emulator: bool = False
-    orphan: bool = False  # its parent is init (or a subreaper): whatever started it is gone
+    orphan: bool = False  # an SGLang worker whose server is gone (a detached or nohup'd server is not one)
     pids: list[int] = field(default_factory=list)  # the server and its descendants
     gpu_memory_mib: float | None = None
     record: ServerRecord | None = None
@@ -136,21 +135,6 @@ def url_of(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def stdout_log(pid: int) -> str | None:
-    """The file the process's stdout goes to, when it is a regular file."""
-    try:
-        target = os.readlink(f"/proc/{pid}/fd/1")
-    except OSError:
-        return None
-    target = target.removesuffix(" (deleted)")
-    if not target.startswith("/"):
-        return None
-    try:
-        return target if Path(target).is_file() else None
-    except OSError:
-        return None
-
-
 def descendants(pid: int) -> list[int]:
     try:
         return [c.pid for c in psutil.Process(pid).children(recursive=True)]
@@ -231,7 +215,7 @@ def find_servers(with_gpus: bool = True) -> Inventory:
                 user=info.get("username"),
                 own_user=uids is not None and uids.real == my_uid,
                 emulator=is_emulator_cmdline(argv),
-                orphan=info.get("ppid") == 1 or is_sglang_child(argv),
+                orphan=is_sglang_child(argv),
                 pids=pids,
                 argv=argv,
             )

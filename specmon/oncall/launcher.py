@@ -4,6 +4,7 @@ outlives specmon and the SSH session), record it in a private state file, and wa
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,11 +13,12 @@ from typing import Any
 import psutil
 
 from specmon.launch.presets import Preset
-from specmon.launch.supervisor import ServerSupervisor
+from specmon.launch.supervisor import ServerSupervisor, SupervisorError, launcher_problem
 from specmon.oncall import state
 from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
+from specmon.private_files import make_private_dir
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
 
@@ -28,40 +30,84 @@ def with_speed(preset: Preset, speed: float | None) -> Preset:
     return dataclasses.replace(preset, args={**preset.args, "emulator-speed": speed})
 
 
-def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
-    """Launch `preset` detached and save its state file. Raises `SupervisorError` (or `PortInUseError`).
+def launch_problems(preset: Preset) -> list[str]:
+    """What would make launching `preset` fail at once, checked without launching (a switch checks it before it
+    stops the running server): the launcher cannot be executed, the state directory cannot be written."""
+    problem = launcher_problem(preset)
+    problems = [problem] if problem else []
+    for directory in (state.servers_dir(), state.runs_dir()):
+        try:
+            make_private_dir(directory)
+            writable = os.access(directory, os.W_OK | os.X_OK)
+        except OSError as exc:
+            problems.append(f"{directory} cannot be used: {exc.strerror or exc}")
+            continue
+        if not writable:
+            problems.append(f"{directory} is not writable")
+    return problems
 
-    The caller runs the preflight (it says its warnings and honours --no-preflight), so the supervisor does not.
+
+def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
+    """Launch `preset` detached and record it. Raises `SupervisorError` (or `PortInUseError`).
+
+    The launch is recorded before it happens (a pending file: specmon killed between launch and record, the
+    next look-up adopts the server), and a record that cannot be written after the launch stops the server:
+    a server is never left running with no record. The caller runs the preflight (it says its warnings and
+    honours --no-preflight), so the supervisor does not.
     """
     real_port = port if port is not None else preset.port
     gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
     supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False)
-    log = supervisor.start()
-    pid = supervisor.pid
-    assert pid is not None
-    try:
-        create_time = psutil.Process(pid).create_time()
-    except psutil.Error:
-        create_time = time.time()
     record = ServerRecord(
         id=state.new_server_id(),
         preset=preset.name,
-        argv=supervisor.argv,
-        pid=pid,
-        pgid=pid,
-        create_time=create_time,
+        argv=preset.argv(port),
+        pid=0,
+        pgid=0,
+        create_time=0.0,
         url=url_of(preset.host, real_port),
         host=preset.host,
         port=real_port,
-        log=str(log),
-        started_at=supervisor.started_at or time.time(),
+        log="",
+        started_at=time.time(),
         demo=preset.demo,
         gpu_url=gpu_url,
         gpu_baseline_mib=baseline,
     )
-    state.save(record)
+    try:
+        state.save_pending(record)
+    except OSError as exc:
+        raise SupervisorError(f"not launched: its state file cannot be written in {state.servers_dir()}: "
+                              f"{exc.strerror or exc}") from None
+    try:
+        log = supervisor.start()
+    except SupervisorError:
+        state.drop_pending(record.id)  # nothing was launched
+        raise
+    _record_launch(supervisor, record, log)
     return record
+
+
+def _record_launch(supervisor: ServerSupervisor, record: ServerRecord, log) -> None:
+    """Fill the record with the launched process and save it; stop the server when that fails."""
+    pid = supervisor.pid
+    assert pid is not None
+    try:
+        try:
+            record.create_time = psutil.Process(pid).create_time()
+        except psutil.Error:
+            record.create_time = time.time()
+        record.pid = record.pgid = pid
+        record.argv = supervisor.argv
+        record.log = str(log)
+        record.started_at = supervisor.started_at or record.started_at
+        state.save(record)
+    except OSError as exc:
+        supervisor.stop()
+        state.drop_pending(record.id)
+        raise SupervisorError(f"stopped the server it launched (pid {pid}): its state file could not be "
+                              f"written in {state.servers_dir()}: {exc.strerror or exc}") from None
 
 
 @dataclass
@@ -82,11 +128,17 @@ def wait_ready(
     timeout: float = DEFAULT_READY_TIMEOUT_S,
     poll_s: float = 0.1,
     on_state: Callable[[Any], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> ReadyOutcome:
-    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out."""
+    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out.
+
+    ``on_line`` gets one line per phase change and throttled capture and weight progress, as
+    `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing);
+    ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress)."""
     import httpx
 
     from specmon.logs.follower import LogFollower
+    from specmon.logs.summary import ChangePrinter
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
 
@@ -94,9 +146,15 @@ def wait_ready(
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True) if log else None
     client = httpx.Client(timeout=2.0, trust_env=False)
+    printer = ChangePrinter(None)
+
     def read_log() -> None:
         while follower is not None and (items := follower.poll()):
             tracker.feed_items(items)
+        events = tracker.drain_events()
+        if on_line is not None:
+            for line in printer.lines(events, tracker.state):
+                on_line(line)
 
     def failure(took: float) -> ReadyOutcome | None:
         st = tracker.state

@@ -62,14 +62,20 @@ def outcome_notes(report: Any) -> list[Note]:
     notes: list[Note] = []
     sanity = report.sanity
     if sanity is not None:
-        previous = report.previous or {}
+        before = report.before or {}
         change = report.change_pct or {}
-        decode = (f"decode tok/s {_number(previous.get('decode_tok_s'), '.1f')} → "
+        decode = (f"decode tok/s {_number(before.get('decode_tok_s'), '.1f')} → "
                   f"{_number(sanity.get('decode_tok_s'), '.1f')}{_pct(change.get('decode_tok_s'))}")
-        accept = (f"acceptance {_number(previous.get('accept_length'), '.2f')} → "
+        accept = (f"acceptance {_number(before.get('accept_length'), '.2f')} → "
                   f"{_number(sanity.get('accept_length'), '.2f')}{_pct(change.get('accept_length'))}")
-        since = "no earlier result" if not previous else f"vs run {previous.get('run_id')}"
-        notes.append((f"before → after ({since}): {decode} · {accept}", "bold green"))
+        if not before:
+            since = "nothing served before"
+        elif before.get("run_id"):
+            since = f"{before.get('preset')} run {before['run_id']}"
+        else:
+            since = f"{before.get('preset') or 'old server'}: live figures"
+        style = "bold red" if report.alerts else "bold green"
+        notes.append((f"before → after ({since} → {report.to}): {decode} · {accept}", style))
     notes.extend((f"alert: {alert}", "bold red") for alert in report.alerts)
     return notes
 
@@ -119,9 +125,21 @@ def ago(when: float, now: float | None = None) -> str:
     return "just now"
 
 
-def history_for(results: Sequence[Any], preset: str | None, url: str | None) -> list[Any]:
-    """The runs against this server's URL or of its preset, oldest first as given."""
-    return [r for r in results if (url is not None and r.url == url) or (preset and r.preset == preset)]
+def history_for(results: Sequence[Any], preset: str | None, url: str | None, model: str | None = None) -> list[Any]:
+    """The runs against this server's URL or of its preset, oldest first as given, and, when none of them is one,
+    the latest finished run without speculation of the same model: the baseline their speedups need."""
+    from specmon.bench.compare import is_speculative
+
+    chosen = [r for r in results if (url is not None and r.url == url) or (preset and r.preset == preset)]
+    model = model or next((m for r in reversed(chosen) if (m := (r.server or {}).get("model_path"))), None)
+    if model is None or any(not is_speculative(r) for r in chosen if r.status == "finished"):
+        return chosen
+    plain = [r for r in results if r.status == "finished" and r.measured and not is_speculative(r)
+             and (r.server or {}).get("model_path") == model]
+    if plain:
+        chosen.append(plain[-1])
+        chosen.sort(key=lambda r: r.started_at)
+    return chosen
 
 
 def successor(servers: Sequence[Any], followed: Any) -> Any | None:
@@ -143,8 +161,9 @@ def sweep_candidates(presets: dict[str, Any], current: Any) -> list[Any]:
 
 
 def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """The sweep picker's rows: name, what it is (baseline or draft tokens, its last result), selected at first
-    (every speculative preset and the first baseline, so the plan is valid as offered)."""
+    """The sweep picker's rows: name, its last result then what it is (baseline or draft tokens: the numbers
+    needed to choose come first, so a narrow screen cuts only the words after them), selected at first (every
+    speculative preset and the first baseline, so the plan is valid as offered)."""
     choices = []
     baseline_taken = False
     for preset in candidates:
@@ -153,7 +172,7 @@ def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple
             about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}", True
         else:
             about, selected, baseline_taken = "baseline (no speculation)", not baseline_taken, True
-        if preset.name in last:
-            about += f" · last: {result_line(last[preset.name])}"
+        result = result_line(last[preset.name]) if preset.name in last else "no result yet"
+        about = f"{result} · {about}"
         choices.append((preset.name, about, selected))
     return choices

@@ -1,7 +1,7 @@
 """State files of the servers specmon launched: one private JSON file per server, checked against live pids.
 
 `<state dir>/servers/ID.json` (0600 in 0700 directories, never through a symlink). The state directory is
-`$SPECMON_STATE_DIR`, else platformdirs' user state directory for specmon. Every file is outside input: a
+`specmon.private_files.state_dir()`: `$SPECMON_STATE_DIR`, else platformdirs' user state directory for specmon. Every file is outside input: a
 file that cannot be read or has the wrong shape becomes a `StateProblem`, never an exception.
 """
 
@@ -18,21 +18,13 @@ from typing import Any
 
 import psutil
 
-from specmon.private_files import make_private_dir, open_private_file
+from specmon.private_files import make_private_dir, open_private_file, state_dir
 
-STATE_DIR_ENV = "SPECMON_STATE_DIR"
 MAX_STATE_BYTES = 256 * 1024
 START_TIME_TOLERANCE_S = 0.5
-
-
-def state_dir() -> Path:
-    """`$SPECMON_STATE_DIR`, else `<platformdirs user_state_dir>/specmon`."""
-    override = os.environ.get(STATE_DIR_ENV)
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("specmon"))
+PENDING_SUFFIX = ".launching"
+PENDING_GRACE_S = 30.0
+"""A pending launch with no process after this long started nothing (its launch failed); its file goes."""
 
 
 def servers_dir() -> Path:
@@ -123,8 +115,8 @@ class ServerRecord:
         )
 
     def is_alive(self) -> bool:
-        """The recorded process is running now: same pid, same start time, not a zombie."""
-        return process_matches(self.pid, self.create_time)
+        """The recorded process is running now: same pid, same start time, same command line, not a zombie."""
+        return process_matches(self.pid, self.create_time, self.argv)
 
 
 @dataclass(frozen=True)
@@ -138,33 +130,78 @@ class StateProblem:
         return f"{self.path}: {self.message}"
 
 
-def process_matches(pid: int, create_time: float) -> bool:
+def cmdline_matches(argv: list[str], cmdline: list[str]) -> bool:
+    """Whether a process's command line is the one specmon launched: it ends with the launched argv (a script's
+    interpreter may come first), or, for a launcher that execs into another program, with its arguments."""
+    if not argv or not cmdline:
+        return False
+    if cmdline[-len(argv) :] == argv:
+        return True
+    args = argv[1:]
+    return bool(args) and cmdline[-len(args) :] == args
+
+
+def process_matches(pid: int, create_time: float, argv: list[str] | None = None) -> bool:
+    """Whether ``pid`` is still the recorded process: the same start time (a reused pid has another), not a
+    zombie, and, when ``argv`` is given, the command line specmon launched."""
+    proc = verified_process(pid, create_time, argv)
+    return proc is not None
+
+
+def verified_process(pid: int, create_time: float, argv: list[str] | None = None) -> psutil.Process | None:
+    """The recorded process as a psutil handle (signals sent through it reach that process or none), or None
+    when ``pid`` is gone, a zombie, or provably another process."""
     try:
         proc = psutil.Process(pid)
-        return (
-            abs(proc.create_time() - create_time) < START_TIME_TOLERANCE_S
-            and proc.status() != psutil.STATUS_ZOMBIE
-        )
+        if abs(proc.create_time() - create_time) >= START_TIME_TOLERANCE_S:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        if argv is not None and not cmdline_matches(argv, proc.cmdline()):
+            return None
+        return proc
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError, OverflowError):
-        return False
+        return None
 
 
 def save(record: ServerRecord) -> Path:
-    """Write the record atomically (a private temp file renamed over the old one)."""
-    directory = make_private_dir(servers_dir())
-    path = directory / f"{record.id}.json"
-    tmp = directory / f".{record.id}.{os.getpid()}.tmp"
+    """Write the record atomically (a private temp file renamed over the old one); its pending file goes."""
+    path = _write_atomically(servers_dir() / f"{record.id}.json", record.to_json())
+    drop_pending(record.id)
+    return path
+
+
+def _write_atomically(path: Path, data: dict[str, Any]) -> Path:
+    directory = make_private_dir(path.parent)
+    tmp = directory / f".{path.name}.{os.getpid()}.tmp"
     fd = open_private_file(tmp, exclusive=True)
     try:
-        os.write(fd, (json.dumps(record.to_json(), indent=2) + "\n").encode())
-    finally:
+        os.write(fd, (json.dumps(data, indent=2) + "\n").encode())
+    except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     return path
 
 
-def read(path: Path) -> ServerRecord:
-    """One state file; raises ValueError (with the reason) for anything unusable."""
+def save_pending(record: ServerRecord) -> Path:
+    """Write what is about to be launched (no pid yet) as ``ID.launching``, before the launch: if specmon dies
+    between the launch and ``save`` (any signal, SIGKILL too), the next look-up adopts the process it started.
+    Raises OSError when the state directory cannot be written, so nothing is launched unrecorded."""
+    data = {**record.to_json(), "pid": None, "pgid": None, "create_time": None}
+    return _write_atomically(servers_dir() / f"{record.id}{PENDING_SUFFIX}", data)
+
+
+def drop_pending(server_id: str) -> None:
+    with contextlib.suppress(OSError):
+        (servers_dir() / f"{server_id}{PENDING_SUFFIX}").unlink()
+
+
+def _read_json(path: Path) -> Any:
+    """A private state file's JSON; raises ValueError (with the reason) for anything unusable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
@@ -181,22 +218,99 @@ def read(path: Path) -> ServerRecord:
     finally:
         os.close(fd)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not valid JSON: {exc}") from None
-    record = ServerRecord.from_json(data)
+
+
+def read(path: Path) -> ServerRecord:
+    """One state file; raises ValueError (with the reason) for anything unusable."""
+    record = ServerRecord.from_json(_read_json(path))
     if path.stem != record.id:
         raise ValueError(f"the file name does not match its id {record.id!r}")
     return record
 
 
+def stdout_log(pid: int) -> str | None:
+    """The file the process's stdout goes to, when it is a regular file."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/1")
+    except OSError:
+        return None
+    target = target.removesuffix(" (deleted)")
+    if not target.startswith("/"):
+        return None
+    try:
+        return target if Path(target).is_file() else None
+    except OSError:
+        return None
+
+
+def _pending(path: Path) -> ServerRecord:
+    """A pending launch's file as a record with pid 0 (not launched, or not recorded yet)."""
+    data = _read_json(path)
+    if not isinstance(data, dict) or any(data.get(key) is not None for key in ("pid", "pgid", "create_time")):
+        raise ValueError("not a pending launch")
+    record = ServerRecord.from_json({**data, "pid": 2, "pgid": 2, "create_time": 0.0})
+    if path.name != f"{record.id}{PENDING_SUFFIX}":
+        raise ValueError(f"the file name does not match its id {record.id!r}")
+    record.pid = record.pgid = 0
+    return record
+
+
+def _launched_by(record: ServerRecord) -> psutil.Process | None:
+    """The process a pending launch started: the user's, the launched command line, started after the launch
+    began (the earliest, so not one of its workers)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "create_time", "uids", "status"]):
+        info = proc.info
+        uids = info.get("uids")
+        if uids is None or uids.real != os.getuid() or info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
+        created = info.get("create_time") or 0.0
+        if created >= record.started_at - START_TIME_TOLERANCE_S and cmdline_matches(record.argv,
+                                                                                       info.get("cmdline") or []):
+            found.append((created, proc))
+    return min(found, key=lambda item: item[0])[1] if found else None
+
+
+def _adopt_pending(directory: Path, problems: list[StateProblem]) -> None:
+    """Turn each pending launch into a record of the process it started; drop those that started nothing."""
+    import time
+
+    for path in sorted(directory.glob(f"*{PENDING_SUFFIX}")):
+        try:
+            record = _pending(path)
+        except ValueError as exc:
+            problems.append(StateProblem(path, str(exc)))
+            continue
+        proc = _launched_by(record)
+        if proc is None:
+            if time.time() - record.started_at > PENDING_GRACE_S:
+                drop_pending(record.id)  # the launch failed: nothing runs that it started
+            continue
+        try:
+            record.pid, record.create_time = proc.pid, proc.create_time()
+            record.pgid = os.getpgid(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+        if not record.log:
+            record.log = stdout_log(proc.pid) or ""
+        try:
+            save(record)
+        except OSError as exc:
+            problems.append(StateProblem(path, f"a launch could not be recorded: {exc}"))
+
+
 def load_all() -> tuple[list[ServerRecord], list[StateProblem]]:
-    """Every record (oldest first) and the files that could not be used."""
+    """Every record (oldest first) and the files that could not be used. A launch whose recording was cut
+    short (specmon killed between launch and record) is adopted first."""
     directory = servers_dir()
     records: list[ServerRecord] = []
     problems: list[StateProblem] = []
     if not directory.is_dir():
         return records, problems
+    _adopt_pending(directory, problems)
     for path in sorted(directory.glob("*.json")):
         try:
             records.append(read(path))

@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from specmon.oncall import state
-from specmon.oncall.discovery import FoundServer, descendants
+from specmon.oncall.discovery import FoundServer
 from specmon.oncall.gpus import read_gpus, still_held
 from specmon.ports import ProcessInfo, port_holders, port_is_free
 
@@ -27,7 +27,8 @@ class StopRefused(RuntimeError):
 
 @dataclass
 class Leftover:
-    """A process still holding the server's GPU memory or port after the stop."""
+    """A process still holding the server's GPU memory or port after the stop. ``ours``: one of the server's own
+    processes (proven by pid and start time when the stop began); only those are ever killed."""
 
     pid: int
     command: str
@@ -36,6 +37,8 @@ class Leftover:
     why: str
     killable: bool
     killed: bool = False
+    ours: bool = False
+    proc: psutil.Process | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,46 +91,69 @@ def own_process(pid: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def _alive(proc: psutil.Process) -> bool:
+    """Still that process (a reused pid is another one) and not a zombie."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 
 
-def _group_members(pgid: int) -> list[int]:
-    pids = []
+def _pgid(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid) if proc.is_running() else None
+    except (OSError, psutil.Error):
+        return None
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    members = []
     for proc in psutil.process_iter():
         with contextlib.suppress(OSError, psutil.Error):
             if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                pids.append(proc.pid)
-    return pids
+                members.append(proc)
+    return members
 
 
-def _targets(server: FoundServer) -> tuple[int | None, list[int]]:
-    """The process group to signal (only one specmon created, still led by the same server) and the pids."""
-    pids = {server.pid, *descendants(server.pid)}
+def server_process(server: FoundServer) -> psutil.Process | None:
+    """The server's main process, proven to be the one recorded or found: the same pid and start time (and, for
+    a server specmon launched, the same command line). None when it is gone or provably another process."""
+    if server.record is not None:
+        record = server.record
+        return state.verified_process(record.pid, record.create_time, record.argv)
+    if server.create_time is None:
+        return None
+    return state.verified_process(server.pid, server.create_time)
+
+
+def _targets(server: FoundServer) -> tuple[int | None, list[psutil.Process]]:
+    """The process group to signal (only one specmon created, or the server leads) and the server's processes,
+    each a psutil handle taken while the server is proven to be itself (so a later signal never reaches a
+    process that reused one of their pids). Nothing when the server is gone."""
+    leader = server_process(server)
+    if leader is None:
+        return None, []
+    procs = {leader.pid: leader}
+    with contextlib.suppress(psutil.Error):
+        procs.update((child.pid, child) for child in leader.children(recursive=True))
     pgid = None
-    if server.launched_by_specmon and server.record is not None:
-        with contextlib.suppress(OSError):
-            if os.getpgid(server.pid) == server.record.pgid:
-                pgid = server.record.pgid
-                pids.update(_group_members(pgid))
-    elif server.alive:
-        with contextlib.suppress(OSError):
-            if os.getpgid(server.pid) == server.pid:  # it leads its own group: its workers are in it
-                pgid = server.pid
-                pids.update(_group_members(pgid))
-    return pgid, sorted(p for p in pids if own_process(p))
+    group = server.record.pgid if server.launched_by_specmon and server.record is not None else leader.pid
+    if _pgid(leader) == group:  # the group specmon created, or the server leads its own: its workers are in it
+        pgid = group
+        for member in _group_members(pgid):
+            procs.setdefault(member.pid, member)
+    return pgid, [p for pid, p in sorted(procs.items()) if own_process(pid)]
 
 
-def _send(pgid: int | None, pids: list[int], sig: signal.Signals) -> None:
-    if pgid is not None:
+def _send(pgid: int | None, procs: list[psutil.Process], sig: signal.Signals) -> None:
+    """``sig`` to each process that is still itself, and to the group while one of its known members lives (a
+    group id is not reused while the group has a member)."""
+    if pgid is not None and any(_alive(p) and _pgid(p) == pgid for p in procs):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
 
 
 def _wait(condition, timeout: float) -> float | None:
@@ -144,31 +170,34 @@ def _wait(condition, timeout: float) -> float | None:
 def stop_server(
     server: FoundServer, timeout: float = 30.0, kill_timeout: float = 10.0, free_timeout: float = 60.0
 ) -> StopResult:
-    """Stop `server` and wait for its GPUs and port. Raises `StopRefused` when it may not be signalled."""
+    """Stop `server` and wait for its GPUs and port. Raises `StopRefused` when it may not be signalled.
+
+    Only the server's own processes are signalled (see ``_targets``); when it is already gone, nothing is, and
+    whatever now holds its port or pid is named, never killed."""
     why = server.why_not_signalable()
     if why:
         raise StopRefused(why)
     started = time.monotonic()
-    pgid, pids = _targets(server) if server.alive else (None, [])
+    pgid, procs = _targets(server)
     sent = None
-    if pids:
+    if procs:
         sent = "SIGTERM"
-        _send(pgid, pids, signal.SIGTERM)
-        if _wait(lambda: not any(_alive(p) for p in pids), timeout) is None:
+        _send(pgid, procs, signal.SIGTERM)
+        if _wait(lambda: not any(_alive(p) for p in procs), timeout) is None:
             sent = "SIGKILL"
-            _send(pgid, [p for p in pids if _alive(p)], signal.SIGKILL)
-            _wait(lambda: not any(_alive(p) for p in pids), kill_timeout)
+            _send(pgid, [p for p in procs if _alive(p)], signal.SIGKILL)
+            _wait(lambda: not any(_alive(p) for p in procs), kill_timeout)
     gone_at = time.monotonic()
-    stopped = not any(_alive(p) for p in pids)
+    stopped = not any(_alive(p) for p in procs)
     baseline = server.record.gpu_baseline_mib if server.record is not None else {}
-    all_pids = pids or [server.pid]
+    pids = [p.pid for p in procs]
 
     def gpus_free() -> bool:
-        return not still_held(read_gpus(server.gpu_url), all_pids, baseline)
+        return not still_held(read_gpus(server.gpu_url), pids, baseline)
 
-    gpu_wait = _wait(gpus_free, free_timeout)
+    gpu_wait = _wait(gpus_free, free_timeout if procs else 0.0)
     gpus_free_s = None if gpu_wait is None else time.monotonic() - started
-    port_wait = _wait(lambda: port_is_free(server.port, server.host), free_timeout if stopped else 1.0)
+    port_wait = _wait(lambda: port_is_free(server.port, server.host), free_timeout if procs and stopped else 0.0)
     snapshot = read_gpus(server.gpu_url)
     if snapshot.available:
         gpu_note = None
@@ -185,7 +214,7 @@ def stop_server(
         port_free=port_wait is not None,
         port_free_s=None if port_wait is None else time.monotonic() - started,
         gpu_note=gpu_note,
-        leftovers=find_leftovers(server, all_pids, snapshot),
+        leftovers=find_leftovers(server, procs, snapshot),
     )
     if server.record is not None and stopped:
         server.record.stopped_at = time.time()
@@ -194,42 +223,49 @@ def stop_server(
     return result
 
 
-def find_leftovers(server: FoundServer, pids: list[int], snapshot) -> list[Leftover]:
-    """The server's processes still alive, the processes holding GPU memory that are dead, defunct or not
-    visible from here, and the port's holders."""
+def find_leftovers(server: FoundServer, procs: list[psutil.Process], snapshot) -> list[Leftover]:
+    """The server's processes still alive, the processes holding GPU memory that are the server's, dead,
+    defunct or not visible from here, and the port's holders. Only the server's own are killable."""
+    ours = {p.pid: p for p in procs}
     out: dict[int, Leftover] = {}
-    for pid in pids:
-        if _alive(pid):
-            info = ProcessInfo.of(pid)
-            out[pid] = Leftover(pid, info.cmdline or info.name, None, None, "still running", own_process(pid))
+    for proc in procs:
+        if _alive(proc):
+            info = ProcessInfo.of(proc.pid)
+            out[proc.pid] = Leftover(proc.pid, info.cmdline or info.name, None, None, "still running",
+                                     own_process(proc.pid), ours=True, proc=proc)  # fmt: skip
     if snapshot.available:
-        for proc in snapshot.processes:
-            if proc.pid in pids or proc.zombie or proc.state == "not visible":
-                why = "holds GPU memory" + ("" if proc.alive else f" ({proc.state})")
-                previous = out.get(proc.pid)
-                used = (previous.used_mib or 0.0) + (proc.used_mib or 0.0) if previous else proc.used_mib
-                out[proc.pid] = Leftover(
-                    proc.pid, proc.name, used, proc.user, why, proc.alive and own_process(proc.pid)
-                )
+        for held in snapshot.processes:
+            if held.pid in ours or held.zombie or held.state == "not visible":
+                why = "holds GPU memory" + ("" if held.alive else f" ({held.state})")
+                previous = out.get(held.pid)
+                used = (previous.used_mib or 0.0) + (held.used_mib or 0.0) if previous else held.used_mib
+                mine = ours.get(held.pid)
+                killable = mine is not None and held.alive and _alive(mine) and own_process(held.pid)
+                out[held.pid] = Leftover(held.pid, held.name, used, held.user, why, killable,
+                                         ours=mine is not None, proc=mine)  # fmt: skip
     if not port_is_free(server.port, server.host):
         for holder in port_holders(server.port):
-            if holder.pid not in out:
-                out[holder.pid] = Leftover(
-                    holder.pid,
-                    holder.cmdline or holder.name,
-                    None,
-                    None,
-                    f"holds port {server.port}",
-                    own_process(holder.pid),
-                )
+            if holder.pid in out:
+                continue
+            mine = ours.get(holder.pid)
+            if mine is not None and _alive(mine):
+                out[holder.pid] = Leftover(holder.pid, holder.cmdline or holder.name, None, None,
+                                           f"holds port {server.port}", own_process(holder.pid), ours=True,
+                                           proc=mine)  # fmt: skip
+            else:
+                out[holder.pid] = Leftover(holder.pid, holder.cmdline or holder.name, None, None,
+                                           f"holds port {server.port}; not the recorded server (not signalled)",
+                                           False)  # fmt: skip
     return list(out.values())
 
 
 def kill_leftovers(leftovers: list[Leftover], timeout: float = 10.0) -> None:
-    """SIGKILL each killable leftover by pid (own user only) and wait for it to go."""
+    """SIGKILL each killable leftover, through the handle taken when it was proven to be the server's (a pid
+    reused since is never signalled), and wait for it to go."""
     for leftover in leftovers:
-        if not leftover.killable or not own_process(leftover.pid):
+        proc = leftover.proc
+        if not leftover.killable or proc is None or not own_process(leftover.pid):
             continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(leftover.pid, signal.SIGKILL)
-        leftover.killed = _wait(lambda p=leftover.pid: not _alive(p), timeout) is not None
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGKILL)
+        leftover.killed = _wait(lambda p=proc: not _alive(p), timeout) is not None

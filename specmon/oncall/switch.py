@@ -1,6 +1,7 @@
-"""`specmon switch`'s core: stop the running server, wait for its GPUs and port, preflight, start the new
-preset on the same port, follow it to ready, run a quick sanity benchmark and compare it with the preset's
-last result.
+"""`specmon switch`'s core: check the new preset first (the preflight, with the port and GPU memory the running
+server will free, the launcher, the state directory), and only then stop the running server, wait for its GPUs
+and port, start the new preset on the same port, follow it to ready, run a quick sanity benchmark and compare it
+with what served before.
 
 Each step reports to `on_step(name, status, took_s)` ("running", then "done" or "failed"), so the app can show
 them as they happen; the same steps, with their times, are in the report.
@@ -9,6 +10,7 @@ them as they happen; the same steps, with their times, are in the report.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from specmon.launch.presets import Preset
 from specmon.oncall.discovery import FoundServer
 
 ALERT_DROP_PCT = 10.0
-STEPS = ("stopping", "gpus free", "port free", "preflight", "launching", "startup", "sanity")
+STEPS = ("preflight", "stopping", "gpus free", "port free", "launching", "startup", "sanity")
 
 StepCallback = Callable[[str, str, float | None], None]
 
@@ -33,11 +35,16 @@ class SwitchReport:
     steps: list[dict[str, Any]] = field(default_factory=list)
     effective: dict[str, Any] = field(default_factory=dict)
     sanity: dict[str, Any] | None = None
+    before: dict[str, Any] | None = None
+    """What served before the switch: its preset's last stored result and its live figures."""
     previous: dict[str, Any] | None = None
+    """The new preset's own last stored result (its outputs are compared with the sanity run's)."""
     change_pct: dict[str, float | None] = field(default_factory=dict)
     alerts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    old_still_serving: bool = False
+    """The switch failed before it stopped the running server, which still serves."""
     id: str | None = None
     url: str | None = None
     log: str | None = None
@@ -85,15 +92,17 @@ def switch(
     ready_timeout: float = 1800.0,
     stop_timeout: float = 30.0,
     on_step: StepCallback | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> SwitchReport:
     """Replace `server` (None: nothing runs) by `preset` on the same port. Never raises for server faults.
 
-    ``requests`` is the sanity benchmark's size; 0 leaves it out.
+    ``requests`` is the sanity benchmark's size; 0 leaves it out. ``on_line`` gets the new server's startup
+    progress (phases, captures) as it happens.
     """
     report = SwitchReport(from_=(server.preset or f"pid {server.pid}") if server else None, to=preset.name)
     steps = _Steps(report, on_step)
     try:
-        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout)
+        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line)
     except SwitchFailed as exc:
         report.state, report.error = "failed", str(exc)
     if report.state == "running":
@@ -101,14 +110,36 @@ def switch(
     return report
 
 
-def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout) -> None:
+def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line) -> None:
     from specmon.launch.supervisor import SupervisorError
-    from specmon.oncall.launcher import start_detached, wait_ready
+    from specmon.oncall.launcher import launch_problems, start_detached, wait_ready
     from specmon.oncall.preflight import preflight as run_preflight
     from specmon.oncall.stopper import StopRefused, stop_server
 
     port = server.port if server is not None else None
-    if server is not None and server.alive:
+    serving = server is not None and server.alive
+    replacing = list(server.pids) if serving else []
+    kept = (f"; {report.from_} was not stopped and still serves at {server.url}" if serving else "")
+
+    def checks() -> None:
+        problems = launch_problems(preset)
+        if preflight:
+            outcome = run_preflight(preset, port=port, replacing=replacing)
+            problems += [] if outcome.ok else outcome.problems
+            if outcome.skipped:
+                report.notes.append(outcome.skipped)
+        if problems:
+            report.old_still_serving = serving
+            raise SwitchFailed(f"{preset.name} would not start: " + "; ".join(problems) + kept)
+
+    # Everything that can be checked is checked before the running server is stopped: a bad preset leaves it
+    # serving (on a big model a stop is a reload of many minutes).
+    if preflight:
+        steps.run("preflight", checks)
+    else:
+        checks()
+    if serving:
+        report.before = what_served(server)
         steps.on_step("stopping", "running", None)
         try:
             result = stop_server(server, timeout=stop_timeout)
@@ -125,26 +156,25 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         if not result.stopped or not result.port_free or result.gpus_free_s is None:
             left = "; ".join(str(x) for x in result.leftovers) or "no process named"
             raise SwitchFailed(f"the old server did not free its GPUs and port: {left}")
-    if preflight:
-        outcome = steps.run("preflight", lambda: run_preflight(preset, port=port))
-        if not outcome.ok:
-            raise SwitchFailed("the preflight failed: " + "; ".join(outcome.problems))
-        if outcome.skipped:
-            report.notes.append(outcome.skipped)
+        if server.record is not None:  # replaced for good: its record would only be a dead row in `ps`
+            from specmon.oncall.state import remove
+
+            remove(server.record)
     try:
         record = steps.run("launching", lambda: start_detached(preset, port))
     except SupervisorError as exc:
         raise SwitchFailed(f"not started: {exc}") from None
     report.id, report.url, report.log = record.id, record.url, record.log
     steps.on_step("startup", "running", None)
-    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout)
+    outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout,
+                         on_line=on_line)
     steps.done("startup", outcome.took_s, "done" if outcome.state == "ready" else "failed")
     if outcome.state != "ready":
         raise SwitchFailed(f"the new server did not become ready: {outcome.error}")
     report.effective = _effective(record.url)
     if requests > 0:  # 0: the caller measures the server itself (a sweep)
         sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
-        compare_with_previous(report, sanity, preset.name)
+        compare_with_before(report, sanity, preset.name)
 
 
 def _effective(url: str) -> dict[str, Any]:
@@ -202,14 +232,80 @@ def last_result(preset_name: str, notes: list[str] | None = None):
     return chosen
 
 
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def live_figures(url: str, timeout_s: float = 5.0) -> dict[str, float | None]:
+    """The running server's own figures: its lifetime acceptance length (from /metrics counters) and the
+    decode tok/s of its last decode-log window (/server_info). Each None when the server cannot say."""
+    import asyncio
+
+    from specmon.serving.client import SGLangClient, SGLangError, resolve_api_key
+
+    async def read() -> dict[str, float | None]:
+        out: dict[str, float | None] = {"accept_length": None, "last_gen_tok_s": None}
+        async with SGLangClient(url, api_key=resolve_api_key(None), timeout=timeout_s) as client:
+            try:
+                metrics = await client.metrics()
+            except SGLangError:
+                metrics = None
+            if metrics is not None:
+                generated, verify = _finite(metrics.generation_tokens), _finite(metrics.spec_verify_calls)
+                if generated and verify:
+                    out["accept_length"] = generated / verify
+            try:
+                info = await client.server_info()
+            except SGLangError:
+                info = {}
+            states = info.get("internal_states")
+            state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else info
+            out["last_gen_tok_s"] = _finite(state0.get("last_gen_throughput"))
+            if out["accept_length"] is None:
+                out["accept_length"] = _finite(state0.get("avg_spec_accept_length"))
+        return out
+
+    try:
+        return asyncio.run(asyncio.wait_for(read(), timeout_s * 2))
+    except (TimeoutError, OSError, ValueError):
+        return {"accept_length": None, "last_gen_tok_s": None}
+
+
+def what_served(server: FoundServer) -> dict[str, Any]:
+    """The server a switch replaces, as "before": its preset's last stored result and its live figures."""
+    before: dict[str, Any] = {"preset": server.preset, "run_id": None, "started_at": None, "decode_tok_s": None,
+                              "decode_ci95": None, "accept_length": None, "live": live_figures(server.url)}
+    last = last_result(server.preset) if server.preset else None
+    if last is not None:
+        decode, accept = _figures(last)
+        ci = ((last.summary or {}).get("decode_tok_s") or {}).get("ci95")
+        before.update(run_id=last.run_id, started_at=last.started_at, decode_tok_s=decode, accept_length=accept,
+                      decode_ci95=ci if isinstance(ci, list | tuple) and len(ci) == 2 else None)
+    elif before["live"]["accept_length"] is not None:
+        before["accept_length"] = before["live"]["accept_length"]
+    return before
+
+
 def _pct(now: float | None, before: float | None) -> float | None:
     if now is None or not before:
         return None
     return round((now - before) / before * 100.0, 1)
 
 
-def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> None:
-    """Fill sanity, previous, change_pct and alerts (a drop over 10%, outputs diverged at temperature 0)."""
+def noise_pct(before: dict[str, Any]) -> float:
+    """How far below "before" a figure may land and still be noise: 10%, or the half-width of the earlier
+    run's 95% CI of decode tok/s when that is wider."""
+    ci, median = before.get("decode_ci95"), before.get("decode_tok_s")
+    if not ci or not median:
+        return ALERT_DROP_PCT
+    return max(ALERT_DROP_PCT, (median - ci[0]) / median * 100.0)
+
+
+def compare_with_before(report: SwitchReport, sanity, preset_name: str) -> None:
+    """Fill sanity, before → after (change_pct) and alerts: a drop from what served before beyond the noise,
+    outputs that diverged from the new preset's own last result at temperature 0, failed sanity requests."""
     from specmon.bench.compare import compare
 
     decode, accept = _figures(sanity)
@@ -223,9 +319,19 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
     }
     if ok < len(sanity.measured) or not ok:
         report.alerts.append(f"sanity: {len(sanity.measured) - ok} of {len(sanity.measured)} requests failed")
+    before = report.before or {}
+    report.change_pct = {"decode_tok_s": _pct(decode, before.get("decode_tok_s")),
+                         "accept_length": _pct(accept, before.get("accept_length"))}
+    limit = noise_pct(before)
+    source = (f"{before.get('preset')}'s run {before['run_id']}" if before.get("run_id")
+              else f"{before.get('preset') or 'the old server'}'s live figure")
+    for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "acceptance length")):
+        change = report.change_pct[key]
+        if change is not None and change < -limit:
+            report.alerts.append(f"{label} fell {-change:.1f}% against what served before ({source}; noise "
+                                 f"{limit:.0f}%)")
     previous = last_result(preset_name, report.notes)
     if previous is None:
-        report.change_pct = {"decode_tok_s": None, "accept_length": None}
         return
     p_decode, p_accept = _figures(previous)
     report.previous = {
@@ -234,11 +340,6 @@ def compare_with_previous(report: SwitchReport, sanity, preset_name: str) -> Non
         "decode_tok_s": p_decode,
         "accept_length": p_accept,
     }
-    report.change_pct = {"decode_tok_s": _pct(decode, p_decode), "accept_length": _pct(accept, p_accept)}
-    for key, label in (("decode_tok_s", "decode tok/s"), ("accept_length", "acceptance length")):
-        change = report.change_pct[key]
-        if change is not None and change < -ALERT_DROP_PCT:
-            report.alerts.append(f"{label} fell {-change:.1f}% against run {previous.run_id}")
     diverged = _diverged(sanity, previous) or compare(sanity, previous).diverged
     if diverged:
         report.alerts.append(

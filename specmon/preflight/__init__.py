@@ -11,6 +11,7 @@ Core: no Textual.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 from specmon.gpu.model import GpuSnapshot
 from specmon.launch.presets import Preset
@@ -26,8 +27,8 @@ class PreflightError(RuntimeError):
         self.report = report
         first = report.errors[0]
         more = f" (and {len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
-        hint = f"; {first.hint}" if first.hint else ""
-        super().__init__(f"preflight of {report.preset}: {first.message}{hint}{more} "
+        hint = f"{first.hint} — " if first.hint else ""  # what to do first: the message may be long
+        super().__init__(f"preflight of {report.preset}: {hint}{first.message}{more} "
                          f"(see `specmon check {report.preset}`; skip with --no-preflight)")
 
 
@@ -42,9 +43,11 @@ def _read_gpus() -> GpuSnapshot:
 
 
 def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot | None = None,
-                  check_machine: bool = True) -> PreflightReport:
+                  check_machine: bool = True, replacing: Collection[int] = ()) -> PreflightReport:
     """Check `preset` before launching it. `port` overrides the preset's; `gpus` is an NVML reading (read
-    now when None); `check_machine=False` skips paths, port and GPUs. Never raises for what it checks."""
+    now when None); `check_machine=False` skips paths, port and GPUs; `replacing` are the pids of a server
+    the launch replaces (a switch checks before it stops it): their port and GPU memory count as free.
+    Never raises for what it checks."""
     from specmon.preflight.checks import check_algorithm_vs_draft, check_flags, check_speculative
     from specmon.preflight.draft import CheckpointError, examine_draft, read_config
     from specmon.preflight.locate import find_sglang
@@ -87,17 +90,19 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
         report.notes.append("emulator preset: checkpoint, port and GPU checks skipped")
     elif check_machine:
         check_paths(preset, report)
-        check_port(preset, port, report)
+        check_port(preset, port, report, replacing)
         fraction = preset.args.get("mem-fraction-static", facts.table.defaults.get("mem_fraction_static"))
         fraction = float(fraction) if isinstance(fraction, int | float) and not isinstance(fraction, bool) else None
-        check_gpus(preset, gpus if gpus is not None else _read_gpus(), facts.rules, fraction, weights, report)
+        check_gpus(preset, gpus if gpus is not None else _read_gpus(), facts.rules, fraction, weights, report,
+                   replacing)
     report.elapsed_s = time.perf_counter() - started
     return report
 
 
-def require_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot | None = None) -> PreflightReport:
+def require_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot | None = None,
+                      replacing: Collection[int] = ()) -> PreflightReport:
     """`run_preflight`, raising PreflightError when it found an error."""
-    report = run_preflight(preset, port=port, gpus=gpus)
+    report = run_preflight(preset, port=port, gpus=gpus, replacing=replacing)
     if not report.ok:
         raise PreflightError(report)
     return report

@@ -4,6 +4,7 @@ orphaned holders) and their topology against that SGLang version's custom all-re
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def check_paths(preset: Preset, report: PreflightReport) -> None:
             report.add("error", "path-unreadable", f"{path} is not readable by this user", None, f"--{key}")
 
 
-def check_port(preset: Preset, port: int | None, report: PreflightReport) -> None:
+def check_port(preset: Preset, port: int | None, report: PreflightReport, replacing: Collection[int] = ()) -> None:
+    """The port is free, or held only by ``replacing`` (the server a switch stops first)."""
     port = port if port is not None else preset.port
     try:
         free = port_is_free(port, preset.host)
@@ -63,6 +65,9 @@ def check_port(preset: Preset, port: int | None, report: PreflightReport) -> Non
         return
     if not free:
         holders = port_holders(port)
+        if holders and all(h.pid in replacing for h in holders):
+            report.notes.append(f"port {port}: held by the server this launch replaces (freed when it stops)")
+            return
         who = ", ".join(str(h) for h in holders) or "a process specmon cannot see (another user's?)"
         report.add("error", "port-in-use", f"port {port} on {preset.host} is taken by {who}; SGLang would find out "
                    "only after loading the whole model", "stop that server or pick another --port", "--port")
@@ -90,7 +95,9 @@ def _visible(snapshot: GpuSnapshot, env: dict[str, str]) -> list[GpuReading]:
 
 
 def check_gpus(preset: Preset, snapshot: GpuSnapshot, rules: SGLangRules, mem_fraction: float | None,
-               weights_bytes: int, report: PreflightReport) -> None:
+               weights_bytes: int, report: PreflightReport, replacing: Collection[int] = ()) -> None:
+    """The GPUs tp-size needs, with the memory they will have free once ``replacing`` (the server a switch
+    stops first) is gone."""
     tp = _arg_int(preset, "tp-size", "tp", "tensor-parallel-size")
     needed = tp * _arg_int(preset, "pp-size", "pipeline-parallel-size")
     if not snapshot.available:
@@ -105,10 +112,11 @@ def check_gpus(preset: Preset, snapshot: GpuSnapshot, rules: SGLangRules, mem_fr
     for gpu in gpus:
         if gpu.memory_total_mib is None or gpu.memory_used_mib is None:
             continue
-        total, used = gpu.memory_total_mib * MIB / GIB, gpu.memory_used_mib * MIB / GIB
+        leaving = sum(p.used_mib or 0.0 for p in gpu.processes if p.pid in replacing)
+        total, used = gpu.memory_total_mib * MIB / GIB, max(0.0, gpu.memory_used_mib - leaving) * MIB / GIB
         free = total - used
         holders = ", ".join(f"pid {p.pid} {p.name or '?'} ({(p.used_mib or 0) / 1024:.1f} GiB, {p.state})"
-                            for p in gpu.processes) or "no process NVML lists"
+                            for p in gpu.processes if p.pid not in replacing) or "no process NVML lists"
         if mem_fraction is not None and free < mem_fraction * total:
             report.add("error", "gpu-memory", f"GPU {gpu.index}: {free:.1f} GiB free of {total:.1f} GiB, but "
                        f"--mem-fraction-static {mem_fraction} asks for {mem_fraction * total:.1f} GiB; held by "

@@ -22,6 +22,11 @@ class Problem:
         return {"severity": self.severity, "code": self.code, "message": self.message, "hint": self.hint,
                 "flag": self.flag}
 
+    def one_line(self) -> str:
+        """The problem on one line, what to do first: a long message (a list of checkpoint keys) never hides
+        the fix at its end."""
+        return f"{self.severity} {self.code}: " + (f"{self.hint} — " if self.hint else "") + self.message
+
 
 @dataclass
 class SGLangInfo:

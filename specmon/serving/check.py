@@ -251,13 +251,22 @@ async def run_check(
 _MARKS = {"ok": "[ ok ]", "info": "[info]", "warn": "[WARN]", "fail": "[FAIL]"}
 
 
+def _verdict(report: CheckReport) -> str:
+    """The last line: what the checks add up to, naming what failed (never a vague "something is wrong")."""
+    if report.exit_code == EXIT_UNREACHABLE:
+        return f"server unreachable at {report.url}: nothing was checked beyond that"
+    bad = [i.name for i in report.items if i.level in ("warn", "fail")]
+    if not bad:
+        return "all good"
+    return f"{len(bad)} check(s) need attention: {', '.join(dict.fromkeys(bad))} (see the marked lines above)"
+
+
 def format_report(report: CheckReport) -> str:
     """The human-readable report."""
     width = max((len(i.name) for i in report.items), default=0)
     lines = [f"specmon check {report.url}"]
     lines += [f"  {_MARKS[i.level]} {i.name:<{width}}  {i.detail}" for i in report.items]
-    verdict = {EXIT_OK: "all good", EXIT_FAILED: "something is wrong", EXIT_UNREACHABLE: "server unreachable"}
-    lines.append(verdict[report.exit_code])
+    lines.append(_verdict(report))
     return printable("\n".join(lines), newlines=True)
 
 

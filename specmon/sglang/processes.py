@@ -11,17 +11,19 @@ on-call server started by an older specmon can still be running)."""
 
 
 def is_emulator_cmdline(argv: list[str]) -> bool:
-    """specmon's SGLang emulator (`python -m specmon.emulator ...`)."""
+    """specmon's SGLang emulator: `python -m specmon.emulator ...` or `specmon emulate ...` (the console script,
+    run directly or by an interpreter)."""
     joined = " ".join(argv)
-    return any(module in joined for module in EMULATOR_MODULES)
+    if any(module in joined for module in EMULATOR_MODULES):
+        return True
+    return any(os.path.basename(arg) == "specmon" and argv[i + 1 : i + 2] == ["emulate"]
+               for i, arg in enumerate(argv[:3]))
 
 
 def is_server_cmdline(argv: list[str]) -> bool:
     """An SGLang server's main process (or the emulator standing in for one)."""
     joined = " ".join(argv)
     if "sglang.launch_server" in joined or is_emulator_cmdline(argv):
-        return True
-    if "specmon" in " ".join(argv[:2]) and "emulate" in argv[1:3]:
         return True
     for i, arg in enumerate(argv[:3]):
         if os.path.basename(arg) == "sglang" and "serve" in argv[i + 1 : i + 2]:

@@ -19,6 +19,11 @@ def _note(message: str) -> None:
     print(f"specmon sweep: {message}", file=sys.stderr, flush=True)
 
 
+def _startup_line(line: str) -> None:
+    """A starting server's phase or capture progress, on stderr (with --json too: stdout keeps the JSON)."""
+    print(f"    {line}", file=sys.stderr, flush=True)
+
+
 def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     from specmon.launch.presets import load_presets
     from specmon.oncall.launcher import with_speed
@@ -87,7 +92,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     options = SweepOptions(
         preflight=not args.no_preflight, leave=args.leave, skip_predicted_worse=args.skip_predicted_worse
     )
-    runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note)
+    runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note,
+                         on_startup=_startup_line)
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
     report = runner.run()
@@ -114,7 +120,8 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
     draft_tokens = longest.speculative.effective_draft_tokens or 0
     plan = SweepPlan(new_sweep_id(), [SweepStep(longest.name, False, draft_tokens)], requests=args.requests)
     runner = SweepRunner(plan, presets, store, ResultStore(), SweepOptions(preflight=not args.no_preflight,
-                         leave="none" if args.leave == "none" else "best"), on_event=None if args.json else _note)
+                         leave="none" if args.leave == "none" else "best"), on_event=None if args.json else _note,
+                         on_startup=_startup_line)
     runner.run()
     step = plan.steps[0]
     run = runner._load(step.bench_run_id) if step.state == "measured" else None  # noqa: SLF001
@@ -173,6 +180,8 @@ def format_report(report: SweepReport) -> str:
     for row in report.rows:
         if row["error"]:
             lines.append(f"  {row['preset']}: {row['error']}")
+        for flag, detail in (row.get("flags") or {}).items():
+            lines.append(f"  {row['preset']}: FLAG {flag}: {detail}")
         if row.get("accept_profile"):
             shares = " ".join(f"{share:.2f}" for share in row["accept_profile"])
             lines.append(f"  {row['preset']}: steps accepting at least 1, 2, ... drafts: {shares}")

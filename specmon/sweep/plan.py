@@ -49,6 +49,13 @@ class SweepPlan:
     created_at: float = field(default_factory=time.time)
     finished: bool = False
     left_serving: str | None = None
+    leave: str = "best"
+    """What the sweep leaves serving at its end: "best" (the recommended preset), "baseline" or "none"."""
+    recommended: str | None = None
+    """The recommendation from what is measured so far (saved after every step)."""
+    runner_pid: int | None = None
+    runner_started: float | None = None
+    """The process running the sweep (pid and start time): gone while unfinished means interrupted."""
 
     @property
     def next_step(self) -> SweepStep | None:
@@ -69,12 +76,26 @@ class SweepPlan:
                 created_at=float(data.get("created_at", 0.0)),
                 finished=bool(data.get("finished", False)),
                 left_serving=data.get("left_serving"),
+                leave=str(data.get("leave") or "best"),
+                recommended=_text(data.get("recommended")),
+                runner_pid=_number(data.get("runner_pid"), int),
+                runner_started=_number(data.get("runner_started"), float),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SweepError(f"not a sweep state file: {exc}") from None
         if any(step.state not in STEP_STATES for step in steps):
             raise SweepError("not a sweep state file: unknown step state")
         return plan
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any, kind: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return kind(value)
 
 
 def new_sweep_id() -> str:
@@ -138,13 +159,21 @@ class SweepStore:
 
     def latest_unfinished(self) -> SweepPlan | None:
         """The most recent sweep that did not finish, if any."""
+        found = self.unfinished(1)
+        return found[0] if found else None
+
+    def unfinished(self, limit: int) -> list[SweepPlan]:
+        """Up to ``limit`` sweeps that did not finish, the newest first (unreadable files are skipped)."""
         if not self.directory.is_dir():
-            return None
+            return []
+        found = []
         for path in sorted(self.directory.glob("*.json"), reverse=True):
             try:
                 plan = self.load(path.stem)
             except SweepError:
                 continue
             if not plan.finished:
-                return plan
-        return None
+                found.append(plan)
+                if len(found) >= limit:
+                    break
+        return found

@@ -12,6 +12,7 @@ from typing import Any
 
 from specmon.bench.compare import compare
 from specmon.bench.model import BenchResult
+from specmon.bench.report import symptoms
 from specmon.bench.results import skipped_note
 
 DRIFT_FLAG_PCT = 3.0
@@ -95,9 +96,10 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
     for outcome in outcomes:
         run = outcome.run
         decode = _decode(run)
-        speedup = None
+        speedup = comparison = None
         if run is not None and first_baseline is not None and not outcome.baseline:
-            speedup = compare(run, first_baseline).speedup
+            comparison = compare(run, first_baseline)
+            speedup = comparison.speedup
         accept = (run.summary.get("accept_length") or {}) if run is not None else {}
         report.rows.append(
             {
@@ -117,6 +119,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "measure_s": outcome.measure_s,
                 "error": outcome.error,
                 "requests_skipped": len(run.skipped_records) if run is not None else 0,
+                "flags": symptoms(run, comparison) if run is not None else {},
             }
         )
         note = skipped_note(run) if run is not None else None

@@ -7,6 +7,7 @@ sweep goes on. At the end the report is built and the chosen preset is left serv
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -53,6 +54,15 @@ def predictions_for(runs: dict[int, BenchResult]) -> PredictionSet | None:
     return predict_run(runs[longest], draft_tokens=longest, cost_model=fit_step_cost(measured))
 
 
+def _own_start_time() -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process().create_time()
+    except psutil.Error:
+        return None
+
+
 class SweepRunner:
     """Runs a `SweepPlan` against the presets it names, saving progress in `store`."""
 
@@ -65,6 +75,7 @@ class SweepRunner:
         options: SweepOptions | None = None,
         on_event: Event | None = None,
         on_progress: Callable[[BenchProgress], None] | None = None,
+        on_startup: Event | None = None,
     ) -> None:
         self.plan = plan
         self.presets = presets
@@ -74,6 +85,8 @@ class SweepRunner:
         self.say = on_event or (lambda text: None)
         self.on_progress = on_progress
         """Each benchmark's progress, request by request (called on the runner's thread)."""
+        self.on_startup = on_startup
+        """Each starting server's phases and capture progress, a line each (as `log-summary --follow`)."""
         self._stop = threading.Event()
         self._measuring: BenchRun | None = None
 
@@ -91,6 +104,8 @@ class SweepRunner:
 
     def run(self) -> SweepReport:
         """Run every pending step, then report and leave the chosen preset serving."""
+        self.plan.leave = self.options.leave
+        self.plan.runner_pid, self.plan.runner_started = os.getpid(), _own_start_time()
         self.store.save(self.plan)
         while not self.cancelled and (step := self.plan.next_step) is not None:
             if self._predicted_worse(step):
@@ -98,6 +113,7 @@ class SweepRunner:
                 self.say(f"{step.preset}: skipped ({step.error})")
             else:
                 self._run_step(step)
+            self.plan.recommended = self.report().recommended
             self.store.save(self.plan)
         report = self.report()
         if self.cancelled and self.plan.next_step is not None:
@@ -139,7 +155,7 @@ class SweepRunner:
         self.say(f"{step.preset}: switching")
         outcome = switch(
             self._running_server(), preset, preflight=self.options.preflight, requests=0,
-            ready_timeout=self.options.ready_timeout_s,
+            ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup,
         )  # fmt: skip
         step.startup_s = round(sum(s["took_s"] or 0.0 for s in outcome.steps), 3)
         if outcome.state != "ready" or outcome.url is None:
@@ -244,5 +260,5 @@ class SweepRunner:
             return wanted
         self.say(f"leaving {wanted} serving")
         outcome = switch(server, self.presets[wanted], preflight=self.options.preflight, requests=0,
-                         ready_timeout=self.options.ready_timeout_s)
+                         ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup)
         return wanted if outcome.state == "ready" else None

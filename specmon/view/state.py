@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from specmon.units import format_seconds
 
 if TYPE_CHECKING:
+    from specmon.bench.compare import Comparison
     from specmon.bench.model import BenchResult
     from specmon.launch.presets import Preset
     from specmon.logs.model import Capture, StartupError, StartupState
@@ -43,6 +44,8 @@ class ServerView:
     """The preset a switch is under way to."""
     process_exit_code: int | None = None
     """The launched server's exit code once it exited; None while it runs, or when specmon did not launch it."""
+    exited: bool = False
+    """The followed server's process (specmon knows its pid) is gone: "exited", not "unreachable"."""
     spec_stale: bool = False
     """The poller still reports the previous server's speculative settings (during a switch)."""
     preset: Preset | None = None
@@ -69,11 +72,15 @@ class MonitorState:
     preset: Preset | None = None
     http: ServerStatus | None = None
     switching_to: str | None = None
+    target: Preset | None = None
+    """The preset a switch under way goes to: the new server is compared with it, never with the old one."""
     spec_stale: bool = False
     sanity: Note | None = None
     sanity_for: int = -1
     """The log generation (one per server run) the sanity check last ran for."""
     milestones_seen: set[str] = field(default_factory=set)
+    exited: bool = False
+    """The followed server's process is gone (checked by pid and start time when HTTP stops answering)."""
     restarts: int = 0
     """Restarts seen over HTTP: ready, then away (or warming up again), then ready; or other settings."""
     _away_after_ready: bool = False
@@ -114,9 +121,12 @@ class MonitorState:
             return True
         return False
 
-    def begin_switch(self, name: str) -> None:
-        """A switch to preset ``name`` starts: the old server's HTTP state and settings no longer count."""
+    def begin_switch(self, name: str, preset: Preset | None = None) -> None:
+        """A switch to preset ``name`` starts: the old server's HTTP state and settings no longer count, and what
+        comes up is compared with ``preset``."""
         self.switching_to = name
+        self.exited = False
+        self.target = preset
         self.spec_stale = True  # the poller keeps the old server's settings until the new one is ready
         self.sanity = None
         self.http = None
@@ -124,12 +134,14 @@ class MonitorState:
     def end_switch(self, preset: Preset | None) -> None:
         """The switch ended: with the new preset, or None when it failed."""
         self.switching_to = None
+        self.target = None
         if preset is not None:
             self.preset = preset
 
     def server_replaced(self, preset: Preset | None) -> None:
         """Another server took the followed one's place (a restart or a switch made elsewhere), with ``preset``
         when known: the old one's settings and sanity check no longer count."""
+        self.exited = False
         if preset is not None:
             self.preset = preset
         self.spec_stale = True
@@ -155,6 +167,11 @@ class MonitorState:
         return reached
 
     @property
+    def serving_preset(self) -> Preset | None:
+        """The preset to compare the server with: the one a switch goes to, else the running one."""
+        return self.target if self.switching_to is not None and self.target is not None else self.preset
+
+    @property
     def preset_name(self) -> str | None:
         """The preset the header names: the one a switch goes to, else the running one."""
         return self.switching_to or (self.preset.name if self.preset is not None else None)
@@ -175,8 +192,9 @@ class MonitorState:
             following_log=following_log,
             switching_to=self.switching_to,
             process_exit_code=process_exit_code,
+            exited=self.exited,
             spec_stale=self.spec_stale,
-            preset=self.preset,
+            preset=self.serving_preset,
             sanity=self.sanity,
             restarts=max(log_restarts, self.restarts),  # a restart shows in both when the log is followed
             watched_through=self.watched_through,
@@ -210,6 +228,8 @@ def header_state(view: ServerView) -> str:
         return state.state
     if view.process_exit_code is not None:
         return "stopped"
+    if view.exited:
+        return "exited"
     if http == "ready":
         return "ready"
     if http in ("unreachable", "unhealthy") and (state.state == "ready" or not view.following_log):
@@ -284,6 +304,9 @@ def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
         starting_up = view.following_log and view.startup.state == "starting"
         if health == "unreachable" and starting_up:
             rows.append(("health", "HTTP not up yet (the server is starting)"))
+        elif health == "unreachable" and view.exited:
+            since = time.strftime("%H:%M:%S", time.localtime(status.since))
+            notes.append((f"Server process exited (no answer since {since})", "bold red"))
         elif health == "unreachable":
             since = time.strftime("%H:%M:%S", time.localtime(status.since))
             notes.append((f"Server unreachable at {status.url} since {since}", "bold red"))
@@ -337,10 +360,16 @@ def bench_rows(results: Sequence[BenchResult]) -> dict[str, tuple[BenchResult, i
     return rows
 
 
-def bench_outcome(result: BenchResult) -> tuple[str, str, str]:
-    """The notification when a benchmark run ends: title, message and severity."""
+def bench_outcome(result: BenchResult, comparison: Comparison | None = None) -> tuple[str, str, str]:
+    """The notification when a benchmark run ends: title, message and severity (an error when it shows a
+    symptom specmon exists for: acceptance about 1 on a speculative server, slower than its baseline)."""
+    from specmon.bench.report import symptoms
+
     if result.status == "cancelled":
         return "Benchmark cancelled", f"{result.preset}: cancelled; earlier runs are kept", "warning"
     if result.status != "finished":
         return "Benchmark failed", "; ".join(result.notes) or "the benchmark failed", "error"
+    found = symptoms(result, comparison)
+    if found:
+        return "Benchmark", f"{result.preset}: " + "; ".join(found.values()), "error"
     return "Benchmark", f"Benchmark finished: {result.preset}", "information"

@@ -12,8 +12,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Tab, Tabs
 
+from specmon.widgets.bench_panel import NARROW_COLUMNS as BENCH_COLUMNS
 from specmon.widgets.bench_panel import BenchPanel
-from specmon.widgets.gpu_pane import GpuPane
+from specmon.widgets.gpu_pane import COMPACT_FROM, DETAIL_INFO_LINES, GpuPane
 from specmon.widgets.live_view import LiveView
 from specmon.widgets.server_pane import ServerPane
 from specmon.widgets.status_header import StatusHeader
@@ -29,6 +30,23 @@ if TYPE_CHECKING:
 
 PANES = ("server", "gpus", "bench", "live")
 WIDE_COLUMNS = 160
+PANE_CHROME = 4
+"""A pane's border and padding, in columns."""
+SERVER_MIN_COLUMNS = 92
+"""The Server pane keeps this much (its log) before the Benchmark pane gets its full width."""
+RIGHT_SHARE = 0.4
+LIVE_ROWS = 16
+"""The Live view's rows at full width: state, figures, speculation, three latency windows, alerts, history."""
+
+
+class KeysFooter(Footer):
+    """Textual's footer, recomposed whenever the bindings change, also while the app has no focus: Textual's
+    waits for focus, so a browser tab that is only watched (the --web view) showed an empty footer."""
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self._bindings_ready = True
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self.recompose)
 
 
 class MainScreen(Screen):
@@ -45,6 +63,7 @@ class MainScreen(Screen):
         self._pending_gpus: GpuSnapshot | None = None
         self._failed_panes: set[str] = set()
         self._found: dict[str, Widget] = {}
+        self._gpu_shape: tuple[int, int] = (0, 0)
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -63,7 +82,7 @@ class MainScreen(Screen):
             yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
             with Container(id="pane-bench", classes="pane"):
                 yield BenchPanel(id="bench-panel")
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#pane-server").border_title = "Server"
@@ -141,7 +160,30 @@ class MainScreen(Screen):
         self.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
         self.server_pane.set_class(self.wide, "-wide")
         if self.wide:
+            self._layout_wide()
             self._flush_gpus()
+
+    def _layout_wide(self) -> None:
+        """Size the wide grid by what the panes hold: the Benchmark pane as wide as its CIs and acceptance
+        chart need when the Server pane keeps room for its log, the top row as high as the Live view or the
+        GPU rows need (so neither sits over empty rows), the bottom rows to the Server pane and the benchmark."""
+        width, height = self.size
+        right = max(BENCH_COLUMNS + PANE_CHROME, round(width * RIGHT_SHARE))
+        if width - right < SERVER_MIN_COLUMNS:
+            right = round(width * RIGHT_SHARE)
+        top = max(LIVE_ROWS, self._gpu_rows_needed()) + 1
+        top = max(8, min(top, (height - 2) // 2))
+        panes = self.query_one("#panes")
+        panes.styles.grid_columns = f"1fr {right}"
+        panes.styles.grid_rows = f"{top} 1fr"
+
+    def _gpu_rows_needed(self) -> int:
+        """The GPU pane's rows for its GPUs: one line each when compact, else readings and a short chart."""
+        snapshot = self._pending_gpus or next((p.snapshot for p in self._one("#gpu-pane")), None)
+        gpus = len(snapshot.gpus) if snapshot is not None and snapshot.available else 1
+        processes = min(len(snapshot.processes), 8) if snapshot is not None else 2
+        per_gpu = 1 if gpus >= COMPACT_FROM else DETAIL_INFO_LINES + 4
+        return 2 + 1 + gpus * per_gpu + 1 + max(2, processes)
 
     def show_pane(self, name: str) -> None:
         """Make ``name`` ("server", "gpus", "bench") the active pane (and tab)."""
@@ -178,6 +220,12 @@ class MainScreen(Screen):
 
     def show_gpus(self, snapshot: GpuSnapshot) -> None:
         """Hand a GPU snapshot to the GPU pane; while the pane is hidden (another tab), keep only the latest."""
+        shape = (len(snapshot.gpus), min(len(snapshot.processes), 8))
+        if shape != self._gpu_shape:
+            self._gpu_shape = shape
+            self._pending_gpus = snapshot
+            if self.wide:
+                self._layout_wide()
         self._pending_gpus = snapshot
         if self.wide or self.active_pane == "gpus":
             self._flush_gpus()

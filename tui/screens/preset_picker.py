@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 
@@ -21,13 +21,17 @@ class PresetPicker(ModalScreen[str | None]):
     }
 
     PresetPicker #picker {
-        width: 80%;
-        max-width: 90;
+        width: 94%;
+        max-width: 100;
         height: auto;
         max-height: 80%;
         border: thick $primary;
         background: $surface;
         padding: 0 1;
+    }
+
+    PresetPicker #picker-title {
+        width: 100%;
     }
 
     PresetPicker #preset-list {
@@ -58,7 +62,7 @@ class PresetPicker(ModalScreen[str | None]):
                          style="italic")
             options.append(Option(label, id=name))
         with Vertical(id="picker"):
-            yield Label("Switch preset: the server restarts with it (Enter to confirm, Esc to cancel)")
+            yield Static("Switch preset: the server restarts. Enter: switch · Esc: cancel", id="picker-title")
             yield OptionList(*options, id="preset-list")
 
     def on_mount(self) -> None:

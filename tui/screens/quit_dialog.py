@@ -56,9 +56,12 @@ class QuitDialog(ModalScreen[str | None]):
 
 
 def ask_before_quit(app: Any, server: Any) -> bool:
-    """Push the dialog when `server` (a `specmon ps` server the app is attached to) is alive; False when there
-    is nothing to ask (the app just quits). Stopping runs on a thread; the app exits once it is done."""
-    if server is None or not server.alive:
+    """Push the dialog when `server` (a `specmon ps` server the app is attached to) is alive now (its pid and
+    start time, checked at this moment); False when there is nothing to ask (the app just quits: a server that
+    exited serves no traffic). Stopping runs on a thread; the app exits once it is done."""
+    from specmon.oncall.stopper import server_process
+
+    if server is None or not server.alive or server_process(server) is None:
         return False
 
     def stop_then_exit() -> None:

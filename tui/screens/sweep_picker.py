@@ -19,13 +19,17 @@ class SweepPicker(ModalScreen[list[str] | None]):
     }
 
     SweepPicker #sweep-picker {
-        width: 80%;
-        max-width: 90;
+        width: 94%;
+        max-width: 100;
         height: auto;
         max-height: 80%;
         border: thick $primary;
         background: $surface;
         padding: 0 1;
+    }
+
+    SweepPicker #sweep-title {
+        width: 100%;
     }
 
     SweepPicker #sweep-list {
@@ -42,11 +46,19 @@ class SweepPicker(ModalScreen[list[str] | None]):
         self._choices = choices
 
     def compose(self) -> ComposeResult:
-        options = [(Text.assemble((name, "bold"), (f"  {about}", "dim")), name, on) for name, about, on in self._choices]
+        width = max((len(name) for name, _, _ in self._choices), default=0)
+        options = [(self._prompt(name.ljust(width), about), name, on) for name, about, on in self._choices]
         with Vertical(id="sweep-picker"):
             yield Static("Sweep: one preset without speculation (the baseline) and the speculative ones to compare. "
-                        "The server restarts for each; the best is left serving. Space: toggle · s: start · Esc")
+                         "The server restarts for each; the best is left serving. Space: toggle · s: start · Esc",
+                         id="sweep-title")
             yield SelectionList[str](*options, id="sweep-list")
+
+    @staticmethod
+    def _prompt(name: str, about: str) -> Text:
+        """One line (a selection list shows one per option): the name (padded to align), then its last result
+        and what it is."""
+        return Text.assemble((name, "bold"), ("│", "dim"), (about, "dim"))
 
     def on_mount(self) -> None:
         self.query_one("#sweep-list", SelectionList).focus()

@@ -1,0 +1,191 @@
+"""What the Live view and the Server pane say is what the server serves now: a switch compares the new server
+with the preset it goes to (issue 22 item 8), runs are labelled with what they serve (item 2), traffic that
+stopped is not shown as current and a dead process reads as exited (item 3), and percentiles inside one
+histogram bucket are a bound, not a figure (item 14)."""
+
+from __future__ import annotations
+
+from specmon.launch.presets import load_presets
+from specmon.logs.model import StartupState
+from specmon.serving.client import SpecSettings
+from specmon.serving.poller import ServerStatus
+from specmon.view.state import MonitorState, live_rows
+
+READY = StartupState(state="ready")
+
+
+def http(state: str, spec: SpecSettings | None = None) -> ServerStatus:
+    return ServerStatus(state, since=0.0, last_error=None, spec=spec, version=None, url="http://h:1", latency_s=0.01)
+
+
+def eagle(steps: int, draft_tokens: int) -> SpecSettings:
+    return SpecSettings("EAGLE3", "/models/kimi-k25-eagle3", steps, 1, draft_tokens, 2.5, None, "0.5.16", 1000)
+
+
+def asked_vs_effective(watch: MonitorState) -> list[str]:
+    _, notes = live_rows(watch.view(READY, True, True, None))
+    return [text for text, _ in notes if "asked" in text]
+
+
+def test_during_a_switch_the_new_server_is_compared_with_the_preset_it_goes_to() -> None:
+    presets = load_presets([])
+    watch = MonitorState(preset=presets.get("eagle3-10"))
+    watch.http_changed(http("ready", eagle(9, 10)))
+    assert asked_vs_effective(watch) == []
+    watch.begin_switch("eagle3-16", presets.get("eagle3-16"))
+    watch.http_changed(http("ready", eagle(15, 16)))  # the new server is up; the switch's sanity run goes on
+    assert asked_vs_effective(watch) == [], "eagle3-16's server is not eagle3-10's"
+    assert watch.serving_preset.name == "eagle3-16"
+    watch.end_switch(None)  # it failed after all: the running preset is compared again
+    assert watch.serving_preset.name == "eagle3-10"
+
+
+BASELINE_INFO = {"startup_time": 100.0, "speculative_algorithm": None, "max_running_requests": 48}
+EAGLE5_INFO = {"startup_time": 200.0, "speculative_algorithm": "EAGLE3", "speculative_num_steps": 4,
+               "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 5, "max_running_requests": 48,
+               "speculative_draft_model_path": "demo/kimi-k25-eagle3"}
+DECODE = ("[2026-08-02 00:{m:02d}:{s:02d}] Decode batch, #running-req: 1, #full token: 181, full token usage: 0.00, "
+          "accept len: {accept}, cuda graph: True, gen throughput (token/s): {tok}, #queue-req: 0")
+
+
+def feed_traffic(tracker, minute: int, tok: float, accept: float, start_s: float) -> None:
+    for s in range(0, 20, 5):
+        tracker.feed_line(DECODE.format(m=minute, s=s, accept=accept, tok=tok), start_s + s)
+        tracker.snapshot(60, start_s + s)
+
+
+def test_each_run_is_labelled_with_what_it_serves_not_the_preset_before_it() -> None:
+    from specmon.live.tracker import LiveTracker
+
+    presets = load_presets([])
+    baseline, eagle5 = presets.get("demo-baseline"), presets.get("demo-eagle3-5")
+    tracker = LiveTracker(preset=baseline.name, asked=dict(baseline.args))
+    tracker.metrics_unavailable()
+    tracker.set_server_info(BASELINE_INFO)
+    feed_traffic(tracker, 1, 88.0, 1.0, 1000.0)
+    # The switch: the new log's startup, then its /server_info; the app learns the preset a little later.
+    tracker.feed_line("[2026-08-02 00:02:00] server_args=ServerArgs(model_path='demo/Kimi-K2.5', ...)", 1100.0)
+    tracker.set_server_info(EAGLE5_INFO)
+    feed_traffic(tracker, 3, 240.0, 2.8, 1200.0)
+    labels = [series.label for series in tracker.snapshot(60, 1220.0).series]
+    assert labels == ["demo-baseline", "EAGLE3 · 5 draft"], "the baseline's 88 tok/s is not eagle3-5's"
+    tracker.set_preset(eagle5.name, dict(eagle5.args))
+    snap = tracker.snapshot(60, 1221.0)
+    assert [(s.label, s.points[-1].decode_tok_s) for s in snap.series] == [("demo-baseline", 88.0),
+                                                                          ("demo-eagle3-5", 240.0)]
+    assert snap.restarts == 1, "one switch, one new run (the log and /server_info both saw it)"
+
+
+def test_a_run_whose_preset_is_stale_says_what_it_serves() -> None:
+    from specmon.live.tracker import LiveTracker
+
+    eagle5 = load_presets([]).get("demo-eagle3-5")
+    tracker = LiveTracker(preset=eagle5.name, asked=dict(eagle5.args))  # believed, but a sweep put back the baseline
+    tracker.metrics_unavailable()
+    tracker.set_server_info(BASELINE_INFO)
+    feed_traffic(tracker, 1, 88.0, 1.0, 1000.0)
+    assert [s.label for s in tracker.snapshot(60, 1020.0).series] == ["no speculation"]
+
+
+def test_log_lines_are_traffic_only_while_they_arrive() -> None:
+    from specmon.live.tracker import QUIET_S, LiveTracker
+
+    tracker = LiveTracker()
+    tracker.metrics_unavailable()
+    start = 1_800_000_000.0
+    for s in range(0, 20, 2):
+        tracker.feed_line(DECODE.format(m=0, s=s, accept=2.5, tok=131.8), start + s)
+    stamp = tracker.run.batches.newest_ts()
+    busy = tracker.snapshot(60, stamp + 1)
+    assert busy.state == "serving" and round(busy.decode_tok_s, 1) == 131.8 and busy.running == 1
+    quiet = tracker.snapshot(60, stamp + QUIET_S + 3)  # 13 s after the last line: nothing arrives
+    assert quiet.state == "idle" and quiet.decode_tok_s == 0.0 and quiet.running is None, quiet
+    assert round(quiet.accept_length, 2) == 2.5, "the acceptance of the last traffic is still said"
+    assert any(a.kind == "quiet" for a in quiet.alerts)
+    long_after = tracker.snapshot(60, stamp + 75)
+    assert long_after.state == "idle" and any(a.kind == "quiet_running" and a.severity == "warning"
+                                              for a in long_after.alerts), long_after.alerts  # fmt: skip
+
+
+def test_a_log_read_at_attach_is_old_news() -> None:
+    import time
+
+    from specmon.live.tracker import LiveTracker
+
+    tracker = LiveTracker()
+    tracker.metrics_unavailable()
+    now = time.time()
+    for s in range(0, 20, 2):  # written ten minutes ago, read now
+        tracker.feed_line(time.strftime("[%Y-%m-%d %H:%M:%S] ", time.localtime(now - 600 + s)) +
+                          DECODE.format(m=0, s=0, accept=2.5, tok=108.0).split("] ", 1)[1], now)  # fmt: skip
+    snap = tracker.snapshot(60, now)
+    assert snap.state == "idle" and snap.decode_tok_s == 0.0, snap
+
+
+def test_metrics_gauges_are_not_current_once_tokens_stop() -> None:
+    from specmon.live.prom import parse_scrape
+    from specmon.live.tracker import LiveTracker
+
+    def scrape(gen: float, running: float, t: float):
+        text = (f"# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total {gen}\n"
+                f"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs {running}\n"
+                "# TYPE sglang:num_queue_reqs gauge\nsglang:num_queue_reqs 0\n")
+        return parse_scrape(text, t)
+
+    tracker = LiveTracker()
+    for t in range(0, 30):
+        tracker.add_scrape(scrape(100.0 * t, 1, t))
+    assert tracker.snapshot(60, 29).state == "serving"
+    for t in range(30, 50):  # the request finished: no tokens; the gauge keeps its last decode window's 1
+        tracker.add_scrape(scrape(2900.0, 1, t))
+    snap = tracker.snapshot(60, 49)
+    assert snap.state == "idle" and snap.running is None and snap.decode_tok_s == 0.0, snap
+
+
+async def test_a_killed_server_reads_as_exited_within_one_poll_and_quitting_does_not_ask(tmp_path) -> None:
+    import os
+    import signal
+    import time
+
+    from specmon.oncall.discovery import find_servers
+    from specmon.ports import free_port_pair
+    from specmon.tui.app import AppConfig, SpecmonApp
+    from tests.support.app_harness import screen_text, wait_for
+    from tests.support.oncall import Oncall
+
+    oc = Oncall(tmp_path)
+    os.environ["SPECMON_STATE_DIR"] = oc.env["SPECMON_STATE_DIR"]
+    try:
+        first = oc.json("start", "fast-a", "--port", str(free_port_pair()), "--wait")
+        found = find_servers(with_gpus=False).find(first["id"])
+        app = SpecmonApp(AppConfig(url=found.url, log_path=found.log, attached=found, emulator=True,
+                                   sanity_check=False))  # fmt: skip
+        async with app.run_test(size=(200, 50)) as pilot:
+            assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+            os.kill(first["pid"], signal.SIGKILL)
+            killed = time.monotonic()
+            assert await wait_for(pilot, lambda: app.current_state() == "exited", 10), app.current_state()
+            took = time.monotonic() - killed
+            assert took < app.config.poll_interval_s + 2.0, took  # one poll, and its 1.5 s health timeout
+            assert await wait_for(pilot, lambda: app.live.monitor.snapshot().state == "exited", 5)
+            assert await wait_for(pilot, lambda: "exited ·" in screen_text(app), 5), screen_text(app)
+            await pilot.press("q")
+            assert await wait_for(pilot, lambda: app.return_code is not None or not app.is_running, 5), \
+                "quit at once: a server that exited serves no traffic"
+    finally:
+        os.environ.pop("SPECMON_STATE_DIR", None)
+        oc.cleanup()
+
+
+def test_percentiles_inside_one_bucket_are_a_bound_not_a_figure() -> None:
+    from specmon.live.quantiles import percentiles_ms
+    from specmon.live.text import percentiles_text
+
+    first = percentiles_ms(((0.1, 40.0), (0.25, 40.0), (float("inf"), 40.0)))  # every TTFT below 100 ms
+    assert (first.p50, first.p90, first.p99) == (None, None, None) and first.within_ms == (0.0, 100.0)
+    assert percentiles_text(first) == "< 100 ms"
+    assert first.to_json() == {"p50": None, "p90": None, "p99": None, "within_ms": [0.0, 100.0]}
+    middle = percentiles_ms(((0.1, 0.0), (0.25, 12.0), (float("inf"), 12.0)))
+    assert percentiles_text(middle) == "100–250 ms"
+    spread = percentiles_ms(((0.1, 10.0), (0.25, 40.0), (float("inf"), 40.0)))  # two buckets: interpolated
+    assert spread.within_ms is None and spread.p50 is not None and "/" in percentiles_text(spread)

@@ -321,6 +321,9 @@ class LiveTracker:
             "cache_hit_rate": cache,
             "latencies": latencies,
             "per_dp_running": dict(per_dp),
+            "startup_s": {k.removeprefix("startup."): v for k, v in g.items() if k.startswith("startup.")},
+            "window_from": figures.taken_from if figures else None,
+            "window_to": latest.taken_at if figures else None,
         }
 
     @staticmethod

@@ -150,11 +150,22 @@ class LiveTracker:
 
     def feed_line(self, line: str, arrived_at: float | None = None) -> None:
         """A server log line (only `Decode batch` / `Prefill batch` lines are kept)."""
-        if "server_args=" in line and self.run.batches.lines and self.metrics_state != "ok":
-            self.new_run()  # a new startup in the log (with /metrics, counters tell)
-        self.run.batches.feed(line, arrived_at)
-        if line.strip():
-            self.last_log_line = line[:400]
+        self.feed_lines((line,), arrived_at)
+
+    def feed_lines(self, lines: Sequence[str], arrived_at: float | None = None) -> None:
+        """Server log lines that arrived together (only `Decode batch` / `Prefill batch` lines are kept)."""
+        last = None
+        batches = self.run.batches
+        for line in lines:
+            if "server_args=" in line and batches.lines and self.metrics_state != "ok":
+                self.new_run()  # a new startup in the log (with /metrics, counters tell)
+                batches = self.run.batches
+            batches.feed(line, arrived_at)
+            last = line
+        if last is not None and not last.strip():
+            last = next((line for line in reversed(lines) if line.strip()), None)
+        if last is not None:
+            self.last_log_line = last[:400]
 
     def note_own_tokens(self, at: float, cumulative_tokens: float) -> None:
         """specmon's own generated tokens so far (its benchmark's finished requests), at wall time `at`."""

@@ -13,9 +13,9 @@ from typing import Any
 
 from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
-from specmon.live.prom import Scrape
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
 from specmon.serving.client import spec_settings
+from specmon.serving.prom import Scrape
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0

@@ -12,11 +12,14 @@ Per round and tool:
    attention: `[2026-12-01 10:00:00 DP0 TP0] Decode batch, ...`) at each of --rates lines/s for --seconds.
 
 With --vs-sgtop (sgtop installed: `pip install sgtop`), each round measures sgtop the same way, alternated with
-specmon (A B A B): `sgtop-server --log LOG` (the sidecar that reads the log) and `sgtop --mode proxy` in the
-same tmux size, their CPU added up.
+specmon (A B C A B C): "sgtop" is `sgtop-server --log LOG` (the sidecar that reads the log) and `sgtop --mode proxy`
+in the same tmux size, their CPU added up; "sgtop-direct" is `sgtop --mode direct` alone (it asks the server and
+reads no log, so it is measured idle only).
 
     .venv/bin/python -m benchmarks.app_follow_terminal [--size 200x50] [--rates 1000,10000] [--seconds 20]
-        [--idle 20] [--rounds 1] [--vs-sgtop]
+        [--idle 20] [--rounds 1] [--vs-sgtop] [--baseline DIR]
+
+--baseline DIR alternates with `python -m specmon` run in another checkout (an older commit: before/after).
 """
 
 from __future__ import annotations
@@ -109,23 +112,38 @@ class Tool:
             proc.wait(10)
 
 
-def _tmux(session: str, size: tuple[int, int], env: dict[str, str], command: list[str], tmp: str) -> None:
+def _tmux(session: str, size: tuple[int, int], env: dict[str, str], command: list[str], tmp: str,
+          cwd: str | None = None) -> None:
     script = Path(tmp) / f"{session}.sh"
     script.write_text("exec " + " ".join(f"'{part}'" for part in command) + "\n")
     env_args = [f"{k}={v}" for k, v in env.items()]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]),
-                    "env", *env_args, "TERM=xterm-256color", "sh", str(script)], check=True)
+                    "-c", cwd or os.getcwd(), "env", *env_args, "TERM=xterm-256color", "sh", str(script)], check=True)
 
 
-def start_specmon(url: str, log: Path, size: tuple[int, int], tmp: str) -> Tool:
+def start_specmon(url: str, log: Path, size: tuple[int, int], tmp: str, checkout: str | None = None) -> Tool:
+    """`specmon monitor` in tmux; from another checkout's sources when given (`python -m specmon` run there)."""
     session = f"specmon-bench-{os.getpid()}"
     _tmux(session, size, {"XDG_STATE_HOME": tmp},
-          [sys.executable, "-m", "specmon", "monitor", "--url", url, "--log", str(log)], tmp)
-    tool = Tool("specmon", session)
+          [sys.executable, "-m", "specmon", "monitor", "--url", url, "--log", str(log)], tmp, cwd=checkout)
+    tool = Tool("specmon" if checkout is None else "baseline", session)
     try:
         _wait(lambda: _screen(session).splitlines()[0].rstrip().endswith("ready"), 60, "specmon to show ready")
     except SystemExit:
         print(_screen(session))
+        tool.close()
+        raise
+    return tool
+
+
+def start_sgtop_direct(port: int, size: tuple[int, int], tmp: str) -> Tool:
+    """sgtop alone, asking the server itself (/metrics, /get_server_info): it reads no log."""
+    session = f"sgtop-direct-bench-{os.getpid()}"
+    _tmux(session, size, {}, [str(Path(sys.executable).parent / "sgtop"), "--port", str(port), "--mode", "direct"], tmp)
+    tool = Tool("sgtop-direct", session)
+    try:
+        _wait(lambda: len(_screen(session).strip()) > 200, 30, "sgtop to draw")
+    except SystemExit:
         tool.close()
         raise
     return tool
@@ -154,14 +172,14 @@ def measure(tool: Tool, log: Path, idle_s: float, rates: list[int], seconds: flo
     cpu0, t0 = tool.cpu(), time.monotonic()
     time.sleep(idle_s)
     result["idle"] = 100 * (tool.cpu() - cpu0) / (time.monotonic() - t0)
-    for rate in rates:
+    for rate in rates if tool.name != "sgtop-direct" else []:  # it reads no log: following costs it nothing
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds)],
                                   stdout=subprocess.PIPE, text=True)
         start = float(writer.stdout.readline())
         cpu0, t0 = tool.cpu(), time.monotonic()
         lags = []
         while writer.poll() is None:
-            if tool.name == "specmon":
+            if tool.name in ("specmon", "baseline"):
                 numbers = [int(n) for n in LINE_NO.findall(_screen(tool.session))]
                 if numbers:
                     lags.append(time.time() - (start + max(numbers) / rate))
@@ -183,6 +201,7 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--vs-sgtop", action="store_true", help="alternate each round with sgtop (+ sgtop-server)")
+    parser.add_argument("--baseline", metavar="DIR", help="alternate each round with specmon from another checkout")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is not installed")
@@ -206,8 +225,11 @@ def main() -> int:
             _wait(lambda: _answers(f"http://127.0.0.1:{port}/health"), 60, "the emulator to be ready")
             for _ in range(args.rounds):
                 starters = [lambda: start_specmon(f"http://127.0.0.1:{port}", log, size, tmp)]
+                if args.baseline:
+                    starters.append(lambda: start_specmon(f"http://127.0.0.1:{port}", log, size, tmp, args.baseline))
                 if args.vs_sgtop:
                     starters.append(lambda: start_sgtop(port, log, size, tmp))
+                    starters.append(lambda: start_sgtop_direct(port, size, tmp))
                 for start in starters:
                     tool = start()
                     try:
@@ -219,19 +241,19 @@ def main() -> int:
             emulator.terminate()
             emulator.wait(10)
     print(f"\ntmux {args.size}, % of one core (each round's figures; median):")
-    for name in ("specmon", "sgtop"):
+    for name in ("specmon", "baseline", "sgtop", "sgtop-direct"):
         mine = [r for r in results if r["tool"] == name]
         if mine:
-            cols = ["idle", *rates]
-            print(f"  {name:8}" + "".join(
+            cols = ["idle", *(rates if name != "sgtop-direct" else [])]
+            print(f"  {name:12}" + "".join(
                 f"  {c if c == 'idle' else f'{c}/s'}: {', '.join(f'{r[c]:.2f}' for r in mine)} "
                 f"({statistics.median(r[c] for r in mine):.2f})" for c in cols))
     return 0
 
 
 def _row(result: dict, rates: list[int]) -> str:
-    parts = [f"{result['tool']:8} idle {result['idle']:.2f} %"]
-    for rate in rates:
+    parts = [f"{result['tool']:12} idle {result['idle']:.2f} %"]
+    for rate in (r for r in rates if f"{r} lines" in result):
         lag = result[f"{rate} lag"]
         parts.append(f"{rate}/s {result[rate]:.2f} % ({result[f'{rate} lines']} lines"
                      + (f", lag max {lag:.2f} s)" if lag is not None else ")"))

@@ -25,7 +25,6 @@ _PREFILL_KEYS = {
 }
 
 
-
 @dataclass(slots=True)
 class BatchLine:
     """One `Decode batch` (kind "decode") or `Prefill batch` (kind "prefill") line; absent fields are None.
@@ -87,18 +86,26 @@ def _read_head(head: str) -> tuple[float | None, int] | None:
     return read
 
 
-def parse_batch_line(line: str) -> BatchLine | None:
-    """A `Decode batch` / `Prefill batch` line as numbers, or None for any other line (never raises)."""
+def _batch_kind(line: str) -> tuple[str, int, int] | None:
+    """("decode" or "prefill", where the word begins, where " batch" is) for a line that may be a batch line."""
     at = line.find(" batch")
     if at < 6 or len(line) > 4096:
         return None
     if line.startswith("Decode", at - 6):
-        kind, keys, head = "decode", _DECODE_KEYS, line[: at - 6]
-    elif line.startswith("Prefill", at - 7):
-        kind, keys, head = "prefill", _PREFILL_KEYS, line[: at - 7]
-    else:
+        return "decode", at - 6, at
+    if line.startswith("Prefill", at - 7):
+        return "prefill", at - 7, at
+    return None
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    """A `Decode batch` / `Prefill batch` line as numbers, or None for any other line (never raises)."""
+    found = _batch_kind(line)
+    if found is None:
         return None
-    read = _read_head(head)
+    kind, word, at = found
+    keys = _DECODE_KEYS if kind == "decode" else _PREFILL_KEYS
+    read = _read_head(line[:word])
     if read is None:
         return None
     values: dict[str, float] = {}
@@ -159,8 +166,7 @@ class BatchLog:
 
     def feed(self, line: str, arrived_at: float | None = None) -> bool:
         """Keep ``line`` if it looks like a batch line (it is parsed when read); whether it was kept."""
-        at = line.find(" batch")
-        if at < 6 or len(line) > 4096 or not (line.startswith("Decode", at - 6) or line.startswith("Prefill", at - 7)):
+        if _batch_kind(line) is None:
             return False
         self._unparsed.append((line, arrived_at))
         return True

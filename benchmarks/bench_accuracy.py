@@ -13,8 +13,8 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
     python -m benchmarks.bench_accuracy --quick    # fewer, shorter requests
 
 `--standin` measures issue 14 item 27 instead: a ThreadingHTTPServer child (HTTP/1.1 chunked SSE, no
-TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000 and
-~5,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
+TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000, ~5,000 and
+~10,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
 `stream_generate` on one reused connection as BenchRun uses it (`stream_client`: the h1 reader for http), the same without the TCP quick-ACK (the
 behaviour before the fix), and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
 request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that column is skipped):
@@ -126,7 +126,7 @@ def concurrent(streams: int, rate: float, requests: int, max_new_tokens: int, pr
     }
 
 
-STANDIN_CASES = [(0.025, 2, 256), (0.004, 6, 1024), (0.0012, 5, 1024), (0.001, 5, 1024)]  # cadence, tokens/step, n
+STANDIN_CASES = [(0.025, 2, 256), (0.004, 6, 1024), (0.0012, 5, 1024), (0.001, 5, 1024), (0.0005, 5, 2048)]  # cadence, tokens/step, n
 
 
 def serve_standin(cadence: float, per_step: int) -> None:

@@ -281,7 +281,7 @@ def test_a_server_s_samples_in_prometheus_read_as_its_own_metrics(fleet):
     from specmon.fleet.drill import samples_text
     from specmon.fleet.promapi import PromClient
     from specmon.fleet.promql import FleetQueries
-    from specmon.live.prom import parse_scrape
+    from specmon.serving.prom import parse_scrape
 
     prom, servers, address = fleet
 

@@ -1,4 +1,4 @@
-"""The Live view's rank merging (specmon/live/prom.py) on the emulator's per-rank series, over real HTTP: with a
+"""The Live view's rank merging (specmon/serving/prom.py) on the emulator's per-rank series, over real HTTP: with a
 DP2 x TP2 launch that reports from every scheduler, DP ranks are summed and TP replicas counted once, in one
 scrape and in `specmon monitor --once --json` under load."""
 
@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specmon.live.prom import parse_scrape
+from specmon.serving.prom import parse_scrape
 from tests.test_emulator import EAGLE3, launch
 from tests.test_live_once import once
 

@@ -123,8 +123,8 @@ def test_a_log_read_at_attach_is_old_news() -> None:
 
 
 def test_metrics_gauges_are_not_current_once_tokens_stop() -> None:
-    from specmon.live.prom import parse_scrape
     from specmon.live.tracker import LiveTracker
+    from specmon.serving.prom import parse_scrape
 
     def scrape(gen: float, running: float, t: float):
         text = (f"# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total {gen}\n"

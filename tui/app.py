@@ -88,7 +88,7 @@ class SpecmonApp(App[int]):
         if self._started:
             return
         self._started = True
-        self.cadence.start(self.set_interval, self.flush_feed)
+        self.cadence.start(self.set_interval, self.flush_feed, asyncio.get_running_loop().call_soon_threadsafe)
         self.set_interval(1.0, self._tick_running_phase)
         if self.log_path:
             self.sources.follow(self.log_path)

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
+from textual.timer import Timer
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
@@ -114,6 +115,7 @@ class BenchPanel(Vertical):
         self._rows: dict[str, dict[str, str]] = {}
         self._narrow = False
         self._charts_dirty = False
+        self._redraw_timer: Timer | None = None
         self.results: list[BenchResult] = []
         self.progress: BenchProgress | None = None
 
@@ -128,7 +130,6 @@ class BenchPanel(Vertical):
         self._build_table()
         self._charts_dirty = True
         self._redraw()
-        self.set_interval(REDRAW_INTERVAL_S, self._redraw_if_dirty)
 
     def on_resize(self, event: Resize) -> None:
         narrow = event.size.width < NARROW_COLUMNS
@@ -136,7 +137,7 @@ class BenchPanel(Vertical):
         if narrow != self._narrow:
             self._narrow = narrow
             self._build_table()
-        self._charts_dirty = True
+        self._mark_dirty()
 
     def _columns(self) -> list[tuple[str, str]]:
         return [(key, label) for key, label in COLUMNS if not (self._narrow and key in NARROW_HIDDEN)]
@@ -176,7 +177,7 @@ class BenchPanel(Vertical):
                 flags=progress.phase,
             )
             self._set_row(live, row)
-        self._charts_dirty = True
+        self._mark_dirty()
 
     def show_note(self, text: str) -> None:
         """A line of text in place of the progress line (a sweep's progress, its recommendation)."""
@@ -199,7 +200,7 @@ class BenchPanel(Vertical):
             last = self.results[-1]
             done = f"last run: {last.preset} {last.status}, {len(rows)} preset(s) compared"
             self.query_one("#bench-progress", Static).update(done)
-        self._charts_dirty = True
+        self._mark_dirty()
 
     # -- rendering -----------------------------------------------------------------------------------
     def _set_row(self, key: str, cells: dict[str, str]) -> None:
@@ -216,7 +217,14 @@ class BenchPanel(Vertical):
         if self._rows.pop(key, None) is not None:
             self.query_one(DataTable).remove_row(key)
 
+    def _mark_dirty(self) -> None:
+        """The charts are redrawn within REDRAW_INTERVAL_S (one redraw for many changes; no timer while idle)."""
+        self._charts_dirty = True
+        if self._redraw_timer is None and self.is_mounted:
+            self._redraw_timer = self.set_timer(REDRAW_INTERVAL_S, self._redraw_if_dirty)
+
     def _redraw_if_dirty(self) -> None:
+        self._redraw_timer = None
         if self._charts_dirty:
             self._redraw()
 

@@ -50,7 +50,7 @@ class CaptureProgress(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="capture-label")
-        yield ProgressBar(total=None, show_eta=False, id="capture-bar")
+        yield ProgressBar(total=1, show_eta=False, id="capture-bar")  # an unknown total animates at 15 Hz
 
     _shown: tuple | None = ("unset",)
 
@@ -63,6 +63,7 @@ class CaptureProgress(Vertical):
         self._shown = key
         self.display = capture is not None
         if capture is None:
+            self.query_one("#capture-bar", ProgressBar).update(total=1, progress=0)  # hidden: no animation
             return
         self.query_one("#capture-label", Label).update(label)
         bar = self.query_one("#capture-bar", ProgressBar)

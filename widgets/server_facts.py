@@ -113,14 +113,18 @@ def flow(chunks: Sequence[Text], width: int, sep: str) -> list[Text]:
     return lines
 
 
+MAX_LINES = 5
+"""The facts' most lines (their CSS max-height)."""
+
+
 class ServerFacts(Static):
     """Two-column facts table: what the log said during startup, and what the live server reports."""
 
-    DEFAULT_CSS = """
-    ServerFacts {
+    DEFAULT_CSS = f"""
+    ServerFacts {{
         height: auto;
-        max-height: 5;
-    }
+        max-height: {MAX_LINES};
+    }}
     """
 
     _shown: tuple | None = ("unset",)
@@ -156,12 +160,24 @@ class ServerFacts(Static):
         if compact:
             facts = [compact_live_row(label, value) for label, value in compact_rows]
             chunks = [Text.assemble((label, "bold"), " ", value) for label, value in facts]
-            lines = flow([Text(text, style=style) for text, style in notes], width, " · ")
-            self.update(Group(*lines, *flow(chunks, width, "  ")))
+            lines = [*flow([Text(text, style=style) for text, style in notes], width, " · "), *flow(chunks, width, "  ")]
+            self._update_keeping_height(Group(*lines), ("compact", min(len(lines), MAX_LINES)))
             return
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for label, value in rows:
             table.add_row(label, value)
-        self.update(Group(*(Text(text, style=style) for text, style in notes), table))
+        if len(notes) + len(rows) >= MAX_LINES:  # as high as it may be, however the values wrap
+            shape: tuple = ("rows", MAX_LINES)
+        else:
+            shape = ("rows", tuple(notes), tuple((label, len(value)) for label, value in rows), width)
+        self._update_keeping_height(Group(*(Text(text, style=style) for text, style in notes), table), shape)
+
+    _shape: tuple = ()
+
+    def _update_keeping_height(self, renderable: Group, shape: tuple) -> None:
+        """A layout of the screen (~40 ms at 200x50) only when the facts' height can change: a value that changes
+        in place (the health check's latency, every few seconds) repaints these lines alone."""
+        self.update(renderable, layout=shape != self._shape)
+        self._shape = shape

@@ -65,9 +65,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+_STRICT_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _loads(data: bytes) -> Any:
-    """Strict JSON: NaN and Infinity are refused (Python's json takes them by default)."""
-    return json.loads(data, parse_constant=_reject_constant)
+    """Strict JSON: NaN and Infinity are refused (Python's json takes them by default). One decoder for every
+    event (`json.loads` with an option builds a new one per call)."""
+    return _STRICT_JSON.decode(data.decode("utf-8"))
 
 
 def _count(meta: dict[str, Any], key: str) -> int | None:
@@ -112,7 +116,7 @@ class _StreamState:
         self.final_meta: dict[str, Any] | None = None
 
     def feed(self, data: bytes, at: float) -> None:
-        if data.strip() == b"[DONE]":
+        if len(data) < 16 and data.strip() == b"[DONE]":
             self.done = True
             return
         try:
@@ -364,15 +368,27 @@ async def _read_stream(
 
 
 class _SseFeed:
-    """SSE events from body pieces as they arrive: complete events are fed at once, the rest is kept (bounded)."""
+    """SSE events from body pieces as they arrive: complete events are fed at once, the rest is kept (bounded).
+
+    Every piece read asks for its ACK at once (TCP_QUICKACK re-armed): on a reused connection the kernel would
+    delay it, and a server without TCP_NODELAY then holds its next small event until the ACK comes."""
 
     def __init__(self, state: _StreamState, watchdog: _Watchdog, max_event: int) -> None:
         self.state = state
         self.watchdog = watchdog
         self.max_event = max_event
         self.buffer = b""
+        self.sock: Any = None
+
+    def head(self, status: int, headers: dict[bytes, bytes], transport: asyncio.BaseTransport) -> None:
+        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
+        if status < 400 and encoding not in (b"identity", b""):
+            raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
+        self.sock = transport.get_extra_info("socket")
+        _set_quickack(self.sock)
 
     def feed(self, piece: bytes, at: float) -> None:
+        _set_quickack(self.sock)
         buffer = self.buffer + piece if self.buffer else piece
         if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
             buffer = _feed_events(self.state, buffer, at, self.watchdog)
@@ -383,13 +399,6 @@ class _SseFeed:
     def finish(self) -> None:
         if self.buffer.strip():
             _feed_event(self.state, self.buffer, time.perf_counter())
-
-
-def _check_head(status: int, headers: dict[bytes, bytes], transport: asyncio.BaseTransport) -> None:
-    encoding = headers.get(b"content-encoding", b"identity").strip().lower()
-    if status < 400 and encoding not in (b"identity", b""):
-        raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
-    _set_quickack(transport.get_extra_info("socket"))
 
 
 async def _read_h1(
@@ -411,7 +420,7 @@ async def _read_h1(
         ) from None
     except OSError as exc:
         raise StreamError(f"ConnectError: {exc}") from None
-    conn.begin(_check_head, sse.feed, max_event)
+    conn.begin(sse.head, sse.feed, max_event)
     try:
         assert conn.done is not None
         conn.send(client.request(path, payload))
@@ -439,7 +448,8 @@ async def _bounded_body(response: httpx.Response, limit: int) -> bytes:
 
 def _feed_events(state: _StreamState, buffer: bytes, at: float, watchdog: _Watchdog) -> bytes:
     """Feed every complete event in `buffer`; returns what is left (an incomplete event)."""
-    buffer = buffer.replace(b"\r\n", b"\n")
+    if b"\r" in buffer:
+        buffer = buffer.replace(b"\r\n", b"\n")
     *events, rest = buffer.split(b"\n\n")
     fed = False
     for event in events:
@@ -451,6 +461,9 @@ def _feed_events(state: _StreamState, buffer: bytes, at: float, watchdog: _Watch
 
 def _feed_event(state: _StreamState, event: bytes, at: float) -> bool:
     """Feed one SSE event; True when it carried data (a comment-only event does not count as progress)."""
+    if event.startswith(b"data:") and b"\n" not in event:  # SGLang's: one data line
+        state.feed(event[5:].lstrip(b" "), at)
+        return True
     data_lines = []
     for line in event.split(b"\n"):
         if line.startswith(b"data:"):

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 
 from specmon.fleet.promapi import PromClient, PromError, Sample
 from specmon.fleet.promql import FleetQueries
-from specmon.live.prom import parse_scrape
 from specmon.live.sampler import LiveMonitor
 from specmon.loop_thread import LoopThread
+from specmon.serving.prom import parse_scrape
 
 TARGET_LABELS = frozenset({"instance", "job", "__name__"})
 """Labels Prometheus adds per target: left out, so a multi-node server's ranks merge as one /metrics would."""

@@ -26,7 +26,7 @@ _PREFILL_KEYS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BatchLine:
     """One `Decode batch` (kind "decode") or `Prefill batch` (kind "prefill") line; absent fields are None.
 
@@ -57,47 +57,82 @@ def _timestamp(text: str | None) -> float | None:
         return None
 
 
-def parse_batch_line(line: str) -> BatchLine | None:
-    """A `Decode batch` / `Prefill batch` line as numbers, or None for any other line (never raises)."""
+_HEAD_CACHE_MAX = 64
+_heads: dict[str, tuple[float | None, int] | None] = {}
+"""A line's prefix (``[date time TAGS] ``) -> (timestamp, DP rank), or None for a prefix to skip. SGLang's stamps
+repeat within a second and its tags per rank, so a prefix is parsed once (``strptime`` costs more than the rest of
+a line), not once per line."""
+
+
+def _read_head(head: str) -> tuple[float | None, int] | None:
+    known = _heads.get(head, False)
+    if known is not False:
+        return known
+    read: tuple[float | None, int] | None = (None, 0)
+    if head.strip():
+        prefix = _PREFIX.match(head)
+        if prefix is None:
+            read = None
+        else:
+            ranks = prefix.group(2) or ""
+            tp = _TP.search(ranks)
+            if tp is not None and tp.group(1) != "0":
+                read = None  # TP ranks > 0 repeat TP0's numbers
+            else:
+                match = _DP.search(ranks)
+                read = (_timestamp(prefix.group(1)), int(match.group(1)) if match else 0)
+    if len(_heads) >= _HEAD_CACHE_MAX:
+        _heads.clear()  # a new second (or a hostile log's endless prefixes): bounded either way
+    _heads[head] = read
+    return read
+
+
+def _batch_kind(line: str) -> tuple[str, int, int] | None:
+    """("decode" or "prefill", where the word begins, where " batch" is) for a line that may be a batch line."""
     at = line.find(" batch")
     if at < 6 or len(line) > 4096:
         return None
     if line.startswith("Decode", at - 6):
-        kind, keys = "decode", _DECODE_KEYS
-    elif line.startswith("Prefill", at - 7):
-        kind, keys = "prefill", _PREFILL_KEYS
-    else:
+        return "decode", at - 6, at
+    if line.startswith("Prefill", at - 7):
+        return "prefill", at - 7, at
+    return None
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    """A `Decode batch` / `Prefill batch` line as numbers, or None for any other line (never raises)."""
+    found = _batch_kind(line)
+    if found is None:
         return None
-    head = line[: at - (6 if kind == "decode" else 7)]
-    ts, dp = None, 0
-    if head.strip():
-        prefix = _PREFIX.match(head)
-        if prefix is None:
-            return None
-        ts = _timestamp(prefix.group(1))
-        ranks = prefix.group(2) or ""
-        tp = _TP.search(ranks)
-        if tp is not None and tp.group(1) != "0":
-            return None  # TP ranks > 0 repeat TP0's numbers
-        match = _DP.search(ranks)
-        dp = int(match.group(1)) if match else 0
+    kind, word, at = found
+    keys = _DECODE_KEYS if kind == "decode" else _PREFILL_KEYS
+    read = _read_head(line[:word])
+    if read is None:
+        return None
     values: dict[str, float] = {}
     for field in line[at + 6:].split(", ", _MAX_FIELDS)[:_MAX_FIELDS]:
         name, sep, value = field.partition(": ")
-        if not sep:
-            continue
-        attr = keys.get(name.strip(" .,"))
-        if attr is None or attr in values:
+        attr = keys.get(name)
+        if attr is None:
+            if not sep:
+                continue
+            attr = keys.get(name.strip(" .,"))
+            if attr is None:
+                continue
+        if attr in values:
             continue
         try:
-            number = float(value.strip().rstrip(","))
+            number = float(value)
         except ValueError:
-            continue
+            try:
+                number = float(value.strip().rstrip(","))
+            except ValueError:
+                continue
         if number == number and abs(number) != float("inf"):
             values[attr] = number
     if not values:
         return None
-    return BatchLine(kind, ts, dp, **values)
+    return BatchLine(kind, read[0], read[1], **values)
 
 
 @dataclass(frozen=True)
@@ -117,25 +152,60 @@ class LogFigures:
 
 
 class BatchLog:
-    """The recent batch lines of one run (bounded), by arrival; figures over a window of log time."""
+    """The recent batch lines of one run (bounded), by arrival; figures over a window of log time.
+
+    A line is parsed when it is read (``lines``, ``latest``, ``last_line``, ``figures``: every 2 s in the app),
+    not when it arrives: at 10,000 lines a second only the ``max_lines`` newest are ever kept, so only those are
+    parsed."""
 
     def __init__(self, max_lines: int = 4096) -> None:
-        self.lines: deque[BatchLine] = deque(maxlen=max_lines)
-        self.latest: dict[int, BatchLine] = {}
-        """The newest decode-or-prefill line per DP rank (running/queued/KV now)."""
-        self.last_line: str | None = None
-        self.last_line_at: float | None = None
-        """When (time.monotonic of the feeder, or the line's ts) the last batch line arrived."""
+        self._lines: deque[BatchLine] = deque(maxlen=max_lines)
+        self._unparsed: deque[tuple[str, float | None]] = deque(maxlen=max_lines)
+        self._latest: dict[int, BatchLine] = {}
+        self._last_line: str | None = None
+        self._last_line_at: float | None = None
 
-    def feed(self, line: str, arrived_at: float | None = None) -> BatchLine | None:
-        parsed = parse_batch_line(line)
-        if parsed is None:
-            return None
-        self.lines.append(parsed)
-        self.latest[parsed.dp] = parsed
-        self.last_line = line[:400]
-        self.last_line_at = arrived_at if arrived_at is not None else parsed.ts
-        return parsed
+    def feed(self, line: str, arrived_at: float | None = None) -> bool:
+        """Keep ``line`` if it looks like a batch line (it is parsed when read); whether it was kept."""
+        if _batch_kind(line) is None:
+            return False
+        self._unparsed.append((line, arrived_at))
+        return True
+
+    def _parse_unparsed(self) -> None:
+        unparsed = self._unparsed
+        while unparsed:
+            line, arrived_at = unparsed.popleft()
+            parsed = parse_batch_line(line)
+            if parsed is None:
+                continue
+            self._lines.append(parsed)
+            self._latest[parsed.dp] = parsed
+            self._last_line = line
+            self._last_line_at = arrived_at if arrived_at is not None else parsed.ts
+
+    @property
+    def lines(self) -> deque[BatchLine]:
+        """The newest parsed batch lines (at most ``max_lines``), oldest first."""
+        self._parse_unparsed()
+        return self._lines
+
+    @property
+    def latest(self) -> dict[int, BatchLine]:
+        """The newest decode-or-prefill line per DP rank (running/queued/KV now)."""
+        self._parse_unparsed()
+        return self._latest
+
+    @property
+    def last_line(self) -> str | None:
+        self._parse_unparsed()
+        return None if self._last_line is None else self._last_line[:400]
+
+    @property
+    def last_line_at(self) -> float | None:
+        """When (time.monotonic of the feeder, or the line's ts) the last batch line arrived."""
+        self._parse_unparsed()
+        return self._last_line_at
 
     def usual_gap_s(self, last: int = 16) -> float:
         """The median gap between the timestamps of the last batch lines (0 when they cannot say)."""
@@ -152,6 +222,7 @@ class BatchLog:
     def figures(self, window_s: float, now: float | None = None) -> LogFigures:
         """Figures over the lines of the last `window_s` seconds of log time, ending at `now` (default: the
         newest line's timestamp); lines without a timestamp count as recent."""
+        self._parse_unparsed()
         newest = self.newest_ts()
         end = now if now is not None else newest
         start = None if end is None else end - window_s

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specmon.live.prom import Buckets
+from specmon.serving.prom import Buckets
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 

@@ -25,11 +25,10 @@ class LiveMonitor:
 
     def feed_lines(self, lines: Iterable) -> None:
         """Log lines as the LogFeed hands them over (``(text, kind)`` pairs or strings), on its thread."""
+        texts = [line[0] if isinstance(line, tuple) else line for line in lines]
         now = time.time()
         with self.lock:
-            feed = self.tracker.feed_line
-            for line in lines:
-                feed(line[0] if isinstance(line, tuple) else line, now)
+            self.tracker.feed_lines(texts, now)
 
     def snapshot(self, window_s: float = 60.0) -> LiveSnapshot:
         with self.lock:

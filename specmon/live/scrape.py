@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from specmon.live.prom import MAX_TEXT_CHARS, Scrape, parse_scrape
+from specmon.serving.prom import MAX_TEXT_CHARS, Scrape, parse_scrape
 
 
 @dataclass(frozen=True)

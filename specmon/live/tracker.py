@@ -14,10 +14,10 @@ from typing import Any
 from specmon.live import rules
 from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
-from specmon.live.prom import Scrape
 from specmon.live.rules import STALL_S
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
 from specmon.serving.client import SpecSettings, spec_settings
+from specmon.serving.prom import Scrape
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
@@ -206,11 +206,22 @@ class LiveTracker:
 
     def feed_line(self, line: str, arrived_at: float | None = None) -> None:
         """A server log line (only `Decode batch` / `Prefill batch` lines are kept)."""
-        if "server_args=" in line and self.run.batches.lines and self.metrics_state != "ok":
-            self.new_run()  # a new startup in the log (with /metrics, counters tell)
-        self.run.batches.feed(line, arrived_at)
-        if line.strip():
-            self.last_log_line = line[:400]
+        self.feed_lines((line,), arrived_at)
+
+    def feed_lines(self, lines: Sequence[str], arrived_at: float | None = None) -> None:
+        """Server log lines that arrived together (only `Decode batch` / `Prefill batch` lines are kept)."""
+        last = None
+        batches = self.run.batches
+        for line in lines:
+            if "server_args=" in line and batches.lines and self.metrics_state != "ok":
+                self.new_run()  # a new startup in the log (with /metrics, counters tell)
+                batches = self.run.batches
+            batches.feed(line, arrived_at)
+            last = line
+        if last is not None and not last.strip():
+            last = next((line for line in reversed(lines) if line.strip()), None)
+        if last is not None:
+            self.last_log_line = last[:400]
 
     def note_own_tokens(self, at: float, cumulative_tokens: float) -> None:
         """specmon's own generated tokens so far (its benchmark's finished requests), at wall time `at`."""

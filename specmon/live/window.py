@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from specmon.live.prom import HISTOGRAMS, Scrape
 from specmon.live.quantiles import Percentiles, bucket_delta, percentiles_ms
+from specmon.serving.prom import HISTOGRAMS, Scrape
 
 GEN = "sglang:generation_tokens_total"
 VERIFY = "sglang:spec_verify_calls_total"

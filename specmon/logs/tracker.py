@@ -224,6 +224,7 @@ class StartupTracker:
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""
+        self._settle_progress()
         events, self._events = self._events, []
         return events
 
@@ -1088,25 +1089,44 @@ class StartupTracker:
     # --- events -------------------------------------------------------------------------------------------
 
     def _emit(self, event: TrackerEvent) -> None:
+        self._settle_progress()
         events = self._events
         events.append(event)
         if len(events) > _MAX_EVENTS:
             del events[: len(events) - _MAX_EVENTS]
 
+    # A progress event holds the live capture (or weight load) until another event follows or the events are
+    # drained, and is copied then: each frame of a bar replaces the last one's event, so copying per frame (a
+    # capture's batch sizes with it) was work thrown away. Every change to a capture or weight load is followed
+    # by its own event before any other, so the copy is the state its last event saw.
+    _live_progress = False
+
+    def _settle_progress(self) -> None:
+        if self._live_progress:
+            self._live_progress = False
+            last = self._events[-1]
+            if isinstance(last, CaptureProgressed):
+                capture = last.capture
+                self._events[-1] = CaptureProgressed(capture=replace(capture, batch_sizes=list(capture.batch_sizes)))
+            else:
+                self._events[-1] = WeightsProgressed(weights=replace(last.weights))
+
     def _capture_event(self, capture: Capture) -> None:
-        event = CaptureProgressed(capture=replace(capture, batch_sizes=list(capture.batch_sizes)))
         events = self._events
         if events and isinstance(events[-1], CaptureProgressed):
             last = events[-1].capture
             if last.graph == capture.graph and last.role == capture.role:
-                events[-1] = event
+                events[-1] = CaptureProgressed(capture=capture)  # the last one's is never copied
+                self._live_progress = True
                 return
-        self._emit(event)
+        self._emit(CaptureProgressed(capture=capture))
+        self._live_progress = True
 
     def _weights_event(self, weight: WeightLoad) -> None:
-        event = WeightsProgressed(weights=replace(weight))
         events = self._events
         if events and isinstance(events[-1], WeightsProgressed) and events[-1].weights.model == weight.model:
-            events[-1] = event
+            events[-1] = WeightsProgressed(weights=weight)
+            self._live_progress = True
             return
-        self._emit(event)
+        self._emit(WeightsProgressed(weights=weight))
+        self._live_progress = True

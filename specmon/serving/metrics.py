@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
+from specmon.serving.prom import parse_scrape
 
 COUNTERS = {
     "generation_tokens": "sglang:generation_tokens_total",
@@ -14,7 +13,7 @@ COUNTERS = {
     "num_requests": "sglang:num_requests_total",
     "prompt_tokens": "sglang:prompt_tokens_total",
 }
-# Gauges that add up across data-parallel ranks; the others are averaged.
+# Gauges that add up across data-parallel ranks; the others are averaged (as `specmon.serving.prom` merges them).
 SUMMED_GAUGES = {
     "gen_throughput": "sglang:gen_throughput",
     "num_running_reqs": "sglang:num_running_reqs",
@@ -24,9 +23,6 @@ AVERAGED_GAUGES = {
     "spec_accept_length": "sglang:spec_accept_length",
     "token_usage": "sglang:token_usage",
 }
-# Tensor/pipeline/expert ranks of one scheduler report the same gauge values.
-_REPLICA_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
-_HISTOGRAM_SUFFIXES = ("_bucket", "_created")
 
 
 @dataclass(frozen=True)
@@ -34,7 +30,7 @@ class MetricsSnapshot:
     """One reading of /metrics: counters summed over labels (tp_rank, is_streaming, ...) and the main gauges.
 
     A value is None when the server does not export that metric (e.g. spec_verify_calls before 0.5.16).
-    `totals` has every sample name summed over its labels (histogram buckets left out).
+    `totals` has every counter and gauge specmon reads, merged over ranks as the Live view merges them.
     """
 
     generation_tokens: float | None = None
@@ -77,29 +73,16 @@ class MetricsDelta:
 
 
 def parse_metrics(text: str, taken_at: float | None = None) -> MetricsSnapshot:
-    """Parse Prometheus exposition text (SGLang's /metrics) into a MetricsSnapshot."""
-    totals: dict[str, float] = defaultdict(float)
-    gauge_groups: dict[str, dict[tuple, float]] = defaultdict(dict)
-    gauge_names = set(SUMMED_GAUGES.values()) | set(AVERAGED_GAUGES.values())
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.endswith(_HISTOGRAM_SUFFIXES):
-                continue
-            totals[sample.name] += sample.value
-            if sample.name in gauge_names:
-                group = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in _REPLICA_LABELS))
-                previous = gauge_groups[sample.name].get(group)
-                gauge_groups[sample.name][group] = sample.value if previous is None else max(previous, sample.value)
-
-    values: dict[str, float | None] = {attr: totals.get(name) for attr, name in COUNTERS.items()}
-    for attr, name in SUMMED_GAUGES.items():
-        values[attr] = sum(gauge_groups[name].values()) if gauge_groups.get(name) else None
-    for attr, name in AVERAGED_GAUGES.items():
-        group_values = list(gauge_groups.get(name, {}).values())
-        values[attr] = sum(group_values) / len(group_values) if group_values else None
-    return MetricsSnapshot(
-        **values, taken_at=time.time() if taken_at is None else taken_at, totals=dict(totals)
-    )
+    """Parse Prometheus exposition text (SGLang's /metrics) into a MetricsSnapshot: the Live view's parser
+    (`specmon.serving.prom.parse_scrape`: only the families specmon reads, ranks merged), so `check`, `bench` and
+    the Live view read one /metrics alike. Raises ValueError on text that is not Prometheus exposition."""
+    scrape = parse_scrape(text, time.time() if taken_at is None else taken_at)
+    if scrape.error is not None:
+        raise ValueError(scrape.error)
+    values: dict[str, float | None] = {attr: scrape.counters.get(name) for attr, name in COUNTERS.items()}
+    for attr, name in (SUMMED_GAUGES | AVERAGED_GAUGES).items():
+        values[attr] = scrape.gauges.get(name)
+    return MetricsSnapshot(**values, taken_at=scrape.taken_at, totals={**scrape.counters, **scrape.gauges})
 
 
 def _counter_delta(before: float | None, after: float | None) -> tuple[float | None, bool]:

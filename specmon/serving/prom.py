@@ -4,6 +4,7 @@ ranks (and other label sets) added up, histograms merged bucket by bucket. Parse
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -91,11 +92,15 @@ def _base_name(name: str) -> str:
     return name
 
 
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
 def wanted_lines(text: str) -> str:
     """Only the lines of the families specmon reads (a real /metrics has ~60 families and ~700 samples):
-    parsing those alone costs a tenth of parsing all."""
+    parsing those alone costs a tenth of parsing all. Raises ValueError at a line that is no Prometheus sample
+    (an HTML page is not an empty /metrics)."""
     keep = []
-    for line in text.split("\n"):
+    for number, line in enumerate(text.split("\n"), 1):
         if line.startswith("#"):
             parts = line.split(" ", 3)
             if len(parts) >= 3 and parts[1] in ("TYPE", "HELP") and parts[2] in _WANTED_FAMILIES:
@@ -107,6 +112,8 @@ def wanted_lines(text: str) -> str:
         name = line[:end] if end > 0 else line
         if name in _WANTED or _base_name(name) in _WANTED_FAMILIES:
             keep.append(line)
+        elif _METRIC_NAME.fullmatch(name) is None and name.strip():
+            raise ValueError(f"line {number} is no Prometheus sample: {line[:60]!r}")
     keep.append("")
     return "\n".join(keep)
 
@@ -115,7 +122,6 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
     """Parse Prometheus exposition text; never raises (a broken text gives a Scrape with `error` set)."""
     if len(text) > MAX_TEXT_CHARS:
         text = text[: text.rfind("\n", 0, MAX_TEXT_CHARS) + 1]
-    text = wanted_lines(text)
     counter_groups: dict[str, dict[tuple, float]] = {}
     gauge_groups: dict[str, dict[tuple, float]] = {}
     bucket_groups: dict[str, dict[tuple, float]] = {}
@@ -124,7 +130,7 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
     histogram_buckets = {name + "_bucket": name for name in HISTOGRAMS}
     replica_and_le = REPLICA_LABELS | {"le"}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(wanted_lines(text)):
             for sample in family.samples:
                 name, value = sample.name, sample.value
                 if not isinstance(value, float | int) or not math.isfinite(value):

@@ -48,10 +48,11 @@ def capture_block(index: int, sizes: int = 512) -> bytes:
         pct = 100 * done // sizes
         bar = (BAR * (pct // 10)).ljust(10)
         head = f"Capturing batches (bs={bs} avail_mem={mem:.2f} GB): "
-        frames.append(f"{head}{pct:3d}%|{bar}| {done}/{sizes} [00:{done % 60:02d}<00:10,  9.{done % 10}0it/s]")
+        elapsed = f"00:{10 * done // sizes:02d}"  # tqdm's elapsed time counts up: 10 s for the whole capture
+        frames.append(f"{head}{pct:3d}%|{bar}| {done}/{sizes} [{elapsed}<00:10,  9.{done % 10}0it/s]")
         pct = 100 * (done + 1) // sizes
         bar = (BAR * (pct // 10)).ljust(10)
-        frames.append(f"{head}{pct:3d}%|{bar}| {done + 1}/{sizes} [00:{done % 60:02d}<00:10,  9.{done % 10}0it/s]")
+        frames.append(f"{head}{pct:3d}%|{bar}| {done + 1}/{sizes} [{elapsed}<00:10,  9.{done % 10}0it/s]")
     sizes_text = ", ".join(str(b) for b in range(1, sizes + 1))
     begin = (f"{stamp} Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=16, "
              f"bs=[{sizes_text}], avail mem=60.00 GB\n")

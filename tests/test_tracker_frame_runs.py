@@ -47,15 +47,19 @@ def bar_frames(n: int, *, prefill: bool = False, clock_back: bool = False, stop:
     return frames
 
 
-def capture(n: int, rng: random.Random, *, listed: bool, processes: int, stray: bool, **bar) -> bytes:
+def capture(n: int, rng: random.Random, *, listed: bool, processes: int, stray: bool, broken: bool = False,
+            **bar) -> bytes:
     """A capture: its begin line (listing its batch sizes or not), its bars' frames on one physical line (of
-    ``processes`` processes, interleaved), its end line."""
+    ``processes`` processes, interleaved; ``broken``: another process's line ends it midway), its end line."""
     bars = [bar_frames(n, **bar) for _ in range(processes)]
     frames: list[str] = []
     while any(bars):
         frames.append(rng.choice([b for b in bars if b]).pop(0))
     if stray:
         frames.insert(rng.randrange(len(frames)), "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:03<00:03]")
+    if broken:
+        at = rng.randrange(len(frames))
+        frames[at] += "\n[2026-08-01 23:43:40 TP1] Registering 4 cuda graph addresses\n" + frames[at]
     sizes = ", ".join(str(b) for b in range(1, n + 1))
     begin = ("[2026-08-01 23:43:38] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=16, "
              + (f"bs=[{sizes}], " if listed else "") + "avail mem=60.00 GB\n")
@@ -119,7 +123,7 @@ def test_a_long_capture_is_read_as_runs_and_skimmed(monkeypatch):
     captures=st.lists(
         st.fixed_dictionaries({
             "n": st.integers(1, 80), "listed": st.booleans(), "processes": st.sampled_from([1, 1, 2, 3]),
-            "stray": st.booleans(), "prefill": st.booleans(), "clock_back": st.booleans(),
+            "stray": st.booleans(), "broken": st.booleans(), "prefill": st.booleans(), "clock_back": st.booleans(),
             "stop": st.one_of(st.none(), st.integers(0, 60)), "unknown_eta": st.booleans(),
             "close_redraw": st.booleans(),
         }),

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from itertools import islice
+from operator import itemgetter, le
 from typing import TYPE_CHECKING
 
 from specmon.logs import patterns
@@ -91,6 +93,32 @@ def _sizes_of_bar(prefix: str) -> re.Pattern[bytes]:
             b"\r" + re.escape(prefix.encode()) + rb"(\d+) avail_mem=-?\d+(?:\.\d+)? GB\): *\d+%\|"
         )
     return pattern
+
+
+_COUNTERS: dict[str, re.Pattern[bytes]] = {}
+
+
+def _counts_up(data: bytes, start: int, end: int, total: str) -> bool:
+    """Whether each frame of ``data[start:end]`` (joined by ``\\r``) shows one counter of ``total`` with its
+    elapsed time, and neither the count nor the time ever goes back, below ``total`` but in the last frame (so no
+    frame but the last can end the capture or restart the bar's clock). Found on the bytes, not frame by frame."""
+    pattern = _COUNTERS.get(total)
+    if pattern is None:
+        if len(_COUNTERS) >= 32:
+            _COUNTERS.clear()
+        pattern = _COUNTERS[total] = re.compile(rb"\| *(\d{1,12})/" + re.escape(total.encode()) + rb" \[([\d:]{1,12})[<\]]")
+    found = pattern.findall(data, start, end)
+    if len(found) != data.count(b"\r", start, end) + 1:
+        return False
+    counts = list(map(int, map(itemgetter(0), found)))
+    if counts[-1] > int(total) or (len(counts) > 1 and counts[-2] >= int(total)):
+        return False
+    texts = list(map(itemgetter(1), found))
+    clocks = {text: patterns.clock_seconds(text.decode()) for text in set(texts)}
+    if None in clocks.values():
+        return False
+    seconds = list(map(clocks.__getitem__, texts))
+    return all(map(le, counts, islice(counts, 1, None))) and all(map(le, seconds, islice(seconds, 1, None)))
 
 
 def _add_sizes(capture: Capture, sizes: Iterable[bytes]) -> None:
@@ -1027,6 +1055,8 @@ class StartupTracker:
         if not prefix.isascii():
             return False
         total = m.total
+        if len(total) > 12:
+            return False  # no capture has that many batch sizes: frame by frame, where a fault is caught
         complete = f"{total}/{total}".encode()
         tail_at = last_at  # the first of the last frames that show the bar complete (tqdm draws it again at close)
         for _ in range(8):
@@ -1042,7 +1072,10 @@ class StartupTracker:
         if _not_of_bar(prefix).search(data, head_end, tail_at - 1) is not None:
             return False  # a frame between is not this bar's
         next_cr = data.find(b"\r", tail_at, end)
-        after = run.text(tail_at, next_cr if next_cr >= 0 else end)
+        after_end = next_cr if next_cr >= 0 else end
+        if not _counts_up(data, max(data.rfind(b"\r", start, head_end) + 1, start), after_end, total):
+            return False  # from the last start to the frame after those skipped, the bar never counts back
+        after = run.text(tail_at, after_end)
         feed_frame = self.feed_frame
         for text in run.texts(start, head_end):
             feed_frame(text)

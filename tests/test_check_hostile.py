@@ -58,7 +58,7 @@ CASES = {
     "meta_info a string": (GOOD_INFO, b'{"text": "x", "meta_info": "done"}', "meta_info is a str"),
     "meta_info a list": (GOOD_INFO, b'{"text": "x", "meta_info": [64]}', "meta_info is a list"),
     "tokens a string": (GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": "64"}}', "completion_tokens is '64'"),
-    "tokens NaN": (GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": NaN}}', "completion_tokens is nan"),
+    "tokens NaN": (GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": NaN}}', "a number that is not finite"),
     "negative verify": (
         GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 64, "spec_verify_ct": -16}}',
         "spec_verify_ct is -16",
@@ -71,7 +71,7 @@ CASES = {
         GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 4, "spec_verify_ct": 16}}', "impossible",
     ),
     "latency Infinity": (
-        GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 4, "e2e_latency": Infinity}}', "e2e_latency",
+        GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 4, "e2e_latency": Infinity}}', "not finite",
     ),
     "text a list": (GOOD_INFO, b'{"text": ["x"], "meta_info": {}}', "text is a list"),
 }

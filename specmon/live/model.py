@@ -14,7 +14,7 @@ WINDOWS_S = (60.0, 300.0, 900.0)
 @dataclass(frozen=True)
 class Alert:
     """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
-    "kv_full", "restart", "metrics"), `severity` ("error", "warning", "info") and one line of text."""
+    "kv_full", "restart", "metrics", "server_info", "absurd"), `severity` ("error", "warning", "info") and one line of text."""
 
     kind: str
     severity: str
@@ -89,6 +89,8 @@ class LiveSnapshot:
     series: tuple[Series, ...] = ()
     per_dp_running: dict[str, float] = field(default_factory=dict)
     last_log_line: str | None = None
+    absurd: dict[str, str] = field(default_factory=dict)
+    """Figures that cannot be true (taken out, None above): field -> what it was and why."""
 
     @property
     def kv_usage(self) -> float | None:
@@ -117,6 +119,7 @@ class LiveSnapshot:
             "effective": self.effective,
             "restarts": self.restarts,
             "alerts": [alert.to_json() for alert in self.alerts],
+            "absurd": dict(self.absurd),
         }
 
 

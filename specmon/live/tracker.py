@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.live.absurd import drop_absurd
 from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
 from specmon.live.prom import Scrape
 from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
-from specmon.serving.client import spec_settings
+from specmon.serving.client import SpecSettings, spec_settings
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
@@ -82,9 +83,12 @@ class LiveTracker:
         self.metrics_state: str = "unknown"  # "ok", "absent" (404: the log is the source), "error"
         self.metrics_error: str | None = None
         self.server_info: dict[str, Any] | None = None
+        self.info_error: str | None = None  # why the last /server_info could not be used
         self.identity: Any = None
         self.reachable = True
         self._own = _Own()
+        self._spec_of: dict[str, Any] | None = None
+        self._spec_cache = spec_settings({})
         self._last_series_at: float | None = None
         self.last_log_line: str | None = None
 
@@ -133,11 +137,20 @@ class LiveTracker:
         if not isinstance(info, Mapping):
             return
         self.server_info = dict(info)
+        self.info_error = None
         states = info.get("internal_states")
         state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
         identity = info.get("startup_time", state0.get("startup_time"))
-        if identity is not None:
+        if isinstance(identity, int | float | str) and not isinstance(identity, bool):
             self.set_identity(identity)
+
+    def server_info_unreadable(self, reason: str) -> None:
+        """A /server_info answer that could not be used (too big, too slow, not strict JSON, too deep)."""
+        self.info_error = reason
+
+    def scrape_failed(self, reason: str) -> None:
+        """A scrape that failed in a way nobody foresaw: said, and the next one tried."""
+        self.metrics_state, self.metrics_error = "error", f"a scrape failed: {reason}"[:300]
 
     def set_identity(self, identity: Any) -> None:
         """A server's pid or start time: a new one begins a new run."""
@@ -175,9 +188,13 @@ class LiveTracker:
             snap = {"state": "waiting", "source": "none"}
         if not self.reachable:
             snap["state"] = "unreachable"
+        absurd = drop_absurd(snap, effective, self._max_running())
+        alerts.extend(Alert("absurd", "error", text) for text in [*absurd.values(), *self._spec.absurd])
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:
             alerts.append(Alert("metrics", "warning", self.metrics_error))
+        if self.info_error:
+            alerts.append(Alert("server_info", "warning", f"/server_info not used: {self.info_error}"))
         if self.restarts:
             alerts.append(Alert("restart", "info", f"{self.restarts} restart(s) seen; series {run.index + 1}"))
         at = now if now is not None else (run.window.latest.taken_at if use_metrics else None)
@@ -191,17 +208,20 @@ class LiveTracker:
             baseline_accept=self.baseline_accept,
             series=tuple(Series(r.index, r.label, tuple(r.points)) for r in self.runs if r.points),
             last_log_line=self.last_log_line,
+            absurd=absurd,
             **snap,
         )
 
+    @property
+    def _spec(self) -> SpecSettings:
+        """The server's settings from /server_info, each figure checked (`absurd` names those that cannot be)."""
+        info = self.server_info
+        if info is not self._spec_of:
+            self._spec_of, self._spec_cache = info, spec_settings(info or {})
+        return self._spec_cache
+
     def _max_running(self) -> int | None:
-        info = self.server_info or {}
-        value = info.get("max_running_requests")
-        if not isinstance(value, int | float):
-            states = info.get("internal_states")
-            state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
-            value = state0.get("max_running_requests", state0.get("effective_max_running_requests_per_dp"))
-        return int(value) if isinstance(value, int | float) and value > 0 else None
+        return self._spec.max_running_requests
 
     def _from_metrics(self, run: Run, window_s: float, effective: dict, alerts: list[Alert],
                       now: float | None) -> dict[str, Any]:
@@ -220,7 +240,7 @@ class LiveTracker:
             accept = g["sglang:spec_accept_length"]
         kv_total = g.get("sglang:max_total_num_tokens")
         if kv_total is None:
-            kv_total = (self.server_info or {}).get("max_total_num_tokens")
+            kv_total = self._spec.max_total_num_tokens
         running = g.get("sglang:num_running_reqs")
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
             "sglang:cache_hit_rate")
@@ -279,7 +299,7 @@ class LiveTracker:
         fig: LogFigures = run.batches.figures(window_s, end)
         if stale:  # nothing logged lately: the last figures the log has, said to be old
             alerts.append(Alert("log_stale", "info", f"last batch line {_ago(now - newest)} ago: figures as of then"))
-        kv_total = (self.server_info or {}).get("max_total_num_tokens")
+        kv_total = self._spec.max_total_num_tokens
         kv_used = fig.kv_used
         if kv_used is None and fig.kv_usage is not None and isinstance(kv_total, int | float):
             kv_used = fig.kv_usage * kv_total
@@ -307,10 +327,9 @@ class LiveTracker:
         }
 
     def _effective(self, run: Run) -> dict[str, Any]:
-        info = self.server_info
         out: dict[str, Any] = {}
-        if info is not None:
-            spec = spec_settings(info)
+        if self.server_info is not None:
+            spec = self._spec
             out = {"algorithm": spec.algorithm, "num_steps": spec.num_steps, "eagle_topk": spec.eagle_topk,
                    "num_draft_tokens": spec.num_draft_tokens, "draft_model_path": spec.draft_model_path,
                    "version": spec.version}
@@ -326,7 +345,7 @@ class LiveTracker:
     def _alerts_common(self, snap: dict[str, Any], effective: dict[str, Any], alerts: list[Alert],
                        window_s: float) -> None:
         if self.asked is not None and self.server_info is not None:
-            for diff in spec_settings(self.server_info).requested_vs_effective(self.asked):
+            for diff in self._spec.requested_vs_effective(self.asked):
                 alerts.append(Alert("spec_mismatch", "warning", f"{diff} (preset {self.preset})"))
         for key, metric_key in (("num_steps", "metrics_num_steps"), ("num_draft_tokens", "metrics_num_draft_tokens")):
             if effective.get(key) and effective.get(metric_key) and effective[key] != effective[metric_key]:

@@ -18,6 +18,7 @@ from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
+HEALTH_LIMIT = 64 * 1024
 
 
 def with_speed(preset: Preset, speed: float | None) -> Preset:
@@ -84,6 +85,7 @@ def wait_ready(
     """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out."""
     import httpx
 
+    from specmon.bounded_http import BlockingFetcher
     from specmon.logs.follower import LogFollower
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
@@ -91,7 +93,7 @@ def wait_ready(
     started = time.monotonic()
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True) if log else None
-    client = httpx.Client(timeout=2.0, trust_env=False)
+    client = BlockingFetcher(timeout=2.0, trust_env=False)
     def read_log() -> None:
         while follower is not None and (items := follower.poll()):
             tracker.feed_items(items)
@@ -113,7 +115,8 @@ def wait_ready(
             if (failed := failure(took)) is not None:
                 return failed
             try:
-                healthy = client.get(url.rstrip("/") + "/health").status_code == 200
+                answer = client.fetch("GET", url.rstrip("/") + "/health", limit=HEALTH_LIMIT, deadline_s=2.0)
+                healthy = answer.status_code == 200
             except httpx.HTTPError:
                 healthy = False
             if healthy:

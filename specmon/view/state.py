@@ -246,6 +246,7 @@ def spec_rows(spec: SpecSettings | None, preset: Preset | None) -> tuple[list[Ro
         return rows, notes
     if spec.version:
         rows.append(("version", spec.version))
+    notes.extend((f"/server_info: {absurd}", "bold red") for absurd in spec.absurd)
     if not spec.enabled:
         rows.append(("speculative", "off"))
         return rows, notes

@@ -59,6 +59,18 @@ def _run_app(config, args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
+def _followable(path: str) -> bool:
+    """Whether ``path`` can be followed as a log (a regular file, or not there yet); says why not on stderr."""
+    from specmon.logs.follower import check_followable
+
+    try:
+        check_followable(path)
+    except OSError as exc:
+        print(f"specmon: {printable(path)}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def _named_preset(preset_set, name: str):
     """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
     preset = preset_set.get(name)
@@ -110,6 +122,8 @@ def run_monitor(args: argparse.Namespace) -> int:
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
               file=sys.stderr)
+    if args.log and not _followable(args.log):
+        return 2
     preset = None
     presets = {}
     if args.preset or found is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 
+from specmon.inputs import InputError, kind_of, parse_json
 from specmon.private_files import make_private_dir, open_private_file
 
 STATE_DIR_ENV = "SPECMON_STATE_DIR"
@@ -166,13 +167,13 @@ def save(record: ServerRecord) -> Path:
 def read(path: Path) -> ServerRecord:
     """One state file; raises ValueError (with the reason) for anything unusable."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO: no wait
     except OSError as exc:
         raise ValueError(f"cannot open: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
+            raise ValueError(f"{kind_of(info.st_mode)}, not a state file")
         if info.st_uid != os.getuid():
             raise ValueError("owned by another user")
         if info.st_size > MAX_STATE_BYTES:
@@ -181,10 +182,15 @@ def read(path: Path) -> ServerRecord:
     finally:
         os.close(fd)
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = parse_json(raw, where="the state file")
+    except InputError as exc:
+        raise ValueError(str(exc).removeprefix("the state file: ")) from None
+    except ValueError as exc:  # UnicodeDecodeError and json.JSONDecodeError included
         raise ValueError(f"not valid JSON: {exc}") from None
-    record = ServerRecord.from_json(data)
+    try:
+        record = ServerRecord.from_json(data)
+    except (TypeError, KeyError, AttributeError, OverflowError) as exc:
+        raise ValueError(f"not a server record ({type(exc).__name__}: {exc})"[:200]) from None
     if path.stem != record.id:
         raise ValueError(f"the file name does not match its id {record.id!r}")
     return record

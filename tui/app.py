@@ -287,7 +287,7 @@ class SpecmonApp(App[int]):
     # ----- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.config.read_only and action in ("pick_preset", "run_bench"):
+        if self.config.read_only and action in ("pick_preset", "run_bench", "screenshot"):  # no files written
             return False
         return action != "pick_preset" or self.oncall.can_switch()
 
@@ -367,7 +367,9 @@ class SpecmonApp(App[int]):
     # ----- command palette, quitting
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        for command in super().get_system_commands(screen):
+            if not (self.config.read_only and command.title == "Screenshot"):  # read-only writes no file
+                yield command
         yield from keys.palette_commands(self)
 
     def action_quit(self) -> None:

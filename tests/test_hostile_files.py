@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from specmon.inputs import InputError, load_json_file, parse_json, parse_toml, read_file
 from tests.support.hostile_files import (
     DEEP_TOML,
     DRAFT_CONFIG,
@@ -53,6 +52,8 @@ def specmon(tmp_path: Path, *args: str, timeout: float = 60, stdin: int | None =
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("make", ["fifo", "dev zero", "directory", "20 GiB sparse"])
 def test_only_regular_files_of_bounded_size_are_read(tmp_path, make):
+    from specmon.inputs import InputError, read_file
+
     path = tmp_path / "x.json"
     {"fifo": fifo, "dev zero": zero_link, "directory": Path.mkdir, "20 GiB sparse": sparse}[make](path)
     with pytest.raises(InputError) as caught:
@@ -64,6 +65,8 @@ def test_only_regular_files_of_bounded_size_are_read(tmp_path, make):
 
 @pytest.mark.parametrize("text", [deep_json_text(100_000), deep_json_text(100_000, "{"), deep_json_text(65)])
 def test_json_nested_too_deep_is_refused_with_the_depth(text):
+    from specmon.inputs import InputError, parse_json
+
     with pytest.raises(InputError, match="where: nested deeper than 64 levels"):
         parse_json(text, where="where")
     assert parse_json(deep_json_text(64), where="where") is not None
@@ -71,11 +74,15 @@ def test_json_nested_too_deep_is_refused_with_the_depth(text):
 
 @pytest.mark.parametrize("name", list(DEEP_TOML))
 def test_toml_nested_too_deep_is_refused_with_the_depth(name):
+    from specmon.inputs import InputError, parse_toml
+
     with pytest.raises(InputError, match="nested deeper than 64 levels"):
         parse_toml(DEEP_TOML[name], where="preset.toml")
 
 
 def test_a_file_with_nan_is_refused_when_numbers_must_be_finite(tmp_path):
+    from specmon.inputs import InputError, load_json_file
+
     path = tmp_path / "x.json"
     path.write_text('{"a": NaN}')
     assert load_json_file(path, 100)["a"] != 0  # NaN read as Python reads it

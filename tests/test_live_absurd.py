@@ -10,12 +10,13 @@ import tracemalloc
 import pytest
 
 from specmon.live.prom import parse_scrape
-from specmon.live.text import ABSURD, figure_rows, latency_rows, snapshot_lines
+from specmon.live.text import figure_rows, latency_rows, snapshot_lines
 from specmon.live.tracker import LiveTracker
 from specmon.serving.client import spec_settings
 from specmon.view.state import spec_rows
 from tests.support.hostile_http import SGLANG_INFO, Answer, HostileServer, info_with, routes_of
 
+ABSURD = "absurd (see alerts)"
 INFO = json.loads(SGLANG_INFO)  # max_running_requests 48, EAGLE3 steps 3 topk 1 draft 4
 
 

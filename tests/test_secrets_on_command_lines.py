@@ -13,7 +13,6 @@ import pytest
 
 from specmon.launch.presets import load_presets
 from specmon.ports import ProcessInfo, free_port
-from specmon.redact import PREFIXES_OF_SECRETS, SGLANG_SECRET_FLAGS, is_secret_flag, redacted
 from specmon.sglang.flags import DATA_DIR
 
 SPELLINGS = ["--api-key", "--api-ke", "--api-k", "--api", "--ap", "--API-KE", "--api_ke", "--admin-api-ke", "--admin",
@@ -37,11 +36,15 @@ def test_every_spelling_argparse_would_take_for_a_secret_flag_is_refused_in_a_pr
                                   "--tokenizer-path", "--attention-backend", "--a", "--allow-auto-truncate",
                                   "--skip-tokenizer-init"])
 def test_flags_that_carry_no_secret_are_not_taken_for_one(flag):
+    from specmon.redact import is_secret_flag
+
     assert not is_secret_flag(flag)
 
 
 def test_no_sglang_flag_is_taken_for_a_secret_by_its_prefix():
     """Every flag of every shipped SGLang table: a secret flag's prefix that is a flag of its own is listed."""
+    from specmon.redact import PREFIXES_OF_SECRETS, SGLANG_SECRET_FLAGS, is_secret_flag
+
     for table in sorted(DATA_DIR.glob("sglang-*.json")):
         options = {o.lstrip("-") for flag in json.loads(table.read_text())["flags"] for o in flag["option_strings"]}
         for option in options:
@@ -66,6 +69,8 @@ def test_a_launcher_setting_a_secret_environment_variable_is_refused(tmp_path):
     (["x", "--speculative-num-draft-tokens", "4"], ["x", "--speculative-num-draft-tokens", "4"]),
 ])
 def test_a_shown_command_line_hides_its_secrets(argv, shown):
+    from specmon.redact import redacted
+
     assert redacted(argv) == shown
 
 

@@ -15,7 +15,6 @@ import pytest
 
 from specmon.ports import free_port
 from specmon.tui.app import AppConfig, SpecmonApp
-from specmon.tui.web import host_allowed, origin_allowed, terminal_size
 from tests.support.app_harness import wait_for
 
 
@@ -33,6 +32,8 @@ from tests.support.app_harness import wait_for
     ("gpu-box:8765", "gpu-box", True),
 ])
 def test_only_requests_that_name_this_server_are_served(host, bind, allowed):
+    from specmon.tui.web import host_allowed
+
     assert host_allowed(host, bind) is allowed
 
 
@@ -46,10 +47,14 @@ def test_only_requests_that_name_this_server_are_served(host, bind, allowed):
     (None, "127.0.0.1:8765", True),  # no Origin: not a browser page
 ])
 def test_a_websocket_is_taken_only_from_this_servers_own_page(origin, host, allowed):
+    from specmon.tui.web import origin_allowed
+
     assert origin_allowed(origin, host) is allowed
 
 
 def test_a_terminal_size_from_a_browser_is_bounded():
+    from specmon.tui.web import terminal_size
+
     assert terminal_size(10**9, 10**9) == (500, 200)
     assert terminal_size(-5, 0) == (1, 1)
     assert terminal_size("wide", None) == (80, 24)

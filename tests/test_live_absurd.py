@@ -102,6 +102,7 @@ def test_an_absurd_figure_is_shown_as_absurd_and_alerted_never_as_data(name):
     data = snap.to_json()
     if field in data:
         assert data[field] is None
+    assert (snap.state == "absurd") == (field == "running"), snap.state
     assert data["absurd"][field] == snap.absurd[field]
     json.dumps(data, allow_nan=False)  # strict JSON all the same
     if field == "latency":

@@ -59,7 +59,8 @@ class Latencies:
 class LiveSnapshot:
     """The server's live serving state. None wherever the source cannot say.
 
-    `state`: "serving" (requests running), "idle", "stalled", "unreachable" or "waiting" (no figures yet).
+    `state`: "serving" (requests running), "idle", "stalled", "unreachable", "waiting" (no figures yet) or
+    "absurd" (the running count cannot be true: see `absurd`).
     `source`: "metrics" (/metrics), "log" (`Decode batch` lines) or "none".
     """
 

@@ -189,6 +189,11 @@ class LiveTracker:
         if not self.reachable:
             snap["state"] = "unreachable"
         absurd = drop_absurd(snap, effective, self._max_running())
+        if "running" in absurd:
+            # serving, stalled or unbalanced would be read from a count that cannot be true
+            alerts[:] = [alert for alert in alerts if alert.kind not in ("stall", "dp_imbalance")]
+            if snap["state"] in ("serving", "idle", "stalled"):
+                snap["state"] = "absurd"
         alerts.extend(Alert("absurd", "error", text) for text in [*absurd.values(), *self._spec.absurd])
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:

@@ -353,17 +353,35 @@ def test_check_has_a_deadline_on_each_answer(tmp_path, monkeypatch, capsys):
         assert "within 1 s" in out, out
 
 
-def test_the_app_reading_bombs_stays_small_and_says_why(tmp_path):
-    routes = routes_of(info=bomb_answer(BOMB, "gzip", "gzip"),
-                       metrics=bomb_answer(BOMB, "gzip", "gzip", content_type="text/plain"))
-    with HostileServer(routes) as server:
+APP_CASES = {
+    "gzip, gzip bombs": routes_of(info=bomb_answer(BOMB, "gzip", "gzip"),
+                                  metrics=bomb_answer(BOMB, "gzip", "gzip", content_type="text/plain")),
+    "Infinity and NaN in /server_info": routes_of(info=Answer(SGLANG_INFO.replace(
+        b'"max_running_requests":48', b'"max_running_requests":Infinity').replace(
+        b'"max_total_num_tokens":3221374', b'"max_total_num_tokens":NaN'))),
+    "absurd /metrics, dripped /server_info": routes_of(
+        info=Answer(SGLANG_INFO, drip_s=0.05),
+        metrics=Answer.text(SGLANG_METRICS.replace(b"sglang:num_running_reqs{", b"sglang:num_running_reqs{x=\"9080022\",")
+                            + b'sglang:num_running_reqs{tp_rank="7"} 9080022\n')),
+}
+
+
+APP_SAYS = {"gzip, gzip bombs": "once decoded", "Infinity and NaN in /server_info": "not finite",
+            "absurd /metrics, dripped /server_info": "absurd"}
+
+
+@pytest.mark.parametrize("name", list(APP_CASES))
+def test_the_app_stays_up_and_small_whatever_the_server_sends(tmp_path, name):
+    with HostileServer(APP_CASES[name]) as server:
         done, peak = _specmon("monitor", "--url", server.url, "--headless", "--duration", "8",
                               "--screenshot", str(tmp_path / "shot.svg"), tmp_path=tmp_path, timeout=120)
         asked = server.paths()
     assert done.returncode == 0, done.stderr
     assert "/metrics" in asked and "/server_info" in asked
+    assert (tmp_path / "shot.svg").is_file()  # it ran to the end of its duration
     assert peak < 250, peak
-
+    screen = (tmp_path / "shot.svg").read_text().replace("&#160;", " ")
+    assert APP_SAYS[name] in screen, screen[-3000:]
 
 
 def test_ps_reads_a_demo_servers_dripping_gpu_feed_within_its_deadline(tmp_path, monkeypatch):

@@ -193,3 +193,15 @@ def test_only_sglangs_own_modes_are_kept_per_mode():
                           'sglang:realtime_tokens_total{mode="decode"} 7\n', 1.0)
     assert scrape.counters["sglang:realtime_tokens_total{mode=decode}"] == 7
     assert len(scrape.counters) <= 4
+
+
+def test_a_nan_or_infinite_sample_is_left_out_of_the_benchmarks_metrics_reading():
+    from specmon.serving.metrics import delta, parse_metrics
+
+    before = parse_metrics('sglang:generation_tokens_total{tp_rank="0"} 100\n'
+                           'sglang:spec_verify_calls_total{tp_rank="0"} 50\n', 1.0)
+    after = parse_metrics('sglang:generation_tokens_total{tp_rank="0"} 400\n'
+                          'sglang:generation_tokens_total{tp_rank="1"} NaN\n'
+                          'sglang:spec_verify_calls_total{tp_rank="0"} +Inf\n', 2.0)
+    d = delta(before, after)
+    assert d.generation_tokens == 300 and d.spec_verify_calls is None and d.accept_length is None

@@ -318,9 +318,10 @@ def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str |
     if api_key_file:
         try:
             key = read_text(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file").strip()
-        except (InputError, UnicodeDecodeError) as error:
-            raise OSError(errno.EINVAL, f"not an API key file ({error})" if isinstance(error, UnicodeDecodeError)
-                          else str(error).removeprefix(f"{api_key_file}: ")) from None
+        except InputError as error:  # a FIFO, a device, too big: said as a read error is, with the reason
+            raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
+        except UnicodeDecodeError:
+            raise OSError(errno.EINVAL, "not UTF-8 text") from None
         return key or None
     return os.environ.get(API_KEY_ENV, "").strip() or None
 
@@ -361,14 +362,14 @@ class SGLangClient:
         await self._http.aclose()
 
     async def _request(self, method: str, path: str, timeout: float | None = None, **kwargs: Any) -> Answer:
-        limit = timeout if timeout is not None else self.timeout
+        seconds = timeout if timeout is not None else self.timeout
         try:
             response = await fetch(self._http, method, path, limit=_LIMITS.get(path, MAX_SMALL_BYTES),
-                                   deadline_s=limit, timeout=limit, **kwargs)
+                                   deadline_s=seconds, timeout=seconds, **kwargs)
         except AnswerTooSlow as exc:
-            raise SGLangError(f"{method} {path}: no whole answer within {limit:g} s", 200) from exc
+            raise SGLangError(f"{method} {path}: no whole answer within {seconds:g} s", 200) from exc
         except httpx.TimeoutException as exc:
-            raise SGLangError(f"{method} {path}: no answer within {limit:g} s") from exc
+            raise SGLangError(f"{method} {path}: no answer within {seconds:g} s") from exc
         except AnswerRefused as exc:
             raise SGLangError(str(exc), 200) from exc
         except httpx.TransportError as exc:
@@ -383,11 +384,11 @@ class SGLangClient:
         """GET /health (or /health_generate): 200 ready, 503 starting, connection refused unreachable."""
         path = "/health_generate" if generate else "/health"
         started = time.perf_counter()
-        limit = timeout if timeout is not None else self.timeout
+        seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await fetch(self._http, "GET", path, limit=MAX_SMALL_BYTES, deadline_s=limit, timeout=limit)
+            response = await fetch(self._http, "GET", path, limit=MAX_SMALL_BYTES, deadline_s=seconds, timeout=seconds)
         except httpx.TimeoutException:
-            return HealthStatus(False, None, f"no answer within {limit:g} s", None)
+            return HealthStatus(False, None, f"no answer within {seconds:g} s", None)
         except AnswerRefused as exc:
             return HealthStatus(False, None, str(exc), None)
         except httpx.TransportError:

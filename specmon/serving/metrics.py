@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -83,8 +84,8 @@ def parse_metrics(text: str, taken_at: float | None = None) -> MetricsSnapshot:
     gauge_names = set(SUMMED_GAUGES.values()) | set(AVERAGED_GAUGES.values())
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.endswith(_HISTOGRAM_SUFFIXES):
-                continue
+            if sample.name.endswith(_HISTOGRAM_SUFFIXES) or not math.isfinite(sample.value):
+                continue  # a NaN or infinite sample says nothing (and would make every sum NaN)
             totals[sample.name] += sample.value
             if sample.name in gauge_names:
                 group = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in _REPLICA_LABELS))

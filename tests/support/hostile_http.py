@@ -127,12 +127,13 @@ async def _send(writer: asyncio.StreamWriter, data: bytes, drip_s: float) -> Non
 
 @dataclass
 class Request:
-    """One request as the server read it."""
+    """One request as the server read it (`head`: its bytes up to the blank line)."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: bytes
+    head: bytes = b""
 
 
 @dataclass
@@ -238,7 +239,7 @@ async def _read_request(reader: asyncio.StreamReader) -> Request | None:
             headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length") or 0)
     body = await reader.readexactly(length) if length else b""
-    return Request(method, path, headers, body)
+    return Request(method, path, headers, body, head)
 
 
 @functools.lru_cache(maxsize=8)

@@ -11,15 +11,17 @@ without a loop); streamed bodies go through `BodyDecoder`.
 from __future__ import annotations
 
 import asyncio
+import threading
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from specmon.inputs import parse_json, size_text
 
+T = TypeVar("T")
 MAX_LAYERS = 2
 """Content-Encoding layers decoded at most ("gzip, gzip" is already more than any real server sends)."""
 
@@ -130,7 +132,8 @@ async def fetch(http: httpx.AsyncClient, method: str, url: str, *, limit: int, d
 
 
 class BlockingFetcher:
-    """`fetch` for a thread without an event loop: its own loop and httpx client, kept between calls."""
+    """`fetch` for code that does not run in an event loop: its own loop and httpx client, kept between calls.
+    Called from a thread whose loop is running (the app's), each call runs on a short-lived thread instead."""
 
     def __init__(self, **client_options: Any) -> None:
         self._runner = asyncio.Runner()
@@ -138,7 +141,7 @@ class BlockingFetcher:
         self._http: httpx.AsyncClient | None = None
 
     def fetch(self, method: str, url: str, *, limit: int, deadline_s: float, **options: Any) -> Answer:
-        return self._runner.run(self._fetch(method, url, limit, deadline_s, options))
+        return _outside_a_loop(lambda: self._runner.run(self._fetch(method, url, limit, deadline_s, options)))
 
     async def _fetch(self, method: str, url: str, limit: int, deadline_s: float, options: dict) -> Answer:
         if self._http is None:
@@ -146,7 +149,35 @@ class BlockingFetcher:
         return await fetch(self._http, method, url, limit=limit, deadline_s=deadline_s, **options)
 
     def close(self) -> None:
+        def shut() -> None:
+            self._runner.run(self._aclose())
+            self._runner.close()
+
+        _outside_a_loop(shut)
+
+    async def _aclose(self) -> None:
         if self._http is not None:
-            self._runner.run(self._http.aclose())
+            await self._http.aclose()
             self._http = None
-        self._runner.close()
+
+
+def _outside_a_loop(call: Callable[[], T]) -> T:
+    """`call()` here, or on a short-lived thread when this thread runs an event loop (which would refuse it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=work, name="specmon-fetch", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -421,3 +421,41 @@ def test_bench_stops_at_its_stall_timeout_on_a_server_that_holds_every_answer(tm
     assert time.monotonic() - started < 40
     summary = json.loads(done.stdout)
     assert done.returncode == 1 and summary["summary"]["requests_failed"] == 2, summary["summary"]
+
+
+GPU = {"index": 0, "name": "Emulated NVIDIA H200", "memory_used_mib": 1000.0, "memory_total_mib": 143771.0,
+       "util_gpu_pct": 50.0, "temp_c": 40.0, "power_w": 300.0, "processes": [{"pid": 1234, "used_mib": 900.0}]}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({}, None),
+    ({"memory_used_mib": 1e300}, "memory_used_mib 1e+300 cannot be true"),
+    ({"memory_used_mib": 200_000.0}, "more than the GPU's 143,771 MiB"),
+    ({"temp_c": 1e9}, "temp_c 1,000,000,000 cannot be true"),
+    ({"util_gpu_pct": -5}, "util_gpu_pct -5 cannot be true"),
+    ({"processes": [{"pid": 10**30, "used_mib": 1.0}]}, "a process's pid about 1e30 cannot be true"),
+    ({"processes": [{"pid": 5, "used_mib": 1e300}]}, "a process's used_mib 1e+300 cannot be true"),
+])
+def test_the_emulator_gpu_feeds_absurd_figures_are_shown_as_absurd_never_drawn(change, says):
+    feed = {"available": True, "gpus": [GPU | change]}
+    with HostileServer({"/_emulator/gpus": Answer.json(feed)}) as server:
+        source = DemoGpuSource(server.url + "/_emulator/gpus", timeout_s=2.0)
+        snapshot = source.read()
+        source.close()
+    reading = snapshot.gpus[0]
+    if says is None:
+        assert reading.error is None and reading.memory_used_mib == 1000.0 and reading.processes
+    else:
+        assert reading.error.startswith("absurd: ") and says in reading.error, reading.error
+        assert not reading.processes
+        for name, value in change.items():
+            if name != "processes":
+                assert getattr(reading, name) is None
+
+
+async def test_a_blocking_fetcher_works_from_a_thread_that_runs_an_event_loop():
+    with HostileServer({"/_emulator/gpus": Answer.json({"available": True, "gpus": [GPU]})}) as server:
+        source = DemoGpuSource(server.url + "/_emulator/gpus", timeout_s=2.0)
+        snapshot = source.read()  # the app's thread runs Textual's loop: the read goes to a worker thread
+        source.close()
+    assert snapshot.available and snapshot.gpus[0].memory_used_mib == 1000.0

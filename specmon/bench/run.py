@@ -464,7 +464,7 @@ async def _metrics_or_none(api: Any, timeout_s: float) -> Any:
 
 def _server_record(info: dict[str, Any], spec: Any) -> dict[str, Any]:
     """What is stored about the server: its version, model and effective speculative settings."""
-    from specmon.serving.plausible import Figures
+    from specmon.plausible import Figures
 
     name = info.get("served_model_name")
     return {

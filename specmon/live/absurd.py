@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from specmon.live.quantiles import Percentiles
-from specmon.serving.plausible import (
+from specmon.plausible import (
     MAX_DRAFT,
     MAX_LATENCY_MS,
     MAX_REQUESTS,

@@ -20,8 +20,8 @@ import httpx
 
 from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, decoded_pieces, fetch
 from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
+from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
-from specmon.serving.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 
 API_KEY_ENV = "SPECMON_API_KEY"
 MAX_API_KEY_FILE_BYTES = 64 * KIB

@@ -60,7 +60,7 @@ def _snapshot(first: str, second: str | None = None, info: dict | None = None):
 
 def test_sane_figures_are_shown_as_data_so_the_cases_below_can_fail():
     snap = _snapshot(_metrics(gen=1000), _metrics(gen=5000, verify=1600))
-    assert not snap.absurd and not [a for a in snap.alerts if a.kind == "absurd"]
+    assert not getattr(snap, "absurd", {}) and not [a for a in snap.alerts if a.kind == "absurd"]
     rows = dict(figure_rows(snap))
     assert rows["Running"] == "1 / 48 (2%)" and rows["Accept len"].startswith("3.33")
     assert ABSURD not in " ".join(rows.values())

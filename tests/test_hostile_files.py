@@ -309,18 +309,20 @@ def test_prompts_files_are_read_with_the_same_bounds(tmp_path, how):
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("reader", ["rules", "draft loader"])
 @pytest.mark.parametrize("how", ["fifo", "dev zero", "nested"])
-def test_an_installed_sglangs_source_is_read_with_the_same_bounds(tmp_path, how):
+def test_an_installed_sglangs_source_is_read_with_the_same_bounds(tmp_path, how, reader):
+    from specmon.sglang.draft_loader import read_draft_loader
     from specmon.sglang.rules import read_installed_rules
     from specmon.sglang.source import SGLangSourceError
 
     package = tmp_path / "sglang"
     (package / "srt" / "models").mkdir(parents=True)
     (package / "version.py").write_text('__version__ = "0.5.16"\n')
-    server_args = package / "srt" / "server_args.py"
+    source = package / "srt" / ("server_args.py" if reader == "rules" else "models/llama_eagle3.py")
     if how == "nested":
-        server_args.write_text("x = " + "(" * 100_000 + ")" * 100_000 + "\n")
+        source.write_text("x = " + "(" * 100_000 + ")" * 100_000 + "\n")
     else:
-        _spoil(server_args, how)
-    with pytest.raises(SGLangSourceError, match="server_args.py"):
-        read_installed_rules(package)
+        _spoil(source, how)
+    with pytest.raises(SGLangSourceError, match=source.name):
+        (read_installed_rules if reader == "rules" else read_draft_loader)(package)

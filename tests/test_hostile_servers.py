@@ -448,7 +448,7 @@ def test_the_emulator_gpu_feeds_absurd_figures_are_shown_as_absurd_never_drawn(c
     else:
         assert reading.error.startswith("absurd: ") and says in reading.error, reading.error
         assert not reading.processes
-        for name, value in change.items():
+        for name in change:
             if name != "processes":
                 assert getattr(reading, name) is None
 

@@ -42,6 +42,7 @@ def kind_of(mode: int) -> str:
 
 
 def size_text(size: int) -> str:
+    """A size for a message: "512 bytes", "64 KiB", "8.0 MiB"."""
     if size >= MIB:
         return f"{size / MIB:,.1f} MiB"
     if size >= KIB:
@@ -82,14 +83,6 @@ def read_file(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file
 def read_text(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file", follow: bool = True) -> str:
     """`read_file` decoded as UTF-8 (UnicodeDecodeError, a ValueError, when it is not)."""
     return read_file(path, max_bytes, what=what, follow=follow).decode("utf-8")
-
-
-def is_regular_file(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` is a regular file (following links), without opening it."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
 
 
 def _refuse_constant(name: str) -> Any:

@@ -435,6 +435,7 @@ GPU = {"index": 0, "name": "Emulated NVIDIA H200", "memory_used_mib": 1000.0, "m
     ({"util_gpu_pct": -5}, "util_gpu_pct -5 cannot be true"),
     ({"processes": [{"pid": 10**30, "used_mib": 1.0}]}, "a process's pid about 1e30 cannot be true"),
     ({"processes": [{"pid": 5, "used_mib": 1e300}]}, "a process's used_mib 1e+300 cannot be true"),
+    ({"name": "x" * 5000}, "name 'xxxxxxxx"),
 ])
 def test_the_emulator_gpu_feeds_absurd_figures_are_shown_as_absurd_never_drawn(change, says):
     feed = {"available": True, "gpus": [GPU | change]}

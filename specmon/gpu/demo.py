@@ -9,11 +9,12 @@ import httpx
 from specmon.bounded_http import AnswerRefused, AnswerTooSlow, BlockingFetcher
 from specmon.gpu.model import GpuReading, GpuSnapshot
 from specmon.inputs import MIB
-from specmon.plausible import Figures
+from specmon.plausible import Absurd, Figures
 
 MAX_FEED_BYTES = 4 * MIB
 MAX_GPU_MIB = 16 * 1024 * 1024  # 16 TiB: no GPU holds more
 MAX_PID = 2**22  # Linux's pid_max limit
+MAX_NAME = 200
 
 
 class DemoGpuSource:
@@ -72,6 +73,9 @@ def _check_figures(reading: GpuReading) -> None:
             "memory_used_mib", reading.memory_used_mib, maximum=total * 1.01,
             why_max=f"more than the GPU's {total:,.0f} MiB") is None:
         reading.memory_used_mib = None
+    if reading.name is not None and (not isinstance(reading.name, str) or len(reading.name) > MAX_NAME):
+        figures.absurd.append(Absurd("name", reading.name, f"not a name of at most {MAX_NAME} characters"))
+        reading.name = None
     for process in reading.processes:
         figures.count("a process's pid", process.pid, maximum=MAX_PID, minimum=1)
         figures.amount("a process's used_mib", process.used_mib, maximum=MAX_GPU_MIB)

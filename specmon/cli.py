@@ -53,7 +53,10 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
     p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
                    help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--read-only", action="store_true", help="no preset switching, no benchmarks (as --web serves)")
+    p.add_argument("--web-sessions", type=int, default=4, metavar="N",
+                   help="with --web: browser tabs served at once (default 4; one more is refused)")
+    p.add_argument("--read-only", action="store_true",
+                   help="no preset switching, no benchmarks, no files written (as --web serves)")
     _add_headless(p)
     p.set_defaults(handler="specmon.tui.cli:run_monitor")
 

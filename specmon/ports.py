@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import psutil
 
+from specmon.redact import redacted_command
+
 
 @dataclass(frozen=True)
 class ProcessInfo:
-    """A process as seen by psutil: enough to tell the user who it is."""
+    """A process as seen by psutil: enough to tell the user who it is (its secrets hidden: `redact`)."""
 
     pid: int
     name: str
@@ -27,7 +29,7 @@ class ProcessInfo:
                 name = proc.name()
                 status = proc.status()
                 try:
-                    cmdline = " ".join(proc.cmdline())
+                    cmdline = redacted_command(proc.cmdline())
                 except (psutil.AccessDenied, psutil.ZombieProcess):
                     cmdline = ""
         except psutil.NoSuchProcess:

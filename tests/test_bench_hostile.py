@@ -15,6 +15,7 @@ from specmon.bench.prompts import Prompt
 from specmon.bench.run import BenchRun, RunSettings
 from specmon.bench.stream import stream_generate
 from specmon.serving.client import generate_payload
+from tests.support.hostile_http import HostileServer
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
@@ -28,35 +29,20 @@ def event(tokens, text="x", finish=False, **meta) -> bytes:
     return b"data: " + json.dumps({"text": text, "meta_info": meta}).encode() + b"\n\n"
 
 
-class Hostile:
-    """A raw asyncio HTTP server on 127.0.0.1 whose /generate answer is `script(writer)`; it records each request's
-    head and body."""
+class Hostile(HostileServer):
+    """The hostile-server harness answering every request with `script(writer)`; each request's head and body
+    recorded."""
 
     def __init__(self, script):
-        self.script = script
-        self.server = None
-        self.heads: list[bytes] = []
-        self.bodies: list[bytes] = []
+        super().__init__(default=script)
 
-    async def __aenter__(self):
-        async def handle(reader, writer):
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = [int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length")]
-                self.heads.append(head)
-                self.bodies.append(await reader.readexactly(length[0] if length else 0))
-                await self.script(writer)
-            except (ConnectionError, asyncio.IncompleteReadError):
-                pass
-            finally:
-                writer.close()
+    @property
+    def heads(self) -> list[bytes]:
+        return [request.head for request in self.requests]
 
-        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc):
-        self.server.close()
+    @property
+    def bodies(self) -> list[bytes]:
+        return [request.body for request in self.requests]
 
 
 async def _generate(script, max_new_tokens=16, **kwargs):

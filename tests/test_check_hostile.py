@@ -3,49 +3,20 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
 from specmon.cli import main
+from tests.support.hostile_http import SGLANG_INFO, Answer, HostileServer, routes_of
 
-API = Path(__file__).parent / "fixtures" / "api"
-GOOD_INFO = (API / "h200-0.5.16-server-info-eagle3.json").read_bytes()
+GOOD_INFO = SGLANG_INFO
 GOOD_GENERATE = json.dumps(
     {"text": "ok", "meta_info": {"completion_tokens": 64, "spec_verify_ct": 20, "e2e_latency": 0.5}}
 ).encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def _send(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        if self.path == "/health":
-            self._send(b"")
-        elif self.path in ("/server_info", "/get_server_info"):
-            self._send(self.server.info)
-        else:
-            self.send_error(404)
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self._send(self.server.generate)
-
-    def log_message(self, *args):
-        pass
-
-
-def _serve(info: bytes, generate: bytes) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.info, server.generate = info, generate
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def _serve(info: bytes, generate: bytes) -> HostileServer:
+    return HostileServer(routes_of(info=Answer(info), generate=Answer(generate))).start()
 
 
 CASES = {
@@ -58,7 +29,7 @@ CASES = {
     "meta_info a string": (GOOD_INFO, b'{"text": "x", "meta_info": "done"}', "meta_info is a str"),
     "meta_info a list": (GOOD_INFO, b'{"text": "x", "meta_info": [64]}', "meta_info is a list"),
     "tokens a string": (GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": "64"}}', "completion_tokens is '64'"),
-    "tokens NaN": (GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": NaN}}', "completion_tokens is nan"),
+    "tokens NaN": (GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": NaN}}', "a number that is not finite"),
     "negative verify": (
         GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 64, "spec_verify_ct": -16}}',
         "spec_verify_ct is -16",
@@ -71,7 +42,7 @@ CASES = {
         GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 4, "spec_verify_ct": 16}}', "impossible",
     ),
     "latency Infinity": (
-        GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 4, "e2e_latency": Infinity}}', "e2e_latency",
+        GOOD_INFO, b'{"text": "x", "meta_info": {"completion_tokens": 4, "e2e_latency": Infinity}}', "not finite",
     ),
     "text a list": (GOOD_INFO, b'{"text": ["x"], "meta_info": {}}', "text is a list"),
 }
@@ -82,26 +53,26 @@ def test_a_server_fault_is_a_failed_item_never_a_traceback(name, capsys):
     info, generate, reason = CASES[name]
     server = _serve(info, generate)
     try:
-        code = main(["check", "--url", f"http://127.0.0.1:{server.server_address[1]}"])
+        code = main(["check", "--url", server.url])
         out = capsys.readouterr().out
         assert code == 1, out
         assert "[FAIL]" in out and reason in out, out
         assert "[ ok ] acceptance" not in out
-        assert main(["check", "--url", f"http://127.0.0.1:{server.server_address[1]}", "--json"]) == 1
+        assert main(["check", "--url", server.url, "--json"]) == 1
         text = capsys.readouterr().out
         report = json.loads(text)
         assert "NaN" not in text and "Infinity" not in text
         assert any(item["level"] == "fail" and reason in item["detail"] for item in report["checks"])
     finally:
-        server.shutdown()
+        server.stop()
 
 
 def test_the_good_answer_passes_so_the_cases_above_can_fail(capsys):
     server = _serve(GOOD_INFO, GOOD_GENERATE)
     try:
-        code = main(["check", "--url", f"http://127.0.0.1:{server.server_address[1]}"])
+        code = main(["check", "--url", server.url])
     finally:
-        server.shutdown()
+        server.stop()
     out = capsys.readouterr().out
     assert code == 0, out
     assert "[ ok ] acceptance   3.20 tokens per verify step (64/20)" in out

@@ -56,6 +56,21 @@ def test_a_sweep_cut_by_a_hangup_is_shown_by_ps_and_on_attach(oc):
     assert f"sweep {plan['run_id']} was interrupted" in attach.stderr, attach.stderr[-2000:]
 
 
+
+def test_attaching_with_no_server_left_still_says_the_interrupted_sweep(oc):
+    """A sweep cut between stopping one server and starting the next leaves nothing to attach to: the sweep is
+    the reason, so it is said before the error."""
+    from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    plan = SweepPlan("20261202-0000-dead", [SweepStep("base", True, None, state="measured"),
+                                            SweepStep("b", False, 5)], runner_pid=dead.pid, runner_started=1.0)
+    SweepStore(oc.state / "sweeps").save(plan)
+    attach = oc.run("monitor", "--headless", "--duration", "1", timeout=60)
+    assert attach.returncode == 2, attach.stderr
+    assert "sweep 20261202-0000-dead was interrupted: 1 of 2 steps done, next b" in attach.stderr, attach.stderr
+
 async def test_the_app_says_the_interrupted_sweep_when_it_starts():
     from tests.support.app_harness import READY_LOG, fixture_app
     from tests.support.app_harness import wait_for as app_wait_for

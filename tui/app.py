@@ -321,7 +321,7 @@ class SpecmonApp(App[int]):
     # ----- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.config.read_only and action in ("pick_preset", "run_bench"):
+        if self.config.read_only and action in ("pick_preset", "run_bench", "screenshot"):  # no files written
             return False
         return action != "pick_preset" or self.oncall.can_switch()
 
@@ -402,9 +402,11 @@ class SpecmonApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands without those the app has its own of (its theme toggle, its private screenshot),
-        then the app's: each action once in the palette."""
+        then the app's: each action once in the palette; read-only, no screenshot (it writes a file)."""
         own = keys.REPLACED_SYSTEM_COMMANDS
-        yield from (command for command in super().get_system_commands(screen) if command.title not in own)
+        for command in super().get_system_commands(screen):
+            if command.title not in own and not (self.config.read_only and command.title == "Screenshot"):
+                yield command
         yield from keys.palette_commands(self)
 
     def action_quit(self) -> None:

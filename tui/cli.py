@@ -61,6 +61,18 @@ def _run_app(config, args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
+def _followable(path: str) -> bool:
+    """Whether ``path`` can be followed as a log (a regular file, or not there yet); says why not on stderr."""
+    from specmon.logs.follower import check_followable
+
+    try:
+        check_followable(path)
+    except OSError as exc:
+        print(f"specmon: {printable(path)}: {exc.strerror or exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def _named_preset(preset_set, name: str):
     """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
     preset = preset_set.get(name)
@@ -100,8 +112,13 @@ def run_monitor(args: argparse.Namespace) -> int:
 
         return serve(args)
     if not args.url:
+        from specmon.sweep.status import unfinished_sweeps
+
+        sweep_lines = [sweep.line() for sweep in unfinished_sweeps()]
         found = _attach_target(args)
         if found is None:
+            for line in sweep_lines:  # a sweep cut mid-switch may be why nothing runs
+                print(f"specmon: {line}", file=sys.stderr)
             return 2
         args.url, args.log = found.url, args.log or found.log
         if not args.preset and found.preset:
@@ -110,14 +127,13 @@ def run_monitor(args: argparse.Namespace) -> int:
             args.preset = found.preset if load_presets(args.presets).get(found.preset) else None
         print(f"specmon: attaching to {found.id} ({found.preset or 'pid ' + str(found.pid)}) at {found.url}",
               file=sys.stderr)  # fmt: skip
-        from specmon.sweep.status import unfinished_sweeps
-
-        sweep_lines = [sweep.line() for sweep in unfinished_sweeps()]
         for line in sweep_lines:
             print(f"specmon: {line}", file=sys.stderr)
     if args.log and not os.path.exists(args.log):
         print(f"specmon: note: {printable(args.log)} does not exist yet; it will be followed once it appears",
               file=sys.stderr)
+    if args.log and not _followable(args.log):
+        return 2
     preset = None
     presets = {}
     if args.preset or found is not None:

@@ -8,15 +8,19 @@ rendered into one text prompt that ends with the assistant's turn.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specmon.inputs import MIB, InputError, parse_json, read_text
+
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_SETS = {"chat": "prompts_chat.jsonl"}
 DEFAULT_PROMPTS = "builtin:chat"
+MAX_PROMPTS_BYTES = 64 * MIB
+MAX_PROMPT_DEPTH = 16
+"""A prompt line nests at most 3 levels (a list of messages, each an object)."""
 
 
 class PromptError(ValueError):
@@ -64,9 +68,11 @@ def parse_prompts(text: str, source: str = "<prompts>") -> list[Prompt]:
             continue
         where = f"{source}:{number}"
         try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise PromptError(f"{where}: not JSON ({exc.msg})") from exc
+            data = parse_json(line, where=where, max_depth=MAX_PROMPT_DEPTH)
+        except InputError as exc:
+            raise PromptError(str(exc)) from None
+        except ValueError as exc:  # a 5,000-digit number is a plain ValueError, without .msg
+            raise PromptError(f"{where}: not JSON ({getattr(exc, 'msg', exc)})") from None
         prompts.append(_parse_line(data, where, len(prompts)))
     if not prompts:
         raise PromptError(f"{source}: no prompts")
@@ -83,7 +89,11 @@ def load_prompts(spec: str = DEFAULT_PROMPTS) -> list[Prompt]:
         return parse_prompts(text, spec)
     path = Path(spec).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_PROMPTS_BYTES, what="prompts file")
+    except InputError as exc:
+        raise PromptError(f"cannot read prompts from {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PromptError(f"cannot read prompts from {path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise PromptError(f"cannot read prompts from {path}: {exc.strerror or exc}") from exc
     return parse_prompts(text, str(path))

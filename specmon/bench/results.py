@@ -17,9 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from specmon.bench.model import BenchResult, RequestResult
+from specmon.inputs import MIB, parse_json, read_file
 from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 RESULTS_SUBDIR = "results"
+MAX_RUN_FILE_BYTES = 512 * MIB
+MAX_RECORD_DEPTH = 16
+"""specmon's own records nest 5 levels (a summary's figures); a deeper one is not specmon's."""
 
 
 def default_results_dir() -> Path:
@@ -99,7 +103,8 @@ class ResultStore:
                 runs.append(read_run_file(path, warn))
             except (OSError, ValueError) as exc:
                 if warn is not None:
-                    warn(f"{path}: skipped ({exc.strerror if isinstance(exc, OSError) else exc})")
+                    reason = exc.strerror if isinstance(exc, OSError) else str(exc).removeprefix(f"{path}: ")
+                    warn(f"{path}: skipped ({reason})")
         return sorted(runs, key=lambda run: run.started_at)
 
 
@@ -119,7 +124,7 @@ def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> Benc
     lines = _read_lines(path)
     for number, line in enumerate(lines, 1):
         try:
-            record = json.loads(line, parse_constant=_refuse_constant)
+            record = parse_json(line, where="the record", max_depth=MAX_RECORD_DEPTH, finite=True)
             kind = record.get("kind") if isinstance(record, dict) else None
             if kind == "run":
                 result = _run_record(record)
@@ -185,12 +190,10 @@ def _reason_kind(reason: str) -> str:
 
 
 def _read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        return handle.readlines()
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name.lower()}: not a finite number")
+    """The file's lines: a regular file (not through a link) of at most MAX_RUN_FILE_BYTES."""
+    text = read_file(path, MAX_RUN_FILE_BYTES, what="results file", follow=False).decode("utf-8", "replace")
+    *whole, last = text.split("\n")
+    return [line + "\n" for line in whole] + ([last] if last else [])
 
 
 def _is_number(value: Any, low: float = 0.0, high: float = 1e12) -> bool:

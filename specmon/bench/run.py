@@ -280,6 +280,7 @@ class BenchRun:
             info = await self._server_info(api)
             spec = spec_settings(info)
             result.server = _server_record(info, spec)
+            result.notes.extend(f"/server_info: {absurd}" for absurd in spec.absurd)
             if self._auto_label:
                 self.preset = result.preset = server_label(spec)
             try:
@@ -474,11 +475,14 @@ def context_length(info: dict[str, Any]) -> int | None:
 
 def _server_record(info: dict[str, Any], spec: Any) -> dict[str, Any]:
     """What is stored about the server: its version, model and effective speculative settings."""
+    from specmon.plausible import Figures
+
+    name = info.get("served_model_name")
     return {
-        "version": info.get("version"),
-        "model_path": info.get("model_path"),
-        "served_model_name": info.get("served_model_name"),
-        "tp_size": info.get("tp_size"),
+        "version": spec.version,
+        "model_path": spec.model_path,
+        "served_model_name": name if isinstance(name, str) and len(name) <= 4096 else None,
+        "tp_size": Figures().count("tp_size", info.get("tp_size"), maximum=4096, minimum=1),
         "context_length": context_length(info),
         "speculative": {
             "algorithm": spec.algorithm,

@@ -22,6 +22,7 @@ from specmon.bench import h1
 from specmon.bench.model import RequestResult
 from specmon.bench.predict import clean_histogram
 from specmon.bench.stats import is_degenerate
+from specmon.bounded_http import AnswerRefused, decoded_pieces
 
 MAX_ERROR_CHARS = 300
 # A count this far past max_new_tokens is the server's error, not a verify step's overshoot.
@@ -354,9 +355,9 @@ async def _read_stream(
         if response.status_code >= 400:
             raise StreamError(error_message(response.status_code, await _bounded_body(response, max_event)))
         _quick_ack(response)
-        chunks = response.aiter_raw() if "content-encoding" not in response.headers else response.aiter_bytes()
+        _check_encoding(response.status_code, response.headers.get("content-encoding", "identity").encode())
         buffer = b""
-        async for chunk in chunks:
+        async for chunk in response.aiter_raw():
             at = time.perf_counter()
             buffer += chunk
             if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
@@ -381,9 +382,7 @@ class _SseFeed:
         self.sock: Any = None
 
     def head(self, status: int, headers: dict[bytes, bytes], transport: asyncio.BaseTransport) -> None:
-        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
-        if status < 400 and encoding not in (b"identity", b""):
-            raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
+        _check_encoding(status, headers.get(b"content-encoding", b"identity"))
         self.sock = transport.get_extra_info("socket")
         _set_quickack(self.sock)
 
@@ -399,6 +398,13 @@ class _SseFeed:
     def finish(self) -> None:
         if self.buffer.strip():
             _feed_event(self.state, self.buffer, time.perf_counter())
+
+
+def _check_encoding(status: int, encoding: bytes) -> None:
+    """A stream is read as sent (identity is asked): an encoded one is refused, never decoded unbounded."""
+    encoding = encoding.strip().lower()
+    if status < 400 and encoding not in (b"identity", b""):
+        raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
 
 
 async def _read_h1(
@@ -438,12 +444,14 @@ async def _read_h1(
 
 
 async def _bounded_body(response: httpx.Response, limit: int) -> bytes:
+    """An error body, at most `limit` bytes once decoded (what comes past it is not read)."""
     body = b""
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            break
-    return body[:limit]
+    try:
+        async for piece in decoded_pieces(response, limit, "the error body"):
+            body += piece
+    except AnswerRefused as exc:
+        return body[:limit] or str(exc).encode()
+    return body
 
 
 def _feed_events(state: _StreamState, buffer: bytes, at: float, watchdog: _Watchdog) -> bytes:

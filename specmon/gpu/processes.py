@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 import psutil
 
 from specmon.gpu.model import GpuProcess, GpuReading
+from specmon.redact import redacted_command
 from specmon.sglang.processes import is_server_cmdline, is_sglang_child
 
 
@@ -84,7 +85,7 @@ class ProcessInspector:
     def _command_and_user(ps: psutil.Process) -> tuple[str, str | None]:
         try:
             # setproctitle (SGLang's `sglang::scheduler`) pads the title with spaces: strip them.
-            cmdline = " ".join(ps.cmdline()).strip()
+            cmdline = redacted_command(ps.cmdline()).strip()
         except psutil.Error:
             cmdline = ""
         if not cmdline:

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specmon.inputs import KIB, InputError, parse_toml, read_text
 from specmon.presets import BUILTIN_DIR
+from specmon.redact import is_secret_assignment, is_secret_env_name, is_secret_flag, is_secret_name
 
 ArgValue = str | int | float | bool | list[str | int | float]
 
@@ -28,6 +30,7 @@ DEFAULT_LAUNCHER: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
 PYTHON_PLACEHOLDER = "{python}"
 DEFAULT_PORT = 30000  # SGLang's default --port
 DEFAULT_DEMO_PRESET = "demo-eagle3-10"
+MAX_PRESET_BYTES = 256 * KIB
 
 ORIGIN_BUILTIN = "built-in"
 ORIGIN_USER = "user"
@@ -39,9 +42,6 @@ _ARG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Flags whose value is a secret: on a command line it is visible to every user through `ps`.
-_SECRET_ARGS = {"api-key", "admin-api-key"}
-_SECRET_WORD = re.compile(r"^-*(?:admin-)?api[-_]key(?:=|$)", re.IGNORECASE)
-_SECRET_ENV = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ class Preset:
 
     def display_env(self) -> dict[str, str]:
         """`env` for showing to a person: values of secret-looking variables (tokens, keys) hidden."""
-        return {k: "<hidden>" if _SECRET_ENV.search(k) else v for k, v in self.env.items()}
+        return {k: "<hidden>" if is_secret_env_name(k) else v for k, v in self.env.items()}
 
     def to_json(self) -> dict[str, Any]:
         """The `specmon presets --json` shape of this preset (secret-looking env values hidden)."""
@@ -387,12 +387,18 @@ def _load_layers(layers: list[tuple[str, Path, bool]]) -> PresetSet:
 
 def _read_preset_file(path: Path, origin: str, errors: list[PresetError]) -> _RawPreset | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, MAX_PRESET_BYTES, what="preset")
+    except InputError as exc:
+        errors.append(PresetError(path, None, f"cannot read the file: {str(exc).removeprefix(f'{path}: ')}"))
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         errors.append(PresetError(path, None, f"cannot read the file: {exc}"))
         return None
     try:
-        doc = tomllib.loads(text)
+        doc = parse_toml(text, where=str(path))
+    except InputError as exc:
+        errors.append(PresetError(path, None, str(exc).removeprefix(f"{path}: ")))
+        return None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOML_POSITION.search(message)
@@ -460,7 +466,7 @@ def _check_server(server: Any) -> None:
             raise _Invalid(
                 ("server", "launcher"), "'server.launcher' must be a non-empty array of non-empty strings"
             )
-        if any(_is_secret_flag(part) for part in launcher):
+        if any(is_secret_flag(part) or is_secret_assignment(part) for part in launcher):
             raise _Invalid(("server", "launcher"), _secret_message("server.launcher"))
     if "args" in server:
         _require(server["args"], (dict,), ("server", "args"), "a table")
@@ -477,15 +483,15 @@ def _check_server(server: Any) -> None:
 
 def _check_arg(key: str, value: Any) -> None:
     keypath = ("server", "args", key)
+    values = value if isinstance(value, list) else [value]
+    if is_secret_name(key) or any(isinstance(v, str) and is_secret_flag(v) for v in values):
+        raise _Invalid(keypath, _secret_message(key))
     if key.startswith("-"):
         raise _Invalid(keypath, f"write the flag {key!r} without its leading dashes")
     if "_" in key:
         raise _Invalid(keypath, f"write the flag {key!r} in dash form: {key.replace('_', '-')!r}")
     if not _ARG_NAME.match(key):
         raise _Invalid(keypath, f"{key!r} is not a flag name")
-    values = value if isinstance(value, list) else [value]
-    if key.lower() in _SECRET_ARGS or any(isinstance(v, str) and _is_secret_flag(v) for v in values):
-        raise _Invalid(keypath, _secret_message(key))
     if isinstance(value, list):
         for item in value:
             if isinstance(item, bool) or not isinstance(item, str | int | float):
@@ -500,11 +506,6 @@ def _check_arg(key: str, value: Any) -> None:
     if key == "port" and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
         shown = f"{value!r}" if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else value
         raise _Invalid(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {shown}")
-
-
-def _is_secret_flag(word: str) -> bool:
-    """Whether a command-line word passes an API key (``--api-key``, ``--API-KEY=x``, ``--admin-api-key``)."""
-    return _SECRET_WORD.match(word.strip()) is not None
 
 
 def _secret_message(where: str) -> str:

@@ -7,6 +7,8 @@ import mmap
 import os
 from dataclasses import dataclass
 
+from specmon.inputs import open_regular
+
 STARTUP_MARKER = b"server_args="
 READY_MARKER = b"The server is fired up and ready to roll!"
 PREAMBLE_BYTES = 32 * 1024
@@ -39,7 +41,7 @@ def _line_start(mm, offset: int) -> int:
 def plan_attach(path: str, size: int | None = None) -> AttachPlan:
     """Where the last startup of ``path`` begins and ends, and where its recent lines begin (never raises for
     an empty file; OSError for an unreadable one)."""
-    with open(path, "rb") as f:
+    with open_regular(path, what="log file") as f:
         size = os.fstat(f.fileno()).st_size if size is None else size
         if size == 0:
             return AttachPlan(0, 0, 0, 0)
@@ -69,7 +71,7 @@ def plan_attach(path: str, size: int | None = None) -> AttachPlan:
 
 
 def read_range(path: str, start: int, end: int) -> bytes:
-    with open(path, "rb") as f:
+    with open_regular(path, what="log file") as f:
         f.seek(start)
         return f.read(max(0, end - start))
 
@@ -87,7 +89,7 @@ def read_items_between(path: str, start: int, end: int) -> list:
 
     splitter = LineSplitter(frame_runs=True)
     items = []
-    with open(path, "rb") as f:
+    with open_regular(path, what="log file") as f:
         f.seek(start)
         left = end - start
         while left > 0:

@@ -23,6 +23,15 @@ def run_once(args: argparse.Namespace) -> int:
             print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
             return 2
         asked, preset_name = dict(preset.args), preset.name
+    if args.log:
+        from specmon.logs.follower import check_followable
+        from specmon.text import printable
+
+        try:
+            check_followable(args.log)
+        except OSError as exc:
+            print(f"specmon: {printable(args.log)}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     window = max(1.0, float(args.window))
     try:
         snapshot = asyncio.run(collect(

@@ -14,7 +14,7 @@ WINDOWS_S = (60.0, 300.0, 900.0)
 @dataclass(frozen=True)
 class Alert:
     """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
-    "kv_full", "restart", "metrics"), `severity` ("error", "warning", "info") and one line of text."""
+    "kv_full", "restart", "metrics", "server_info", "absurd"), `severity` ("error", "warning", "info") and one line of text."""
 
     kind: str
     severity: str
@@ -60,7 +60,8 @@ class LiveSnapshot:
     """The server's live serving state. None wherever the source cannot say.
 
     `state`: "serving" (requests running), "idle" (no traffic now), "stalled", "unreachable", "exited" (the
-    server's process is gone) or "waiting" (no figures yet).
+    server's process is gone), "waiting" (no figures yet) or "absurd" (the running count cannot be true: see
+    `absurd`).
     `source`: "metrics" (/metrics), "log" (`Decode batch` lines) or "none".
     """
 
@@ -97,6 +98,8 @@ class LiveSnapshot:
     startup_s: dict[str, float] = field(default_factory=dict)
     """SGLang's own startup durations by phase (`sglang:startup_time_seconds{phase}`, 0.5.17+; CUDA-graph
     phases as `cuda_graph.PHASE`); empty when the server does not export them."""
+    absurd: dict[str, str] = field(default_factory=dict)
+    """Figures that cannot be true (taken out, None above): field -> what it was and why."""
 
     @property
     def kv_usage(self) -> float | None:
@@ -128,6 +131,7 @@ class LiveSnapshot:
             "restarts": self.restarts,
             "alerts": [alert.to_json() for alert in self.alerts],
             "startup_s": {phase: round(seconds, 3) for phase, seconds in self.startup_s.items()} or None,
+            "absurd": dict(self.absurd),
         }
 
 

@@ -61,9 +61,11 @@ async def collect(
 
     tracker = LiveTracker(preset=preset, asked=asked, baseline_accept=baseline)
     async with http_client(normalize_base_url(url), api_key, timeout=5.0) as http:
-        info = await read_server_info(http)
-        if info is not None:
-            tracker.set_server_info(info)
+        reading = await read_server_info(http)
+        if reading.info is not None:
+            tracker.set_server_info(reading.info)
+        elif reading.error is not None:
+            tracker.server_info_unreadable(reading.error)
         started = time.monotonic()
         while True:
             reading = await read_metrics(http, clock())

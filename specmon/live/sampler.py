@@ -51,6 +51,8 @@ class LiveSampler:
         self.info_s = info_s
         self._runner = LoopThread("specmon-live-sampler")
         self._stopping = threading.Event()
+        self._info_at: float | None = None
+        self._absent_at: float | None = None
 
     def start(self) -> None:
         self._runner.start(self._run)
@@ -63,27 +65,37 @@ class LiveSampler:
     async def _run(self) -> None:
         from specmon.serving.client import http_client, normalize_base_url
 
-        info_at = absent_at = None
+        self._info_at = self._absent_at = None
         async with http_client(normalize_base_url(self.url), self.api_key, timeout=5.0) as http:
             while not self._stopping.is_set():
                 started = time.monotonic()
-                if info_at is None or started - info_at >= self.info_s:
-                    info = await read_server_info(http)
-                    if info is not None:
-                        info_at = started
-                        with self.monitor.lock:
-                            self.monitor.tracker.set_server_info(info)
-                if absent_at is None or started - absent_at >= ABSENT_RECHECK_S:
-                    reading = await read_metrics(http, time.time())
+                try:
+                    await self._read_once(http, started)
+                except Exception as exc:  # whatever a server sends, the scraping goes on
                     with self.monitor.lock:
-                        tracker = self.monitor.tracker
-                        tracker.set_reachable(not reading.unreachable)
-                        if reading.unreachable:
-                            info_at = None  # read the settings again when it is back (maybe restarted)
-                        if reading.absent:
-                            absent_at = started
-                            tracker.metrics_unavailable()
-                        elif reading.scrape is not None:
-                            absent_at = None
-                            tracker.add_scrape(reading.scrape)
+                        self.monitor.tracker.scrape_failed(f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    async def _read_once(self, http, started: float) -> None:
+        if self._info_at is None or started - self._info_at >= self.info_s:
+            reading = await read_server_info(http)
+            with self.monitor.lock:
+                if reading.info is not None:
+                    self._info_at = started
+                    self.monitor.tracker.set_server_info(reading.info)
+                elif reading.error is not None:
+                    self._info_at = started  # asked again in info_s, not every scrape
+                    self.monitor.tracker.server_info_unreadable(reading.error)
+        if self._absent_at is None or started - self._absent_at >= ABSENT_RECHECK_S:
+            reading = await read_metrics(http, time.time())
+            with self.monitor.lock:
+                tracker = self.monitor.tracker
+                tracker.set_reachable(not reading.unreachable)
+                if reading.unreachable:
+                    self._info_at = None  # read the settings again when it is back (maybe restarted)
+                if reading.absent:
+                    self._absent_at = started
+                    tracker.metrics_unavailable()
+                elif reading.scrape is not None:
+                    self._absent_at = None
+                    tracker.add_scrape(reading.scrape)

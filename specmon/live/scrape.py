@@ -1,15 +1,21 @@
-"""Reading /metrics and /server_info for the live view: bounded (a hostile server cannot make specmon keep
-more than MAX_TEXT_CHARS), never raising, and never generating (specmon's reads are not traffic)."""
+"""Reading /metrics and /server_info for the live view: bounded (each answer whole within `READ_DEADLINE_S`
+and at most its size once decoded: `bounded_http.fetch`), never raising, and never generating (specmon's
+reads are not traffic)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from specmon.serving.prom import MAX_TEXT_CHARS, Scrape, parse_scrape
+from specmon.bounded_http import AnswerRefused, fetch
+from specmon.inputs import InputError
+from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
+from specmon.serving.prom import Scrape, parse_scrape
+
+READ_DEADLINE_S = 5.0
+"""A whole /metrics or /server_info answer within this, however slowly a server drips it."""
 
 
 @dataclass(frozen=True)
@@ -23,43 +29,52 @@ class Reading:
     error: str | None = None
 
 
-async def _bounded_get(http: httpx.AsyncClient, path: str) -> tuple[int, bytes]:
-    async with http.stream("GET", path) as response:
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > MAX_TEXT_CHARS:
-                break
-        return response.status_code, bytes(body[: MAX_TEXT_CHARS])
-
-
 async def read_metrics(http: httpx.AsyncClient, taken_at: float) -> Reading:
     """GET /metrics and parse it (see `parse_scrape`)."""
     try:
-        status, body = await _bounded_get(http, "/metrics")
+        answer = await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
+    except (AnswerRefused, httpx.TimeoutException) as exc:
+        return Reading(Scrape(taken_at, error=str(exc)[:200]))  # it answers, but not so that it can be read
     except httpx.HTTPError as exc:
         return Reading(None, unreachable=isinstance(exc, httpx.TransportError), error=type(exc).__name__)
-    if status == 404:
+    if answer.status_code == 404:
         return Reading(None, absent=True)
-    if status != 200:
-        return Reading(None, error=f"GET /metrics: HTTP {status}")
-    return Reading(parse_scrape(body.decode("utf-8", "replace"), taken_at))
+    if answer.status_code != 200:
+        return Reading(None, error=f"GET /metrics: HTTP {answer.status_code}")
+    return Reading(parse_scrape(answer.text, taken_at))
 
 
-async def read_server_info(http: httpx.AsyncClient) -> dict[str, Any] | None:
-    """GET /server_info (falling back to /get_server_info); None when neither answers a JSON object."""
+@dataclass(frozen=True)
+class InfoReading:
+    """One /server_info read: `info` (None when there is none to use) and, when it could not be used, why."""
+
+    info: dict[str, Any] | None
+    error: str | None = None
+
+
+async def read_server_info(http: httpx.AsyncClient) -> InfoReading:
+    """GET /server_info (falling back to /get_server_info): a JSON object in strict JSON (no NaN or Infinity,
+    nested at most inputs.MAX_DEPTH), else the reason (none when nothing answers or neither path exists)."""
     for path in ("/server_info", "/get_server_info"):
         try:
-            status, body = await _bounded_get(http, path)
-        except httpx.HTTPError:
-            return None
-        if status == 404:
+            answer = await fetch(http, "GET", path, limit=MAX_INFO_BYTES, deadline_s=READ_DEADLINE_S)
+        except (AnswerRefused, httpx.TimeoutException) as exc:
+            return InfoReading(None, str(exc)[:200])
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            return InfoReading(None)  # nothing answers: the metrics reading says unreachable
+        except httpx.HTTPError as exc:
+            return InfoReading(None, f"GET {path}: {type(exc).__name__}: {exc}"[:200])
+        if answer.status_code == 404:
             continue
-        if status != 200:
-            return None
+        if answer.status_code != 200:
+            return InfoReading(None, f"GET {path}: HTTP {answer.status_code}")
         try:
-            info = json.loads(body)
+            info = answer.json(f"GET {path}")
+        except InputError as exc:
+            return InfoReading(None, str(exc)[:200])
         except ValueError:
-            return None
-        return info if isinstance(info, dict) else None
-    return None
+            return InfoReading(None, f"GET {path}: not JSON")
+        if not isinstance(info, dict):
+            return InfoReading(None, f"GET {path}: a JSON {type(info).__name__}, not an object")
+        return InfoReading(info)
+    return InfoReading(None)

@@ -35,8 +35,12 @@ def window_text(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
+ABSURD = "absurd (see alerts)"
+"""What a figure that cannot be true shows instead of a value."""
+
+
 def figure_rows(s: LiveSnapshot) -> list[tuple[str, str]]:
-    """The main figures, label and value."""
+    """The main figures, label and value (ABSURD for a figure that cannot be true)."""
     accept = "—" if s.accept_length is None else f"{s.accept_length:.2f}"
     if s.accept_rate is not None:
         accept += f" (rate {s.accept_rate:.2f})"
@@ -45,18 +49,21 @@ def figure_rows(s: LiveSnapshot) -> list[tuple[str, str]]:
     tok = _num(s.decode_tok_s, ",.1f")
     if s.own_tok_s:
         tok += f" (+{s.own_tok_s:,.1f} specmon bench)"
-    return [
-        ("Decode tok/s", tok),
-        ("Running", _of(s.running, s.max_running)),
-        ("Queued", _num(s.queued)),
-        ("KV tokens", _of(s.kv_used, s.kv_total)),
-        ("Accept len", accept),
-        ("Cache hit", "—" if s.cache_hit_rate is None else f"{s.cache_hit_rate:.0%}"),
+    rows = [
+        ("Decode tok/s", tok, ("decode_tok_s",)),
+        ("Running", _of(s.running, s.max_running), ("running",)),
+        ("Queued", _num(s.queued), ("queued",)),
+        ("KV tokens", _of(s.kv_used, s.kv_total), ("kv_used", "kv_total")),
+        ("Accept len", accept, ("accept_length", "accept_rate")),
+        ("Cache hit", "—" if s.cache_hit_rate is None else f"{s.cache_hit_rate:.0%}", ("cache_hit_rate",)),
     ]
+    return [(label, ABSURD if any(f in s.absurd for f in fields) else value) for label, value, fields in rows]
 
 
 def latency_rows(s: LiveSnapshot) -> list[tuple[str, str, str, str]]:
     """(window, TTFT, ITL, E2E) p50/p90/p99 per window; the snapshot's own window when no others."""
+    if "latency" in s.absurd:
+        return [("all", ABSURD, "", "")]
     if s.latencies:
         return [(window_text(lat.window_s), percentiles_text(lat.ttft), percentiles_text(lat.itl),
                  percentiles_text(lat.e2e)) for lat in s.latencies]

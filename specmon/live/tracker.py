@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.live import rules
+from specmon.live.absurd import drop_absurd
 from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
 from specmon.live.rules import STALL_S
@@ -127,6 +128,7 @@ class LiveTracker:
         self.metrics_state: str = "unknown"  # "ok", "absent" (404: the log is the source), "error"
         self.metrics_error: str | None = None
         self.server_info: dict[str, Any] | None = None
+        self.info_error: str | None = None  # why the last /server_info could not be used
         self.identity: Any = None
         self.reachable = True
         self.metrics_source = "metrics"
@@ -134,6 +136,8 @@ class LiveTracker:
         self.process_alive: bool | None = None
         """False once the server's process is known to be gone (specmon knows its pid): "exited"."""
         self._own = _Own()
+        self._spec_of: dict[str, Any] | None = None
+        self._spec_cache = spec_settings({})
         self._last_series_at: float | None = None
         self.last_log_line: str | None = None
 
@@ -183,12 +187,21 @@ class LiveTracker:
         if not isinstance(info, Mapping):
             return
         self.server_info = dict(info)
+        self.info_error = None
         states = info.get("internal_states")
         state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
         identity = info.get("startup_time", state0.get("startup_time"))
-        if identity is not None:
+        if isinstance(identity, int | float | str) and not isinstance(identity, bool):
             self.set_identity(identity)
         self.run.spec = spec_settings(info)
+
+    def server_info_unreadable(self, reason: str) -> None:
+        """A /server_info answer that could not be used (too big, too slow, not strict JSON, too deep)."""
+        self.info_error = reason
+
+    def scrape_failed(self, reason: str) -> None:
+        """A scrape that failed in a way nobody foresaw: said, and the next one tried."""
+        self.metrics_state, self.metrics_error = "error", f"a scrape failed: {reason}"[:300]
 
     def set_identity(self, identity: Any) -> None:
         """A server's pid or start time: a new one begins a new run, unless the run began with this server (a
@@ -245,9 +258,25 @@ class LiveTracker:
             alerts.clear()
         elif not self.reachable:
             snap["state"] = "unreachable"
+        stale_for = snap.pop("stale_for", None)
+        absurd = drop_absurd(snap, effective, self._max_running())
+        if stale_for is not None:
+            if snap.get("running") is not None:
+                alerts.append(Alert("quiet", "info", f"no tokens generated for {_ago(stale_for)}: no traffic now "
+                                    f"(SGLang's gauges still say {int(snap['running'])} running from its last decode "
+                                    "window: not shown)"))
+            snap["running"] = snap["queued"] = None
+        if "running" in absurd:
+            # serving, stalled or unbalanced would be read from a count that cannot be true
+            alerts[:] = [alert for alert in alerts if alert.kind not in ("stall", "dp_imbalance")]
+            if snap["state"] in ("serving", "idle", "stalled"):
+                snap["state"] = "absurd"
+        alerts.extend(Alert("absurd", "error", text) for text in [*absurd.values(), *self._spec.absurd])
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:
             alerts.append(Alert("metrics", "warning", self.metrics_error))
+        if self.info_error:
+            alerts.append(Alert("server_info", "warning", f"/server_info not used: {self.info_error}"))
         _add(alerts, rules.restarted(self.restarts, run.index + 1))
         at = now if now is not None else (run.window.latest.taken_at if use_metrics else None)
         self._add_point(run, at, snap)
@@ -260,20 +289,25 @@ class LiveTracker:
             baseline_accept=self.baseline_accept,
             series=tuple(Series(r.index, r.label, tuple(r.points)) for r in self.runs if r.points),
             last_log_line=self.last_log_line,
+            absurd=absurd,
             **snap,
         )
 
+    @property
+    def _spec(self) -> SpecSettings:
+        """The server's settings from /server_info, each figure checked (`absurd` names those that cannot be)."""
+        info = self.server_info
+        if info is not self._spec_of:
+            self._spec_of, self._spec_cache = info, spec_settings(info or {})
+        return self._spec_cache
+
     def _max_running(self) -> int | None:
-        info = self.server_info or {}
-        value = info.get("max_running_requests")
-        if not isinstance(value, int | float):
-            states = info.get("internal_states")
-            state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], Mapping) else {}
-            value = state0.get("max_running_requests", state0.get("effective_max_running_requests_per_dp"))
-        return int(value) if isinstance(value, int | float) and value > 0 else None
+        return self._spec.max_running_requests
 
     def _from_metrics(self, run: Run, window_s: float, effective: dict, alerts: list[Alert],
                       now: float | None) -> dict[str, Any]:
+        """The snapshot's figures from /metrics; "stale_for" (taken out by `snapshot`) says for how long no token
+        was generated while the gauges still count requests from SGLang's last decode window."""
         latest = run.window.latest
         g = latest.gauges
         figures = run.window.figures(window_s)
@@ -289,7 +323,7 @@ class LiveTracker:
             accept = g["sglang:spec_accept_length"]
         kv_total = g.get("sglang:max_total_num_tokens")
         if kv_total is None:
-            kv_total = (self.server_info or {}).get("max_total_num_tokens")
+            kv_total = self._spec.max_total_num_tokens
         running = g.get("sglang:num_running_reqs")
         queued = g.get("sglang:num_queue_reqs")
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
@@ -298,23 +332,21 @@ class LiveTracker:
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
         quiet_for = latest.taken_at - (run.tokens_at if run.tokens_at is not None else latest.taken_at)
+        stale_for = None
         stalled = rules.stall(running, stalled_for, self.stall_s, self.last_log_line)
         if stalled is not None:
             state = "stalled"
             alerts.append(stalled)
         elif quiet_for >= QUIET_S:  # no traffic now; the gauges are from SGLang's last decode window
             state, decode = "idle", 0.0
-            if running or queued:
-                alerts.append(Alert("quiet", "info", f"no tokens generated for {_ago(quiet_for)}: no traffic now "
-                                    f"(SGLang's gauges still say {int(running or 0)} running from its last decode "
-                                    "window: not shown)"))
-                running = queued = None
+            stale_for = quiet_for if running or queued else None
         per_dp = latest.per_dp.get("sglang:num_running_reqs", {})
         _add(alerts, rules.dp_imbalance(per_dp))
         window_latency = next((lat for lat in latencies if lat.window_s == window_s), None)
         if window_latency is None:
             window_latency = self._latencies(figures, window_s)
         return {
+            "stale_for": stale_for,
             "state": state,
             "source": self.metrics_source,
             "decode_tok_s": decode,
@@ -353,7 +385,7 @@ class LiveTracker:
         quiet_after = max(QUIET_S, 3.0 * run.batches.usual_gap_s())
         quiet_for = now - last if now is not None and last is not None else 0.0
         quiet = quiet_for > quiet_after
-        kv_total = (self.server_info or {}).get("max_total_num_tokens")
+        kv_total = self._spec.max_total_num_tokens
         kv_used = fig.kv_used
         if kv_used is None and fig.kv_usage is not None and isinstance(kv_total, int | float):
             kv_used = fig.kv_usage * kv_total
@@ -395,10 +427,9 @@ class LiveTracker:
         return run.batches.last_line_at
 
     def _effective(self, run: Run) -> dict[str, Any]:
-        info = self.server_info
         out: dict[str, Any] = {}
-        if info is not None:
-            spec = spec_settings(info)
+        if self.server_info is not None:
+            spec = self._spec
             out = {"algorithm": spec.algorithm, "num_steps": spec.num_steps, "eagle_topk": spec.eagle_topk,
                    "num_draft_tokens": spec.num_draft_tokens, "draft_model_path": spec.draft_model_path,
                    "version": spec.version}
@@ -414,7 +445,7 @@ class LiveTracker:
     def _alerts_common(self, snap: dict[str, Any], effective: dict[str, Any], alerts: list[Alert],
                        window_s: float) -> None:
         if self.asked is not None and self.server_info is not None:
-            for diff in spec_settings(self.server_info).requested_vs_effective(self.asked):
+            for diff in self._spec.requested_vs_effective(self.asked):
                 alerts.append(Alert("spec_mismatch", "warning", f"{diff} (preset {self.preset})"))
         for key, metric_key in (("num_steps", "metrics_num_steps"), ("num_draft_tokens", "metrics_num_draft_tokens")):
             if effective.get(key) and effective.get(metric_key) and effective[key] != effective[metric_key]:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import os
-import stat
 import sys
 import time
 from collections.abc import Iterator
 from typing import TextIO
 
-from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, read_items
+from specmon.inputs import InputError, open_regular
+from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, check_followable, read_items
 from specmon.logs.model import StartupState
 from specmon.logs.summary import (
     NOT_SGLANG_EXIT,
@@ -41,8 +39,11 @@ def run_log_summary(args: argparse.Namespace) -> int:
         if args.path == "-":
             summarize_stream(sys.stdin.buffer, tracker)
         else:
-            with open(args.path, "rb", buffering=0) as stream:
+            with open_regular(args.path, what="log file") as stream:
                 summarize_stream(stream, tracker)
+    except InputError as exc:
+        print(f"specmon log-summary: {printable(exc)} (pipe a log to stdin: `-`)", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"specmon log-summary: {printable(exc.filename or args.path)}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -59,20 +60,6 @@ def _not_sglang(path: str, lines: int, as_json: bool, state: StartupState) -> in
         print_state(state, True, sys.stdout)
     print(f"specmon log-summary: no SGLang startup lines in {name} ({lines:,} lines read)", file=sys.stderr)
     return NOT_SGLANG_EXIT
-
-
-def check_followable(path: str) -> None:
-    """Raise OSError unless ``path`` can be followed: it may not exist yet (it is waited for), but a directory,
-    a file that cannot be read or a symlink loop is an error now, not something to wait for."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return
-    try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-    finally:
-        os.close(fd)
 
 
 def _run_follow(path: str, as_json: bool, out: TextIO) -> int:

@@ -7,6 +7,7 @@ and rotation. Nothing here imports Textual.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -330,6 +331,25 @@ def read_items(
         yield tail
 
 
+def check_followable(path: str | os.PathLike[str]) -> None:
+    """Raise OSError unless ``path`` can be followed: it may not exist yet (it is waited for), but a directory,
+    a FIFO, a device, a file that cannot be read or a symlink loop is an error now, not something to wait for
+    (a pipe is read from stdin: `... | specmon log-summary -`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise OSError(errno.EINVAL, f"{kind}, not a log file (pipe a log to stdin: `-`)", os.fspath(path))
+    finally:
+        os.close(fd)
+
+
 class LogFollower:
     """Follows a log file like ``tail -F``: non-blocking ``poll()`` returns what was appended since.
 
@@ -414,7 +434,7 @@ class LogFollower:
         except OSError:
             return False
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or /dev/zero would be read forever: only files are followed
             os.close(fd)
             return False
         self._fd = fd

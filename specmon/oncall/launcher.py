@@ -21,6 +21,7 @@ from specmon.oncall.state import ServerRecord
 from specmon.private_files import make_private_dir
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
+HEALTH_LIMIT = 64 * 1024
 
 
 def with_speed(preset: Preset, speed: float | None) -> Preset:
@@ -137,6 +138,7 @@ def wait_ready(
     ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress)."""
     import httpx
 
+    from specmon.bounded_http import BlockingFetcher
     from specmon.logs.follower import LogFollower
     from specmon.logs.summary import ChangePrinter
     from specmon.logs.tracker import StartupTracker
@@ -145,7 +147,7 @@ def wait_ready(
     started = time.monotonic()
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True, frame_runs=True) if log else None
-    client = httpx.Client(timeout=2.0, trust_env=False)
+    client = BlockingFetcher(timeout=2.0, trust_env=False)
     printer = ChangePrinter(None)
 
     def read_log() -> None:
@@ -175,7 +177,8 @@ def wait_ready(
             if (failed := failure(took)) is not None:
                 return failed
             try:
-                healthy = client.get(url.rstrip("/") + "/health").status_code == 200
+                answer = client.fetch("GET", url.rstrip("/") + "/health", limit=HEALTH_LIMIT, deadline_s=2.0)
+                healthy = answer.status_code == 200
             except httpx.HTTPError:
                 healthy = False
             if healthy:

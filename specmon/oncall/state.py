@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 
+from specmon.inputs import InputError, kind_of, parse_json
 from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 MAX_STATE_BYTES = 256 * 1024
@@ -203,13 +204,13 @@ def drop_pending(server_id: str) -> None:
 def _read_json(path: Path) -> Any:
     """A private state file's JSON; raises ValueError (with the reason) for anything unusable."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO: no wait
     except OSError as exc:
         raise ValueError(f"cannot open: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
+            raise ValueError(f"{kind_of(info.st_mode)}, not a state file")
         if info.st_uid != os.getuid():
             raise ValueError("owned by another user")
         if info.st_size > MAX_STATE_BYTES:
@@ -218,14 +219,23 @@ def _read_json(path: Path) -> Any:
     finally:
         os.close(fd)
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return parse_json(raw, where="the state file")
+    except InputError as exc:
+        raise ValueError(str(exc).removeprefix("the state file: ")) from None
+    except ValueError as exc:  # UnicodeDecodeError and json.JSONDecodeError included
         raise ValueError(f"not valid JSON: {exc}") from None
+
+
+def _record_of(data: Any) -> ServerRecord:
+    try:
+        return ServerRecord.from_json(data)
+    except (TypeError, KeyError, AttributeError, OverflowError) as exc:
+        raise ValueError(f"not a server record ({type(exc).__name__}: {exc})"[:200]) from None
 
 
 def read(path: Path) -> ServerRecord:
     """One state file; raises ValueError (with the reason) for anything unusable."""
-    record = ServerRecord.from_json(_read_json(path))
+    record = _record_of(_read_json(path))
     if path.stem != record.id:
         raise ValueError(f"the file name does not match its id {record.id!r}")
     return record
@@ -251,7 +261,7 @@ def _pending(path: Path) -> ServerRecord:
     data = _read_json(path)
     if not isinstance(data, dict) or any(data.get(key) is not None for key in ("pid", "pgid", "create_time")):
         raise ValueError("not a pending launch")
-    record = ServerRecord.from_json({**data, "pid": 2, "pgid": 2, "create_time": 0.0})
+    record = _record_of({**data, "pid": 2, "pgid": 2, "create_time": 0.0})
     if path.name != f"{record.id}{PENDING_SUFFIX}":
         raise ValueError(f"the file name does not match its id {record.id!r}")
     record.pid = record.pgid = 0

@@ -180,13 +180,17 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
 def _effective(url: str) -> dict[str, Any]:
     import httpx
 
-    from specmon.serving.client import spec_settings
+    from specmon.bounded_http import BlockingFetcher
+    from specmon.serving.client import MAX_INFO_BYTES, spec_settings
 
+    fetcher = BlockingFetcher(timeout=10.0, trust_env=False)
     try:
-        info = httpx.get(url + "/server_info", timeout=10.0, trust_env=False).json()
+        info = fetcher.fetch("GET", url + "/server_info", limit=MAX_INFO_BYTES, deadline_s=10.0).json("/server_info")
         return dataclasses.asdict(spec_settings(info)) if isinstance(info, dict) else {}
     except (httpx.HTTPError, ValueError, TypeError):
         return {}
+    finally:
+        fetcher.close()
 
 
 def sanity_bench(url: str, preset: Preset, requests: int):

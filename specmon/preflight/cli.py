@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from specmon.text import printable
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
@@ -27,7 +29,7 @@ def run_check_preset(args: argparse.Namespace) -> int:
     if preset is None:
         return EXIT_USAGE
     report = run_preflight(preset, port=getattr(args, "port", None))
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.format_text())
+    print(json.dumps(report.to_json(), indent=2) if args.json else printable(report.format_text(), newlines=True))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
@@ -65,18 +67,18 @@ def run_doctor(args: argparse.Namespace) -> int:
             "architectures": report.architectures, "kind": report.kind, "keys": len(report.names),
             "dropped": list(outcome.dropped) if outcome else [], "unloaded": list(outcome.unloaded) if outcome else [],
             "problems": [p.to_json() for p in report.problems], "notes": report.notes}, indent=2))
-    else:
-        print(f"draft {report.path}: {', '.join(report.architectures) or '?'} ({report.kind or '?'} draft), "
-              f"{len(report.names)} keys, "
-              f"checked against SGLang {version} ({source}{'' if rules.version == version else ', rules of ' + rules.version})")
+    else:  # names, paths and architectures come from the checkpoint: escapes shown, never sent to the terminal
+        lines = [f"draft {report.path}: {', '.join(report.architectures) or '?'} ({report.kind or '?'} draft), "
+                 f"{len(report.names)} keys, checked against SGLang {version} ({source}"
+                 f"{'' if rules.version == version else ', rules of ' + rules.version})"]
         for problem in report.problems:
-            print(f"{problem.severity.upper()} {problem.code}: {problem.message}")
+            lines.append(f"{problem.severity.upper()} {problem.code}: {problem.message}")
             if problem.hint:
-                print(f"    hint: {problem.hint}")
-        for note in report.notes:
-            print(f"note: {note}")
+                lines.append(f"    hint: {problem.hint}")
+        lines += [f"note: {note}" for note in report.notes]
         if not report.problems:
-            print("no problems found")
+            lines.append("no problems found")
+        print("\n".join(printable(line) for line in lines))
     return EXIT_PROBLEMS if errors else EXIT_OK
 
 
@@ -91,10 +93,10 @@ def run_fix_draft_keys(args: argparse.Namespace) -> int:
     try:
         changed = fix_draft_keys(args.src, args.dst, args.to)
     except (CheckpointError, FileExistsError, OSError) as error:
-        print(f"specmon fix-draft-keys: {error}", file=sys.stderr)
+        print(f"specmon fix-draft-keys: {printable(error)}", file=sys.stderr)
         return EXIT_PROBLEMS
     for old, new in changed.items():
-        print(f"{old} -> {new}")
+        print(printable(f"{old} -> {new}"))
     print(f"{len(changed)} keys renamed into {args.dst}")
     status = EXIT_OK
     # midlayer loads on every version; layers.0 only where the loader builds `layers` (0.5.16+).
@@ -102,6 +104,6 @@ def run_fix_draft_keys(args: argparse.Namespace) -> int:
     for version in versions:
         report = examine_draft(Path(args.dst), load_shipped_rules(version))
         errors = [p for p in report.problems if p.severity == "error"]
-        print(f"doctor (SGLang {version} rules): " + ("OK" if not errors else "; ".join(p.message for p in errors)))
+        print(printable(f"doctor (SGLang {version} rules): " + ("OK" if not errors else "; ".join(p.message for p in errors))))
         status = status if not errors else EXIT_PROBLEMS
     return status

@@ -8,17 +8,19 @@ the same vocabulary and tokenizer; NGRAM loads no draft at all."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specmon.inputs import MIB, InputError, load_json_file, parse_json, read_file
 from specmon.preflight.report import Problem
 from specmon.preflight.safetensors import CheckpointError, read_header
-from specmon.sglang.draft_loader import LoadOutcome
+from specmon.sglang.draft_loader import MAX_DRAFT_LAYERS, LoadOutcome, draft_layers
 from specmon.sglang.rules import SGLangRules
+from specmon.text import shown
 
-MAX_CONFIG_BYTES = 10_000_000
+MAX_CONFIG_BYTES = 10 * MIB
+MAX_INDEX_BYTES = 64 * MIB  # a 1T-parameter model's index lists ~100,000 tensors: ~10 MB
 INDEX_FILE = "model.safetensors.index.json"
 _SHOWN = 8
 
@@ -55,14 +57,13 @@ def read_config(path: Path) -> dict[str, Any]:
     """A checkpoint's config.json as a dict; CheckpointError when missing, huge or not a JSON object."""
     file = path / "config.json"
     try:
-        size = file.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise CheckpointError(f"{file}: {size} bytes is too big for a config.json")
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = load_json_file(file, MAX_CONFIG_BYTES, what="config.json")
     except FileNotFoundError:
         raise CheckpointError(f"{path} has no config.json") from None
     except OSError as error:
         raise CheckpointError(f"{file}: cannot read: {error.strerror or error}") from None
+    except InputError as error:
+        raise CheckpointError(str(error)) from None
     except (UnicodeDecodeError, ValueError) as error:
         raise CheckpointError(f"{file}: not valid JSON: {error}") from None
     if not isinstance(data, dict):
@@ -80,10 +81,12 @@ def _read_shards(report: DraftReport) -> None:
     shards = sorted(path.glob("*.safetensors"))
     index_names: set[str] | None = None
     index_file = path / INDEX_FILE
-    if index_file.is_file():
+    if index_file.exists():
         try:
-            index = json.loads(index_file.read_text(encoding="utf-8")) if index_file.stat().st_size < \
-                MAX_CONFIG_BYTES else None
+            index = load_json_file(index_file, MAX_INDEX_BYTES, what="safetensors index")
+        except InputError as error:
+            report.add("error", "draft-index-unreadable", str(error))
+            index = None
         except (OSError, UnicodeDecodeError, ValueError) as error:
             report.add("error", "draft-index-unreadable", f"{INDEX_FILE}: {error}")
             index = None
@@ -166,7 +169,10 @@ def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGL
     elif config["draft_vocab_size"] is None and loader is not None and not loader.data.get("draft_vocab_null_ok"):
         report.add("error", "draft-vocab-null", f"draft_vocab_size null is not understood by SGLang {rules.version}")
     layers = config.get("num_hidden_layers", 1)
-    if loader is not None and loader.data.get("max_layers") == 1 and layers != 1:
+    if draft_layers(config) is None:
+        report.add("error", "draft-layers", f"num_hidden_layers {shown(layers)} cannot be a draft's layer count "
+                   f"(1 to {MAX_DRAFT_LAYERS}); the keys are checked as for one layer")
+    elif loader is not None and loader.data.get("max_layers") == 1 and layers != 1:
         report.add("error", "draft-layers", f"num_hidden_layers is {layers}; SGLang {rules.version} raises "
                    "'EAGLE3 currently only supports 1 layer'")
     names = set(report.names)
@@ -186,13 +192,14 @@ def _tokenizer_files(path: Path) -> dict[str, Path]:
 def _vocabulary(file: Path) -> Any:
     """What decides a token's id in a tokenizer file: tokenizer.json's model vocabulary and added tokens, the
     bytes of any other file."""
-    if file.stat().st_size > MAX_TOKENIZER_BYTES:
-        raise CheckpointError(f"{file}: too big to compare ({file.stat().st_size} bytes)")
-    data = file.read_bytes()
+    try:
+        data = read_file(file, MAX_TOKENIZER_BYTES, what="tokenizer file")
+    except (OSError, InputError) as error:
+        raise CheckpointError(f"too big or unreadable to compare: {error}") from None
     if file.name != "tokenizer.json":
         return data
     try:
-        parsed = json.loads(data.decode("utf-8"))
+        parsed = parse_json(data, where=str(file))
     except (UnicodeDecodeError, ValueError) as error:
         raise CheckpointError(f"{file}: not valid JSON: {error}") from None
     if not isinstance(parsed, dict):

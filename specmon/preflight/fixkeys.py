@@ -7,12 +7,14 @@ a sibling temporary folder and renamed into place at the end)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from specmon.preflight.draft import INDEX_FILE
+from specmon.inputs import InputError, load_json_file, open_regular
+from specmon.preflight.draft import INDEX_FILE, MAX_INDEX_BYTES
 from specmon.preflight.safetensors import CheckpointError, rewrite
 
 LAYOUTS = ("midlayer", "layers.0")
@@ -53,23 +55,51 @@ def fix_draft_keys(src: str | Path, dst: str | Path, to: str = "midlayer") -> di
     try:
         for item in sorted(src.iterdir()):
             if item.is_dir():
-                shutil.copytree(item, work / item.name, symlinks=False)
+                _copy_folder(item, work / item.name)
             elif item.suffix == ".safetensors":
                 changed.update(rewrite(item, work / item.name, rename))
             elif item.name == INDEX_FILE:
                 _rename_index(item, work / item.name, rename)
             else:
-                shutil.copy2(item, work / item.name)
+                _copy_file(item, work / item.name)
         work.rename(dst)
+    except InputError as error:
+        shutil.rmtree(work, ignore_errors=True)
+        raise CheckpointError(str(error)) from None
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return changed
 
 
+def _copy_file(src: Path, dst: Path) -> None:
+    """A regular file (links followed: a Hugging Face cache links to its blobs); InputError for a FIFO or a
+    device (/dev/zero would never end)."""
+    with open_regular(src, what="checkpoint file") as source, dst.open("xb") as target:
+        shutil.copyfileobj(source, target, 1 << 20)
+    shutil.copystat(src, dst)
+
+
+def _copy_folder(src: Path, dst: Path) -> None:
+    """A folder's regular files, its folders walked without following links (a link to a folder is refused:
+    it could loop)."""
+    if src.is_symlink():
+        raise InputError(f"{src}: a link to a folder, not copied (copy the folder itself)")
+    for root, folders, files in os.walk(src, followlinks=False):
+        here = Path(root)
+        (dst / here.relative_to(src)).mkdir(parents=True, exist_ok=True)
+        for name in folders:
+            if (here / name).is_symlink():
+                raise InputError(f"{here / name}: a link to a folder, not copied (copy the folder itself)")
+        for name in files:
+            _copy_file(here / name, dst / here.relative_to(src) / name)
+
+
 def _rename_index(src: Path, dst: Path, rename) -> None:
     try:
-        index = json.loads(src.read_text(encoding="utf-8"))
+        index = load_json_file(src, MAX_INDEX_BYTES, what="safetensors index")
+    except InputError as error:
+        raise CheckpointError(str(error)) from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise CheckpointError(f"{src.name}: {error}") from None
     if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):

@@ -3,7 +3,6 @@ importing it: no torch, no GPU), that package's version, flags and rules, or the
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -12,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from specmon.inputs import InputError, open_regular, parse_json
 from specmon.launch.presets import PYTHON_PLACEHOLDER, Preset
 from specmon.preflight.report import SGLangInfo
 from specmon.sglang.flags import SHIPPED, SOURCE, FlagTable, load_shipped, newest_shipped, read_installed
@@ -62,9 +62,9 @@ def launcher_python(launcher: tuple[str, ...], env: dict[str, str]) -> str | Non
     if _PYTHON_NAME.match(Path(first).name):
         return found
     try:
-        with open(found, "rb") as handle:
+        with open_regular(found, what="launcher script") as handle:
             line = handle.readline(512)
-    except OSError:
+    except (OSError, InputError):
         return None
     if line.startswith(b"#!"):
         words = line[2:].decode(errors="replace").split()
@@ -82,7 +82,7 @@ def probe(python: str, env: dict[str, str]) -> dict:
     )
     if done.returncode != 0:
         raise OSError(f"{python} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return parse_json(done.stdout.strip().splitlines()[-1], where=f"{python}'s answer")
 
 
 def _shipped(version: str | None, python: str | None, note: str | None) -> SGLangFacts:

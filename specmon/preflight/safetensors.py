@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specmon.inputs import InputError, open_regular, parse_json
+
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 
 
@@ -38,7 +40,7 @@ def read_header(path: str | Path) -> SafetensorsHeader:
     """The header of `path`; CheckpointError for a truncated file, an absurd length or bad JSON."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, what="safetensors file") as handle:
             size = os.fstat(handle.fileno()).st_size
             prefix = handle.read(8)
             if len(prefix) < 8:
@@ -50,10 +52,14 @@ def read_header(path: str | Path) -> SafetensorsHeader:
             if 8 + length > size:
                 raise CheckpointError(f"{path.name}: truncated: header says {length} bytes, file has {size}")
             raw = handle.read(length)
+    except InputError as error:
+        raise CheckpointError(str(error).replace(str(path), path.name, 1)) from None
     except OSError as error:
         raise CheckpointError(f"{path.name}: cannot read: {error.strerror or error}") from error
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = parse_json(raw, where=f"{path.name}: the header")
+    except InputError as error:
+        raise CheckpointError(str(error)) from None
     except (UnicodeDecodeError, ValueError) as error:
         raise CheckpointError(f"{path.name}: the header is not JSON: {error}") from None
     if not isinstance(header, dict):
@@ -93,7 +99,7 @@ def rewrite(src: Path, dst: Path, rename: Callable[[str], str]) -> dict[str, str
         renamed[new] = entry
         if new != name:
             changed[name] = new
-    with src.open("rb") as source, dst.open("xb") as target:
+    with open_regular(src, what="safetensors file") as source, dst.open("xb") as target:
         target.write(encode_header(renamed, header.metadata))
         source.seek(header.data_start)
         shutil.copyfileobj(source, target, 1 << 20)

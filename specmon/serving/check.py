@@ -35,6 +35,10 @@ MIN_USEFUL_ACCEPT_LENGTH = 1.1
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
 # server_info, /metrics twice and one generation, all together: a server that drips bytes cannot hold check.
 CALL_TIMEOUT_S = 120.0
+HEALTH_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 10.0
+"""Each whole answer but the health check's and the generation's (server_info, metrics)."""
+GENERATE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ def _check_settings(report: CheckReport, info: dict[str, Any], asked: dict[str, 
         f"SGLang {spec.version or '?'}, model {spec.model_path or '?'}, "
         f"max_total_num_tokens {spec.max_total_num_tokens if spec.max_total_num_tokens is not None else '?'}",
     )
+    for absurd in spec.absurd:
+        report.add("server_info", "fail", absurd)
     if not spec.enabled:
         report.add("speculation", "info", "off (no --speculative-algorithm)")
         return
@@ -180,10 +186,13 @@ def _check_generation(report: CheckReport, result: GenerateResult) -> None:
         )
 
 
-async def _read_metrics(client: SGLangClient) -> MetricsSnapshot | None:
+async def _read_metrics(client: SGLangClient, report: CheckReport) -> MetricsSnapshot | None:
     try:
         return await client.metrics()
-    except SGLangError:
+    except AuthenticationFailed:
+        raise
+    except SGLangError as exc:
+        report.add("metrics", "warn", f"not read: {exc}")
         return None
 
 
@@ -198,9 +207,9 @@ async def run_check(
     `asked` is the SGLang arguments of the preset the server was launched with (a `Preset.args` dict): every
     speculative setting the server runs differently is reported next to the preset's value.
     """
-    async with SGLangClient(url, api_key=api_key, timeout=60.0) as client:
+    async with SGLangClient(url, api_key=api_key, timeout=READ_TIMEOUT_S) as client:
         report = CheckReport(url=client.base_url)
-        health = await client.health(timeout=5.0)
+        health = await client.health(timeout=HEALTH_TIMEOUT_S)
         report.health = health
         if health.state == "unreachable":
             report.unreachable = True
@@ -217,11 +226,10 @@ async def run_check(
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
                 _check_settings(report, await client.server_info(), asked)
-                before = await _read_metrics(client)
-                _check_generation(
-                    report, await client.generate(PROMPT, max_new_tokens, temperature=0.0, ignore_eos=True)
-                )
-                after = await _read_metrics(client) if before is not None else None
+                before = await _read_metrics(client, report)
+                _check_generation(report, await client.generate(
+                    PROMPT, max_new_tokens, temperature=0.0, ignore_eos=True, timeout=GENERATE_TIMEOUT_S))
+                after = await _read_metrics(client, report) if before is not None else None
         except AuthenticationFailed:
             report.add("api key", "fail", "the server rejected the API key (set SPECMON_API_KEY or --api-key-file)")
             return report

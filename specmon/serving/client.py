@@ -7,20 +7,32 @@ never appears in a repr, an error message or a log line.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
+from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, decoded_pieces, fetch
+from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
+from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
 
 API_KEY_ENV = "SPECMON_API_KEY"
+MAX_API_KEY_FILE_BYTES = 64 * KIB
+# What each answer may hold once decoded (a real 0.5.16 /server_info is 29 KB, /metrics 58 KB per rank).
+MAX_INFO_BYTES = 4 * MIB
+MAX_METRICS_BYTES = 8 * MIB
+MAX_GENERATE_BYTES = 16 * MIB
+MAX_SMALL_BYTES = 64 * KIB
+_MAX_TEXT = 4096
+_LIMITS = {"/metrics": MAX_METRICS_BYTES, "/generate": MAX_GENERATE_BYTES, "/server_info": MAX_INFO_BYTES,
+           "/get_server_info": MAX_INFO_BYTES, "/model_info": MAX_INFO_BYTES, "/get_model_info": MAX_INFO_BYTES}
 
 HealthState = Literal["ready", "starting", "unreachable", "unhealthy"]
 
@@ -93,6 +105,9 @@ class SpecSettings:
     version: str | None
     max_total_num_tokens: int | None
     model_path: str | None = None
+    max_running_requests: int | None = None
+    absurd: tuple[str, ...] = ()
+    """The figures that cannot be true (left out above, as None), each with its value and why."""
 
     @property
     def enabled(self) -> bool:
@@ -130,30 +145,47 @@ class SpecSettings:
 
 
 def spec_settings(server_info: Mapping[str, Any]) -> SpecSettings:
-    """The effective speculative settings in a /server_info (or /get_server_info) answer."""
+    """The effective speculative settings in a /server_info (or /get_server_info) answer, each figure checked
+    against what can be true (an absurd one is None, and named in `absurd`)."""
     states = server_info.get("internal_states") or [{}]
     state0 = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    figures = Figures()
 
-    def live(key: str) -> float | None:
+    def live(key: str, maximum: float) -> float | None:
         # Before SGLang PR #6201 (0.4.6.post5) these were top-level keys.
-        value = state0.get(key, server_info.get(key))
-        return float(value) if isinstance(value, int | float) else None
+        return figures.amount(key, state0.get(key, server_info.get(key)), maximum=maximum)
 
-    def as_int(key: str) -> int | None:
+    def count(key: str, maximum: int, minimum: int = 0, value: Any = None) -> int | None:
+        return figures.count(key, server_info.get(key) if value is None else value, maximum=maximum,
+                             minimum=minimum)
+
+    def text(key: str) -> str | None:
         value = server_info.get(key)
-        return int(value) if isinstance(value, int | float) else None
+        if value is None or isinstance(value, str) and len(value) <= _MAX_TEXT:
+            return value or None
+        figures.absurd.append(Absurd(key, value, "not a short string"))
+        return None
 
+    num_steps = count("speculative_num_steps", MAX_DRAFT)
+    draft_tokens = count("speculative_num_draft_tokens", MAX_DRAFT)
+    # A verify step accepts at most its chain: num_steps + 1 tokens (the draft-token count bounds it too).
+    longest = max((n for n in (draft_tokens, num_steps and num_steps + 1) if n), default=MAX_DRAFT)
+    running = server_info.get("max_running_requests")
+    if running is None:
+        running = state0.get("max_running_requests", state0.get("effective_max_running_requests_per_dp"))
     return SpecSettings(
-        algorithm=server_info.get("speculative_algorithm") or None,
-        draft_model_path=server_info.get("speculative_draft_model_path"),
-        num_steps=as_int("speculative_num_steps"),
-        eagle_topk=as_int("speculative_eagle_topk"),
-        num_draft_tokens=as_int("speculative_num_draft_tokens"),
-        avg_spec_accept_length=live("avg_spec_accept_length"),
-        last_gen_throughput=live("last_gen_throughput"),
-        version=server_info.get("version"),
-        max_total_num_tokens=as_int("max_total_num_tokens"),
-        model_path=server_info.get("model_path"),
+        algorithm=text("speculative_algorithm"),
+        draft_model_path=text("speculative_draft_model_path"),
+        num_steps=num_steps,
+        eagle_topk=count("speculative_eagle_topk", MAX_DRAFT),
+        num_draft_tokens=draft_tokens,
+        avg_spec_accept_length=live("avg_spec_accept_length", longest),
+        last_gen_throughput=live("last_gen_throughput", MAX_TOK_S),
+        version=text("version"),
+        max_total_num_tokens=count("max_total_num_tokens", MAX_TOKENS, 1),
+        model_path=text("model_path"),
+        max_running_requests=count("max_running_requests", MAX_REQUESTS, 1, running),
+        absurd=tuple(str(item) for item in figures.absurd),
     )
 
 
@@ -284,7 +316,12 @@ def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str |
     Raises OSError when the file cannot be read (the message names the file, never its content).
     """
     if api_key_file:
-        key = Path(api_key_file).read_text(encoding="utf-8").strip()
+        try:
+            key = read_text(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file").strip()
+        except InputError as error:  # a FIFO, a device, too big: said as a read error is, with the reason
+            raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
+        except UnicodeDecodeError:
+            raise OSError(errno.EINVAL, "not UTF-8 text") from None
         return key or None
     return os.environ.get(API_KEY_ENV, "").strip() or None
 
@@ -324,11 +361,17 @@ class SGLangClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _request(self, method: str, path: str, timeout: float | None = None, **kwargs: Any) -> Answer:
+        seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await self._http.request(method, path, **kwargs)
+            response = await fetch(self._http, method, path, limit=_LIMITS.get(path, MAX_SMALL_BYTES),
+                                   deadline_s=seconds, timeout=seconds, **kwargs)
+        except AnswerTooSlow as exc:
+            raise SGLangError(f"{method} {path}: no whole answer within {seconds:g} s", 200) from exc
         except httpx.TimeoutException as exc:
-            raise SGLangError(f"{method} {path}: no answer within {self.timeout:g} s") from exc
+            raise SGLangError(f"{method} {path}: no answer within {seconds:g} s") from exc
+        except AnswerRefused as exc:
+            raise SGLangError(str(exc), 200) from exc
         except httpx.TransportError as exc:
             raise ServerUnreachable(f"{method} {path}: {self.base_url} is unreachable ({type(exc).__name__})") from exc
         if response.status_code in (401, 403):
@@ -341,11 +384,13 @@ class SGLangClient:
         """GET /health (or /health_generate): 200 ready, 503 starting, connection refused unreachable."""
         path = "/health_generate" if generate else "/health"
         started = time.perf_counter()
+        seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await self._http.get(path, timeout=timeout if timeout is not None else self.timeout)
+            response = await fetch(self._http, "GET", path, limit=MAX_SMALL_BYTES, deadline_s=seconds, timeout=seconds)
         except httpx.TimeoutException:
-            limit = timeout if timeout is not None else self.timeout
-            return HealthStatus(False, None, f"no answer within {limit:g} s", None)
+            return HealthStatus(False, None, f"no answer within {seconds:g} s", None)
+        except AnswerRefused as exc:
+            return HealthStatus(False, None, str(exc), None)
         except httpx.TransportError:
             return HealthStatus(False, None, "unreachable", None)
         latency = time.perf_counter() - started
@@ -385,7 +430,9 @@ class SGLangClient:
                 raise SGLangError(f"GET {path}: HTTP {response.status_code}", response.status_code)
             choice.working = path
             try:
-                data = response.json()
+                data = response.json(f"GET {path}")
+            except InputError as exc:
+                raise SGLangError(f"{exc}", 200) from exc
             except ValueError as exc:  # UnicodeDecodeError included
                 raise SGLangError(f"GET {path}: the answer is not JSON", 200) from exc
             if not isinstance(data, dict):
@@ -443,15 +490,19 @@ class SGLangClient:
         temperature: float = 0.0,
         stream: bool = False,
         ignore_eos: bool = False,
+        timeout: float | None = None,
     ) -> GenerateResult:
-        """One POST /generate (JSON body); with `stream` the SSE chunks are read to [DONE] and TTFT measured."""
+        """One POST /generate (JSON body); with `stream` the SSE chunks are read to [DONE] and TTFT measured.
+        The whole answer comes within `timeout` (the client's by default)."""
         body = generate_payload(text, max_new_tokens, temperature, ignore_eos, stream)
         started = time.perf_counter()
         if not stream:
-            response = await self._request("POST", "/generate", json=body)
+            response = await self._request("POST", "/generate", timeout=timeout, json=body)
             _raise_for_generate(response)
             try:
-                data = response.json()
+                data = response.json("POST /generate")
+            except InputError as exc:
+                raise SGLangError(f"{exc}", 200) from exc
             except ValueError as exc:  # UnicodeDecodeError included
                 raise SGLangError("POST /generate: the answer is not JSON", 200) from exc
             return checked_generate_result(data, time.perf_counter() - started)
@@ -462,23 +513,24 @@ class SGLangClient:
         ttft = None
         chunks = 0
         try:
-            async with self._http.stream("POST", "/generate", json=body) as response:
+            async with asyncio.timeout(self.timeout), self._http.stream("POST", "/generate", json=body) as response:
                 if response.status_code in (401, 403):
                     raise AuthenticationFailed(
                         f"POST /generate: HTTP {response.status_code} (API key missing or wrong)",
                         response.status_code,
                     )
+                pieces = decoded_pieces(response, MAX_GENERATE_BYTES, "POST /generate")
                 if response.status_code != 200:
-                    await response.aread()
-                    _raise_for_generate(response)
-                async for line in response.aiter_lines():
+                    error = b"".join([piece async for piece in pieces])
+                    _raise_for_generate(Answer(response.status_code, response.headers, error))
+                async for line in _lines(pieces):
                     if not line.startswith("data:"):
                         continue
                     payload = line[5:].strip()
                     if payload == "[DONE]":
                         break
                     try:
-                        chunk = json.loads(payload)
+                        chunk = parse_json(payload, where="POST /generate", finite=True)
                     except ValueError as exc:
                         raise SGLangError("POST /generate: a streamed chunk is not JSON", 200) from exc
                     if isinstance(chunk, dict) and "error" in chunk:
@@ -487,8 +539,12 @@ class SGLangClient:
                         ttft = time.perf_counter() - started
                     chunks += 1
                     last = chunk
+        except TimeoutError as exc:
+            raise SGLangError(f"POST /generate: no whole answer within {self.timeout:g} s") from exc
         except httpx.TimeoutException as exc:
             raise SGLangError(f"POST /generate: no answer within {self.timeout:g} s") from exc
+        except AnswerRefused as exc:
+            raise SGLangError(str(exc), 200) from exc
         except httpx.TransportError as exc:
             raise ServerUnreachable(f"POST /generate: {self.base_url} is unreachable ({type(exc).__name__})") from exc
         if last is None:
@@ -539,11 +595,23 @@ def _error_message(data: Any) -> str:
     return str(data)
 
 
-def _raise_for_generate(response: httpx.Response) -> None:
+async def _lines(pieces: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The text lines of a decoded body (bounded by its decoder's limit)."""
+    pending = b""
+    async for piece in pieces:
+        pending += piece
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace").rstrip("\r")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _raise_for_generate(response: Answer) -> None:
     if response.status_code == 200:
         return
     try:
-        detail = _error_message(response.json())
+        detail = _error_message(response.json("POST /generate"))
     except ValueError:
         detail = response.text[:200]
     raise SGLangError(f"POST /generate: HTTP {response.status_code}: {detail}", response.status_code)

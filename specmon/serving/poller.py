@@ -112,7 +112,11 @@ class ServerPoller:
         async with SGLangClient(self.url, api_key=self._api_key, timeout=self.health_timeout_s) as client:
             while not self._stopping.is_set():
                 cycle_start = time.monotonic()
-                await self.poll_once(client)
+                try:
+                    await self.poll_once(client)
+                except Exception as exc:  # whatever a server answers, the polling goes on and says so
+                    log.debug("ServerPoller: a poll failed", exc_info=True)
+                    self._report_failure(f"the server's answer could not be read ({type(exc).__name__}: {exc})")
                 remaining = self.interval_s - (time.monotonic() - cycle_start)
                 if remaining > 0:
                     await asyncio.sleep(remaining)
@@ -153,6 +157,15 @@ class ServerPoller:
         if status._key() != self._emitted_key or time.monotonic() - self._emitted_at >= self.heartbeat_s:
             self._emit(status)
         return status
+
+    def _report_failure(self, error: str) -> None:
+        previous = self._status
+        since = previous.since if previous and previous.state == "unhealthy" else time.time()
+        status = ServerStatus("unhealthy", since, error[:300], previous.spec if previous else None,
+                              previous.version if previous else None, self.url, None, time.time())
+        self._status = status
+        if status._key() != self._emitted_key:
+            self._emit(status)
 
     def _info_due(self) -> bool:
         if self._info_at is None:

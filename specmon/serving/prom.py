@@ -11,6 +11,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 MAX_TEXT_CHARS = 8 * 1024 * 1024
 """A /metrics answer longer than this is cut (never parsed whole): bounded memory whatever the server sends."""
+MAX_SERIES = 20_000
+"""Lines of the families specmon reads in one /metrics (a real 0.5.16 server: 132 per scheduler; 64 ranks:
+~8,500). More is refused unparsed: parsing 200,000 takes seconds, every scrape."""
+MAX_BUCKETS = 256
+"""Bucket bounds of one histogram (SGLang's: 20-40). More is refused: every scrape keeps its buckets."""
+MAX_DP_RANKS = 256
 
 REPLICA_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank"})
 """Ranks of one scheduler that report the same numbers: counted once (the largest value is kept)."""
@@ -26,7 +32,8 @@ COUNTERS = (
     "sglang:cuda_graph_passes_total",
 )
 COUNTERS_BY_MODE = frozenset({"sglang:realtime_tokens_total"})
-"""Counters kept per `mode` label as well (``name{mode=decode}``)."""
+"""Counters kept per `mode` label as well (``name{mode=decode}``), for SGLang's own modes only."""
+MODES = frozenset({"decode", "prefill_compute", "prefill_cache"})
 SUMMED_GAUGES = frozenset({
     "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_used_tokens", "sglang:max_total_num_tokens",
     "sglang:gen_throughput",
@@ -112,6 +119,8 @@ def wanted_lines(text: str) -> str:
         name = line[:end] if end > 0 else line
         if name in _WANTED or _base_name(name) in _WANTED_FAMILIES:
             keep.append(line)
+            if len(keep) > MAX_SERIES:  # refused by parse_scrape: no need to read on
+                break
         elif _METRIC_NAME.fullmatch(name) is None and name.strip():
             raise ValueError(f"line {number} is no Prometheus sample: {line[:60]!r}")
     keep.append("")
@@ -122,6 +131,14 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
     """Parse Prometheus exposition text; never raises (a broken text gives a Scrape with `error` set)."""
     if len(text) > MAX_TEXT_CHARS:
         text = text[: text.rfind("\n", 0, MAX_TEXT_CHARS) + 1]
+    try:
+        text = wanted_lines(text)
+    except ValueError as exc:
+        return Scrape(taken_at, error=f"unreadable /metrics: {exc}"[:200])
+    lines = text.count("\n")
+    if lines > MAX_SERIES:
+        return Scrape(taken_at, error=f"unreadable /metrics: {lines:,} lines of the families specmon reads, "
+                                      f"more than {MAX_SERIES:,} (not parsed)")
     counter_groups: dict[str, dict[tuple, float]] = {}
     gauge_groups: dict[str, dict[tuple, float]] = {}
     bucket_groups: dict[str, dict[tuple, float]] = {}
@@ -130,7 +147,7 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
     histogram_buckets = {name + "_bucket": name for name in HISTOGRAMS}
     replica_and_le = REPLICA_LABELS | {"le"}
     try:
-        for family in text_string_to_metric_families(wanted_lines(text)):
+        for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 name, value = sample.name, sample.value
                 if not isinstance(value, float | int) or not math.isfinite(value):
@@ -162,7 +179,7 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
         if name in COUNTERS_BY_MODE:
             for key, value in groups.items():
                 mode = dict(key).get("mode")
-                if mode:
+                if mode in MODES:
                     counters[f"{name}{{mode={mode}}}"] = counters.get(f"{name}{{mode={mode}}}", 0.0) + value
     gauges: dict[str, float] = dict(startup)
     per_dp: dict[str, dict[str, float]] = {}
@@ -182,7 +199,14 @@ def parse_scrape(text: str, taken_at: float) -> Scrape:
         merged: dict[float, float] = {}
         for (le, _), value in groups.items():
             merged[le] = merged.get(le, 0.0) + value
+        if len(merged) > MAX_BUCKETS:
+            return Scrape(taken_at, error=f"unreadable /metrics: {name} has {len(merged):,} bucket bounds, "
+                                          f"more than {MAX_BUCKETS}")
         histograms[name] = tuple(sorted(merged.items()))
+    for name, by_dp in per_dp.items():
+        if len(by_dp) > MAX_DP_RANKS:
+            return Scrape(taken_at, error=f"unreadable /metrics: {name} has {len(by_dp):,} dp_rank values, "
+                                          f"more than {MAX_DP_RANKS}")
     return Scrape(taken_at, counters, gauges, histograms, per_dp)
 
 

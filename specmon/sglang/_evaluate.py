@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specmon.inputs import MIB, read_text
+
 SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS's value
 _MAX_DEPTH = 40
 
@@ -48,6 +50,20 @@ class EnumMember:
     value: Any
 
 
+MAX_SOURCE_BYTES = 16 * MIB
+"""An SGLang source file read by specmon (server_args.py, the largest, is ~250 KB)."""
+
+
+def parse_module(path: Path, failure: str) -> ast.Module:
+    """An installed SGLang source file parsed (read as a regular file of at most MAX_SOURCE_BYTES; nothing
+    imported); SGLangSourceError starting with `failure` for anything else, nesting too deep included."""
+    try:
+        return ast.parse(read_text(path, MAX_SOURCE_BYTES, what="Python source file"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError | MemoryError) else error
+        raise SGLangSourceError(f"{failure}: {reason}") from None
+
+
 class Module:
     """One parsed source file, with its top-level names."""
 
@@ -55,10 +71,7 @@ class Module:
         self.package = package
         self.name = name
         self.path = path
-        try:
-            self.tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
-            raise SGLangSourceError(f"cannot parse {path}: {error}") from error
+        self.tree = parse_module(path, f"cannot parse {path}")
         self.names: dict[str, ast.AST] = {}
         for node in self.tree.body:
             self._index(node)

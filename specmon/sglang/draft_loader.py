@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specmon.sglang._evaluate import parse_module
 from specmon.sglang.source import SGLangSourceError
 
-__all__ = ["DraftLoader", "LoadOutcome", "read_draft_loader"]
+__all__ = ["MAX_DRAFT_LAYERS", "DraftLoader", "LoadOutcome", "draft_layers", "read_draft_loader"]
 
 MODEL_FILE = Path("srt") / "models" / "llama_eagle3.py"
 # The parameters of SGLang's Llama decoder layer after stacking (llama.py's LlamaDecoderLayer; the same in
@@ -46,10 +47,7 @@ _DEFAULT_STACKED = [[".qkv_proj", ".q_proj"], [".qkv_proj", ".k_proj"], [".qkv_p
 def read_draft_loader(package_dir: str | Path) -> dict[str, Any]:
     """The EAGLE-3 draft loader's facts of the sglang package in `package_dir` (see the module doc)."""
     path = Path(package_dir) / MODEL_FILE
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
-        raise SGLangSourceError(f"cannot read {MODEL_FILE}: {error}") from error
+    tree = parse_module(path, f"cannot read {MODEL_FILE}")
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     model, layer, causal = classes.get("LlamaModel"), classes.get("LlamaDecoderLayer"), classes.get(
         "LlamaForCausalLMEagle3")
@@ -166,6 +164,18 @@ def _stacked(load: ast.FunctionDef) -> list[list[str]]:
     return []
 
 
+MAX_DRAFT_LAYERS = 64
+"""An EAGLE-3 draft has one decoder layer (SGLang 0.5.16+ loads a list); more than this is no draft."""
+
+
+def draft_layers(config: Mapping[str, Any]) -> int | None:
+    """The draft's `num_hidden_layers` when it is a count a draft can have (1 to MAX_DRAFT_LAYERS), else None."""
+    layers = config.get("num_hidden_layers", 1)
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= MAX_DRAFT_LAYERS:
+        return None
+    return layers
+
+
 @dataclass(frozen=True)
 class LoadOutcome:
     """What one version's `load_weights` does with a checkpoint's names."""
@@ -185,9 +195,9 @@ class DraftLoader:
 
     def parameters(self, config: Mapping[str, Any]) -> tuple[dict[str, bool], set[str]]:
         """(parameter name -> required, names SGLang fills from elsewhere) for a draft with `config`."""
-        layers = config.get("num_hidden_layers") if isinstance(config.get("num_hidden_layers"), int) else 1
+        layers = draft_layers(config) or 1  # an absurd count is the doctor's error, never an allocation
         attr = self.data["layer_attr"]
-        prefixes = [f"model.{attr}.{i}." for i in range(max(1, layers))] if self.data["layer_list"] else [
+        prefixes = [f"model.{attr}.{i}." for i in range(layers)] if self.data["layer_list"] else [
             f"model.{attr}."]
         params: dict[str, bool] = {}
         for prefix in prefixes:

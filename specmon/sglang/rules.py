@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specmon.sglang._evaluate import parse_module
 from specmon.sglang.draft_loader import DraftLoader, read_draft_loader
 from specmon.sglang.flags import DATA_DIR, SHIPPED, SOURCE, version_key
 from specmon.sglang.source import SGLangSourceError, read_version, source_stamp
@@ -50,10 +51,7 @@ def _parse(root: Path, relative: str) -> ast.Module | None:
     path = root / relative
     if not path.is_file():
         return None
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
-        raise SGLangSourceError(f"cannot read {relative}: {error}") from error
+    return parse_module(path, f"cannot read {relative}")
 
 
 def _strings(node: ast.AST) -> list[str]:

@@ -18,7 +18,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from specmon.inputs import InputError, read_file
 from specmon.sglang._evaluate import (
+    MAX_SOURCE_BYTES,
     SUPPRESS,
     ClassRef,
     Evaluator,
@@ -42,8 +44,8 @@ def read_version(package_dir: Path) -> str:
     """The version of the sglang package in `package_dir` (its dist-info METADATA, else `version.py`)."""
     for metadata in sorted(package_dir.parent.glob(f"{package_dir.name}-*.dist-info/METADATA")):
         try:
-            text = metadata.read_text(encoding="utf-8", errors="replace")
-        except OSError as error:
+            text = read_file(metadata, MAX_SOURCE_BYTES, what="METADATA file").decode("utf-8", "replace")
+        except (OSError, InputError) as error:
             raise SGLangSourceError(f"cannot read {metadata}: {error}") from error
         match = re.search(r"^Version: *(\S+)", text, re.MULTILINE)
         if match:

@@ -13,12 +13,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specmon.inputs import MIB, InputError, load_json_file
 from specmon.private_files import make_private_dir, open_private_file
 
 if TYPE_CHECKING:
     from specmon.launch.presets import Preset
 
 STEP_STATES = ("pending", "measured", "failed", "skipped")
+MAX_PLAN_BYTES = 4 * MIB
 
 
 class SweepError(Exception):
@@ -151,10 +153,12 @@ class SweepStore:
         if path.is_symlink():
             raise SweepError(f"{path} is a symbolic link; refusing it")
         try:
-            return SweepPlan.from_json(json.loads(path.read_text(encoding="utf-8")))
+            return SweepPlan.from_json(load_json_file(path, MAX_PLAN_BYTES, what="sweep plan", follow=False))
         except FileNotFoundError:
             raise SweepError(f"no sweep {run_id!r} in {self.directory}") from None
-        except (OSError, ValueError) as exc:
+        except InputError as exc:  # it names the file
+            raise SweepError(f"cannot read {exc}") from None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise SweepError(f"cannot read {path}: {exc}") from None
 
     def latest_unfinished(self) -> SweepPlan | None:

@@ -232,9 +232,12 @@ def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: 
     except OSError:
         big = False
     if big:  # a server that served for days: its last startup and recent lines, not every line since
-        follow_attached(path, on_items, stop_event, interval=interval)
-    else:
-        follow(path, on_items, stop_event, interval=interval, from_start=True, frame_runs=True)
+        try:
+            follow_attached(path, on_items, stop_event, interval=interval)
+            return
+        except (OSError, ValueError):  # replaced by something else than a file since: followed as any log
+            pass
+    follow(path, on_items, stop_event, interval=interval, from_start=True, frame_runs=True)
 
 
 def feed_text(feed: LogFeed, data: bytes, final: bool = True) -> None:

@@ -273,13 +273,15 @@ def spec_rows(spec: SpecSettings | None, preset: Preset | None) -> tuple[list[Ro
         return rows, notes
     if spec.version:
         rows.append(("version", spec.version))
+    notes.extend((f"/server_info: {absurd}", "bold red") for absurd in spec.absurd)
     if not spec.enabled:
         rows.append(("speculative", "off"))
         return rows, notes
     rows.append(
         (
             "speculative",
-            f"{spec.algorithm} · steps {spec.num_steps} · topk {spec.eagle_topk} · draft tokens {spec.num_draft_tokens}",
+            f"{spec.algorithm} · steps {_shown(spec.num_steps)} · topk {_shown(spec.eagle_topk)} · "
+            f"draft tokens {_shown(spec.num_draft_tokens)}",
         )
     )
     if spec.avg_spec_accept_length is not None:
@@ -289,6 +291,11 @@ def spec_rows(spec: SpecSettings | None, preset: Preset | None) -> tuple[list[Ro
             label = diff.name.removeprefix("speculative_").replace("_", " ")
             notes.append((f"{label}: {diff.requested} asked, {diff.effective} effective", "bold yellow"))
     return rows, notes
+
+
+def _shown(setting: int | None) -> str:
+    """A setting as shown: "?" when the server did not say (or said what cannot be true: see the notes)."""
+    return "?" if setting is None else str(setting)
 
 
 def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:

@@ -1,0 +1,183 @@
+"""HTTP answers read with bounds: the whole answer within a deadline, and at most so many bytes once decoded.
+
+httpx decodes a Content-Encoding a whole network chunk at a time, so one 1.8 KB chunk of `gzip, gzip` becomes
+2 GB before any caller can count it, and its timeouts are per read, so a server that drips a byte a second
+never times out. Here the raw bytes are read (`aiter_raw`) and decoded by specmon (gzip, deflate; each layer
+through zlib with `max_length`), the decoded size is counted as it grows, and the whole exchange runs under
+one deadline. Every place specmon reads a server goes through `fetch` (async) or `BlockingFetcher` (threads
+without a loop); streamed bodies go through `BodyDecoder`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import zlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from specmon.inputs import parse_json, size_text
+
+T = TypeVar("T")
+MAX_LAYERS = 2
+"""Content-Encoding layers decoded at most ("gzip, gzip" is already more than any real server sends)."""
+
+
+class AnswerRefused(httpx.DecodingError):
+    """An answer specmon will not read: over its size limit, an encoding it does not decode, or broken."""
+
+
+class AnswerTooSlow(httpx.ReadTimeout):
+    """The whole answer did not arrive within its deadline (a server that drips, or holds the body back)."""
+
+
+class _Layer:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        # gzip: a gzip member only (wbits 16+); deflate: zlib-wrapped, as RFC 9110 means it.
+        self.inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if name in ("gzip", "x-gzip") else zlib.MAX_WBITS)
+        self.produced = 0
+
+
+class BodyDecoder:
+    """Decodes a body's Content-Encoding piece by piece; AnswerRefused as soon as a layer's output passes
+    `limit` bytes (before it is made), for an encoding other than gzip/deflate, or for bytes past its end."""
+
+    def __init__(self, content_encoding: str | None, limit: int, what: str = "the answer") -> None:
+        names = [part.strip().lower() for part in (content_encoding or "").split(",")]
+        names = [name for name in names if name and name != "identity"]
+        for name in names:
+            if name not in ("gzip", "x-gzip", "deflate"):
+                raise AnswerRefused(f"{what}: Content-Encoding {name[:40]!r} is not one specmon decodes")
+        if len(names) > MAX_LAYERS:
+            raise AnswerRefused(f"{what}: Content-Encoding with {len(names)} layers (at most {MAX_LAYERS})")
+        self.layers = [_Layer(name) for name in reversed(names)]  # the last applied is undone first
+        self.limit = limit
+        self.what = what
+        self.size = 0
+
+    def _too_large(self) -> AnswerRefused:
+        return AnswerRefused(f"{self.what}: more than {size_text(self.limit)} once decoded")
+
+    def feed(self, raw: bytes) -> bytes:
+        data = raw
+        for layer in self.layers:
+            if not data:
+                return b""
+            if layer.inflater.eof:
+                raise AnswerRefused(f"{self.what}: bytes after the end of its {layer.name} data")
+            room = self.limit + 1 - layer.produced
+            try:
+                data = layer.inflater.decompress(data, room)
+            except zlib.error as error:
+                raise AnswerRefused(f"{self.what}: broken {layer.name} data ({error})") from None
+            layer.produced += len(data)
+            if layer.produced > self.limit or layer.inflater.unconsumed_tail:
+                raise self._too_large()
+            if layer.inflater.unused_data:
+                raise AnswerRefused(f"{self.what}: bytes after the end of its {layer.name} data")
+        self.size += len(data)
+        if self.size > self.limit:
+            raise self._too_large()
+        return data
+
+    def finish(self) -> bytes:
+        for layer in self.layers:
+            if not layer.inflater.eof:
+                raise AnswerRefused(f"{self.what}: its {layer.name} data ends early")
+        return b""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A whole HTTP answer, its body decoded."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self, where: str) -> Any:
+        """The body as strict JSON (no NaN/Infinity, nested at most inputs.MAX_DEPTH); ValueError otherwise."""
+        return parse_json(self.content, where=where, finite=True)
+
+
+async def decoded_pieces(response: httpx.Response, limit: int, what: str) -> AsyncIterator[bytes]:
+    """The body of a streamed httpx response, decoded by `BodyDecoder` as it arrives."""
+    decoder = BodyDecoder(response.headers.get("content-encoding"), limit, what)
+    async for raw in response.aiter_raw():
+        piece = decoder.feed(raw)
+        if piece:
+            yield piece
+    decoder.finish()
+
+
+async def fetch(http: httpx.AsyncClient, method: str, url: str, *, limit: int, deadline_s: float,
+                **options: Any) -> Answer:
+    """One request whose whole answer (head and body) must come within `deadline_s` and decode to at most
+    `limit` bytes. Raises httpx errors: AnswerTooSlow, AnswerRefused, or those of the connection."""
+    what = f"{method} {httpx.URL(url).path or url}"
+    try:
+        async with asyncio.timeout(deadline_s), http.stream(method, url, **options) as response:
+            parts = [piece async for piece in decoded_pieces(response, limit, what)]
+            return Answer(response.status_code, response.headers, b"".join(parts))
+    except TimeoutError:
+        raise AnswerTooSlow(f"{what}: no whole answer within {deadline_s:g} s") from None
+
+
+class BlockingFetcher:
+    """`fetch` for code that does not run in an event loop: its own loop and httpx client, kept between calls.
+    Called from a thread whose loop is running (the app's), each call runs on a short-lived thread instead."""
+
+    def __init__(self, **client_options: Any) -> None:
+        self._runner = asyncio.Runner()
+        self._options = client_options
+        self._http: httpx.AsyncClient | None = None
+
+    def fetch(self, method: str, url: str, *, limit: int, deadline_s: float, **options: Any) -> Answer:
+        return _outside_a_loop(lambda: self._runner.run(self._fetch(method, url, limit, deadline_s, options)))
+
+    async def _fetch(self, method: str, url: str, limit: int, deadline_s: float, options: dict) -> Answer:
+        if self._http is None:
+            self._http = httpx.AsyncClient(**self._options)
+        return await fetch(self._http, method, url, limit=limit, deadline_s=deadline_s, **options)
+
+    def close(self) -> None:
+        def shut() -> None:
+            self._runner.run(self._aclose())
+            self._runner.close()
+
+        _outside_a_loop(shut)
+
+    async def _aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+
+def _outside_a_loop(call: Callable[[], T]) -> T:
+    """`call()` here, or on a short-lived thread when this thread runs an event loop (which would refuse it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=work, name="specmon-fetch", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -1,0 +1,85 @@
+"""Which command-line words carry a secret, and command lines shown with their secrets hidden.
+
+One rule for both uses: a preset may not put a secret on a command line (every user sees it in `ps`), and a
+command line specmon shows (a port's holder, a GPU's processes) never shows another process's secret. A flag
+carries a secret when its name says so (`--api-key`, `--hf-token`, `--ssl-keyfile-password`, `--db-secret`),
+and also when it is an abbreviation argparse would take for one of SGLang's secret flags: `--api-ke` and `--ad`
+are `--api-key` and `--admin-api-key` to SGLang's parser.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+SGLANG_SECRET_FLAGS = ("api-key", "admin-api-key", "ssl-keyfile-password")
+"""SGLang's flags that take a secret (0.4.6 to 0.5.23)."""
+PREFIXES_OF_SECRETS = frozenset({"ssl-keyfile"})
+"""SGLang flags of their own that are also the start of a secret flag's name (argparse takes an exact match)."""
+HIDDEN = "***"
+
+_SECRET_NAME = re.compile(r"(?:^|-)(?:api-?key|password|passwd|secret|credentials?)$"
+                          r"|(?:^|-)(?:hf|auth|access|api|bearer|github|secret)-token$|^token$")
+_SECRET_ENV = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+_ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def flag_name(word: str) -> str | None:
+    """`--API_Key=x` -> "api-key": the flag's name, lower case, dash form; None when `word` is no flag."""
+    text = word.strip()
+    if not text.startswith("-"):
+        return None
+    name = text.lstrip("-").split("=", 1)[0].lower().replace("_", "-")
+    return name or None
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a flag name (no dashes: "api-key", "api-ke", "hf-token") passes a secret."""
+    name = name.lower().replace("_", "-").lstrip("-")
+    if _SECRET_NAME.search(name):
+        return True
+    return len(name) >= 2 and name not in PREFIXES_OF_SECRETS and any(
+        secret.startswith(name) for secret in SGLANG_SECRET_FLAGS)
+
+
+def is_secret_flag(word: str) -> bool:
+    """Whether a command-line word is a flag that passes a secret (`--api-key`, `--API-KEY=x`, `--api-ke`)."""
+    name = flag_name(word)
+    return name is not None and is_secret_name(name)
+
+
+def is_secret_env_name(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a secret (`HF_TOKEN`, `OPENAI_API_KEY`)."""
+    return _SECRET_ENV.search(name) is not None
+
+
+def is_secret_assignment(word: str) -> bool:
+    """Whether a word sets an environment variable with a secret-looking name (`HF_TOKEN=...`)."""
+    return _ENV_ASSIGNMENT.match(word) is not None and is_secret_env_name(word.split("=", 1)[0])
+
+
+def redacted(argv: Iterable[str]) -> list[str]:
+    """`argv` with every secret hidden: the value after a secret flag (or after its `=`), and the value of an
+    environment assignment with a secret-looking name (`HF_TOKEN=...`)."""
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            out.append(HIDDEN)
+            hide_next = False
+        elif is_secret_flag(word):
+            if "=" in word:
+                out.append(word.split("=", 1)[0] + "=" + HIDDEN)
+            else:
+                out.append(word)
+                hide_next = True
+        elif is_secret_assignment(word):
+            out.append(word.split("=", 1)[0] + "=" + HIDDEN)
+        else:
+            out.append(word)
+    return out
+
+
+def redacted_command(argv: Iterable[str]) -> str:
+    """`redacted(argv)` joined with spaces, as a command line is shown."""
+    return " ".join(redacted(argv))

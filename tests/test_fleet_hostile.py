@@ -28,9 +28,11 @@ TOKEN = "s3cret-token-value"
 
 
 def vector(value: str) -> dict:
-    """`up` and one `queued` value, as the one combined query answers them."""
+    """`up` and one `num_queue_reqs` gauge (the queued column), as the combined query answers them."""
+    queue = {"__name__": "sglang:num_queue_reqs", "instance": "10.0.0.1:30000",
+             "specmon_column": "gauges"}
     return {"status": "success", "data": {"resultType": "vector", "result": [
-        UP_SAMPLE, {"metric": {"instance": "10.0.0.1:30000", "specmon_column": "queued"}, "value": [1, value]}]}}
+        UP_SAMPLE, {"metric": queue, "value": [1, value]}]}}
 
 
 def good(path: str, query: str) -> tuple[int, bytes]:

@@ -292,3 +292,13 @@ def test_columns_computed_from_parts_follow_promql_s_rules_for_nan_and_missing_s
     assert by_server("accept_length") == {"a:1": 3.0}  # no verify calls: no acceptance from the counters
     assert by_server("draft_tokens") == {"a:1": 4}  # PromQL's max keeps a number over a NaN
     assert [(s.labels["Hostname"], s.value) for s in out["gpu_memory_used_ratio"]] == [("x", 0.75)]  # y: no FREE
+
+
+def test_a_target_labelled_with_one_of_specmon_s_presets_gets_its_algorithm_and_the_gauge_s_draft_tokens():
+    presets = {"demo-eagle3-5": Record(preset="demo-eagle3-5", algorithm="EAGLE3", draft_tokens=5)}
+    ups = [up("a:1", preset="demo-eagle3-5"), up("b:1", preset="demo-eagle3-5"), up("c:1", preset="custom")]
+    rows = {r.server: r for r in tracker(presets=presets).update(
+        reading(ups, {"draft_tokens": [per("b:1", 8.0)]})).rows}
+    assert (rows["a:1"].algorithm, rows["a:1"].draft_tokens) == ("EAGLE3", 5)
+    assert rows["b:1"].draft_tokens == 8  # what the server reports it runs wins
+    assert (rows["c:1"].preset, rows["c:1"].algorithm, rows["c:1"].draft_tokens) == ("custom", None, None)

@@ -83,10 +83,14 @@ class _Server:
 class FleetTracker:
     """Turns FleetReadings into FleetSnapshots; remembers servers that went away and when each was last up."""
 
-    def __init__(self, queries: FleetQueries, prometheus: str, records: Mapping[str, Record] | None = None) -> None:
+    def __init__(self, queries: FleetQueries, prometheus: str, records: Mapping[str, Record] | None = None,
+                 presets: Mapping[str, Record] | None = None) -> None:
         self.queries = queries
         self.prometheus = prometheus
         self.records = dict(records or {})
+        """specmon's benchmark records by server address (`host:port`)."""
+        self.presets = dict(presets or {})
+        """What specmon's presets launch, by preset name (for a target labelled `preset`)."""
         self.last: FleetSnapshot | None = None
         self._last_up: dict[str, float] = {}
         self._gone: dict[str, FleetRow] = {}
@@ -233,9 +237,12 @@ class FleetTracker:
                 engine_type = engine_type or labels.get("engine_type")
         running = sum(per_dp.values()) if per_dp else None
         role, role_source = self._role(server, reading.workers, target_label, engine_type)
+        preset = target_label.get("preset") or record.preset
+        known = self.presets.get(preset, Record()) if preset else Record()
         draft = v("draft_tokens")
-        draft_tokens = int(draft) if draft else _int(target_label.get("draft_tokens")) or record.draft_tokens
-        algorithm = target_label.get("algorithm") or record.algorithm
+        draft_tokens = (int(draft) if draft else _int(target_label.get("draft_tokens")) or known.draft_tokens
+                        or record.draft_tokens)
+        algorithm = target_label.get("algorithm") or known.algorithm or record.algorithm
         accept, source = v("accept_length"), "counters"
         gauge = v("accept_gauge")
         if accept is None and gauge:
@@ -281,7 +288,7 @@ class FleetTracker:
             server=name, host=host, role=role, role_source=role_source, state=state, restarts=restarts,
             nodes_up=nodes_up, nodes_total=len(server.targets),
             last_seen_s=None if nodes_up or last_up is None else max(0.0, reading.taken_at - last_up),
-            preset=target_label.get("preset") or record.preset, algorithm=algorithm, draft_tokens=draft_tokens,
+            preset=preset, algorithm=algorithm, draft_tokens=draft_tokens,
             decode_tok_s=decode if nodes_up else None, accept_length=accept if nodes_up else None,
             accept_source=source if nodes_up else None, running=running if nodes_up else None,
             queued=queued if nodes_up else None, kv_used_ratio=kv if nodes_up else None,

@@ -145,8 +145,12 @@ def header_line(snapshot: FleetSnapshot, with_error: bool = True) -> str:
 
 
 def error_line(snapshot: FleetSnapshot) -> str:
-    """Why Prometheus could not be read, in one line (and that the last snapshot is kept)."""
-    return ("last snapshot kept: " if snapshot.stale else "") + printable(snapshot.error or "")
+    """Why Prometheus could not be read, in one line (and that the last snapshot is kept), without Prometheus'
+    address: the header line says it."""
+    error = snapshot.error or ""
+    for url in (snapshot.prometheus, snapshot.prometheus.rstrip("/")):
+        error = error.replace(f"Prometheus at {url} ", "Prometheus ")
+    return ("last snapshot kept: " if snapshot.stale else "") + printable(error)
 
 
 def snapshot_lines(snapshot: FleetSnapshot, width: int = 200) -> list[str]:

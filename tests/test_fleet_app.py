@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from specmon.widgets.fleet_table import FleetView
-from tests.support.app_harness import screen_text
+from tests.support.app_harness import screen_text, wait_for
 from tests.support.fleet_harness import PROMETHEUS, fleet_app, fleet_snapshot
 
 SIZES = {"80x24": (80, 24), "200x50": (200, 50)}
@@ -97,7 +97,7 @@ async def test_every_key_is_in_the_footer_and_the_palette():
 
     app = fleet_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.1)
+        assert await wait_for(pilot, lambda: "Quit" in screen_text(app))  # the footer is drawn
         titles = [command.title for command in app.get_system_commands(app.screen)]
         footer = [line for line in screen_text(app).splitlines() if "Quit" in line][-1]
     for binding in BINDINGS:

@@ -34,28 +34,40 @@ from pathlib import Path
 import psutil
 
 from benchmarks.app_idle_cpu import cpu_seconds
-from tests.support.fleet_series import backfilled_prometheus, benchmark_shapes
+from tests.support.fleet_series import benchmark_shapes, fleet_prometheus
 from tests.support.prometheus import Prometheus
 
 
-async def time_reads(url: str, at: float, reads: int) -> list[float]:
+async def time_reads(prom: Prometheus, at: float, reads: int) -> list[float]:
+    """`reads` snapshots at `at` after a first one that also reads the 15-minute history (timed apart): each
+    one's query time; the CPU they took, Prometheus' and this process' (`FleetReader.read()` only), per
+    snapshot, is printed."""
     from specmon.fleet.promapi import PromClient
     from specmon.fleet.promql import FleetQueries
     from specmon.fleet.reader import FleetReader
     from specmon.fleet.tracker import FleetTracker
 
     queries = FleetQueries(window_s=60)
-    async with PromClient(url) as client:
+    server = psutil.Process(prom.proc.pid)
+    async with PromClient(prom.url) as client:
         reader = FleetReader(client, queries, 60, clock=lambda: at)
         await reader.configure()
         print(f"  columns read from recording rules: {len(reader.queries.recorded)}")
-        tracker = FleetTracker(reader.queries, url)
-        times = []
+        tracker = FleetTracker(reader.queries, prom.url)
+        first = await reader.read()
+        print(f"  first snapshot, with the 15-minute history: {first.query_s * 1000:.1f} ms")
+        times, client_cpu = [], 0.0
+        server_cpu = sum(server.cpu_times()[:2])
         for _ in range(reads):
+            started = time.process_time()
             reading = await reader.read()
+            client_cpu += time.process_time() - started
             snapshot = tracker.update(reading)
             times.append(reading.query_s)
+        server_cpu = sum(server.cpu_times()[:2]) - server_cpu
         print(f"  {len(snapshot.rows)} rows; first: {json.dumps(snapshot.rows[0].to_json())[:200]}")
+    print(f"  CPU per snapshot: Prometheus {server_cpu / reads * 1000:.1f} ms, FleetReader.read() "
+          f"{client_cpu / reads * 1000:.1f} ms (load average {os.getloadavg()[0]:.1f})")
     return times
 
 
@@ -65,11 +77,11 @@ def run_query(args: argparse.Namespace) -> int:
     for servers in args.servers:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.monotonic()
-            prom = backfilled_prometheus(Path(tmp), benchmark_shapes(servers), end, rules=args.rules)
+            prom = fleet_prometheus(Path(tmp), benchmark_shapes(servers), end, rules=args.rules, feed=args.feed)
             try:
-                print(f"{servers} servers: backfilled and started in {time.monotonic() - started:.1f} s")
-                asyncio.run(time_reads(prom.url, end, 3))  # warm the caches
-                times = asyncio.run(time_reads(prom.url, end, args.reads))
+                print(f"{servers} servers: fed ({args.feed}) and started in {time.monotonic() - started:.1f} s")
+                asyncio.run(time_reads(prom, end, 3))  # warm the caches
+                times = asyncio.run(time_reads(prom, end, args.reads))
             finally:
                 prom.stop()
         results[servers] = statistics.median(times) * 1000
@@ -108,7 +120,7 @@ def run_profile(args: argparse.Namespace) -> int:
     queries = FleetQueries(window_s=60)
     for servers in args.servers:
         with tempfile.TemporaryDirectory() as tmp:
-            prom = backfilled_prometheus(Path(tmp), benchmark_shapes(servers), end)
+            prom = fleet_prometheus(Path(tmp), benchmark_shapes(servers), end, feed=args.feed)
             try:
                 print(f"{servers} servers (Prometheus' own figures, median of {args.reads} asks each):")
                 rows = [("part", part.key, part.expr) for part in queries.parts()]
@@ -236,6 +248,10 @@ def main() -> int:
     profile = sub.add_parser("profile")
     profile.add_argument("--servers", type=int, nargs="+", default=[100])
     profile.add_argument("--reads", type=int, default=9)
+    for sub_parser in (query, profile):
+        sub_parser.add_argument("--feed", choices=("scrape", "backfill"), default="scrape",
+                                help="the series in Prometheus' head block, as a live Prometheus holds its recent "
+                                     "samples (scrape), or in blocks made by promtool (backfill)")
     idle = sub.add_parser("idle")
     idle.add_argument("--window", type=float, default=60.0)
     idle.add_argument("--warmup", type=float, default=15.0)

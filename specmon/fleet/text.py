@@ -106,7 +106,7 @@ COLUMNS: tuple[TableColumn, ...] = (
     TableColumn("role", "role", 8, lambda r: printable(r.role or MISSING)),
     TableColumn("nodes", "nodes", 5, lambda r: f"{r.nodes_up}/{r.nodes_total}", right=True),
     TableColumn("host", "host", 14, lambda r: printable(r.host or MISSING)),
-    TableColumn("spec", "preset · algorithm · draft", 26, lambda r: printable(spec_text(r))),
+    TableColumn("spec", "preset · algorithm · draft", 28, lambda r: printable(spec_text(r))),
 )
 MESSAGE = TableColumn("message", "alerts", 24, lambda r: printable("; ".join(a.text for a in r.alerts)))
 """The alerts in words: after the fixed columns that fit, it takes the width left (at least its own)."""

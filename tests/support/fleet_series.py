@@ -1,9 +1,11 @@
 """Series shaped like a fleet's, for a real Prometheus to answer from: `openmetrics(shapes, end)` writes 30
 minutes of every family `specmon fleet` reads (SGLang 0.5.16's names, labels and TTFT buckets; DCGM exporter's
-framebuffer and utilization) for one server per Shape, and `backfilled_prometheus` starts Prometheus on a TSDB
-made from them by `promtool tsdb create-blocks-from openmetrics` (and, with `rules=True`, with `specmon fleet
-rules`' recording rules backfilled and loaded). Made series, not recorded ones: their shapes (TP duplicates, DP
-ranks, SGLang versions without a family, a restart, a stall) are what the tests and benchmarks need.
+framebuffer and utilization) for one server per Shape, and `fleet_prometheus` starts Prometheus holding them:
+`feed="scrape"` in its head block, as a live Prometheus holds its recent samples (one scrape of a target that
+serves every sample with its own timestamp), `feed="backfill"` in blocks made by `promtool tsdb
+create-blocks-from openmetrics`; with `rules=True`, `specmon fleet rules`' recording rules are backfilled and
+loaded too. Made series, not recorded ones: their shapes (TP duplicates, DP ranks, SGLang versions without a
+family, a restart, a stall) are what the tests and benchmarks need.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from specmon.sglang.metrics import load_shipped_metrics
-from tests.support.prometheus import Prometheus, promtool_binary
+from tests.support.prometheus import Job, Prometheus, promtool_binary
 
 STEP_S = 15
 SPAN_S = 1800
@@ -132,36 +137,100 @@ def benchmark_shapes(servers: int) -> list[Shape]:
     return [Shape(dcgm="Hostname" if i % 4 == 0 else None) for i in range(servers)]
 
 
-def backfilled_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = False,
-                          lookback: str | None = None) -> Prometheus:
-    """Prometheus on a TSDB backfilled with the shapes' series; with `rules`, also with `specmon fleet rules`'
-    recording rules backfilled over the last 10 minutes (`promtool tsdb create-blocks-from rules`, evaluated
-    every STEP_S up to `end`) and loaded (so `fleet` reads those columns by record name). `lookback`: the
-    query lookback delta, when not Prometheus' 5 minutes."""
+def fleet_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = False, lookback: str | None = None,
+                     feed: str = "scrape") -> Prometheus:
+    """Prometheus holding the shapes' series up to `end` (`feed`: "scrape" into its head block, "backfill" into
+    blocks); with `rules`, also `specmon fleet rules`' recording rules, backfilled over the last 10 minutes
+    (`promtool tsdb create-blocks-from rules`, evaluated every STEP_S) and loaded (so `fleet` reads those
+    columns by record name). `lookback`: the query lookback delta, when not Prometheus' 5 minutes."""
     data = tmp / "prometheus" / "data"
     data.mkdir(parents=True, exist_ok=True)
-    source = tmp / "series.om"
-    source.write_text(openmetrics(shapes, end))
-    subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-                   check=True, capture_output=True, timeout=600)
-    source.unlink()
-    retention = ["--storage.tsdb.retention.time=30d",
-                 *([f"--query.lookback-delta={lookback}"] if lookback else [])]
-    interval = f"{STEP_S}s"  # the series' own interval, as Prometheus reports it to `fleet`
+    text = openmetrics(shapes, end)
+    options = {"extra_args": ["--storage.tsdb.retention.time=30d",
+                              *([f"--query.lookback-delta={lookback}"] if lookback else [])],
+               "scrape_interval": f"{STEP_S}s"}  # the series' own interval, as Prometheus reports it to `fleet`
+    if feed == "backfill":
+        source = tmp / "series.om"
+        source.write_text(text)
+        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+                       check=True, capture_output=True, timeout=600)
+        source.unlink()
+        prom = Prometheus(tmp, [], **options)
+    elif feed == "scrape":
+        prom = _scraped(tmp, text, len(shapes), end, options)
+    else:
+        raise ValueError(f"feed is scrape or backfill, not {feed!r}")
     if not rules:
-        return Prometheus(tmp, [], extra_args=retention, scrape_interval=interval)
+        return prom
     rules_file = tmp / "rules.yml"
     rules_file.write_text(subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
                                          capture_output=True, text=True).stdout)
-    raw = Prometheus(tmp, [], extra_args=retention, scrape_interval=interval)
     try:
         subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
-                        f"--end={end + 1}", f"--url={raw.url}", f"--eval-interval={STEP_S}s",
+                        f"--end={end + 1}", f"--url={prom.url}", f"--eval-interval={STEP_S}s",
                         f"--output-dir={tmp / 'recorded'}", str(rules_file)],
                        check=True, capture_output=True, timeout=600)
     finally:
-        raw.stop()
+        prom.stop()
     for block in (tmp / "recorded").iterdir():
         block.rename(data / block.name)
-    return Prometheus(tmp, [], rule_files=[rules_file], evaluation=interval, extra_args=retention,
-                      scrape_interval=interval)
+    return Prometheus(tmp, list(prom.jobs.values()), rule_files=[rules_file], evaluation=f"{STEP_S}s", **options)
+
+
+class _OneScrape(ThreadingHTTPServer):
+    """A loopback target that serves `body` to the first scrape and nothing after."""
+
+    daemon_threads = True
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.served = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                body = b"" if server.served.is_set() else server.body
+                self.send_response(200)
+                self.send_header("content-type", "text/plain; version=0.0.4")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                server.served.set()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def _scraped(tmp: Path, text: str, servers: int, end: int, options: dict) -> Prometheus:
+    """Prometheus with every sample of `text` in its head: one scrape, labels and timestamps honoured."""
+    lines = []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value, at = line.rsplit(" ", 2)
+            lines.append(f"{series} {value} {int(at) * 1000}")
+    target = _OneScrape(("\n".join(lines) + "\n").encode())
+    prom = Prometheus(tmp, [Job("feeder", [f"127.0.0.1:{target.server_address[1]}"], interval=f"{STEP_S}s",
+                                honor=True)], **options)
+    points = SPAN_S // STEP_S + 1
+    deadline = time.monotonic() + 120
+    try:
+        while len(prom.query(f'count_over_time(up{{job="sglang"}}[{SPAN_S + STEP_S}s]) == {points}', at=end)) < servers:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Prometheus did not take the {servers} servers' series in one scrape")
+            time.sleep(0.5)
+    except BaseException:
+        prom.stop()
+        raise
+    finally:
+        target.shutdown()
+        target.server_close()
+    return prom
+
+
+def backfilled_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = False,
+                          lookback: str | None = None) -> Prometheus:
+    """`fleet_prometheus` with the series in blocks (`promtool tsdb create-blocks-from openmetrics`)."""
+    return fleet_prometheus(tmp, shapes, end, rules, lookback, feed="backfill")

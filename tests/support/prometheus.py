@@ -41,19 +41,24 @@ def promtool_binary() -> str:
 
 @dataclass
 class Job:
-    """One scrape job: its name, targets (`host:port`), labels per target and scrape interval."""
+    """One scrape job: its name, targets (`host:port`), labels per target and scrape interval. `honor`: the
+    scraped labels and timestamps are kept (a target that serves other targets' series, with their times)."""
 
     name: str
     targets: list[str]
     interval: str = "1s"
     labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    honor: bool = False
 
     def config(self, sd_dir: Path) -> dict:
         groups = [{"targets": [t], "labels": self.labels.get(t, {})} for t in self.targets]
         sd_file = sd_dir / f"{self.name}.json"
         write_json(sd_file, groups)
-        return {"job_name": self.name, "scrape_interval": self.interval, "scrape_timeout": self.interval,
-                "file_sd_configs": [{"files": [str(sd_file)], "refresh_interval": "1s"}]}
+        config = {"job_name": self.name, "scrape_interval": self.interval, "scrape_timeout": self.interval,
+                  "file_sd_configs": [{"files": [str(sd_file)], "refresh_interval": "1s"}]}
+        if self.honor:
+            config |= {"honor_labels": True, "honor_timestamps": True}
+        return config
 
 
 def write_json(path: Path, data: object) -> None:

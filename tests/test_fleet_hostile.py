@@ -180,6 +180,13 @@ def test_bearer_token_and_basic_auth_come_from_files_and_are_never_printed(fake,
     assert all(path.startswith("/api/v1/") for path, _ in server.seen)  # read-only API GETs only
 
 
+def test_a_loopback_prometheus_is_asked_for_uncompressed_answers(fake, capsys):
+    """Compressing costs Prometheus CPU and saves nothing on loopback; elsewhere httpx's default (gzip) stays."""
+    server, url = fake(lambda path, query, headers: good(path, query))
+    assert main(fleet(url)) == 0
+    assert {headers.get("Accept-Encoding") for _, headers in server.seen} == {"identity"}
+
+
 def test_bad_usage_is_exit_2_with_the_reason(capsys):
     assert main(["fleet", "--once"]) == 2
     assert main(["fleet", "--prometheus", "http://x", "--selector", 'job="a"} or up{', "--once"]) == 2

@@ -89,23 +89,27 @@ def _per_server(samples: Iterable[Sample], s: str) -> Values:
 
 def _dedup(samples: Iterable[Sample], s: str, combine) -> Values:
     """`combine by (server) (max by (server, dp_rank) (x))` from x's `max by (server, dp_rank, engine_type)`."""
-    per_dp: dict[tuple[str, str], list[float]] = {}
-    for sample in samples:
-        name = sample.labels.get(s)
+    per_dp: dict[tuple[str, str], float] = {}
+    for labels, value in samples:
+        name = labels.get(s)
         if name is not None:
-            per_dp.setdefault((name, sample.labels.get("dp_rank", "")), []).append(sample.value)
+            key = (name, labels.get("dp_rank", ""))
+            per_dp[key] = _max2(per_dp[key], value) if key in per_dp else value
     per_server: dict[str, list[float]] = {}
-    for (name, _), values in per_dp.items():
-        per_server.setdefault(name, []).append(_max(values))
+    for (name, _), value in per_dp.items():
+        per_server.setdefault(name, []).append(value)
     return {name: combine(values) for name, values in per_server.items()}
 
 
+def _max2(best: float, value: float) -> float:
+    """PromQL's `max` of two in turn: a NaN is replaced by the later value, and never replaces a number."""
+    return value if best < value or math.isnan(best) else best
+
+
 def _max(values: Sequence[float]) -> float:
-    """PromQL's `max`: a NaN is replaced by any later value, and never replaces a number."""
     best = values[0]
     for value in values[1:]:
-        if best < value or math.isnan(best):
-            best = value
+        best = _max2(best, value)
     return best
 
 

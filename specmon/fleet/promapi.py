@@ -121,7 +121,11 @@ class PromClient:
         self._http: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> PromClient:
+        from specmon.serving.client import is_loopback
+
         headers, basic = self.auth.headers_and_auth()
+        if is_loopback(self.url):  # no network to spare: compressing the answers would only cost Prometheus CPU
+            headers["Accept-Encoding"] = "identity"
         self._http = httpx.AsyncClient(
             base_url=self.url, headers={"User-Agent": USER_AGENT, **headers}, auth=basic,
             verify=self.auth.verify(), timeout=self.timeout_s, follow_redirects=False, trust_env=False,

@@ -1,16 +1,21 @@
 """`specmon fleet`'s cost and truth, against a real Prometheus.
 
     python -m benchmarks.fleet_query query [--servers 10 100]   # query time of one fleet snapshot
+    python -m benchmarks.fleet_query profile [--servers 100]    # Prometheus' own cost of each part and column
     python -m benchmarks.fleet_query idle [--window 60]         # the fleet app's CPU while idle
     python -m benchmarks.fleet_query agree [--window 30]        # fleet --once vs each server's monitor --once
 
-`query` backfills recorded series for N servers (`promtool tsdb create-blocks-from openmetrics`: 30 minutes at
-a 15 s scrape, each server TP2 with every family `fleet` reads, 8 DCGM GPUs per host of 4 servers), starts
-Prometheus on that TSDB, and times `FleetReader.read()` (every column's query, concurrently, plus the history).
-Targets: ≤ 50 ms for 10 servers, ≤ 2 × 50 ms for 100 (the ratio of the two is printed too). `idle` runs the fleet app headless on 10 live servers (4 emulators
-under load, 6 recorded captures, 5 s scrape; refresh every 5 s) and measures its CPU (target ≤ 1 % of a core). `agree` runs emulators under steady load
-behind a 1 s-scrape Prometheus and compares, over the same window, `fleet --once --json` with each server's
-own `monitor --once --json` (decode tok/s within 5 %, acceptance within 2 %).
+`query` backfills made series for N servers (tests/support/fleet_series.py, `promtool tsdb create-blocks-from
+openmetrics`: 30 minutes at a 15 s scrape, each server TP2 with every family `fleet` reads and SGLang 0.5.16's
+18 TTFT buckets, 8 DCGM GPUs on every 4th host), starts Prometheus on that TSDB, and times `FleetReader.read()`
+(every part's query, concurrently, plus the history on the first read). Targets: ≤ 50 ms for 10 servers,
+≤ 2 × 50 ms for 100 (the ratio of the two is printed too). `profile` asks Prometheus for its own statistics
+(`/api/v1/query?stats=all`: evaluation time, samples read) of each part a refresh asks, of the requests they
+are combined into, and of each column's whole expression as a recording rule evaluates it. `idle` runs the
+fleet app headless on 10 live servers (4 emulators under load, 6 recorded captures, 5 s scrape; refresh every
+5 s) and measures its CPU (target ≤ 1 % of a core). `agree` runs emulators under steady load behind a 1 s-scrape
+Prometheus and compares, over the same window, `fleet --once --json` with each server's own `monitor --once
+--json` (decode tok/s within 5 %, acceptance within 2 %).
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -30,118 +34,40 @@ from pathlib import Path
 import psutil
 
 from benchmarks.app_idle_cpu import cpu_seconds
-from tests.support.prometheus import Prometheus, promtool_binary
-
-STEP_S = 15
-SPAN_S = 1800
-BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 8.0, 20.0, float("inf"))
+from tests.support.fleet_series import benchmark_shapes, fleet_prometheus
+from tests.support.prometheus import Prometheus
 
 
-def _labels(**labels: str) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
-
-
-def openmetrics(servers: int, end: int, seed: int = 7) -> str:
-    """Recorded-shape series for `servers` servers (TP2: each scheduler series twice), ending at `end`."""
-    rng = random.Random(seed)
-    times = list(range(end - SPAN_S, end + 1, STEP_S))
-    families: dict[str, list[str]] = {}
-
-    def add(family: str, sample: str, labels: str, values) -> None:
-        lines = families.setdefault(family, [])
-        lines.extend(f"{sample}{labels} {v:.6g} {t}" for t, v in zip(times, values, strict=True))
-
-    for i in range(servers):
-        instance = f"10.0.{i // 250}.{i % 250}:30000"
-        host = instance.split(":")[0]
-        base = {"job": "sglang", "instance": instance}
-        tok_s = rng.uniform(500, 5000)
-        accept = rng.uniform(1.5, 4.0)
-        add("up", "up", _labels(**base), [1.0] * len(times))
-        cumulative = [tok_s * (t - times[0]) for t in times]
-        for name, values in (("sglang:generation_tokens_total", cumulative),
-                             ("sglang:spec_verify_calls_total", [c / accept for c in cumulative]),
-                             ("sglang:num_requests_total", [c / 256 for c in cumulative]),
-                             ("sglang:prompt_tokens_total", [c / 2 for c in cumulative])):
-            add(name, name, _labels(**base, engine_type="unified", model_name="m"), values)
-        for tp in ("0", "1"):
-            sched = {**base, "engine_type": "unified", "model_name": "m", "tp_rank": tp, "pp_rank": "0"}
-            add("sglang:realtime_tokens_total", "sglang:realtime_tokens_total", _labels(**sched, mode="decode"),
-                cumulative)
-            for name, value in (("sglang:num_running_reqs", 24), ("sglang:num_queue_reqs", 2),
-                                ("sglang:num_used_tokens", 40000), ("sglang:max_total_num_tokens", 100000),
-                                ("sglang:token_usage", 0.4), ("sglang:spec_accept_length", accept),
-                                ("sglang:spec_num_draft_tokens", 4), ("sglang:spec_num_steps", 3)):
-                add(name, name, _labels(**sched), [value] * len(times))
-        requests = [c / 256 for c in cumulative]
-        for le in BUCKETS:
-            share = min(1.0, 0.3 + le / 4) if le != float("inf") else 1.0
-            add("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_bucket",
-                _labels(**base, engine_type="unified", model_name="m", le="+Inf" if le == float("inf") else f"{le}"),
-                [r * share for r in requests])
-        if i % 4 == 0:
-            for gpu in range(8):
-                dcgm = {"job": "dcgm", "instance": f"{host}:9400", "gpu": str(gpu), "Hostname": host,
-                        "modelName": "NVIDIA H200", "UUID": f"GPU-{i:04d}-{gpu}"}
-                for name, value in (("DCGM_FI_DEV_FB_USED", 120000), ("DCGM_FI_DEV_FB_FREE", 23000),
-                                    ("DCGM_FI_DEV_GPU_UTIL", rng.uniform(40, 99))):
-                    add(name, name, _labels(**dcgm), [value] * len(times))
-    out = []
-    for family, lines in families.items():
-        out.append(f"# TYPE {family} unknown" if family.startswith(("sglang:", "DCGM")) else f"# TYPE {family} gauge")
-        out.extend(lines)
-    out.append("# EOF")
-    return "\n".join(out) + "\n"
-
-
-def backfilled_prometheus(tmp: Path, servers: int, end: int, rules: bool = False) -> Prometheus:
-    """Prometheus on a TSDB backfilled with `servers` servers' series; with `rules`, also with `specmon fleet
-    rules`' recording rules backfilled over the last 10 minutes (`promtool tsdb create-blocks-from rules`) and
-    loaded (so `fleet` reads those columns by record name)."""
-    data = tmp / "prometheus" / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    source = tmp / "series.om"
-    source.write_text(openmetrics(servers, end))
-    subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-                   check=True, capture_output=True, timeout=600)
-    source.unlink()
-    retention = ["--storage.tsdb.retention.time=30d"]
-    if not rules:
-        return Prometheus(tmp, [], extra_args=retention)
-    rules_file = tmp / "rules.yml"
-    rules_file.write_text(subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
-                                         capture_output=True, text=True).stdout)
-    raw = Prometheus(tmp, [], extra_args=retention)
-    try:
-        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
-                        f"--end={end + 1}", f"--url={raw.url}", "--eval-interval=15s",
-                        f"--output-dir={tmp / 'recorded'}", str(rules_file)],
-                       check=True, capture_output=True, timeout=600)
-    finally:
-        raw.stop()
-    for block in (tmp / "recorded").iterdir():
-        block.rename(data / block.name)
-    return Prometheus(tmp, [], rule_files=[rules_file], extra_args=retention)
-
-
-async def time_reads(url: str, at: float, reads: int) -> list[float]:
+async def time_reads(prom: Prometheus, at: float, reads: int) -> list[float]:
+    """`reads` snapshots at `at` after a first one that also reads the 15-minute history (timed apart): each
+    one's query time; the CPU they took, Prometheus' and this process' (`FleetReader.read()` only), per
+    snapshot, is printed."""
     from specmon.fleet.promapi import PromClient
     from specmon.fleet.promql import FleetQueries
     from specmon.fleet.reader import FleetReader
     from specmon.fleet.tracker import FleetTracker
 
     queries = FleetQueries(window_s=60)
-    async with PromClient(url) as client:
+    server = psutil.Process(prom.proc.pid)
+    async with PromClient(prom.url) as client:
         reader = FleetReader(client, queries, 60, clock=lambda: at)
         await reader.configure()
         print(f"  columns read from recording rules: {len(reader.queries.recorded)}")
-        tracker = FleetTracker(reader.queries, url)
-        times = []
+        tracker = FleetTracker(reader.queries, prom.url)
+        first = await reader.read()
+        print(f"  first snapshot, with the 15-minute history: {first.query_s * 1000:.1f} ms")
+        times, client_cpu = [], 0.0
+        server_cpu = sum(server.cpu_times()[:2])
         for _ in range(reads):
+            started = time.process_time()
             reading = await reader.read()
+            client_cpu += time.process_time() - started
             snapshot = tracker.update(reading)
             times.append(reading.query_s)
+        server_cpu = sum(server.cpu_times()[:2]) - server_cpu
         print(f"  {len(snapshot.rows)} rows; first: {json.dumps(snapshot.rows[0].to_json())[:200]}")
+    print(f"  CPU per snapshot: Prometheus {server_cpu / reads * 1000:.1f} ms, FleetReader.read() "
+          f"{client_cpu / reads * 1000:.1f} ms (load average {os.getloadavg()[0]:.1f})")
     return times
 
 
@@ -151,11 +77,11 @@ def run_query(args: argparse.Namespace) -> int:
     for servers in args.servers:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.monotonic()
-            prom = backfilled_prometheus(Path(tmp), servers, end, rules=args.rules)
+            prom = fleet_prometheus(Path(tmp), benchmark_shapes(servers), end, rules=args.rules, feed=args.feed)
             try:
-                print(f"{servers} servers: backfilled and started in {time.monotonic() - started:.1f} s")
-                asyncio.run(time_reads(prom.url, end, 3))  # warm the caches
-                times = asyncio.run(time_reads(prom.url, end, args.reads))
+                print(f"{servers} servers: fed ({args.feed}) and started in {time.monotonic() - started:.1f} s")
+                asyncio.run(time_reads(prom, end, 3))  # warm the caches
+                times = asyncio.run(time_reads(prom, end, args.reads))
             finally:
                 prom.stop()
         results[servers] = statistics.median(times) * 1000
@@ -167,6 +93,52 @@ def run_query(args: argparse.Namespace) -> int:
           f"{large} vs {small}: {results[large] / results[small]:.2f}×)"
           f"{' with the recording rules' if args.rules else ' inline'}")
     return 0 if ok else 1
+
+
+def query_stats(url: str, expr: str, at: float, reads: int) -> tuple[float, int, int]:
+    """Prometheus' own statistics of one instant query: the median evaluation time (ms, over `reads` asks),
+    the samples it read and the series it answered."""
+    import httpx
+
+    times, samples, series = [], 0, 0
+    for _ in range(reads):
+        answer = httpx.get(url + "/api/v1/query", params={"query": expr, "time": f"{at:.3f}", "stats": "all"},
+                           timeout=30).json()
+        if answer.get("status") != "success":
+            raise SystemExit(f"Prometheus refused {expr}: {answer.get('error')}")
+        stats = answer["data"]["stats"]
+        times.append(stats["timings"]["execTotalTime"] * 1000)
+        samples, series = stats["samples"]["totalQueryableSamples"], len(answer["data"]["result"])
+    return statistics.median(times), samples, series
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    from specmon.fleet.promql import FleetQueries
+    from specmon.fleet.reader import QUERY_GROUPS
+
+    end = int(time.time()) - 120
+    queries = FleetQueries(window_s=60)
+    for servers in args.servers:
+        with tempfile.TemporaryDirectory() as tmp:
+            prom = fleet_prometheus(Path(tmp), benchmark_shapes(servers), end, feed=args.feed)
+            try:
+                print(f"{servers} servers (Prometheus' own figures, median of {args.reads} asks each):")
+                rows = [("part", part.key, part.expr) for part in queries.parts()]
+                rows += [("request", f"{i + 1} of {QUERY_GROUPS}", expr)
+                         for i, expr in enumerate(queries.combined(QUERY_GROUPS))]
+                rows += [("column", column.key, column.expr) for column in queries.columns()]
+                totals: dict[str, list[float]] = {}
+                for kind, key, expr in rows:
+                    ms, samples, series = query_stats(prom.url, expr, end, args.reads)
+                    total = totals.setdefault(kind, [0.0, 0])
+                    total[0] += ms
+                    total[1] += samples
+                    print(f"  {kind:7s} {key:22s} {ms:7.2f} ms {samples:7d} samples {series:5d} series")
+                for kind, (ms, samples) in totals.items():
+                    print(f"  all {kind}s: {ms:.1f} ms, {samples} samples")
+            finally:
+                prom.stop()
+    return 0
 
 
 def run_idle(args: argparse.Namespace) -> int:
@@ -273,6 +245,13 @@ def main() -> int:
     query.add_argument("--reads", type=int, default=20)
     query.add_argument("--rules", action="store_true",
                        help="with `specmon fleet rules` loaded (and backfilled): columns read by record name")
+    profile = sub.add_parser("profile")
+    profile.add_argument("--servers", type=int, nargs="+", default=[100])
+    profile.add_argument("--reads", type=int, default=9)
+    for sub_parser in (query, profile):
+        sub_parser.add_argument("--feed", choices=("scrape", "backfill"), default="scrape",
+                                help="the series in Prometheus' head block, as a live Prometheus holds its recent "
+                                     "samples (scrape), or in blocks made by promtool (backfill)")
     idle = sub.add_parser("idle")
     idle.add_argument("--window", type=float, default=60.0)
     idle.add_argument("--warmup", type=float, default=15.0)
@@ -281,7 +260,7 @@ def main() -> int:
     agree.add_argument("--warmup", type=float, default=8.0)
     agree.add_argument("--streams", type=int, default=3)
     args = parser.parse_args()
-    return {"query": run_query, "idle": run_idle, "agree": run_agree}[args.what](args)
+    return {"query": run_query, "profile": run_profile, "idle": run_idle, "agree": run_agree}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 """A fleet of emulators behind a real Prometheus on loopback, for looking at `specmon fleet` by hand, its
-screenshots and its benchmark: EAGLE3 servers of two draft lengths and a plain one under load, one killed, the
-recorded DP2×TP2 capture, and a DCGM-format target. Everything stops by itself after --seconds (and on Ctrl-C).
+screenshots and its benchmark: EAGLE3 servers launched as specmon's demo-eagle3-5 and demo-eagle3-10 presets and a
+plain one under load, one killed, a DP2×TP2 one, a two-node one, the recorded DP2×TP2 capture, and two DCGM
+exporter stand-ins replaying NVML readings recorded on an H200 (host gpu-a under load, gpu-b idle; the second
+names its host `hostname`, as dcgm-exporter does since #655). Every target is labelled as `specmon ps
+--prometheus-sd` labels the servers specmon launched (`server`, `preset`), plus `node` for its GPU host.
+Everything stops by itself after --seconds (and on Ctrl-C).
 
-    python -m scripts.fleet_rehearsal --seconds 600 --out /tmp/fleet    # then: specmon fleet --prometheus URL
+    python -m scripts.fleet_rehearsal --seconds 600 --out /tmp/fleet
+    specmon fleet --prometheus URL --server-label server --host-label node     # URL: in /tmp/fleet/fleet.json
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from specmon.ports import free_port
+from tests.support.dcgm_exporter import DcgmStandIn, load_recording, newest_fixture
 from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
 from tests.test_emulator import launch
 
@@ -27,12 +34,15 @@ def eagle3(draft: int) -> list[str]:
             "--speculative-num-draft-tokens", str(draft)]
 
 
-SERVERS = {
-    "eagle3-4": eagle3(4),
-    "eagle3-8": eagle3(8),
-    "plain": [],
-    "killed": [],
+SERVERS = {  # name: (preset, flags, GPU host)
+    "eagle3-5": ("demo-eagle3-5", eagle3(5), "gpu-a"),
+    "eagle3-10": ("demo-eagle3-10", eagle3(10), "gpu-a"),
+    "plain": ("demo-baseline", [], "gpu-b"),
+    "killed": ("demo-baseline", [], "gpu-b"),
+    "dp2tp2": (None, [*eagle3(5), "--tp-size", "2", "--dp-size", "2", "--enable-metrics-for-all-schedulers"],
+               "gpu-a"),
 }
+DCGM_HOSTS = {"gpu-a": ("Hostname", "load"), "gpu-b": ("hostname", "idle")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,20 +53,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    servers = {name: launch(out, *flags, *SPEED, name=f"{name}.log") for name, flags in SERVERS.items()}
-    static = [StaticMetrics((FIXTURES / "live/metrics-dp2-tp2.txt").read_text())]
-    dcgm = StaticMetrics((FIXTURES / "fleet/dcgm-two-gpus.txt").read_text())
+    servers = {name: launch(out, *flags, *SPEED, name=f"{name}.log") for name, (_, flags, _) in SERVERS.items()}
+    two_nodes = ["--tp-size", "4", "--nnodes", "2", "--dist-init-addr", f"127.0.0.1:{free_port()}"]
+    for rank in (0, 1):
+        servers[f"two-node/{rank}"] = launch(out, *eagle3(5), *SPEED, *two_nodes, "--node-rank", str(rank),
+                                             name=f"two-node-{rank}.log")
+    static = StaticMetrics((FIXTURES / "live/metrics-dp2-tp2.txt").read_text())
+    recording = load_recording(newest_fixture())
+    dcgm = [DcgmStandIn(("127.0.0.1", 0), recording.phase(phase), hostname=host, hostname_label=label)
+            for host, (label, phase) in DCGM_HOSTS.items()]
+    for stand_in in dcgm:
+        stand_in.start()
     prom = load = None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         for server in servers.values():
             server.wait_ready(60)
         address = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
-        address["dp2tp2"] = static[0].address
-        labels = {address[name]: {"preset": f"demo-{name}"} for name in SERVERS}
+        address["dp2tp2-capture"] = static.address
+        labels = {address[name]: {"server": name, "node": host, **({"preset": preset} if preset else {})}
+                  for name, (preset, _, host) in SERVERS.items()}
+        for rank in (0, 1):
+            labels[address[f"two-node/{rank}"]] = {"server": "two-node", "preset": "demo-eagle3-5", "node": "gpu-b"}
+        labels[static.address] = {"server": "dp2tp2-capture", "node": "gpu-a"}
         prom = Prometheus(out, [Job("sglang", list(address.values()), interval=args.scrape, labels=labels),
-                                Job("dcgm", [dcgm.address], interval=args.scrape)])
-        load = Load([servers[n].url for n in ("eagle3-4", "eagle3-8", "plain")], streams=3,
+                                Job("dcgm", [f"127.0.0.1:{s.server_address[1]}" for s in dcgm], interval=args.scrape)])
+        load = Load([servers[n].url for n in ("eagle3-5", "eagle3-10", "plain", "dp2tp2", "two-node/0")], streams=3,
                     deadline_s=args.seconds)
         prom.wait_scraped('up{job="sglang"}', len(address), minimum=2)
         time.sleep(3)
@@ -76,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             prom.stop()
         for server in servers.values():
             server.stop()
-        for item in (*static, dcgm):
-            item.stop()
+        static.stop()
+        for stand_in in dcgm:
+            stand_in.shutdown()
+            stand_in.server_close()
     return 0
 
 

@@ -1,5 +1,6 @@
 """Regenerate screenshots/fleet-*.svg: `specmon fleet` on a fleet of emulators behind a real Prometheus
-(scripts.fleet_rehearsal) at 80x24 and 200x50, and one server of it opened through Prometheus.
+(scripts.fleet_rehearsal, servers named by their `server` label, GPU hosts by `node`) at 80x24 and 200x50, and
+one server of it (the recorded DP2×TP2 capture, which has no API to answer from) opened through Prometheus.
 
     .venv/bin/python -m scripts.fleet_screenshots [--history 120]
 """
@@ -42,10 +43,11 @@ def main() -> int:
                 time.sleep(0.5)
             data = json.loads(info.read_text())
             time.sleep(args.history)
-            base = ["fleet", "--prometheus", data["prometheus"], "--window", "10", "--interval", "2"]
+            base = ["fleet", "--prometheus", data["prometheus"], "--window", "10", "--interval", "2",
+                    "--server-label", "server", "--host-label", "node"]
             shoot(base, "80x24", OUT / "fleet-80x24.svg")
             shoot(base, "200x50", OUT / "fleet-200x50.svg")
-            shoot([*base, "--server", data["servers"]["dp2tp2"]], "200x50", OUT / "fleet-drill-prometheus-200x50.svg")
+            shoot([*base, "--server", "dp2tp2-capture"], "200x50", OUT / "fleet-drill-prometheus-200x50.svg")
         finally:
             fleet.terminate()
             fleet.wait(60)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from specmon.widgets.fleet_table import FleetView
-from tests.support.app_harness import screen_text
+from tests.support.app_harness import screen_text, wait_for
 from tests.support.fleet_harness import PROMETHEUS, fleet_app, fleet_snapshot
 
 SIZES = {"80x24": (80, 24), "200x50": (200, 50)}
@@ -56,6 +56,26 @@ async def test_rows_sorted_columns_drop_and_stale_dims():
         assert "TTFT99" in text and "KV cache 97% full, 17 queued" in text and "2.35g" in text
 
 
+async def test_numbers_and_their_headers_right_aligned_and_the_error_in_one_line_at_80_columns():
+    app = fleet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(fleet_snapshot())
+        app.show(fleet_snapshot(stale=True))
+        await pilot.pause(0.1)
+        lines = screen_text(app).splitlines()
+        svg = app.export_screenshot()
+    (error,) = [line for line in lines if "HTTP 401" in line]
+    assert error.strip() == "last snapshot kept: Prometheus answered HTTP 401 (check the credentials)"
+    header = next(line for line in lines if "tok/s" in line and "server" in line)
+    row = next(line for line in lines if "node-e:30000" in line)
+    assert header.index("tok/s") + len("tok/s") == row.index("1510") + len("1510")
+    assert header.index("accept") + len("accept") == row.index("1.03") + len("1.03")
+    # each cell's text is an SVG <text> of its own, apart from its padding: renderers that drop leading spaces
+    # (librsvg) still draw it in its place
+    for text in ("1510", "tok/s", "accept", "serving", "node-e:30000"):
+        assert f">{text}</text>" in svg, text
+
+
 async def test_enter_opens_the_selected_server_or_says_how_headless():
     app = fleet_app(read_only=True)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -77,7 +97,7 @@ async def test_every_key_is_in_the_footer_and_the_palette():
 
     app = fleet_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.1)
+        assert await wait_for(pilot, lambda: "Quit" in screen_text(app))  # the footer is drawn
         titles = [command.title for command in app.get_system_commands(app.screen)]
         footer = [line for line in screen_text(app).splitlines() if "Quit" in line][-1]
     for binding in BINDINGS:

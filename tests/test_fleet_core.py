@@ -7,9 +7,10 @@ import math
 
 import pytest
 
+from specmon.fleet.figures import figures
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, format_duration, host_of, parse_duration
-from specmon.fleet.promql import FleetQueries, valid_selector, window_for
+from specmon.fleet.promql import GAUGES_PART, FleetQueries, valid_selector, window_for
 from specmon.fleet.text import columns_for, snapshot_lines, sparkline
 from specmon.fleet.tracker import FleetReading, FleetTracker, Record, Worker
 from specmon.live import rules
@@ -224,10 +225,80 @@ def test_between_history_reads_each_refresh_adds_its_point_one_per_step():
     assert same_step.history == (10.0, 20.0, 30.0)
 
 
-def test_combined_query_tags_every_column_and_up():
+def test_a_refresh_reads_each_metric_once_in_a_few_tagged_requests():
     queries = FleetQueries()
-    combined = " or ".join(queries.combined(3))
-    assert len(queries.combined(3)) == 3
-    keys = ["up"] + [c.key for c in queries.columns()]
-    assert combined.count("label_replace(") == len(keys)
-    assert all(f'"specmon_column", "{key}"' in combined for key in keys)
+    combined = queries.combined(2)
+    text = " or ".join(combined)
+    parts = queries.parts()
+    assert len(combined) == 2 and text.count("label_replace(") == len(parts)
+    for metric in ("up{", "sglang:realtime_tokens_total", "sglang:generation_tokens_total",
+                   "sglang:spec_verify_calls_total", "sglang:num_running_reqs", "sglang:num_queue_reqs",
+                   "sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage",
+                   "sglang:spec_accept_length", "sglang:spec_num_draft_tokens", "sglang:spec_num_steps",
+                   "sglang:time_to_first_token_seconds_bucket", "sglang:num_requests_total", "DCGM_FI_DEV_FB_",
+                   "DCGM_FI_DEV_GPU_UTIL"):
+        assert text.count(metric) == 1, metric
+    assert "count_over_time" not in text  # the stall's samples: asked only for servers that look stalled
+    keys = {part.key for part in parts}
+    gauges = next(part.expr for part in parts if part.key == GAUGES_PART)
+    for column in queries.columns():
+        if not column.inline_only:
+            assert column.key in keys or all(read in keys or read in gauges for read in column.reads), column.key
+
+
+def test_recorded_columns_are_read_by_record_name_and_need_no_pass_of_their_own():
+    everything = FleetQueries()
+    recorded = FleetQueries(recorded=frozenset(c.key for c in everything.columns() if not c.inline_only))
+    assert {part.key for part in recorded.parts()} == {"up"} | recorded.recorded
+    records = {column.record for column in everything.columns()} | {everything.up()}
+    assert all(part.expr in records for part in recorded.parts())
+    some = FleetQueries(recorded=frozenset({"queued", "decode_tok_s"}))
+    gauges = next(part.expr for part in some.parts() if part.key == GAUGES_PART)
+    assert "num_queue_reqs" not in gauges and "num_running_reqs" in gauges
+    assert "realtime_tok_s" not in {part.key for part in some.parts()}
+
+
+def test_columns_computed_from_parts_follow_promql_s_rules_for_nan_and_missing_series():
+    def gauge(name: str, server: str, value: float, **labels: str) -> Sample:
+        return Sample({"__name__": f"sglang:{name}", "instance": server, "engine_type": "unified", **labels}, value)
+
+    def framebuffer(name: str, host: str, value: float) -> Sample:
+        return Sample({"__name__": f"DCGM_FI_DEV_FB_{name}", "Hostname": host, "instance": f"{host}:9400"}, value)
+
+    parts = {
+        GAUGES_PART: [
+            gauge("num_used_tokens", "a:1", 30, dp_rank="0"), gauge("num_used_tokens", "a:1", 10, dp_rank="1"),
+            gauge("max_total_num_tokens", "a:1", 100, dp_rank="0"),
+            gauge("max_total_num_tokens", "a:1", 100, dp_rank="1"),
+            gauge("token_usage", "b:1", 0.5),  # no token counts: token_usage
+            gauge("num_used_tokens", "c:1", 5), gauge("max_total_num_tokens", "c:1", 0), gauge("token_usage", "c:1", 0.7),
+            gauge("spec_num_draft_tokens", "a:1", math.nan, dp_rank="0"),
+            gauge("spec_num_draft_tokens", "a:1", 4, dp_rank="1"),
+            gauge("num_queue_reqs", "a:1", 2, dp_rank="0"), gauge("num_queue_reqs", "a:1", 3, dp_rank="1"),
+        ],
+        "realtime_tok_s": [per("a:1", 280.0)],
+        "generation_tok_s": [per("a:1", 300.0), per("b:1", 50.0)],
+        "verify_per_s": [per("a:1", 100.0), per("b:1", 0.0)],
+        "dcgm_framebuffer": [framebuffer("USED", "x", 60), framebuffer("FREE", "x", 20), framebuffer("USED", "y", 9)],
+    }
+    out = figures(FleetQueries(), parts)
+
+    def by_server(key: str) -> dict[str, float]:
+        return {s.labels["instance"]: s.value for s in out[key]}
+
+    assert by_server("kv_used_ratio") == {"a:1": 0.2, "b:1": 0.5, "c:1": 0.7}  # sums over DP, else token_usage
+    assert by_server("queued") == {"a:1": 5}
+    assert by_server("decode_tok_s") == {"a:1": 280.0, "b:1": 50.0}  # realtime, else the generation counter
+    assert by_server("accept_length") == {"a:1": 3.0}  # no verify calls: no acceptance from the counters
+    assert by_server("draft_tokens") == {"a:1": 4}  # PromQL's max keeps a number over a NaN
+    assert [(s.labels["Hostname"], s.value) for s in out["gpu_memory_used_ratio"]] == [("x", 0.75)]  # y: no FREE
+
+
+def test_a_target_labelled_with_one_of_specmon_s_presets_gets_its_algorithm_and_the_gauge_s_draft_tokens():
+    presets = {"demo-eagle3-5": Record(preset="demo-eagle3-5", algorithm="EAGLE3", draft_tokens=5)}
+    ups = [up("a:1", preset="demo-eagle3-5"), up("b:1", preset="demo-eagle3-5"), up("c:1", preset="custom")]
+    rows = {r.server: r for r in tracker(presets=presets).update(
+        reading(ups, {"draft_tokens": [per("b:1", 8.0)]})).rows}
+    assert (rows["a:1"].algorithm, rows["a:1"].draft_tokens) == ("EAGLE3", 5)
+    assert rows["b:1"].draft_tokens == 8  # what the server reports it runs wins
+    assert (rows["c:1"].preset, rows["c:1"].algorithm, rows["c:1"].draft_tokens) == ("custom", None, None)

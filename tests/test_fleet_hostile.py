@@ -28,9 +28,11 @@ TOKEN = "s3cret-token-value"
 
 
 def vector(value: str) -> dict:
-    """`up` and one `queued` value, as the one combined query answers them."""
+    """`up` and one `num_queue_reqs` gauge (the queued column), as the combined query answers them."""
+    queue = {"__name__": "sglang:num_queue_reqs", "instance": "10.0.0.1:30000",
+             "specmon_column": "gauges"}
     return {"status": "success", "data": {"resultType": "vector", "result": [
-        UP_SAMPLE, {"metric": {"instance": "10.0.0.1:30000", "specmon_column": "queued"}, "value": [1, value]}]}}
+        UP_SAMPLE, {"metric": queue, "value": [1, value]}]}}
 
 
 def good(path: str, query: str) -> tuple[int, bytes]:
@@ -176,6 +178,13 @@ def test_bearer_token_and_basic_auth_come_from_files_and_are_never_printed(fake,
     assert TOKEN not in captured.out + captured.err
     assert "could not be read" in captured.err
     assert all(path.startswith("/api/v1/") for path, _ in server.seen)  # read-only API GETs only
+
+
+def test_a_loopback_prometheus_is_asked_for_uncompressed_answers(fake, capsys):
+    """Compressing costs Prometheus CPU and saves nothing on loopback; elsewhere httpx's default (gzip) stays."""
+    server, url = fake(lambda path, query, headers: good(path, query))
+    assert main(fleet(url)) == 0
+    assert {headers.get("Accept-Encoding") for _, headers in server.seen} == {"identity"}
 
 
 def test_bad_usage_is_exit_2_with_the_reason(capsys):

@@ -1,10 +1,15 @@
-"""`specmon fleet` against a real Prometheus scraping real targets on loopback: emulators under load (EAGLE3 and
-plain presets, one restarted, one killed), the real SGLang 0.5.16 /metrics capture and a DP2×TP2 capture served
-as recorded, a DCGM-format target, and a real sglang-router (regular and PD mode) in front of two emulators.
-Queries run only after every target was scraped at least twice, with load still running."""
+"""`specmon fleet` against a real Prometheus scraping real fleet members on loopback: emulators under load (an
+EAGLE3 server labelled with one of specmon's presets, an unlabelled one whose spec gauges alone say its draft
+tokens, a plain one, one restarted, one killed, a DP2×TP2 one reporting from every scheduler), the real SGLang
+0.5.16 /metrics capture and a DP2×TP2 capture served as recorded, two DCGM exporter stand-ins replaying NVML
+readings recorded on an H200 (one labelling its host `Hostname`, one `hostname` as dcgm-exporter does since
+#655), a two-node emulator server named by its --extra-metric-labels, and a real sglang-router (regular and PD
+mode) in front of two emulators. Queries run only after every target was scraped at least twice, with load
+still running."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -18,12 +23,19 @@ import httpx
 import pytest
 
 from specmon.ports import free_port, free_port_pair
+from tests.support.dcgm_exporter import DcgmStandIn, Recording, load_recording, newest_fixture
 from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
 from tests.test_emulator import EAGLE3, launch
 
 pytestmark = pytest.mark.timeout(300)
 FIXTURES = Path(__file__).parent / "fixtures"
 SPEED = ["--emulator-speed", "50", "--emulator-decode-speed", "5", "--enable-metrics"]
+EAGLE3_5 = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3-8b",
+            "--speculative-num-steps", "4", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "5"]
+"""The flags of specmon's demo-eagle3-5 preset (5 draft tokens = 4 steps × topk 1 + 1)."""
+DP2_TP2 = ["--tp-size", "2", "--dp-size", "2", "--enable-metrics-for-all-schedulers"]
+HOSTS = {"gpu-a": ("Hostname", "load"), "gpu-b": ("hostname", "idle")}
+"""Each DCGM stand-in: the label it names its host with and the recorded phase it replays."""
 
 
 STATE: dict[str, Path] = {}
@@ -52,53 +64,77 @@ def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def dcgm_stand_ins() -> dict[str, tuple[DcgmStandIn, Recording]]:
+    recording = load_recording(newest_fixture())
+    stand_ins = {}
+    for host, (label, phase) in HOSTS.items():
+        replayed = recording.phase(phase)
+        stand_in = DcgmStandIn(("127.0.0.1", 0), replayed, hostname=host, hostname_label=label)
+        stand_in.start()
+        stand_ins[host] = (stand_in, replayed)
+    return stand_ins
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
     STATE["dir"] = tmp / "state"
     servers = {
-        "eagle3": launch(tmp, *EAGLE3, *SPEED, name="eagle3.log"),
+        "eagle3-5": launch(tmp, *EAGLE3_5, *SPEED, name="eagle3-5.log"),
+        "eagle3-4": launch(tmp, *EAGLE3, *SPEED, name="eagle3-4.log"),
         "plain": launch(tmp, *SPEED, name="plain.log"),
         "restarted": launch(tmp, *EAGLE3, *SPEED, name="restarted.log"),
         "killed": launch(tmp, *SPEED, name="killed.log"),
+        "dp2tp2-emulated": launch(tmp, *EAGLE3, *SPEED, *DP2_TP2, name="dp2tp2.log"),
     }
     static = {"real": StaticMetrics((FIXTURES / "real-sglang-0.5.16/eagle3/metrics.txt").read_text()),
               "dp2tp2": StaticMetrics((FIXTURES / "live/metrics-dp2-tp2.txt").read_text())}
-    dcgm = StaticMetrics((FIXTURES / "fleet/dcgm-two-gpus.txt").read_text())
-    load = prom = None
+    dcgm = dcgm_stand_ins()
+    loads: list[Load] = []
+    prom = None
     try:
         for server in servers.values():
-            server.wait_ready()
+            server.wait_ready(60)
         address = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
         address.update({name: s.address for name, s in static.items()})
-        labels = {address["eagle3"]: {"preset": "demo-eagle3-4"}}
+        # as `specmon ps --prometheus-sd` labels a server specmon launched; `node` names the GPU host
+        labels = {target: {"node": "gpu-b" if name in ("plain", "dp2tp2-emulated") else "gpu-a"}
+                  for name, target in address.items()}
+        labels[address["eagle3-5"]]["preset"] = "demo-eagle3-5"
         prom = Prometheus(tmp, [Job("sglang", list(address.values()), labels=labels),
-                                Job("dcgm", [dcgm.address])])
-        load = Load([servers[name].url for name in ("eagle3", "plain", "restarted")])
+                                Job("dcgm", [f"127.0.0.1:{s.server_address[1]}" for s, _ in dcgm.values()])])
+        loads.append(Load([servers[name].url for name in ("eagle3-5", "eagle3-4", "plain", "restarted")]))
+        loads.append(Load([servers["dp2tp2-emulated"].url], streams=4))
         prom.wait_scraped('up{job="sglang"}', len(address), minimum=2)
         prom.wait_scraped('sglang:num_requests_total{job="sglang"}', len(address) - 1, minimum=2)
 
         restarted = servers["restarted"]
         restarted.stop()
         servers["restarted"] = launch(tmp, *EAGLE3, *SPEED, port=restarted.port, name="restarted-2.log")
-        servers["restarted"].wait_ready()
+        servers["restarted"].wait_ready(60)
         servers["killed"].proc.send_signal(signal.SIGKILL)
         servers["killed"].proc.wait()
         wait_for(lambda: prom.query(f'resets(sglang:num_requests_total{{instance="{address["restarted"]}"}}[5m]) > 0'),
                  what="Prometheus to see the restart")
         wait_for(lambda: prom.query(f'up{{instance="{address["killed"]}"}} == 0'), what="the kill to be scraped")
-        prom.wait_scraped('up{job="dcgm"}', 1, minimum=2)
+        prom.wait_scraped('up{job="dcgm"}', len(dcgm), minimum=2)
+        speculative = f'instance=~"{address["eagle3-5"]}|{address["eagle3-4"]}"'
+        wait_for(lambda: len(prom.query(f"count by (instance) (sglang:spec_num_draft_tokens{{{speculative}}} > 0)")) == 2,
+                 what="the spec gauges, set at the first decode report")
         time.sleep(2)  # two more scrapes of the load after the restart
-        yield prom, servers, address
+        yield prom, servers, address, dcgm
     finally:
-        if load is not None:
+        for load in loads:
             load.stop()
         if prom is not None:
             prom.stop()
         for server in servers.values():
             server.stop()
-        for item in (*static.values(), dcgm):
+        for item in static.values():
             item.stop()
+        for stand_in, _ in dcgm.values():
+            stand_in.shutdown()
+            stand_in.server_close()
 
 
 def rows_by_name(snapshot: dict, address: dict) -> dict[str, dict]:
@@ -107,20 +143,24 @@ def rows_by_name(snapshot: dict, address: dict) -> dict[str, dict]:
 
 
 def test_fleet_once_json_reads_every_server_from_the_real_prometheus(fleet):
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     code, snapshot, err = fleet_json(prom)
     rows = rows_by_name(snapshot, address)
     assert set(rows) == set(address) and snapshot["window_s"] == 4.0
     assert code == 1  # one server down, and the DP2×TP2 capture is unbalanced
 
-    eagle3 = rows["eagle3"]
+    eagle3 = rows["eagle3-5"]
     assert eagle3["state"] == "serving" and eagle3["decode_tok_s"] > 0 and eagle3["running"] >= 1
-    assert eagle3["accept_source"] == "counters" and 1.5 < eagle3["accept_length"] < 4.5
-    assert eagle3["preset"] == "demo-eagle3-4"  # from the target's label
+    assert eagle3["accept_source"] == "counters" and 1.5 < eagle3["accept_length"] < 5.5
     assert eagle3["ttft_p99_s"] is not None and eagle3["role"] == "unified" and eagle3["nodes_up"] == 1
+    # preset · algorithm · draft tokens: the target's preset label, that preset's algorithm, the server's gauge
+    assert (eagle3["preset"], eagle3["algorithm"], eagle3["draft_tokens"]) == ("demo-eagle3-5", "EAGLE3", 5)
+    # no label at all: its sglang:spec_num_draft_tokens gauge alone says 4 draft tokens
+    assert (rows["eagle3-4"]["preset"], rows["eagle3-4"]["draft_tokens"]) == (None, 4)
 
     plain = rows["plain"]
     assert plain["state"] == "serving" and plain["accept_length"] is None and plain["alerts"] == []
+    assert plain["draft_tokens"] is None
 
     assert rows["restarted"]["restarts"] >= 1 and rows["restarted"]["state"] == "restarted"
     assert {a["kind"] for a in rows["restarted"]["alerts"]} == {"restart"}
@@ -135,33 +175,75 @@ def test_fleet_once_json_reads_every_server_from_the_real_prometheus(fleet):
     real = rows["real"]
     assert real["draft_tokens"] == 4 and real["state"] == "idle" and real["accept_source"] in (None, "gauge")
 
-    # DP2×TP2: TP duplicates counted once, DP ranks summed (a plain sum would say 28 and 6)
+    # the DP2×TP2 capture: TP duplicates counted once, DP ranks summed (a plain sum would say 28 and 6)
     dp = rows["dp2tp2"]
     assert dp["running"] == 14 and dp["queued"] == 3 and dp["kv_used_ratio"] == pytest.approx(0.3)
     assert "dp_imbalance" in {a["kind"] for a in dp["alerts"]}
 
 
-def test_dcgm_columns_by_host_and_their_absence_is_said(fleet):
-    prom, servers, address = fleet
-    _, snapshot, err = fleet_json(prom)
-    row = rows_by_name(snapshot, address)["eagle3"]
-    assert row["gpu_memory_used_ratio"] == pytest.approx(0.7, abs=0.001) and row["gpu_util_min"] == 12
+def test_a_dp2_tp2_emulator_counts_each_tp_replica_once_and_sums_the_dp_ranks(fleet):
+    """The fleet's figures at one instant equal what the raw per-rank series say at that instant: each DP rank's
+    TP rank 0, added up (its TP rank 1 repeats the same values, so a plain sum would double them)."""
+    from specmon.fleet.promapi import PromClient
+    from specmon.fleet.promql import FleetQueries
+    from specmon.fleet.reader import FleetReader
+    from specmon.fleet.tracker import FleetTracker
+
+    prom, servers, address, dcgm = fleet
+    target = address["dp2tp2-emulated"]
+    at = time.time() - 1.0
+
+    async def read():
+        async with PromClient(prom.url) as client:
+            reader = FleetReader(client, FleetQueries(window_s=4), 4, clock=lambda: at)
+            queries = await reader.configure()
+            return FleetTracker(queries, prom.url).update(await reader.read())
+
+    row = next(r for r in asyncio.run(read()).rows if r.server == target)
+    for name, figure, combine in (("num_running_reqs", row.running, sum), ("num_queue_reqs", row.queued, sum)):
+        ranks = {(s["metric"]["dp_rank"], s["metric"]["tp_rank"]): float(s["value"][1])
+                 for s in prom.query(f'sglang:{name}{{instance="{target}"}}', at=at)}
+        assert len(ranks) == 4 and {dp for dp, _ in ranks} == {"0", "1"}
+        tp0 = {dp: value for (dp, tp), value in ranks.items() if tp == "0"}
+        assert all(value == tp0[dp] for (dp, _), value in ranks.items())  # TP rank 1 is a replica
+        assert figure == combine(tp0.values()), name
+    assert row.running and row.running <= 4  # four streams: at most four requests run at once
+    assert row.draft_tokens == 4 and row.accept_source == "counters"
+
+
+def test_dcgm_stand_ins_by_hostname_or_hostname_and_their_absence_is_said(fleet):
+    """Each server gets the recorded H200 readings of its own host's DCGM exporter: `gpu-a`'s names its host
+    `Hostname` and replays the readings under load, `gpu-b`'s names it `hostname` (dcgm-exporter#655) and
+    replays the idle ones."""
+    prom, servers, address, dcgm = fleet
+    _, snapshot, err = fleet_json(prom, "--host-label", "node")
+    rows = rows_by_name(snapshot, address)
+    def memory(host: str) -> set[float]:
+        return {round(used / (used + reading[0]["DCGM_FI_DEV_FB_FREE"]), 4) for reading in dcgm[host][1].readings
+                if (used := reading[0]["DCGM_FI_DEV_FB_USED"]) is not None}
+
+    assert min(memory("gpu-a")) > max(memory("gpu-b"))  # 20 GiB held under load, none idle: hosts cannot mix
+    for name, host in (("eagle3-5", "gpu-a"), ("plain", "gpu-b"), ("dp2tp2-emulated", "gpu-b")):
+        utilization = {reading[0]["DCGM_FI_DEV_GPU_UTIL"] for reading in dcgm[host][1].readings}
+        assert rows[name]["host"] == host
+        assert rows[name]["gpu_memory_used_ratio"] in memory(host), (name, memory(host))
+        assert rows[name]["gpu_util_min"] in utilization, (name, utilization)
     _, bare, err = fleet_json(prom, "--gpu-selector", 'job="no-such-dcgm"')
-    assert rows_by_name(bare, address)["eagle3"]["gpu_memory_used_ratio"] is None
+    assert rows_by_name(bare, address)["eagle3-5"]["gpu_memory_used_ratio"] is None
     assert 'no DCGM series match {job="no-such-dcgm"}' in err
 
 
 def test_text_output_and_the_window_raised_to_four_scrapes(fleet):
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     done = specmon("fleet", "--prometheus", prom.url, "--window", "1", "--once")
     assert done.returncode == 1, done.stderr
     assert "rate window raised from 1 s to 4 s (4 × the scrape interval 1 s)" in done.stderr
-    assert address["eagle3"] in done.stdout and "down" in done.stdout
+    assert address["eagle3-5"] in done.stdout and "down" in done.stdout
 
 
 def test_the_rules_file_loaded_into_prometheus_records_what_fleet_computes(fleet, tmp_path):
     """The recording rules evaluated by Prometheus itself agree with the same expressions evaluated inline."""
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     rules = specmon("fleet", "rules", "--window", "4").stdout
     (tmp_path / "rules.yml").write_text(rules)
     second = Prometheus(tmp_path, [Job("sglang", [address["dp2tp2"], address["real"]])],
@@ -181,15 +263,57 @@ def test_the_rules_file_loaded_into_prometheus_records_what_fleet_computes(fleet
         second.stop()
 
 
+def test_a_two_node_server_named_by_its_extra_metric_labels_shows_its_nodes_up(tmp_path):
+    """`--nnodes 2`: two targets (node 1 serves scheduler metrics only), one server. Its name is on the metrics
+    only (SGLang's --extra-metric-labels), not on Prometheus' targets: 2/2 nodes up, then 1/2 once node 1 is
+    killed, as a fresh `fleet --once` sees it (node 1's name then comes from its last hour of samples)."""
+    common = [*SPEED, "--tp-size", "4", "--nnodes", "2", "--dist-init-addr", f"127.0.0.1:{free_port()}",
+              "--extra-metric-labels", json.dumps({"model_server": "llama-2node"})]
+    nodes = [launch(tmp_path, *EAGLE3, *common, "--node-rank", "0", name="node0.log")]
+    prom = load = None
+    try:
+        nodes.append(launch(tmp_path, *EAGLE3, *common, "--node-rank", "1", name="node1.log"))
+        for node in nodes:
+            node.wait_ready(60)
+        targets = [f"127.0.0.1:{node.port}" for node in nodes]
+        prom = Prometheus(tmp_path, [Job("multinode", targets)])
+        load = Load([nodes[0].url])
+        prom.wait_scraped('up{job="multinode"}', 2, minimum=2)
+        prom.wait_scraped('sglang:num_requests_total{job="multinode"}', 1, minimum=2)
+        args = ("--selector", 'job="multinode"', "--server-label", "model_server")
+        code, both, err = fleet_json(prom, *args)
+        (row,) = both["servers"]
+        assert (row["server"], row["nodes_up"], row["alerts"], code) == ("llama-2node", 2, [], 0), err
+        assert row["decode_tok_s"] > 0 and row["draft_tokens"] == 4
+        assert " 2/2 " in specmon("fleet", "--prometheus", prom.url, "--window", "4", *args, "--once").stdout
+
+        nodes[1].proc.send_signal(signal.SIGKILL)
+        nodes[1].proc.wait()
+        wait_for(lambda: prom.query(f'up{{instance="{targets[1]}"}} == 0'), what="the killed node to be scraped")
+        code, one, err = fleet_json(prom, *args)
+        (row,) = one["servers"]
+        assert (row["server"], row["nodes_up"], code) == ("llama-2node", 1, 1), err
+        (down,) = [alert for alert in row["alerts"] if alert["kind"] == "down"]
+        assert "1 of 2 nodes down" in down["message"] and targets[1] in down["message"]
+        assert " 1/2 " in specmon("fleet", "--prometheus", prom.url, "--window", "4", *args, "--once").stdout
+    finally:
+        if load is not None:
+            load.stop()
+        if prom is not None:
+            prom.stop()
+        for node in nodes:
+            node.stop()
+
+
 @pytest.fixture(scope="module")
 def routers(fleet):
     pytest.importorskip("sglang_router", reason="sglang-router is in the test extra (pip install '.[test]')")
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     started = []
     urls = {}
-    for mode, args in (("regular", ["--worker-urls", servers["eagle3"].url, servers["plain"].url]),
+    for mode, args in (("regular", ["--worker-urls", servers["eagle3-5"].url, servers["plain"].url]),
                        ("pd", ["--pd-disaggregation", "--prefill", servers["plain"].url, "--decode",
-                               servers["eagle3"].url])):
+                               servers["eagle3-5"].url])):
         port = free_port()
         log = open(STATE["dir"].parent / f"router-{mode}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
@@ -219,16 +343,16 @@ def routers(fleet):
 
 
 def test_roles_come_from_a_real_sglang_router_regular_and_pd(fleet, routers):
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     _, regular, _ = fleet_json(prom, "--router", routers["regular"])
     rows = rows_by_name(regular, address)
-    assert rows["eagle3"]["role"] == "regular" and rows["plain"]["role"] == "regular"
+    assert rows["eagle3-5"]["role"] == "regular" and rows["plain"]["role"] == "regular"
     assert rows["real"]["role"] == "unified"  # not behind the router: engine_type
     _, pd, _ = fleet_json(prom, "--router", routers["pd"])
     rows = rows_by_name(pd, address)
-    assert rows["plain"]["role"] == "prefill" and rows["eagle3"]["role"] == "decode"
+    assert rows["plain"]["role"] == "prefill" and rows["eagle3-5"]["role"] == "decode"
     _, gone, err = fleet_json(prom, "--router", f"http://127.0.0.1:{free_port_pair()}")
-    assert "did not answer" in err and rows_by_name(gone, address)["eagle3"]["role"] == "unified"
+    assert "did not answer" in err and rows_by_name(gone, address)["eagle3-5"]["role"] == "unified"
 
 
 def test_the_repository_s_dashboard_is_the_generated_one():
@@ -244,15 +368,15 @@ def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fle
     from specmon.fleet.dashboard import dashboard, panel_queries
     from specmon.textfile import Textfile, bench_samples
 
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     Textfile(tmp_path / "textfile").update(set_=bench_samples(
-        servers["eagle3"].url, "demo-eagle3-4", {"decode_tok_s": {"median": 400.0},
+        servers["eagle3-5"].url, "demo-eagle3-5", {"decode_tok_s": {"median": 400.0},
                                                   "accept_length": {"token_weighted": 2.6}}, 1.0))
     textfile = StaticMetrics((tmp_path / "textfile" / "specmon.prom").read_text())
     (tmp_path / "rules.yml").write_text(specmon("fleet", "rules").stdout)
-    labels = {address["eagle3"]: {"preset": "demo-eagle3-4"}, address["plain"]: {"preset": "demo-plain"}}
+    labels = {address["eagle3-5"]: {"preset": "demo-eagle3-5"}, address["plain"]: {"preset": "demo-plain"}}
     dcgm = next(r["metric"]["instance"] for r in prom.query('up{job="dcgm"}'))
-    second = Prometheus(tmp_path, [Job("sglang", [address["eagle3"], address["plain"], address["real"]], labels=labels),
+    second = Prometheus(tmp_path, [Job("sglang", [address["eagle3-5"], address["plain"], address["real"]], labels=labels),
                                    Job("dcgm", [dcgm]), Job("node", [textfile.address])],
                         rule_files=[tmp_path / "rules.yml"])
     try:
@@ -265,9 +389,9 @@ def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fle
 
         wait_for(answered, timeout=90, what="every panel to have data (the rules evaluate every second)")
         decode = second.query(queries[0][1])
-        assert {r["metric"]["instance"] for r in decode} == {address["eagle3"], address["plain"], address["real"]}
+        assert {r["metric"]["instance"] for r in decode} == {address["eagle3-5"], address["plain"], address["real"]}
         per_preset = second.query(next(expr for title, expr in queries if "per preset" in title))
-        assert {r["metric"]["preset"] for r in per_preset} == {"demo-eagle3-4", "demo-plain"}
+        assert {r["metric"]["preset"] for r in per_preset} == {"demo-eagle3-5", "demo-plain"}
     finally:
         second.stop()
         textfile.stop()
@@ -283,7 +407,7 @@ def test_a_server_s_samples_in_prometheus_read_as_its_own_metrics(fleet):
     from specmon.fleet.promql import FleetQueries
     from specmon.serving.prom import parse_scrape
 
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
 
     async def read():
         async with PromClient(prom.url) as client:
@@ -297,7 +421,7 @@ def test_a_server_s_samples_in_prometheus_read_as_its_own_metrics(fleet):
 
 def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, tmp_path):
     """A server that does not answer from here (a recorded capture: no SGLang API) opens fed from Prometheus."""
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     shot = tmp_path / "drill.svg"
     done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--server", address["dp2tp2"],
                    "--headless", "--duration", "6", "--screenshot", str(shot), timeout=90)
@@ -311,10 +435,10 @@ def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, 
 
 
 def test_fleet_app_headless_against_the_real_prometheus(fleet, tmp_path):
-    prom, servers, address = fleet
+    prom, servers, address, dcgm = fleet
     shot = tmp_path / "fleet.svg"
     done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--interval", "1", "--headless",
                    "--duration", "5", "--screenshot", str(shot), timeout=90)
     assert done.returncode == 0, done.stderr
     svg = shot.read_text().replace("&#160;", " ")
-    assert address["eagle3"] in svg and "serving" in svg and "down" in svg
+    assert address["eagle3-5"] in svg and "serving" in svg and "down" in svg

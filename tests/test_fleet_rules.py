@@ -79,6 +79,27 @@ def test_recording_rules_dedup_dp_tp_survive_a_reset_and_a_nan_rank(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_dcgm_hosts_are_named_by_hostname_or_hostname_as_dcgm_exporter_renamed_it(tmp_path):
+    """dcgm-exporter up to 4.8 labels a GPU's host `Hostname`; since NVIDIA/dcgm-exporter#655 `hostname`."""
+    inputs = []
+    for label, host, used in (("Hostname", "old", "60000"), ("hostname", "new", "30000")):
+        for name, value in (("DCGM_FI_DEV_FB_USED", used), ("DCGM_FI_DEV_FB_FREE", "20000"),
+                            ("DCGM_FI_DEV_GPU_UTIL", "55")):
+            inputs.append({"series": f'{name}{{job="dcgm",{label}="{host}",instance="{host}:9400",gpu="0"}}',
+                           "values": f"{value}x10"})
+    record = "Hostname_instance:dcgm_fb_used:ratio"
+    tests = [{"interval": "15s", "input_series": inputs, "promql_expr_test": [
+        {"expr": record, "eval_time": "1m", "exp_samples": [
+            sample(record, 0.75, Hostname="old", instance="old:9400"),
+            sample(record, 0.6, hostname="new", instance="new:9400")]},
+        {"expr": "Hostname_instance:dcgm_gpu_util:min", "eval_time": "1m", "exp_samples": [
+            sample("Hostname_instance:dcgm_gpu_util:min", 55, Hostname="old", instance="old:9400"),
+            sample("Hostname_instance:dcgm_gpu_util:min", 55, hostname="new", instance="new:9400")]},
+    ]}]
+    done = run_promtool_test(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_a_plain_sum_would_double_count_so_the_test_above_can_fail(tmp_path):
     inputs = [series("sglang:num_running_reqs", "3x10", instance="a:1", dp_rank="0", tp_rank=tp) for tp in "01"]
     tests = [{"interval": "15s", "input_series": inputs, "promql_expr_test": [

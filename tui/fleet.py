@@ -67,10 +67,10 @@ class FleetApp(App):
     def on_mount(self) -> None:
         if self.poll:
             from specmon.fleet.poller import FleetPoller
-            from specmon.fleet.records import own_records
+            from specmon.fleet.records import own_presets, own_records
 
             self.poller = FleetPoller(self.options, lambda snap: self.post_message(FleetRefreshed(snap)),
-                                      own_records())
+                                      own_records(), own_presets())
             self.poller.start()
         if self.exit_after_s is not None:
             self.set_timer(self.exit_after_s, self._exit_headless)

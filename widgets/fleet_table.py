@@ -14,6 +14,18 @@ from specmon.fleet.text import TableColumn, columns_for, error_line, header_line
 STATE_STYLES = {"down": "bold white on red", "stalled": "bold white on red", "restarted": "bold yellow",
                 "serving": "green", "idle": "dim"}
 SEVERITY_STYLES = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+CELL_TEXT_STYLE = "not dim"
+"""Added to a cell's text style (a no-op), so the text stays a segment apart from the padding around it, on the
+cursor's row too: an SVG renderer that drops leading spaces inside one <text> (librsvg) still draws it where it
+is."""
+
+
+def cell_text(text: str, width: int, right: bool, style: str = "") -> Text:
+    """`text` in a cell `width` wide, right-aligned by padding of its own when `right`."""
+    text_style = style if "dim" in style.split() else f"{style} {CELL_TEXT_STYLE}".strip()
+    if right:
+        return Text.assemble(" " * max(0, width - len(text)), (text, text_style))
+    return Text(text, style=text_style)
 
 
 class FleetView(Vertical):
@@ -22,6 +34,7 @@ class FleetView(Vertical):
     DEFAULT_CSS = """
     FleetView { height: 1fr; }
     FleetView > #fleet-header { height: 1; padding: 0 1; background: $boost; }
+    FleetView > #fleet-error { height: 1; padding: 0 1; }
     FleetView > #fleet-notes { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
     FleetView > DataTable { height: 1fr; }
     FleetView.-stale > DataTable { opacity: 50%; }
@@ -34,10 +47,11 @@ class FleetView(Vertical):
         self._columns: tuple[TableColumn, ...] = ()
         self._order: tuple[str, ...] = ()
         self._cells: dict[str, tuple[Text, ...]] = {}
-        self._shown: tuple[str, str] | None = None
+        self._shown: tuple[str, str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for Prometheus…", id="fleet-header")
+        yield Static("", id="fleet-error")
         yield Static("", id="fleet-notes")
         table: DataTable = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield table
@@ -57,14 +71,16 @@ class FleetView(Vertical):
         self.snapshot = snapshot
         self.set_class(snapshot.stale or (snapshot.error is not None and not snapshot.rows), "-stale")
         header = header_line(snapshot, with_error=False)
-        notes = Text("\n".join(snapshot.notes[:3]))
-        if snapshot.error:
-            notes = Text.assemble((error_line(snapshot), "bold red"), "\n" if snapshot.notes else "", notes)
-        if self._shown != (header, notes.plain):  # a repaint only for what changed
-            self._shown = (header, notes.plain)
+        error = error_line(snapshot) if snapshot.error else ""
+        notes = "\n".join(snapshot.notes[:3])
+        if self._shown != (header, error, notes):  # a repaint only for what changed
+            self._shown = (header, error, notes)
             self.query_one("#fleet-header", Static).update(Text(header))
-            self.query_one("#fleet-notes", Static).update(notes)
-            self.query_one("#fleet-notes", Static).display = bool(notes.plain)
+            error_static = self.query_one("#fleet-error", Static)
+            error_static.update(Text(error, style="bold red", no_wrap=True, overflow="ellipsis"))
+            error_static.display = bool(error)
+            self.query_one("#fleet-notes", Static).update(Text(notes))
+            self.query_one("#fleet-notes", Static).display = bool(notes)
         self._fill(snapshot)
 
     def on_resize(self) -> None:
@@ -89,7 +105,8 @@ class FleetView(Vertical):
         if columns != self._columns:
             table.clear(columns=True)
             for column in columns:
-                table.add_column(column.header, key=column.key, width=column.width)
+                table.add_column(cell_text(column.header, column.width, column.right), key=column.key,
+                                 width=column.width)
             self._columns = columns
         else:
             table.clear()
@@ -116,4 +133,4 @@ class FleetView(Vertical):
             style = "cyan"
         elif column.key == "accept" and row.accept_source == "gauge":
             style = "italic"
-        return Text(text, style=style, justify="right" if column.right else "left")
+        return cell_text(text, column.width, column.right, style)

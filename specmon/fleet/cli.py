@@ -94,11 +94,11 @@ def run_fleet(args: argparse.Namespace) -> int:
 async def snapshot_once(options: FleetOptions, records=None) -> FleetSnapshot:
     """One FleetSnapshot (its `error` set when Prometheus could not be read)."""
     from specmon.fleet.reader import FleetReader
-    from specmon.fleet.records import own_records
+    from specmon.fleet.records import own_presets, own_records
     from specmon.fleet.tracker import FleetTracker
 
     tracker = FleetTracker(options.queries, options.prometheus or "",
-                           own_records() if records is None else records)
+                           own_records() if records is None else records, own_presets())
     try:
         async with options.client() as client:
             reader = FleetReader(client, options.queries, options.window_s, options.routers)

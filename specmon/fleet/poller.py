@@ -19,10 +19,10 @@ class FleetPoller:
     """One refresh every `options.interval_s`; Prometheus failing gives the last snapshot, stale, with why."""
 
     def __init__(self, options, on_snapshot: Callable[[FleetSnapshot], object],
-                 records: Mapping[str, Record] | None = None) -> None:
+                 records: Mapping[str, Record] | None = None, presets: Mapping[str, Record] | None = None) -> None:
         self.options = options
         self.on_snapshot = on_snapshot
-        self.tracker = FleetTracker(options.queries, options.prometheus or "", records)
+        self.tracker = FleetTracker(options.queries, options.prometheus or "", records, presets)
         self._runner = LoopThread("specmon-fleet-poller")
         self._stopping = threading.Event()
         self._wake = threading.Event()

@@ -14,7 +14,7 @@ import math
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import yaml
@@ -81,8 +81,7 @@ def _read_secret(path: str, what: str) -> str:
     return data.decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
     """One series of an instant vector: its labels and value (NaN and ±Inf as Prometheus gave them)."""
 
     labels: dict[str, str]
@@ -122,7 +121,11 @@ class PromClient:
         self._http: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> PromClient:
+        from specmon.serving.client import is_loopback
+
         headers, basic = self.auth.headers_and_auth()
+        if is_loopback(self.url):  # no network to spare: compressing the answers would only cost Prometheus CPU
+            headers["Accept-Encoding"] = "identity"
         self._http = httpx.AsyncClient(
             base_url=self.url, headers={"User-Agent": USER_AGENT, **headers}, auth=basic,
             verify=self.auth.verify(), timeout=self.timeout_s, follow_redirects=False, trust_env=False,
@@ -233,9 +236,12 @@ def _labels(item: Any) -> dict[str, str]:
     metric = item.get("metric") if isinstance(item, dict) else None
     if not isinstance(metric, dict):
         return {}
-    if len(metric) <= MAX_LABELS and all(type(v) is str and len(v) <= MAX_LABEL_CHARS and len(k) <= MAX_LABEL_CHARS
-                                         for k, v in metric.items()):
-        return metric  # the usual answer, already as it should be (JSON object keys are always strings)
+    if len(metric) <= MAX_LABELS:
+        for key, value in metric.items():
+            if type(value) is not str or len(value) > MAX_LABEL_CHARS or len(key) > MAX_LABEL_CHARS:
+                break
+        else:
+            return metric  # the usual answer, already as it should be (JSON object keys are always strings)
     labels = {}
     for key, value in list(metric.items())[:MAX_LABELS]:
         if isinstance(value, str):
@@ -245,7 +251,7 @@ def _labels(item: Any) -> dict[str, str]:
 
 def _value(pair: Any) -> float:
     """`[time, "value"]` → float (NaN for anything unreadable)."""
-    if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
+    if type(pair) is not list or len(pair) != 2 or type(pair[1]) is not str:
         return math.nan
     try:
         return float(pair[1])

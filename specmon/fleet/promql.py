@@ -1,6 +1,12 @@
 """The fleet's PromQL, in one place: one expression per column for every server at once, and the Prometheus
 rules file (recording rules named `level:metric:operations`, alerting rules) rendered from the same expressions.
 
+Inline (no recording rules installed), a refresh does not evaluate each column's expression as it stands: it
+asks for the few passes the columns are made of (`FleetQueries.parts`: each metric read once, the scheduler
+gauges in one pass by name, aggregated before anything is joined) and `specmon.fleet.figures` computes the
+columns from them exactly as the expressions would. Columns whose recording rule Prometheus evaluates are read
+by record name instead.
+
 Per server (the `--server-label`, default `instance`): scheduler series (gauges, `realtime_tokens_total`) are
 repeated by every TP (and PP/EP) rank and every node of a multi-node server, so they are deduplicated with
 `max by (server, dp_rank)` and then summed over the data-parallel ranks (a plain `sum` double-counts);
@@ -26,7 +32,11 @@ HISTORY_S = 900.0
 RESTART_LOOKBACK = "15m"
 LAST_SEEN_LOOKBACK = "1h"
 COLUMN_LABEL = "specmon_column"
-"""The label that tells the columns apart in the one request that asks them all (`FleetQueries.combined`)."""
+"""The label that tells the parts apart in the requests that ask them all (`FleetQueries.combined`)."""
+GAUGES_PART = "gauges"
+"""The part holding every scheduler gauge a column needs, one series per (metric, server, DP rank, engine type)."""
+HOST_NAME_LABELS = ("Hostname", "hostname")
+"""dcgm-exporter's host label: `Hostname` up to 4.8, `hostname` since NVIDIA/dcgm-exporter#655."""
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
@@ -59,6 +69,9 @@ class Column:
     per_host: bool = False
     inline_only: bool = False
     """Evaluated by `fleet` only, not a recording rule (a figure only the inline view needs)."""
+    reads: tuple[str, ...] = ()
+    """The parts it is computed from inline (`specmon.fleet.figures`): part keys, or the scheduler gauges it
+    needs by metric name (read in the one GAUGES_PART); empty: its own expression is its part."""
 
     def check(self, value: float) -> str | None:
         """Why `value` cannot be used (None when it can)."""
@@ -71,6 +84,20 @@ class Column:
         if value > self.high:
             return f"absurd (over {self.high:g})"
         return None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One operand of a refresh's requests: an expression, its answers tagged with `key` (a part that reads
+    several metrics in one pass keeps each series' metric name). `weight`: about how many series it reads per
+    server, to share the parts out evenly between the requests."""
+
+    key: str
+    expr: str
+    weight: int = 1
+
+    def tagged(self) -> str:
+        return f'label_replace({self.expr}, "{COLUMN_LABEL}", "{self.key}", "", "")'
 
 
 @dataclass(frozen=True)
@@ -101,8 +128,9 @@ class FleetQueries:
 
     @property
     def host_group(self) -> str:
-        """The labels a DCGM series is grouped by: `Hostname` and the host label (`instance` by default)."""
-        return f"Hostname, {self.host_label or 'instance'}"
+        """The labels a DCGM series is grouped by: `Hostname` (or `hostname`) and the host label (`instance` by
+        default)."""
+        return f"{', '.join(HOST_NAME_LABELS)}, {self.host_label or 'instance'}"
 
     @property
     def host_level(self) -> str:
@@ -116,11 +144,14 @@ class FleetQueries:
         s = self.server_label
         return f"sum by ({s}{by}) (max by ({s}, dp_rank{by}) ({metric}{self._sel(*extra)}))"
 
-    def decode_rate(self, window: str) -> str:
+    def realtime_rate(self, window: str) -> str:
+        """`realtime_tokens_total{mode="decode"}` (SGLang 0.5.9+): the live decode rate, TP ranks counted once."""
         s = self.server_label
         decode = self._sel('mode="decode"')
-        realtime = f"sum by ({s}) (max by ({s}, dp_rank) (rate(sglang:realtime_tokens_total{decode}[{window}])))"
-        return f"{realtime} or {self.generation_rate(window)}"
+        return f"sum by ({s}) (max by ({s}, dp_rank) (rate(sglang:realtime_tokens_total{decode}[{window}])))"
+
+    def decode_rate(self, window: str) -> str:
+        return f"{self.realtime_rate(window)} or {self.generation_rate(window)}"
 
     def generation_rate(self, window: str | None = None) -> str:
         return (f"sum by ({self.server_label}) "
@@ -129,42 +160,54 @@ class FleetQueries:
     def verify_rate(self) -> str:
         return f"sum by ({self.server_label}) (rate(sglang:spec_verify_calls_total{self._sel()}[{self.window}]))"
 
+    def dcgm_framebuffer(self) -> str:
+        """FB_USED and FB_FREE summed per host in one pass (the series keep their metric name)."""
+        return (f'sum by (__name__, {self.host_group}) '
+                f'({{__name__=~"DCGM_FI_DEV_FB_(USED|FREE)"{"," + self.gpu_selector if self.gpu_selector else ""}}})')
+
     def columns(self) -> tuple[Column, ...]:
         s, w = self.server_label, self.window
         level_dp = f"{s}_dp_rank_engine_type"
         kv_used = self.dedup("sglang:num_used_tokens")
         kv_total = self.dedup("sglang:max_total_num_tokens")
         columns = (
-            Column("decode_tok_s", f"{s}:sglang_decode_tokens:rate{w}", self.decode_rate(w), high=1e8),
-            Column("generation_tok_s", f"{s}:sglang_generation_tokens:rate{w}", self.generation_rate(), high=1e8),
+            Column("decode_tok_s", f"{s}:sglang_decode_tokens:rate{w}", self.decode_rate(w), high=1e8,
+                   reads=("realtime_tok_s", "generation_tok_s")),
+            Column("generation_tok_s", f"{s}:sglang_generation_tokens:rate{w}", self.generation_rate(), high=1e8,
+                   reads=("generation_tok_s",)),
             Column("accept_length", f"{s}:sglang_accept_length:ratio_rate{w}",
-                   f"{self.generation_rate()} / ({self.verify_rate()} > 0)", 0.5, 64),
+                   f"{self.generation_rate()} / ({self.verify_rate()} > 0)", 0.5, 64,
+                   reads=("generation_tok_s", "verify_per_s")),
             Column("accept_gauge", f"{s}:sglang_spec_accept_length:avg",
-                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:spec_accept_length{self._sel()}))", 0, 64),
+                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:spec_accept_length{self._sel()}))", 0, 64,
+                   reads=("sglang:spec_accept_length",)),
             Column("running_per_dp", f"{level_dp}:sglang_num_running_reqs:max",
-                   f"max by ({s}, dp_rank, engine_type) (sglang:num_running_reqs{self._sel()})", high=1e7),
-            Column("queued", f"{s}:sglang_num_queue_reqs:sum", self.dedup("sglang:num_queue_reqs"), high=1e8),
+                   f"max by ({s}, dp_rank, engine_type) (sglang:num_running_reqs{self._sel()})", high=1e7,
+                   reads=("sglang:num_running_reqs",)),
+            Column("queued", f"{s}:sglang_num_queue_reqs:sum", self.dedup("sglang:num_queue_reqs"), high=1e8,
+                   reads=("sglang:num_queue_reqs",)),
             Column("kv_used_ratio", f"{s}:sglang_kv_used:ratio",
                    f"({kv_used} / ({kv_total} > 0)) or "
-                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5),
+                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5,
+                   reads=("sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage")),
             Column("ttft_p99_s", f"{s}:sglang_time_to_first_token_seconds:p99_rate{w}",
                    f"histogram_quantile(0.99, sum by ({s}, le) "
                    f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{w}])))", high=86400),
             Column("draft_tokens", f"{s}:sglang_spec_num_draft_tokens:max",
-                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()})", high=1024),
+                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()})", high=1024,
+                   reads=("sglang:spec_num_draft_tokens",)),
             Column("num_steps", f"{s}:sglang_spec_num_steps:max",
-                   f"max by ({s}) (sglang:spec_num_steps{self._sel()})", high=1024),
+                   f"max by ({s}) (sglang:spec_num_steps{self._sel()})", high=1024, reads=("sglang:spec_num_steps",)),
             Column("restarts", f"{s}:sglang_restarts:resets{RESTART_LOOKBACK}",
                    f"max by ({s}) (resets(sglang:num_requests_total{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
                    self.decode_rate(self.stall_window), high=1e8),
-            Column("stall_samples", "", f"max by ({s}) (count_over_time(sglang:num_running_reqs"
-                   f"{self._sel()}[{self.stall_window}]))", high=1e6, inline_only=True),
+            Column("stall_samples", "", self.stall_samples([]), high=1e6, inline_only=True),
             Column("gpu_memory_used_ratio", f"{self.host_level}:dcgm_fb_used:ratio",
                    f"sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_USED')}) / "
                    f"(sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_USED')}) + "
                    f"sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_FREE')}) > 0)", high=1.01,
-                   per_host=True),
+                   per_host=True, reads=("dcgm_framebuffer",)),
             Column("gpu_util_min", f"{self.host_level}:dcgm_gpu_util:min",
                    f"min by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_GPU_UTIL')})", high=100.5, per_host=True),
         )
@@ -172,26 +215,76 @@ class FleetQueries:
             return tuple(column for column in columns if column.key != "stall_decode_tok_s")
         return columns
 
-    def last_up(self, servers: list[str], resolution_s: float) -> str:
-        """When each of `servers` (down now) was last up, to the scrape interval: asked once per server newly
-        seen down (an hour's subquery at that resolution costs more than every column together)."""
+    def parts(self) -> list[Part]:
+        """What a refresh asks for: `up`, each recorded column by its record name, and the passes the other
+        columns are computed from (`specmon.fleet.figures`). `stall_samples` is not among them: it is asked
+        only for servers that look stalled (`stall_samples(servers)`)."""
         s = self.server_label
-        names = "|".join(re.escape(name).replace("\\", "\\\\").replace('"', '\\"') for name in servers)
-        selector = self._sel(f'{s}=~"{names}"')
-        return (f"max by ({s}) (max_over_time(timestamp(up{selector} == 1)"
+        base = {"realtime_tok_s": Part("realtime_tok_s", self.realtime_rate(self.window), weight=2),
+                "generation_tok_s": Part("generation_tok_s", self.generation_rate()),
+                "verify_per_s": Part("verify_per_s", self.verify_rate()),
+                "dcgm_framebuffer": Part("dcgm_framebuffer", self.dcgm_framebuffer(), weight=4)}
+        parts = [Part("up", self.up())]
+        wanted: list[str] = []
+        gauges: list[str] = []
+        for column in self.columns():
+            if column.inline_only:
+                continue
+            if column.key in self.recorded:
+                parts.append(Part(column.key, column.record))
+            elif not column.reads:
+                parts.append(Part(column.key, column.expr, weight=20 if column.key == "ttft_p99_s" else 2))
+            for read in column.reads if column.key not in self.recorded else ():
+                target = gauges if read.startswith("sglang:") else wanted
+                if read not in target:
+                    target.append(read)
+        parts += [base[key] for key in wanted]
+        if gauges:
+            names = "|".join(re.escape(name) for name in gauges)
+            parts.append(Part(GAUGES_PART, f'max by (__name__, {s}, dp_rank, engine_type) '
+                                           f'({self._sel(f"__name__=~{_quote(names)}")})',
+                              weight=2 * len(gauges)))
+        return parts
+
+    def stall_samples(self, servers: list[str]) -> str:
+        """How many samples of the stall window Prometheus holds for `servers` (all with an empty list): how far
+        back "no decode progress" is known."""
+        s = self.server_label
+        extra = (f"{s}=~{_quote(_alternatives(servers))}",) if servers else ()
+        return (f"max by ({s}) (count_over_time(sglang:num_running_reqs"
+                f"{self._sel(*extra)}[{self.stall_window}]))")
+
+    def last_up(self, instances: list[str], resolution_s: float) -> str:
+        """When each of `instances` (targets down now) was last up, to the scrape interval: asked once per
+        target newly seen down (an hour's subquery at that resolution costs more than every column together)."""
+        selector = self._sel(f"instance=~{_quote(_alternatives(instances))}")
+        return (f"max by (instance) (max_over_time(timestamp(up{selector} == 1)"
                 f"[{LAST_SEEN_LOOKBACK}:{format_duration(resolution_s)}]))")
 
+    def server_names(self, up_now: list[str], down: list[str]) -> str:
+        """The server label of targets whose `up` lacks it (SGLang's `--extra-metric-labels` put it on the
+        metrics only): from the targets' `sglang:*` series now, or for a target down now, from the last hour of
+        `max_total_num_tokens` (every scheduler rank reports it, on every node)."""
+        by = "instance" if self.server_label == "instance" else f"instance, {self.server_label}"
+        asks = []
+        if up_now:
+            selector = self._sel('__name__=~"sglang:.+"', f"instance=~{_quote(_alternatives(up_now))}")
+            asks.append(f"group by ({by}) ({selector})")
+        if down:
+            asks.append(f"group by ({by}) (last_over_time(sglang:max_total_num_tokens"
+                        f"{self._sel(f'instance=~{_quote(_alternatives(down))}')}[{LAST_SEEN_LOOKBACK}]))")
+        return " or ".join(asks)
+
     def combined(self, groups: int = 1) -> list[str]:
-        """Every column's expression (and `up`) in `groups` PromQL expressions, each column tagged with its key
-        in COLUMN_LABEL: that many HTTP requests per refresh (Prometheus evaluates them in parallel), whatever
-        the number of columns and servers."""
-        parts = [("up", self.up())] + [(column.key, column.record if column.key in self.recorded else column.expr)
-                                       for column in self.columns()]
-        shares: list[list[tuple[str, str]]] = [[] for _ in range(max(1, min(groups, len(parts))))]
-        for i, part in enumerate(parts):
-            shares[i % len(shares)].append(part)
-        return [" or ".join(f'label_replace({expr}, "{COLUMN_LABEL}", "{key}", "", "")' for key, expr in share)
-                for share in shares]
+        """Every part tagged with its key in COLUMN_LABEL, shared out into `groups` PromQL expressions of about
+        the same weight: that many HTTP requests per refresh (Prometheus evaluates them in parallel), whatever
+        the number of columns and servers. Each is a balanced tree of `or`s: a chain would hand every part's
+        series on through all the `or`s after it."""
+        parts = sorted(self.parts(), key=lambda part: -part.weight)
+        shares: list[list[Part]] = [[] for _ in range(max(1, min(groups, len(parts))))]
+        for part in parts:
+            min(shares, key=lambda share: sum(p.weight for p in share)).append(part)
+        return [_balanced_or([part.tagged() for part in share]) for share in shares]
 
     def history(self) -> str:
         """The tok/s sparkline: the decode rate as a range query over HISTORY_S."""
@@ -269,3 +362,20 @@ def recorded_columns(queries: FleetQueries, rules: dict[str, str]) -> frozenset[
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _quote(value: str) -> str:
+    """`value` as a PromQL double-quoted string."""
+    return f'"{_escape(value)}"'
+
+
+def _alternatives(names: list[str]) -> str:
+    """A regular expression matching exactly `names`."""
+    return "|".join(re.escape(name) for name in names)
+
+
+def _balanced_or(expressions: list[str]) -> str:
+    if len(expressions) == 1:
+        return expressions[0]
+    middle = len(expressions) // 2
+    return f"({_balanced_or(expressions[:middle])}) or ({_balanced_or(expressions[middle:])})"

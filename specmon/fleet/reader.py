@@ -1,6 +1,6 @@
-"""One refresh of the fleet: every column for every server in a few combined requests (one expression per
-column, tagged), the tok/s history every few minutes, and each router's `/workers`. Read-only GETs; each fault
-becomes a PromError or a note."""
+"""One refresh of the fleet: every column for every server in a few combined requests (the parts the columns
+are made of, tagged; `specmon.fleet.figures` computes the columns), the tok/s history every few minutes, and
+each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from dataclasses import replace
 
 import httpx
 
+from specmon.fleet.figures import figures
 from specmon.fleet.promapi import PromClient, PromError, Sample, ScrapeConfig
 from specmon.fleet.promql import COLUMN_LABEL, HISTORY_S, FleetQueries, recorded_columns, window_for
 from specmon.fleet.tracker import FleetReading, Worker
 
-QUERY_GROUPS = 3
-"""The columns are asked in this many requests at once (Prometheus evaluates them on several cores)."""
+QUERY_GROUPS = 2
+"""The parts are asked in this many requests at once (Prometheus evaluates them on several cores)."""
+MAX_ASKED = 200
+"""At most this many servers or targets are named in one follow-up query (last seen, stall samples, names)."""
 HISTORY_EVERY_S = 300.0
 """The 15-minute tok/s history is read whole this often (and at start); between, each refresh adds its point."""
 MAX_WORKERS_BYTES = 4 * 1024 * 1024
@@ -41,7 +44,10 @@ class FleetReader:
         self.groups = QUERY_GROUPS
         self.history_at: float | None = None
         self.last_up: dict[str, float | None] = {}
-        """When each server seen down was last up (None: not in the last hour), asked once per server."""
+        """When each target seen down was last up (None: not in the last hour), asked once per target."""
+        self.names: dict[str, str | None] = {}
+        """The server label of targets whose `up` lacks it, from their metrics (None: not found), asked once per
+        target (again with the history, for those not found)."""
 
     async def configure(self) -> FleetQueries:
         """Ask Prometheus for its scrape interval and set the rate window to at least 4 × it."""
@@ -72,7 +78,6 @@ class FleetReader:
             await self.configure()
         assert self.scrape is not None
         now = self.clock()
-        columns = self.queries.columns()
         started = time.perf_counter()
         interval = self.scrape.interval_for()
         history_due = self.history_at is None or now - self.history_at >= HISTORY_EVERY_S
@@ -82,13 +87,17 @@ class FleetReader:
                                                 self.queries.history_step(interval)))
         answers = await asyncio.gather(*asks)
         history = answers[len(answers) - 1:] if history_due else []
-        combined = [sample for answer in answers[: len(answers) - len(history)] for sample in answer]
-        by_column: dict[str, list[Sample]] = {}
-        for sample in combined:  # each answer's labels are its own dicts: the column's tag is taken off in place
-            key = sample.labels.pop(COLUMN_LABEL, "")
-            by_column.setdefault(key, []).append(sample)
-        up = by_column.pop("up", [])
-        by_column["last_up"] = await self._last_up(up, now)
+        parts: dict[str, list[Sample]] = {}
+        for answer in answers[: len(answers) - len(history)]:
+            for sample in answer:  # each answer's labels are its own dicts: the part's tag is taken off in place
+                parts.setdefault(sample.labels.pop(COLUMN_LABEL, ""), []).append(sample)
+        up = parts.pop("up", [])
+        if history_due:
+            self.names = {target: name for target, name in self.names.items() if name is not None}
+        await self._name_targets(up, now)
+        columns = figures(self.queries, parts)
+        columns["last_up"] = await self._last_up(up, now)
+        columns["stall_samples"] = await self._stall_samples(columns, now)
         query_s = time.perf_counter() - started
         if history_due:
             self.history_at = now
@@ -101,32 +110,78 @@ class FleetReader:
                 notes.append(problem)
         return FleetReading(
             taken_at=now, window_s=self.queries.window_s, scrape_s=interval, up=up,
-            columns={key: by_column.get(key, []) for key in ("last_up", *(column.key for column in columns))},
+            columns={key: columns.get(key, []) for key in ("last_up", *(c.key for c in self.queries.columns()))},
             history=history[0] if history else (), history_read=history_due, workers=workers, notes=notes,
             query_s=query_s,
         )
 
+    async def _name_targets(self, up: list[Sample], now: float) -> None:
+        """Give the server label to `up` samples that lack it (it is on the targets' metrics only: SGLang's
+        `--extra-metric-labels`), from one query for the targets not seen before."""
+        label = self.queries.server_label
+        bare = [sample for sample in up if not sample.labels.get(label) and sample.labels.get("instance")]
+        new = sorted({s.labels["instance"] for s in bare if s.labels["instance"] not in self.names})[:MAX_ASKED]
+        if new:
+            up_now = [t for t in new if any(s.labels["instance"] == t and s.value == 1.0 for s in bare)]
+            answer = await self.client.query(
+                self.queries.server_names(up_now, [t for t in new if t not in up_now]), at=now)
+            found: dict[str, str] = {}
+            for sample in answer:
+                target, name = sample.labels.get("instance"), sample.labels.get(label)
+                if target in new and name:
+                    found[target] = min(name, found.get(target, name))
+            for target in new:
+                self.names[target] = found.get(target)
+        for sample in bare:
+            name = self.names.get(sample.labels["instance"])
+            if name:
+                sample.labels[label] = name
+
     async def _last_up(self, up: list[Sample], now: float) -> list[Sample]:
-        """When the servers that are down now were last up (one query, only for servers newly seen down)."""
+        """When the servers that are down now were last up (one query, only for targets newly seen down)."""
         label = self.queries.server_label
         states: dict[str, bool] = {}
+        targets: dict[str, list[str]] = {}
         for sample in up:
             name = sample.labels.get(label)
             if name:
                 states[name] = states.get(name, False) or sample.value == 1.0
+                targets.setdefault(name, []).append(sample.labels.get("instance", name))
         down = sorted(name for name, is_up in states.items() if not is_up)
-        for name in [n for n in self.last_up if states.get(n, False)]:
-            del self.last_up[name]  # up again: ask anew when it next goes down
-        new = [name for name in down if name not in self.last_up][:200]
+        down_targets = {target for name in down for target in targets[name]}
+        for target in [t for t in self.last_up if t not in down_targets]:
+            del self.last_up[target]  # up again (or gone): ask anew when it next goes down
+        new = sorted(t for t in down_targets if t not in self.last_up)[:MAX_ASKED]
         if new:
             assert self.scrape is not None
             answer = await self.client.query(self.queries.last_up(new, self.scrape.interval_for()), at=now)
-            for name in new:
-                self.last_up[name] = None
+            for target in new:
+                self.last_up[target] = None
             for sample in answer:
-                if sample.labels.get(label) in self.last_up:
-                    self.last_up[sample.labels[label]] = sample.value
-        return [Sample({label: name}, when) for name in down if (when := self.last_up.get(name)) is not None]
+                if sample.labels.get("instance") in self.last_up:
+                    self.last_up[sample.labels["instance"]] = sample.value
+        out = []
+        for name in down:
+            seen = [when for target in targets[name] if (when := self.last_up.get(target)) is not None]
+            if seen:
+                out.append(Sample({label: name}, max(seen)))
+        return out
+
+    async def _stall_samples(self, columns: dict[str, list[Sample]], now: float) -> list[Sample]:
+        """How far back Prometheus' samples reach for the servers that run requests with no decode progress
+        over the stall window (asked only for them: for every other server the answer would not be used)."""
+        label = self.queries.server_label
+        rate = "stall_decode_tok_s" if "stall_decode_tok_s" in columns else "decode_tok_s"
+        running: dict[str, float] = {}
+        for sample in columns.get("running_per_dp", []):
+            name = sample.labels.get(label)
+            if name and sample.value > 0:
+                running[name] = sample.value
+        stalled = sorted({s.labels.get(label, "") for s in columns.get(rate, [])
+                          if s.value == 0 and s.labels.get(label) in running})[:MAX_ASKED]
+        if not stalled:
+            return []
+        return await self.client.query(self.queries.stall_samples(stalled), at=now)
 
 
 def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:

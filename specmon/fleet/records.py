@@ -1,5 +1,6 @@
 """What specmon's own records say about the fleet's servers: each server's last benchmarked preset (its
-algorithm and draft tokens from the preset) and that run's acceptance, keyed by `host:port`."""
+algorithm and draft tokens from the preset) and that run's acceptance, keyed by `host:port`; and what each of
+specmon's presets launches (a target labelled `preset`, as `specmon ps --prometheus-sd` labels them)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,16 @@ def own_records(results_dir: str | None = None, preset_dirs: list[str] | None = 
             accept_length=float(accept) if isinstance(accept, int | float) and accept > 0 else None,
         )
     return records
+
+
+def own_presets(preset_dirs: list[str] | None = None) -> dict[str, Record]:
+    """Each of specmon's presets (built in, the user's, `preset_dirs`) by name: its algorithm and draft tokens."""
+    from specmon.launch.presets import load_presets
+
+    out: dict[str, Record] = {}
+    for name, preset in load_presets(preset_dirs or []).presets.items():
+        spec = preset.speculative
+        enabled = spec is not None and spec.enabled
+        out[name] = Record(preset=name, algorithm=spec.algorithm if enabled else None,
+                           draft_tokens=spec.effective_draft_tokens if enabled else None)
+    return out

@@ -106,7 +106,7 @@ COLUMNS: tuple[TableColumn, ...] = (
     TableColumn("role", "role", 8, lambda r: printable(r.role or MISSING)),
     TableColumn("nodes", "nodes", 5, lambda r: f"{r.nodes_up}/{r.nodes_total}", right=True),
     TableColumn("host", "host", 14, lambda r: printable(r.host or MISSING)),
-    TableColumn("spec", "preset · algorithm · draft", 26, lambda r: printable(spec_text(r))),
+    TableColumn("spec", "preset · algorithm · draft", 28, lambda r: printable(spec_text(r))),
 )
 MESSAGE = TableColumn("message", "alerts", 24, lambda r: printable("; ".join(a.text for a in r.alerts)))
 """The alerts in words: after the fixed columns that fit, it takes the width left (at least its own)."""
@@ -145,8 +145,12 @@ def header_line(snapshot: FleetSnapshot, with_error: bool = True) -> str:
 
 
 def error_line(snapshot: FleetSnapshot) -> str:
-    """Why Prometheus could not be read, in one line (and that the last snapshot is kept)."""
-    return ("last snapshot kept: " if snapshot.stale else "") + printable(snapshot.error or "")
+    """Why Prometheus could not be read, in one line (and that the last snapshot is kept), without Prometheus'
+    address: the header line says it."""
+    error = snapshot.error or ""
+    for url in (snapshot.prometheus, snapshot.prometheus.rstrip("/")):
+        error = error.replace(f"Prometheus at {url} ", "Prometheus ")
+    return ("last snapshot kept: " if snapshot.stale else "") + printable(error)
 
 
 def snapshot_lines(snapshot: FleetSnapshot, width: int = 200) -> list[str]:

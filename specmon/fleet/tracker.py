@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
-from specmon.fleet.promql import Column, FleetQueries
+from specmon.fleet.promql import HOST_NAME_LABELS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
 
@@ -83,10 +83,14 @@ class _Server:
 class FleetTracker:
     """Turns FleetReadings into FleetSnapshots; remembers servers that went away and when each was last up."""
 
-    def __init__(self, queries: FleetQueries, prometheus: str, records: Mapping[str, Record] | None = None) -> None:
+    def __init__(self, queries: FleetQueries, prometheus: str, records: Mapping[str, Record] | None = None,
+                 presets: Mapping[str, Record] | None = None) -> None:
         self.queries = queries
         self.prometheus = prometheus
         self.records = dict(records or {})
+        """specmon's benchmark records by server address (`host:port`)."""
+        self.presets = dict(presets or {})
+        """What specmon's presets launch, by preset name (for a target labelled `preset`)."""
         self.last: FleetSnapshot | None = None
         self._last_up: dict[str, float] = {}
         self._gone: dict[str, FleetRow] = {}
@@ -118,13 +122,14 @@ class FleetTracker:
         for name, when in last_up.items():
             self._last_up[name] = max(when, self._last_up.get(name, 0.0))
         history = self._update_history(reading, values.get("decode_tok_s", {}), servers)
-        gpu_rows = labelled.get("gpu_memory_used_ratio", []) + labelled.get("gpu_util_min", [])
+        gpu_memory = self._by_host(labelled.get("gpu_memory_used_ratio", []))
+        gpu_util = self._by_host(labelled.get("gpu_util_min", []))
         gpu_note = None
-        if not gpu_rows:
+        if not gpu_memory and not gpu_util:
             gpu_note = f"no DCGM series match {{{self.queries.gpu_selector}}}: GPU columns show —"
         rows = []
         for server in servers.values():
-            rows.append(self._row(server, reading, values, labelled, history))
+            rows.append(self._row(server, reading, values, labelled, history, (gpu_memory, gpu_util)))
         seen = {row.server for row in rows}
         for name in list(self._gone):
             if name in seen:
@@ -213,7 +218,8 @@ class FleetTracker:
     # ----- one row
 
     def _row(self, server: _Server, reading: FleetReading, values: dict[str, dict[str, float]],
-             labelled: dict[str, list[tuple[dict, float]]], history: dict[str, tuple]) -> FleetRow:
+             labelled: dict[str, list[tuple[dict, float]]], history: dict[str, tuple],
+             gpus: tuple[dict[str, list[float]], dict[str, list[float]]]) -> FleetRow:
         name = server.name
 
         def v(key: str) -> float | None:
@@ -231,9 +237,12 @@ class FleetTracker:
                 engine_type = engine_type or labels.get("engine_type")
         running = sum(per_dp.values()) if per_dp else None
         role, role_source = self._role(server, reading.workers, target_label, engine_type)
+        preset = target_label.get("preset") or record.preset
+        known = self.presets.get(preset, Record()) if preset else Record()
         draft = v("draft_tokens")
-        draft_tokens = int(draft) if draft else _int(target_label.get("draft_tokens")) or record.draft_tokens
-        algorithm = target_label.get("algorithm") or record.algorithm
+        draft_tokens = (int(draft) if draft else _int(target_label.get("draft_tokens")) or known.draft_tokens
+                        or record.draft_tokens)
+        algorithm = target_label.get("algorithm") or known.algorithm or record.algorithm
         accept, source = v("accept_length"), "counters"
         gauge = v("accept_gauge")
         if accept is None and gauge:
@@ -279,13 +288,13 @@ class FleetTracker:
             server=name, host=host, role=role, role_source=role_source, state=state, restarts=restarts,
             nodes_up=nodes_up, nodes_total=len(server.targets),
             last_seen_s=None if nodes_up or last_up is None else max(0.0, reading.taken_at - last_up),
-            preset=target_label.get("preset") or record.preset, algorithm=algorithm, draft_tokens=draft_tokens,
+            preset=preset, algorithm=algorithm, draft_tokens=draft_tokens,
             decode_tok_s=decode if nodes_up else None, accept_length=accept if nodes_up else None,
             accept_source=source if nodes_up else None, running=running if nodes_up else None,
             queued=queued if nodes_up else None, kv_used_ratio=kv if nodes_up else None,
             ttft_p99_s=v("ttft_p99_s") if nodes_up else None,
-            gpu_memory_used_ratio=self._gpu(labelled.get("gpu_memory_used_ratio", []), server, max),
-            gpu_util_min=self._gpu(labelled.get("gpu_util_min", []), server, min),
+            gpu_memory_used_ratio=_pick(gpus[0], self._hosts(server), max),
+            gpu_util_min=_pick(gpus[1], self._hosts(server), min),
             alerts=tuple(alerts), history=history.get(name, ()),
             targets=tuple(t.instance for t in server.targets),
         )
@@ -339,19 +348,34 @@ class FleetTracker:
             return engine_type, "engine_type"
         return None, None
 
-    def _gpu(self, samples: list[tuple[dict, float]], server: _Server, pick) -> float | None:
-        """A DCGM series belongs to the server when its `Hostname`, or its target's host label, is one of the
-        server's hosts (the highest memory use and the lowest utilization over them)."""
-        hosts = set(self._hosts(server))
-        mine = [value for labels, value in samples if on_host(labels, hosts, self.queries.host_label)]
-        return pick(mine) if mine else None
+    def _by_host(self, samples: list[tuple[dict, float]]) -> dict[str, list[float]]:
+        """DCGM figures by every host they belong to (`series_hosts`), so each server finds its own at once."""
+        out: dict[str, list[float]] = {}
+        for labels, value in samples:
+            for host in series_hosts(labels, self.queries.host_label):
+                out.setdefault(host, []).append(value)
+        return out
+
+
+def _pick(by_host: dict[str, list[float]], hosts: Sequence[str], pick) -> float | None:
+    """The highest memory use or the lowest utilization over the server's hosts' DCGM figures."""
+    mine = [value for host in hosts for value in by_host.get(host, ())]
+    return pick(mine) if mine else None
+
+
+def series_hosts(labels: Mapping[str, str], host_label: str | None) -> set[str]:
+    """The hosts a DCGM series belongs to: its `Hostname` (`hostname` since dcgm-exporter#655), and its
+    target's host label (the target's address without its port when no host label is given)."""
+    hosts = {labels[name] for name in HOST_NAME_LABELS if labels.get(name)}
+    target_host = labels.get(host_label) if host_label else host_of(labels.get("instance", ""))
+    if target_host:
+        hosts.add(target_host)
+    return hosts
 
 
 def on_host(labels: Mapping[str, str], hosts: set[str], host_label: str | None) -> bool:
-    """Whether a DCGM series belongs to one of `hosts`: by its `Hostname`, or by its target's host label (the
-    target's address without its port when no host label is given)."""
-    target_host = labels.get(host_label) if host_label else host_of(labels.get("instance", ""))
-    return labels.get("Hostname") in hosts or target_host in hosts
+    """Whether a DCGM series belongs to one of `hosts` (by `series_hosts`)."""
+    return not hosts.isdisjoint(series_hosts(labels, host_label))
 
 
 def _first_label(server: _Server, names: Sequence[str]) -> dict[str, str]:

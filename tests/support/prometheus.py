@@ -41,19 +41,24 @@ def promtool_binary() -> str:
 
 @dataclass
 class Job:
-    """One scrape job: its name, targets (`host:port`), labels per target and scrape interval."""
+    """One scrape job: its name, targets (`host:port`), labels per target and scrape interval. `honor`: the
+    scraped labels and timestamps are kept (a target that serves other targets' series, with their times)."""
 
     name: str
     targets: list[str]
     interval: str = "1s"
     labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    honor: bool = False
 
     def config(self, sd_dir: Path) -> dict:
         groups = [{"targets": [t], "labels": self.labels.get(t, {})} for t in self.targets]
         sd_file = sd_dir / f"{self.name}.json"
         write_json(sd_file, groups)
-        return {"job_name": self.name, "scrape_interval": self.interval, "scrape_timeout": self.interval,
-                "file_sd_configs": [{"files": [str(sd_file)], "refresh_interval": "1s"}]}
+        config = {"job_name": self.name, "scrape_interval": self.interval, "scrape_timeout": self.interval,
+                  "file_sd_configs": [{"files": [str(sd_file)], "refresh_interval": "1s"}]}
+        if self.honor:
+            config |= {"honor_labels": True, "honor_timestamps": True}
+        return config
 
 
 def write_json(path: Path, data: object) -> None:
@@ -68,13 +73,13 @@ class Prometheus:
     """A running Prometheus; `url`, `query(expr)`, `set_targets(job, targets)`, `stop()`."""
 
     def __init__(self, tmp_path: Path, jobs: list[Job], rule_files: list[Path] = (), evaluation: str = "1s",
-                 extra_args: list[str] = ()) -> None:
+                 extra_args: list[str] = (), scrape_interval: str = "1s") -> None:
         self.dir = tmp_path / "prometheus"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.jobs = {job.name: job for job in jobs}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = {"global": {"scrape_interval": "1s", "evaluation_interval": evaluation},
+        config = {"global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation},
                   "rule_files": [str(p) for p in rule_files],
                   "scrape_configs": [job.config(self.dir) for job in jobs]}
         self.config_path = self.dir / "prometheus.yml"
@@ -104,8 +109,9 @@ class Prometheus:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def query(self, expr: str) -> list[dict]:
-        answer = httpx.get(self.url + "/api/v1/query", params={"query": expr}, timeout=10).json()
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        answer = httpx.get(self.url + "/api/v1/query", params=params, timeout=10).json()
         assert answer["status"] == "success", answer
         return answer["data"]["result"]
 

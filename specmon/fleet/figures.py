@@ -1,0 +1,146 @@
+"""The columns computed from a refresh's parts (`FleetQueries.parts`), exactly as their PromQL expressions
+(`FleetQueries.columns`, the recording rules) would compute them, including PromQL's rules for NaN and for
+series that are missing: `a / (b > 0)` has no value where `b` is missing or not above 0, `a or b` takes `b`
+only where `a` has no value, `max` keeps a number over a NaN. Pure: samples in, samples out.
+
+The agreement with Prometheus evaluating the expressions themselves is tested against a real Prometheus with
+the recording rules loaded (tests/test_fleet_agreement.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from specmon.fleet.promapi import Sample
+from specmon.fleet.promql import GAUGES_PART, FleetQueries
+
+Values = dict[str, float]
+
+
+def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dict[str, list[Sample]]:
+    """Each column's samples: read as they are (a recorded column, or a column that is its own part), or
+    computed from the parts it reads."""
+    s = queries.server_label
+    gauges = _by_metric(parts.get(GAUGES_PART, ()))
+    out: dict[str, list[Sample]] = {}
+    for column in queries.columns():
+        if column.inline_only:
+            continue
+        if column.key in queries.recorded or not column.reads:
+            out[column.key] = _unnamed(parts.get(column.key, ()))
+            continue
+        if column.key == "running_per_dp":
+            out[column.key] = gauges.get("sglang:num_running_reqs", [])
+            continue
+        if column.key == "gpu_memory_used_ratio":
+            out[column.key] = _framebuffer_ratio(parts.get("dcgm_framebuffer", ()))
+            continue
+        values = _server_figure(column.key, s, parts, gauges)
+        out[column.key] = [Sample({s: name}, value) for name, value in values.items()]
+    return out
+
+
+def _server_figure(key: str, s: str, parts: Mapping[str, Sequence[Sample]],
+                   gauges: dict[str, list[Sample]]) -> Values:
+    if key == "decode_tok_s":  # realtime or generation
+        return _or(_per_server(parts.get("realtime_tok_s", ()), s), _per_server(parts.get("generation_tok_s", ()), s))
+    if key == "generation_tok_s":
+        return _per_server(parts.get("generation_tok_s", ()), s)
+    if key == "accept_length":  # generation / (verify > 0)
+        return _ratio(_per_server(parts.get("generation_tok_s", ()), s), _per_server(parts.get("verify_per_s", ()), s))
+    if key == "queued":
+        return _dedup(gauges.get("sglang:num_queue_reqs", ()), s, _sum)
+    if key == "accept_gauge":
+        return _dedup(gauges.get("sglang:spec_accept_length", ()), s, _avg)
+    if key == "kv_used_ratio":  # (used / (total > 0)) or avg(token_usage)
+        used = _dedup(gauges.get("sglang:num_used_tokens", ()), s, _sum)
+        total = _dedup(gauges.get("sglang:max_total_num_tokens", ()), s, _sum)
+        return _or(_ratio(used, total), _dedup(gauges.get("sglang:token_usage", ()), s, _avg))
+    if key in ("draft_tokens", "num_steps"):  # max by (server)
+        return _dedup(gauges.get(f"sglang:spec_num_{key.removeprefix('num_')}", ()), s, _max)
+    raise KeyError(f"no inline computation for the column {key!r}")
+
+
+def _unnamed(samples: Iterable[Sample]) -> list[Sample]:
+    """A column's samples without a metric name (a recording rule's answer is named after the rule)."""
+    for sample in samples:
+        sample.labels.pop("__name__", None)
+    return list(samples)
+
+
+def _by_metric(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
+    """The gauges part's series by metric name (the name taken off the labels, as a column's answer has none)."""
+    out: dict[str, list[Sample]] = {}
+    for sample in samples:
+        name = sample.labels.pop("__name__", "")
+        out.setdefault(name, []).append(sample)
+    return out
+
+
+def _per_server(samples: Iterable[Sample], s: str) -> Values:
+    out: Values = {}
+    for sample in samples:
+        name = sample.labels.get(s)
+        if name is not None and name not in out:
+            out[name] = sample.value
+    return out
+
+
+def _dedup(samples: Iterable[Sample], s: str, combine) -> Values:
+    """`combine by (server) (max by (server, dp_rank) (x))` from x's `max by (server, dp_rank, engine_type)`."""
+    per_dp: dict[tuple[str, str], float] = {}
+    for labels, value in samples:
+        name = labels.get(s)
+        if name is not None:
+            key = (name, labels.get("dp_rank", ""))
+            per_dp[key] = _max2(per_dp[key], value) if key in per_dp else value
+    per_server: dict[str, list[float]] = {}
+    for (name, _), value in per_dp.items():
+        per_server.setdefault(name, []).append(value)
+    return {name: combine(values) for name, values in per_server.items()}
+
+
+def _max2(best: float, value: float) -> float:
+    """PromQL's `max` of two in turn: a NaN is replaced by the later value, and never replaces a number."""
+    return value if best < value or math.isnan(best) else best
+
+
+def _max(values: Sequence[float]) -> float:
+    best = values[0]
+    for value in values[1:]:
+        best = _max2(best, value)
+    return best
+
+
+def _sum(values: Sequence[float]) -> float:
+    return sum(values)
+
+
+def _avg(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _or(first: Values, second: Values) -> Values:
+    return {**second, **first}
+
+
+def _ratio(numerator: Values, denominator: Values) -> Values:
+    """`numerator / (denominator > 0)`: only where both have a value and the denominator is above 0."""
+    return {name: value / denominator[name] for name, value in numerator.items()
+            if name in denominator and denominator[name] > 0}
+
+
+def _framebuffer_ratio(samples: Iterable[Sample]) -> list[Sample]:
+    """`used / (used + free > 0)` per host group, from FB_USED and FB_FREE summed per host group."""
+    groups: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
+    for sample in samples:
+        labels = dict(sample.labels)
+        name = labels.pop("__name__", "")
+        groups.setdefault(tuple(sorted(labels.items())), {})[name] = sample.value
+    out = []
+    for labels, by_name in groups.items():
+        used, free = by_name.get("DCGM_FI_DEV_FB_USED"), by_name.get("DCGM_FI_DEV_FB_FREE")
+        if used is not None and free is not None and used + free > 0:
+            out.append(Sample(dict(labels), used / (used + free)))
+    return out

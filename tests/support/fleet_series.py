@@ -1,0 +1,236 @@
+"""Series shaped like a fleet's, for a real Prometheus to answer from: `openmetrics(shapes, end)` writes 30
+minutes of every family `specmon fleet` reads (SGLang 0.5.16's names, labels and TTFT buckets; DCGM exporter's
+framebuffer and utilization) for one server per Shape, and `fleet_prometheus` starts Prometheus holding them:
+`feed="scrape"` in its head block, as a live Prometheus holds its recent samples (one scrape of a target that
+serves every sample with its own timestamp), `feed="backfill"` in blocks made by `promtool tsdb
+create-blocks-from openmetrics`; with `rules=True`, `specmon fleet rules`' recording rules are backfilled and
+loaded too. Made series, not recorded ones: their shapes (TP duplicates, DP ranks, SGLang versions without a
+family, a restart, a stall) are what the tests and benchmarks need.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from specmon.sglang.metrics import load_shipped_metrics
+from tests.support.prometheus import Job, Prometheus, promtool_binary
+
+STEP_S = 15
+SPAN_S = 1800
+TTFT_BUCKETS = (*load_shipped_metrics("0.5.16").get("sglang:time_to_first_token_seconds").buckets, float("inf"))
+GPUS_PER_HOST = 8
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One server's series: its parallelism and the SGLang version's families, a restart or a stall."""
+
+    tp: int = 2
+    """Scheduler series repeat on every TP rank (as with --enable-metrics-for-all-schedulers)."""
+    dp: int = 1
+    running: tuple[int, ...] = (24,)
+    """Running requests per DP rank."""
+    realtime: bool = True
+    """`realtime_tokens_total` (SGLang 0.5.9+); without it the decode rate is the generation counter's."""
+    verify: bool = True
+    """`spec_verify_calls_total` (0.5.16+); without it acceptance is the gauge's."""
+    speculative: bool = True
+    kv_tokens: bool = True
+    """`num_used_tokens` and `max_total_num_tokens`; without them the KV use is `token_usage`'s."""
+    restart_at: float | None = None
+    """The counters start again from 0 this far into the span (0 to 1)."""
+    stalled_s: int = 0
+    """No decode progress over the span's last this-many seconds, with requests running."""
+    dcgm: str | None = None
+    """This server's host has DCGM series, its host named by this label (`Hostname`, or `hostname` since
+    dcgm-exporter#655)."""
+
+
+def instance(i: int) -> str:
+    return f"10.0.{i // 250}.{i % 250}:30000"
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def openmetrics(shapes: list[Shape], end: int, seed: int = 7) -> str:
+    """OpenMetrics text of every shape's series over SPAN_S seconds at STEP_S, ending at `end`."""
+    rng = random.Random(seed)
+    times = list(range(end - SPAN_S, end + 1, STEP_S))
+    families: dict[str, list[str]] = {}
+
+    def add(family: str, sample: str, labels: str, values) -> None:
+        lines = families.setdefault(family, [])
+        lines.extend(f"{sample}{labels} {v:.6g} {t}" for t, v in zip(times, values, strict=True))
+
+    for i, shape in enumerate(shapes):
+        base = {"job": "sglang", "instance": instance(i)}
+        host = instance(i).split(":")[0]
+        tok_s = rng.uniform(500, 5000)
+        accept = rng.uniform(1.5, 4.0)
+        restart = None if shape.restart_at is None else times[0] + shape.restart_at * SPAN_S
+        stall_from = times[-1] - shape.stalled_s if shape.stalled_s else None
+
+        def counter(rate: float, restart=restart, stall_from=stall_from) -> list[float]:
+            values = []
+            for t in times:
+                start = times[0] if restart is None or t < restart else restart
+                values.append(rate * (min(t, stall_from or t) - start))
+            return values
+
+        add("up", "up", _labels(**base), [1.0] * len(times))
+        tokenizer = {**base, "engine_type": "unified", "model_name": "m"}
+        generated = counter(tok_s)
+        add("sglang:generation_tokens_total", "sglang:generation_tokens_total", _labels(**tokenizer), generated)
+        add("sglang:num_requests_total", "sglang:num_requests_total", _labels(**tokenizer), counter(tok_s / 256))
+        add("sglang:prompt_tokens_total", "sglang:prompt_tokens_total", _labels(**tokenizer), counter(tok_s / 2))
+        if shape.speculative and shape.verify:
+            add("sglang:spec_verify_calls_total", "sglang:spec_verify_calls_total", _labels(**tokenizer),
+                counter(tok_s / accept))
+        for le in TTFT_BUCKETS:
+            share = min(1.0, 0.3 + le / 4) if le != float("inf") else 1.0
+            add("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_bucket",
+                _labels(**tokenizer, le="+Inf" if le == float("inf") else f"{le}"), counter(tok_s / 256 * share))
+        for dp in range(shape.dp):
+            running = shape.running[dp % len(shape.running)]
+            for tp in range(shape.tp):
+                rank = {**tokenizer, "tp_rank": str(dp * shape.tp + tp), "pp_rank": "0"}
+                if shape.dp > 1:
+                    rank["dp_rank"] = str(dp)
+                if shape.realtime:
+                    add("sglang:realtime_tokens_total", "sglang:realtime_tokens_total",
+                        _labels(**rank, mode="decode"), counter(tok_s / shape.dp))
+                gauges = [("sglang:num_running_reqs", running), ("sglang:num_queue_reqs", 2),
+                          ("sglang:token_usage", 0.4)]
+                if shape.kv_tokens:
+                    gauges += [("sglang:num_used_tokens", 40000), ("sglang:max_total_num_tokens", 100000)]
+                if shape.speculative:
+                    gauges += [("sglang:spec_accept_length", accept), ("sglang:spec_num_draft_tokens", 4),
+                               ("sglang:spec_num_steps", 3)]
+                for name, value in gauges:
+                    add(name, name, _labels(**rank), [value] * len(times))
+        if shape.dcgm:
+            for gpu in range(GPUS_PER_HOST):
+                dcgm = {"job": "dcgm", "instance": f"{host}:9400", "gpu": str(gpu), shape.dcgm: host,
+                        "modelName": "NVIDIA H200", "UUID": f"GPU-{i:04d}-{gpu}"}
+                for name, value in (("DCGM_FI_DEV_FB_USED", 120000 + 100 * gpu), ("DCGM_FI_DEV_FB_FREE", 23000),
+                                    ("DCGM_FI_DEV_GPU_UTIL", rng.uniform(40, 99))):
+                    add(name, name, _labels(**dcgm), [value] * len(times))
+    out = []
+    for family, lines in families.items():
+        out.append(f"# TYPE {family} unknown" if family.startswith(("sglang:", "DCGM")) else f"# TYPE {family} gauge")
+        out.extend(lines)
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def benchmark_shapes(servers: int) -> list[Shape]:
+    """`servers` servers, each TP2 with every family; DCGM on every 4th host (8 GPUs each)."""
+    return [Shape(dcgm="Hostname" if i % 4 == 0 else None) for i in range(servers)]
+
+
+def fleet_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = False, lookback: str | None = None,
+                     feed: str = "scrape") -> Prometheus:
+    """Prometheus holding the shapes' series up to `end` (`feed`: "scrape" into its head block, "backfill" into
+    blocks); with `rules`, also `specmon fleet rules`' recording rules, backfilled over the last 10 minutes
+    (`promtool tsdb create-blocks-from rules`, evaluated every STEP_S) and loaded (so `fleet` reads those
+    columns by record name). `lookback`: the query lookback delta, when not Prometheus' 5 minutes."""
+    data = tmp / "prometheus" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    text = openmetrics(shapes, end)
+    options = {"extra_args": ["--storage.tsdb.retention.time=30d",
+                              *([f"--query.lookback-delta={lookback}"] if lookback else [])],
+               "scrape_interval": f"{STEP_S}s"}  # the series' own interval, as Prometheus reports it to `fleet`
+    if feed == "backfill":
+        source = tmp / "series.om"
+        source.write_text(text)
+        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+                       check=True, capture_output=True, timeout=600)
+        source.unlink()
+        prom = Prometheus(tmp, [], **options)
+    elif feed == "scrape":
+        prom = _scraped(tmp, text, len(shapes), end, options)
+    else:
+        raise ValueError(f"feed is scrape or backfill, not {feed!r}")
+    if not rules:
+        return prom
+    rules_file = tmp / "rules.yml"
+    rules_file.write_text(subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
+                                         capture_output=True, text=True).stdout)
+    try:
+        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
+                        f"--end={end + 1}", f"--url={prom.url}", f"--eval-interval={STEP_S}s",
+                        f"--output-dir={tmp / 'recorded'}", str(rules_file)],
+                       check=True, capture_output=True, timeout=600)
+    finally:
+        prom.stop()
+    for block in (tmp / "recorded").iterdir():
+        block.rename(data / block.name)
+    return Prometheus(tmp, list(prom.jobs.values()), rule_files=[rules_file], evaluation=f"{STEP_S}s", **options)
+
+
+class _OneScrape(ThreadingHTTPServer):
+    """A loopback target that serves `body` to the first scrape and nothing after."""
+
+    daemon_threads = True
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.served = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                body = b"" if server.served.is_set() else server.body
+                self.send_response(200)
+                self.send_header("content-type", "text/plain; version=0.0.4")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                server.served.set()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def _scraped(tmp: Path, text: str, servers: int, end: int, options: dict) -> Prometheus:
+    """Prometheus with every sample of `text` in its head: one scrape, labels and timestamps honoured."""
+    lines = []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value, at = line.rsplit(" ", 2)
+            lines.append(f"{series} {value} {int(at) * 1000}")
+    target = _OneScrape(("\n".join(lines) + "\n").encode())
+    prom = Prometheus(tmp, [Job("feeder", [f"127.0.0.1:{target.server_address[1]}"], interval=f"{STEP_S}s",
+                                honor=True)], **options)
+    points = SPAN_S // STEP_S + 1
+    deadline = time.monotonic() + 120
+    try:
+        while len(prom.query(f'count_over_time(up{{job="sglang"}}[{SPAN_S + STEP_S}s]) == {points}', at=end)) < servers:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Prometheus did not take the {servers} servers' series in one scrape")
+            time.sleep(0.5)
+    except BaseException:
+        prom.stop()
+        raise
+    finally:
+        target.shutdown()
+        target.server_close()
+    return prom
+
+
+def backfilled_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = False,
+                          lookback: str | None = None) -> Prometheus:
+    """`fleet_prometheus` with the series in blocks (`promtool tsdb create-blocks-from openmetrics`)."""
+    return fleet_prometheus(tmp, shapes, end, rules, lookback, feed="backfill")

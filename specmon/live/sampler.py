@@ -63,10 +63,10 @@ class LiveSampler:
         self._runner.join(timeout)
 
     async def _run(self) -> None:
-        from specmon.serving.client import http_client, normalize_base_url
+        from specmon.serving.client import normalize_base_url, reading_client
 
         self._info_at = self._absent_at = None
-        async with http_client(normalize_base_url(self.url), self.api_key, timeout=5.0) as http:
+        async with reading_client(normalize_base_url(self.url), self.api_key) as http:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 try:

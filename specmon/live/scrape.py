@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from specmon.bounded_http import AnswerRefused, fetch
+from specmon.bounded_http import AnswerRefused, DirectGets, fetch
 from specmon.inputs import InputError
 from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
 from specmon.serving.prom import Scrape, parse_scrape
@@ -29,7 +29,7 @@ class Reading:
     error: str | None = None
 
 
-async def read_metrics(http: httpx.AsyncClient, taken_at: float) -> Reading:
+async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float) -> Reading:
     """GET /metrics and parse it (see `parse_scrape`)."""
     try:
         answer = await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
@@ -52,7 +52,7 @@ class InfoReading:
     error: str | None = None
 
 
-async def read_server_info(http: httpx.AsyncClient) -> InfoReading:
+async def read_server_info(http: httpx.AsyncClient | DirectGets) -> InfoReading:
     """GET /server_info (falling back to /get_server_info): a JSON object in strict JSON (no NaN or Infinity,
     nested at most inputs.MAX_DEPTH), else the reason (none when nothing answers or neither path exists)."""
     for path in ("/server_info", "/get_server_info"):

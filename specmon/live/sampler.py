@@ -12,6 +12,7 @@ from specmon.live.model import LiveSnapshot
 from specmon.live.scrape import read_metrics, read_server_info
 from specmon.live.tracker import LiveTracker
 from specmon.loop_thread import LoopThread
+from specmon.serving.prom import ScrapeParser
 
 ABSENT_RECHECK_S = 30.0
 
@@ -53,6 +54,7 @@ class LiveSampler:
         self._stopping = threading.Event()
         self._info_at: float | None = None
         self._absent_at: float | None = None
+        self._parser = ScrapeParser()
 
     def start(self) -> None:
         self._runner.start(self._run)
@@ -87,7 +89,7 @@ class LiveSampler:
                     self._info_at = started  # asked again in info_s, not every scrape
                     self.monitor.tracker.server_info_unreadable(reading.error)
         if self._absent_at is None or started - self._absent_at >= ABSENT_RECHECK_S:
-            reading = await read_metrics(http, time.time())
+            reading = await read_metrics(http, time.time(), self._parser)
             with self.monitor.lock:
                 tracker = self.monitor.tracker
                 tracker.set_reachable(not reading.unreachable)

@@ -12,7 +12,7 @@ import httpx
 from specmon.bounded_http import AnswerRefused, DirectGets, fetch
 from specmon.inputs import InputError
 from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
-from specmon.serving.prom import Scrape, parse_scrape
+from specmon.serving.prom import Scrape, ScrapeParser, parse_scrape
 
 READ_DEADLINE_S = 5.0
 """A whole /metrics or /server_info answer within this, however slowly a server drips it."""
@@ -29,8 +29,9 @@ class Reading:
     error: str | None = None
 
 
-async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float) -> Reading:
-    """GET /metrics and parse it (see `parse_scrape`)."""
+async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float,
+                       parser: ScrapeParser | None = None) -> Reading:
+    """GET /metrics and parse it (see `parse_scrape`; with `parser`, what did not change is not parsed again)."""
     try:
         answer = await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
     except (AnswerRefused, httpx.TimeoutException) as exc:
@@ -41,7 +42,8 @@ async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float) ->
         return Reading(None, absent=True)
     if answer.status_code != 200:
         return Reading(None, error=f"GET /metrics: HTTP {answer.status_code}")
-    return Reading(parse_scrape(answer.text, taken_at))
+    text = answer.text
+    return Reading(parser.parse(text, taken_at) if parser is not None else parse_scrape(text, taken_at))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ reads no log, so it is measured idle only).
     .venv/bin/python -m benchmarks.app_follow_terminal [--size 200x50] [--rates 1000,10000] [--seconds 20]
         [--idle 20] [--rounds 1] [--vs-sgtop] [--baseline DIR]
 
---baseline DIR alternates with `python -m specmon` run in another checkout (an older commit: before/after).
+--baseline DIR alternates with `python -m specmon` from another checkout (an older commit: before/after), laid out
+as installed in a temporary folder: run in the bare checkout, its `specmon.tui` and `specmon.widgets` would be
+this venv's editable ones.
 """
 
 from __future__ import annotations
@@ -193,6 +195,21 @@ def measure(tool: Tool, log: Path, idle_s: float, rates: list[int], seconds: flo
     return result
 
 
+def installed_layout(checkout: str, dest: Path) -> str:
+    """`checkout`'s sources laid out as installed (its tui/ as specmon/tui, ...), so that `python -m specmon` run
+    there imports that checkout's app and widgets, not this venv's editable ones (which a bare checkout would)."""
+    from scripts.lint_imports import installed_tree, package_dirs
+
+    installed_tree(dest, Path(checkout))
+    for name, folder in package_dirs(Path(checkout)).items():
+        for source in folder.rglob("*"):
+            if source.is_file() and source.suffix not in (".py", ".pyc") and "__pycache__" not in source.parts:
+                copy = dest.joinpath(*name.split("."), source.relative_to(folder))
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, copy)
+    return str(dest)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="200x50")
@@ -213,6 +230,7 @@ def main() -> int:
     rates = [int(r) for r in args.rates.split(",") if r]
     results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
+        baseline = installed_layout(args.baseline, Path(tmp) / "baseline") if args.baseline else None
         log = Path(tmp) / "server.log"
         port = free_port()
         with open(log, "ab") as out:
@@ -226,7 +244,7 @@ def main() -> int:
             for _ in range(args.rounds):
                 starters = [lambda: start_specmon(f"http://127.0.0.1:{port}", log, size, tmp)]
                 if args.baseline:
-                    starters.append(lambda: start_specmon(f"http://127.0.0.1:{port}", log, size, tmp, args.baseline))
+                    starters.append(lambda: start_specmon(f"http://127.0.0.1:{port}", log, size, tmp, baseline))
                 if args.vs_sgtop:
                     starters.append(lambda: start_sgtop(port, log, size, tmp))
                     starters.append(lambda: start_sgtop_direct(port, size, tmp))

@@ -107,6 +107,27 @@ def cycles(imports: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def loop_in(component: list[str], imports: dict[str, set[str]]) -> list[str]:
+    """One import loop through the component's first module, closed: [a, b, ..., a] (breadth-first, so shortest)."""
+    members, start = set(component), component[0]
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for nxt in sorted(imports.get(module, ())):
+                if nxt == start:
+                    path = [module]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if nxt in members and nxt not in came_from:
+                    came_from[nxt] = module
+                    following.append(nxt)
+        frontier = following
+    return component
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="specmon-imports-") as tmp:
         tree = installed_tree(Path(tmp))
@@ -115,9 +136,11 @@ def main() -> int:
             cwd=tree,
             check=False,
         )
-        found = cycles(module_imports(tree))
+        imports = module_imports(tree)
+        found = cycles(imports)
     for component in found:
-        print("import cycle: " + " -> ".join(component), file=sys.stderr)
+        print(f"import cycle: {' -> '.join(loop_in(component, imports))} (modules in it: {', '.join(component)})",
+              file=sys.stderr)
     if not found:
         print("No import cycles between modules.")
     return 1 if contracts.returncode or found else 0

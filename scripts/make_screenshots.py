@@ -89,6 +89,9 @@ def main() -> int:
     parser.add_argument("--no-demo", action="store_true", help="skip the live demo screenshot")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
+    # the apps shown read no stored benchmark runs of this machine's user
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="specmon-screenshots-")
+    os.environ.pop("SPECMON_STATE_DIR", None)
     written = []
     for name, factory in STATES.items():
         for size in SIZES:

@@ -6,17 +6,25 @@ never times out. Here the raw bytes are read (`aiter_raw`) and decoded by specmo
 through zlib with `max_length`), the decoded size is counted as it grows, and the whole exchange runs under
 one deadline. Every place specmon reads a server goes through `fetch` (async) or `BlockingFetcher` (threads
 without a loop); streamed bodies go through `BodyDecoder`.
+
+`DirectGets` asks the same GETs of a plain http:// server with no proxy in between, on one kept-alive connection
+framed by httptools (llhttp): a tenth of httpx's CPU per request, which is most of what the app's pollers cost
+while nothing happens. Its answers pass the same `BodyDecoder` under the same deadline; its faults are httpx's
+exception classes, so every caller reads them as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
+import httptools
 import httpx
 
 from specmon.inputs import parse_json, size_text
@@ -118,10 +126,20 @@ async def decoded_pieces(response: httpx.Response, limit: int, what: str) -> Asy
     decoder.finish()
 
 
-async def fetch(http: httpx.AsyncClient, method: str, url: str, *, limit: int, deadline_s: float,
+async def fetch(http: httpx.AsyncClient | DirectGets, method: str, url: str, *, limit: int, deadline_s: float,
                 **options: Any) -> Answer:
     """One request whose whole answer (head and body) must come within `deadline_s` and decode to at most
-    `limit` bytes. Raises httpx errors: AnswerTooSlow, AnswerRefused, or those of the connection."""
+    `limit` bytes. Raises httpx errors: AnswerTooSlow, AnswerRefused, or those of the connection. A `DirectGets`
+    takes GETs of a path only, without options (its deadline is the only timeout)."""
+    if isinstance(http, DirectGets):
+        if method != "GET" or options:
+            raise ValueError(f"DirectGets asks plain GETs only, not {method} with {sorted(options)}")
+        what = f"GET {url}"
+        try:
+            async with asyncio.timeout(deadline_s):
+                return await http.get(url, limit, what)
+        except TimeoutError:
+            raise AnswerTooSlow(f"{what}: no whole answer within {deadline_s:g} s") from None
     what = f"{method} {httpx.URL(url).path or url}"
     try:
         async with asyncio.timeout(deadline_s), http.stream(method, url, **options) as response:
@@ -181,3 +199,202 @@ def _outside_a_loop(call: Callable[[], T]) -> T:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+MAX_HEAD = 64 * 1024
+"""A response head of at most this (h11, under httpx, allows 100 KiB; a real SGLang head is ~200 bytes)."""
+_UNSAFE_HEADER = re.compile(r"[\r\n\0]")
+
+
+class _GetProtocol(asyncio.Protocol):
+    """One kept-alive connection; `begin` readies it for the next answer, which llhttp frames as it arrives and
+    a `BodyDecoder` decodes and counts. `done` ends with the Answer or the httpx exception that ended it."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.done: asyncio.Future[Answer] | None = None
+        self.received = False
+
+    def begin(self, limit: int, what: str) -> None:
+        self.done = asyncio.get_running_loop().create_future()
+        self.received = False
+        self._limit = limit
+        self._what = what
+        self._parser = httptools.HttpResponseParser(self)
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._head_bytes = 0
+        self._in_head = True
+        self._decoder: BodyDecoder | None = None
+        self._parts: list[bytes] = []
+        self._status = 0
+        self._length_framed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if self.done is None or self.done.done():
+            self.close()  # bytes nobody asked for: this connection cannot carry another request
+            return
+        self.received = True
+        if self._in_head:
+            self._head_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # raised by a callback below: it ends this answer
+            self._end(exc.__context__ or exc)
+        except httptools.HttpParserError as exc:
+            self._end(httpx.RemoteProtocolError(f"{self._what}: {exc}"))
+        except httptools.HttpParserUpgrade:
+            self._end(httpx.RemoteProtocolError(f"{self._what}: the server switched protocols"))
+        if self._in_head and self._head_bytes > MAX_HEAD and not self.done.done():
+            self._end(httpx.RemoteProtocolError(f"{self._what}: a response head over {MAX_HEAD} bytes"))
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        if self.done is not None and not self.done.done():
+            if self._in_head:
+                self._end(httpx.RemoteProtocolError("Server disconnected without sending a response."))
+            elif self._length_framed:
+                self._end(httpx.RemoteProtocolError("peer closed connection without sending complete message body"))
+            else:
+                self._complete()  # a body that runs to the end of the connection
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.done is not None and not self.done.done():
+            self._end(httpx.ReadError(f"{self._what}: {exc or 'the connection was lost'}"))
+
+    # ----- llhttp's callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._status = self._parser.get_status_code()
+        headers = httpx.Headers(self._headers)
+        self._headers_seen = headers
+        self._length_framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+        self._decoder = BodyDecoder(headers.get("content-encoding"), self._limit, self._what)
+
+    def on_body(self, body: bytes) -> None:
+        assert self._decoder is not None
+        piece = self._decoder.feed(body)
+        if piece:
+            self._parts.append(piece)
+
+    def on_message_complete(self) -> None:
+        self._complete()
+
+    def _complete(self) -> None:
+        assert self.done is not None and self._decoder is not None
+        try:
+            self._decoder.finish()
+        except AnswerRefused as exc:
+            self._end(exc)
+            return
+        keep = self._parser.should_keep_alive() and not self.closed
+        self.done.set_result(Answer(self._status, self._headers_seen, b"".join(self._parts)))
+        self._parts = []
+        if not keep:
+            self.close()
+
+    def _end(self, exc: BaseException) -> None:
+        assert self.done is not None
+        if not self.done.done():
+            self.done.set_exception(exc)
+        self.close()
+
+
+class DirectGets:
+    """Bounded GETs (see `fetch`) to one plain http:// server, on kept-alive connections: one at a time in use
+    (more only while GETs overlap), all closed with it. Only for a server that no proxy stands in front of."""
+
+    def __init__(self, base_url: str, headers: Mapping[str, str] | None = None, connect_timeout_s: float = 5.0) -> None:
+        url = urlsplit(base_url)
+        if url.scheme != "http" or not url.hostname:
+            raise ValueError(f"not a plain http:// URL: {base_url!r}")
+        self.host = url.hostname
+        self.port = url.port or 80
+        self.base_path = url.path.rstrip("/")
+        self.connect_timeout_s = connect_timeout_s
+        pairs = list((headers or {}).items())
+        extra = "".join(f"{name}: {value}\r\n" for name, value in pairs)
+        self._head_end = (
+            f"Host: {url.netloc}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\nConnection: keep-alive\r\n"
+            f"User-Agent: specmon\r\n{extra}\r\n"
+        )
+        self._unsafe = any(_UNSAFE_HEADER.search(name + value) or ":" in name for name, value in pairs)
+        try:
+            self._head_end.encode("latin-1")
+        except UnicodeEncodeError:
+            self._unsafe = True
+        self._idle: list[_GetProtocol] = []
+        self._closed = False
+
+    async def get(self, path: str, limit: int, what: str) -> Answer:
+        """The answer to `GET path` (raises httpx's errors); callers bound it in time (`fetch`)."""
+        if self._unsafe:
+            raise httpx.LocalProtocolError(f"{what}: a header has a line break, a NUL or a character past latin-1: not sent")
+        if not path.startswith("/") or _UNSAFE_HEADER.search(path) or " " in path:
+            raise ValueError(f"not a path: {path!r}")
+        request = f"GET {self.base_path}{path} HTTP/1.1\r\n{self._head_end}".encode("latin-1")
+        conn = self._reused()
+        if conn is not None:
+            try:
+                return await self._exchange(conn, request, limit, what)
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                if conn.received:
+                    raise
+                # the server closed the kept connection as the request went out: once more on a new one
+        return await self._exchange(await self._connect(), request, limit, what)
+
+    def _reused(self) -> _GetProtocol | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                return conn
+        return None
+
+    async def _connect(self) -> _GetProtocol:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await loop.create_connection(_GetProtocol, self.host, self.port)
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"{self.host}:{self.port}: no connection within {self.connect_timeout_s:g} s") from None
+        except OSError as exc:
+            raise httpx.ConnectError(f"{self.host}:{self.port}: {exc.strerror or exc}") from None
+        return conn
+
+    async def _exchange(self, conn: _GetProtocol, request: bytes, limit: int, what: str) -> Answer:
+        conn.begin(limit, what)
+        assert conn.transport is not None and conn.done is not None
+        try:
+            conn.transport.write(request)
+            answer = await conn.done
+        except BaseException:
+            conn.close()  # cancelled (the deadline) or failed mid-answer: this connection is done
+            raise
+        if not conn.closed and not self._closed:
+            self._idle.append(conn)
+        return answer
+
+    async def aclose(self) -> None:
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
+
+    async def __aenter__(self) -> DirectGets:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

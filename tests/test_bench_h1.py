@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from specmon.bench import h1
-from specmon.bench.stream import direct_http, stream_client, stream_generate
-from specmon.serving.client import generate_payload
+from specmon.bench.stream import stream_client, stream_generate
+from specmon.serving.client import direct_http, generate_payload
 from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
 

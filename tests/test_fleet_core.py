@@ -135,6 +135,13 @@ def test_a_window_shorter_than_the_stall_limit_uses_the_stall_window_s_rate():
     assert row.state == "serving" and row.alerts == ()
 
 
+
+def test_a_server_sampled_between_requests_is_serving_while_it_generated_in_the_window():
+    columns = {"running_per_dp": [per("a:1", 0), per("b:1", 0)], "decode_tok_s": [per("a:1", 448.0), per("b:1", 0.0)]}
+    rows = {row.server: row for row in tracker().update(reading([up("a:1"), up("b:1")], columns)).rows}
+    assert (rows["a:1"].state, rows["a:1"].running) == ("serving", 0)
+    assert rows["b:1"].state == "idle"
+
 def test_multi_node_server_groups_targets_by_the_server_label():
     queries = FleetQueries(server_label="server")
     ups = [up("n0:1", server="big"), up("n1:1", 0.0, server="big")]

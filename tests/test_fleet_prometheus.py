@@ -103,8 +103,10 @@ def fleet(tmp_path_factory):
         labels[address["eagle3-5"]]["preset"] = "demo-eagle3-5"
         prom = Prometheus(tmp, [Job("sglang", list(address.values()), labels=labels),
                                 Job("dcgm", [f"127.0.0.1:{s.server_address[1]}" for s, _ in dcgm.values()])])
-        loads.append(Load([servers[name].url for name in ("eagle3-5", "eagle3-4", "plain", "restarted")]))
-        loads.append(Load([servers["dp2tp2-emulated"].url], streams=4))
+        # load for as long as the module's tests may take on a busy machine (stopped at teardown)
+        loads.append(Load([servers[name].url for name in ("eagle3-5", "eagle3-4", "plain", "restarted")],
+                          deadline_s=1800))
+        loads.append(Load([servers["dp2tp2-emulated"].url], streams=4, deadline_s=1800))
         prom.wait_scraped('up{job="sglang"}', len(address), minimum=2)
         prom.wait_scraped('sglang:num_requests_total{job="sglang"}', len(address) - 1, minimum=2)
 
@@ -121,7 +123,9 @@ def fleet(tmp_path_factory):
         speculative = f'instance=~"{address["eagle3-5"]}|{address["eagle3-4"]}"'
         wait_for(lambda: len(prom.query(f"count by (instance) (sglang:spec_num_draft_tokens{{{speculative}}} > 0)")) == 2,
                  what="the spec gauges, set at the first decode report")
-        time.sleep(2)  # two more scrapes of the load after the restart
+        settled = time.time()
+        wait_for(lambda: prom.query(f'min(timestamp(up{{job="sglang"}})) > {settled + 2}'),
+                 what="two more scrapes of every target after the restart")
         yield prom, servers, address, dcgm
     finally:
         for load in loads:

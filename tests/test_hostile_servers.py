@@ -16,6 +16,7 @@ import tracemalloc
 import httpx
 import pytest
 
+from specmon.bounded_http import DirectGets
 from specmon.gpu.demo import DemoGpuSource
 from specmon.live import scrape
 from specmon.live.sampler import LiveMonitor, LiveSampler
@@ -97,13 +98,18 @@ def test_server_info_through_the_client_is_refused_with_the_reason(name):
     assert says in message, message
 
 
+READERS = {"httpx": lambda url: httpx.AsyncClient(base_url=url, timeout=1.0), "direct": DirectGets}
+"""The two clients the Live view reads with: httpx (https, or through a proxy) and DirectGets (plain http)."""
+
+
+@pytest.mark.parametrize("reader", list(READERS))
 @pytest.mark.parametrize("name", list(HOSTILE_INFO))
-def test_server_info_for_the_live_view_is_refused_with_the_reason(name, monkeypatch):
+def test_server_info_for_the_live_view_is_refused_with_the_reason(name, reader, monkeypatch):
     answer, says = HOSTILE_INFO[name]
     monkeypatch.setattr(scrape, "READ_DEADLINE_S", 1.0, raising=False)
 
     async def read():
-        async with httpx.AsyncClient(base_url=server.url, timeout=1.0) as http:
+        async with READERS[reader](server.url) as http:
             return await scrape.read_server_info(http)
 
     with HostileServer(routes_of(info=answer)) as server:
@@ -122,13 +128,14 @@ HOSTILE_METRICS = {
 }
 
 
+@pytest.mark.parametrize("reader", list(READERS))
 @pytest.mark.parametrize("name", list(HOSTILE_METRICS))
-def test_metrics_for_the_live_view_and_check_are_refused_with_the_reason(name, monkeypatch):
+def test_metrics_for_the_live_view_and_check_are_refused_with_the_reason(name, reader, monkeypatch):
     answer, says = HOSTILE_METRICS[name]
     monkeypatch.setattr(scrape, "READ_DEADLINE_S", 1.0, raising=False)
 
     async def read():
-        async with httpx.AsyncClient(base_url=server.url, timeout=1.0) as http:
+        async with READERS[reader](server.url) as http:
             live = await scrape.read_metrics(http, 0.0)
         async with SGLangClient(server.url, timeout=1.0) as client:
             with pytest.raises(SGLangError) as caught:

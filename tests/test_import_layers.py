@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.lint_imports import cycles, installed_tree, module_imports
+from scripts.lint_imports import cycles, installed_tree, loop_in, module_imports
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,9 @@ def test_a_cycle_is_found_however_long(tmp_path: Path) -> None:
     assert cycles(ring) == [sorted(ring)]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}, "d": {"d", "c"}}) == [["a", "b"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert loop_in(sorted(ring), ring) == ["m0", "m1", "m2", "m3", "m4", "m0"]
+    two_ways = {"a": {"b", "c"}, "b": {"c"}, "c": {"a"}}
+    assert loop_in(cycles(two_ways)[0], two_ways) == ["a", "c", "a"], "the shortest loop"
 
 
 def test_a_cycle_written_into_the_code_is_found(tmp_path: Path) -> None:

@@ -205,3 +205,10 @@ def test_a_nan_or_infinite_sample_is_left_out_of_the_benchmarks_metrics_reading(
                           'sglang:spec_verify_calls_total{tp_rank="0"} +Inf\n', 2.0)
     d = delta(before, after)
     assert d.generation_tokens == 300 and d.spec_verify_calls is None and d.accept_length is None
+
+
+def test_a_server_scraped_between_requests_reads_serving_while_it_generated_in_the_window():
+    """Running is an instant gauge: 0 between two requests of a steady client, while tokens flowed all window."""
+    snap = _snapshot(_metrics(running=0, gen=1000), _metrics(running=0, gen=5000, verify=1600))
+    assert (snap.state, snap.running) == ("serving", 0) and snap.decode_tok_s and snap.decode_tok_s > 0
+    assert _snapshot(_metrics(running=0), _metrics(running=0)).state == "idle"

@@ -67,8 +67,10 @@ def test_attaching_with_no_server_left_still_says_the_interrupted_sweep(oc):
     plan = SweepPlan("20261202-0000-dead", [SweepStep("base", True, None, state="measured"),
                                             SweepStep("b", False, 5)], runner_pid=dead.pid, runner_started=1.0)
     SweepStore(oc.state / "sweeps").save(plan)
-    attach = oc.run("monitor", "--headless", "--duration", "1", timeout=60)
+    # a server id nothing answers to: other servers on this machine (other tests') must not be attached
+    attach = oc.run("monitor", "--server", "gone-0", "--headless", "--duration", "1", timeout=60)
     assert attach.returncode == 2, attach.stderr
+    assert "no running server 'gone-0'" in attach.stderr, attach.stderr
     assert "sweep 20261202-0000-dead was interrupted: 1 of 2 steps done, next b" in attach.stderr, attach.stderr
 
 async def test_the_app_says_the_interrupted_sweep_when_it_starts():

@@ -9,7 +9,7 @@ import gc
 import signal
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import App, SystemCommand
@@ -23,6 +23,7 @@ from specmon.tui.oncall import OncallWiring
 from specmon.tui.screens import quit_dialog
 from specmon.tui.screens.main import MainScreen
 from specmon.tui.sources import AppSources
+from specmon.tui.toasts import RepaintedToasts
 from specmon.view import state as status
 from specmon.view.log_feed import LogFeed
 
@@ -36,13 +37,11 @@ LIGHT_THEME = "textual-light"
 FAILURE_NOTICE_S = 20.0
 """How long the startup-failure notification stays (Esc dismisses it at once)."""
 READ_ONLY_BENCH_NOTE = "Read-only view: no benchmarks here (run `specmon bench --url URL` in a terminal)."
-TOAST_REPAINT_AFTER_S = 0.5
-"""A notification's area is repainted this long after it expired (its slide-out is over by then)."""
 MILESTONE_SETTLE_S = 1.5
 """A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
 
 
-class SpecmonApp(App[int]):
+class SpecmonApp(RepaintedToasts, App[int]):
     """Monitors one SGLang server: its startup log, HTTP state, GPUs and benchmarks."""
 
     CSS_PATH = "app.tcss"
@@ -142,25 +141,6 @@ class SpecmonApp(App[int]):
         self.live.stop()
         if self.bench_run is not None:
             self.bench_run.cancel()
-
-    # ----- notifications
-
-    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
-               markup: bool = True) -> None:
-        """Textual's notification, and a whole-screen repaint once it has gone: in a busy app, the region a toast
-        uncovered was left painted over on the terminal (a "Benchmark finished" toast over the table, minutes
-        after it expired)."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-        shown = self.NOTIFICATION_TIMEOUT if timeout is None else timeout
-        self.set_timer(shown + TOAST_REPAINT_AFTER_S, self._repaint_screen)
-
-    def clear_notifications(self) -> None:
-        super().clear_notifications()
-        self.call_after_refresh(self._repaint_screen)
-
-    def _repaint_screen(self) -> None:
-        with contextlib.suppress(Exception):  # no screen (shutting down): nothing to repaint
-            self.screen.refresh()
 
     # ----- rendering
 
@@ -278,11 +258,7 @@ class SpecmonApp(App[int]):
             self.bench_results.append(message.result)
             self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
-            from specmon.bench.compare import compare_all
-
-            finished = [r for r in self.bench_results if r.status == "finished"]
-            comparison = compare_all(finished).get(message.result.run_id)
-            title, text, severity = status.bench_outcome(message.result, comparison)
+            title, text, severity = status.bench_outcome(message.result, among=self.bench_results)
             self.notify(text, title=title, severity=severity, markup=False)
 
     @on(messages.SanityChecked)
@@ -401,13 +377,7 @@ class SpecmonApp(App[int]):
     # ----- command palette, quitting
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Textual's commands without those the app has its own of (its theme toggle, its private screenshot),
-        then the app's: each action once in the palette; read-only, no screenshot (it writes a file)."""
-        own = keys.REPLACED_SYSTEM_COMMANDS
-        for command in super().get_system_commands(screen):
-            if command.title not in own and not (self.config.read_only and command.title == "Screenshot"):
-                yield command
-        yield from keys.palette_commands(self)
+        yield from keys.system_commands(self, super().get_system_commands(screen))
 
     def action_quit(self) -> None:
         """Quit; attached to a server found by `specmon ps`, ask whether to leave it running (the default)."""

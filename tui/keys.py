@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import SystemCommand
@@ -69,6 +69,16 @@ class PaletteHost(Protocol):
     def run_action(self, action: str) -> Any: ...
 
     def switch_preset(self, name: str, confirmed: bool = False) -> None: ...
+
+
+def system_commands(app: PaletteHost, inherited: Iterable[SystemCommand]) -> Iterator[SystemCommand]:
+    """Textual's commands without those the app has its own of (its theme toggle, its private screenshot), then
+    the app's: each action once in the palette; read-only, no screenshot (it writes a file)."""
+    for command in inherited:
+        if command.title not in REPLACED_SYSTEM_COMMANDS and not (
+                app.config.read_only and command.title == "Screenshot"):
+            yield command
+    yield from palette_commands(app)
 
 
 def palette_commands(app: PaletteHost) -> Iterator[SystemCommand]:

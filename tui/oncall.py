@@ -449,13 +449,13 @@ class OncallWiring:
         self.app.post_message(messages.ResultsLoaded(results, progress.skipped_summary(results, unreadable)))
 
     def results_loaded(self, results: list[BenchResult], skipped: str | None = None) -> None:
-        """Keep each preset's last result (the picker); attached, show this server's presets' runs. What the
-        reader skipped is said once."""
+        """Keep each preset's last result (the picker); watching a server the app did not launch (attached, or
+        `--url`), show the runs against its URL or of its preset. What the reader skipped is said once."""
         self.last = {**progress.last_results(results), **self.last}
         app = self.app
         if skipped:
             app.notify(skipped, title="Stored results", severity="warning", markup=False)
-        if self.attached is None:
+        if app.config.supervisor is not None:  # a server this app launched has no history yet
             return
         preset = app.watch.preset
         model = preset.args.get("model-path") if preset is not None else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.events import Mount
 from textual.widgets import Label, ProgressBar
 
 from specmon.units import format_seconds
@@ -34,6 +35,15 @@ def describe_capture(capture) -> str:
     return " · ".join(parts)
 
 
+class CaptureBar(ProgressBar):
+    """Textual's ProgressBar without its once-a-second timer, which only refreshes an ETA this bar does not show
+    (the label carries SGLang's own): it woke the app every second, hidden or not."""
+
+    def on_mount(self, event: Mount) -> None:
+        event.prevent_default()  # ProgressBar.on_mount: update(), then update() again every second
+        self.update()
+
+
 class CaptureProgress(Vertical):
     """The latest capture's progress, driven by tqdm frames (never by log lines)."""
 
@@ -50,7 +60,7 @@ class CaptureProgress(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="capture-label")
-        yield ProgressBar(total=1, show_eta=False, id="capture-bar")  # an unknown total animates at 15 Hz
+        yield CaptureBar(total=1, show_eta=False, id="capture-bar")  # an unknown total animates at 15 Hz
 
     _shown: tuple | None = ("unset",)
 

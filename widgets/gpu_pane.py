@@ -386,8 +386,14 @@ class GpuPane(Vertical):
         self._show_rows(snapshot, compact, self.has_class("-wide"))
         self._show_processes(snapshot.processes)
 
+    _header_shown: Text | None = None
+
     def _show_header(self, snapshot: GpuSnapshot, layout: bool = False) -> None:
-        self.query_one("#gpu-header", Static).update(self._header(snapshot, self.content_size.width), layout=layout)
+        header = self._header(snapshot, self.content_size.width)
+        if header == self._header_shown:
+            return  # unchanged (an unavailable reading, idle): no repaint, and no layout of the screen
+        self._header_shown = header
+        self.query_one("#gpu-header", Static).update(header, layout=layout)
 
     def _header(self, snapshot: GpuSnapshot, width: int = 0) -> Text:
         """The header line; where it would overflow ``width``, the driver version, then the links, are left out."""

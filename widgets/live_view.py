@@ -3,8 +3,6 @@ and one history line per run, labelled with its preset. Renders a LiveSnapshot i
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -80,8 +78,11 @@ class LiveView(Widget):
             self.query_one("#live-history", Static).update(Group(*title, *history), layout=layout)
 
     def _show_figures(self, snapshot: LiveSnapshot, width: int) -> None:
-        # What it shows: not the log's last line (the app's own polls change it every second). Each render is ~4 ms.
-        key = (replace(snapshot, series=(), last_log_line=None), width)
+        # What it shows, as text: not the snapshot, whose scrape times (window_from/to) move every scrape while the
+        # figures of an idle server stay. Each render, and the screen update after it, costs ~4-10 ms.
+        s = snapshot
+        key = ((s.state, s.source, s.preset, s.restarts), tuple(figure_rows(s)), tuple(latency_rows(s)),
+               effective_text(s), tuple((a.severity, a.text) for a in s.alerts), width)
         if key == self._shown:
             return
         self._shown = key

@@ -245,30 +245,13 @@ def stream_client(
     """The client `stream_generate` reads one server's streams with: the lean HTTP/1.1 one for a plain http://
     server no proxy stands in front of (`direct_http`), else httpx (https, or through the environment's proxy).
     Either keeps one connection alive per concurrent stream and closes them with itself."""
-    from specmon.serving.client import http_client
+    from specmon.serving.client import direct_http, http_client
 
     if direct_http(base_url):
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         return h1.H1Client(base_url, headers, connect_timeout=connect_timeout)
     limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
     return http_client(base_url, api_key, limits=limits, timeout=httpx.Timeout(timeout, connect=connect_timeout))
-
-
-def direct_http(base_url: str) -> bool:
-    """A plain http:// URL reached directly: loopback never goes through a proxy (specmon's rule, as in
-    `serving.client.http_client`), and another host only when the environment names no proxy for it."""
-    import urllib.request
-
-    from specmon.serving.client import is_loopback
-
-    if not base_url.startswith("http://"):
-        return False
-    if is_loopback(base_url):
-        return True
-    proxies = urllib.request.getproxies()
-    if "http" not in proxies and "all" not in proxies:
-        return True
-    return bool(urllib.request.proxy_bypass(httpx.URL(base_url).host))
 
 
 async def stream_generate(

@@ -282,7 +282,8 @@ class FleetTracker:
         elif restarts:
             state = "restarted"
         else:
-            state = "serving" if running else "idle"
+            # a server between requests when sampled still served in the window
+            state = "serving" if running or (decode is not None and decode > 0) else "idle"
         last_up = self._last_up.get(name)
         return FleetRow(
             server=name, host=host, role=role, role_source=role_source, state=state, restarts=restarts,

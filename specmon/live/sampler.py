@@ -12,6 +12,7 @@ from specmon.live.model import LiveSnapshot
 from specmon.live.scrape import read_metrics, read_server_info
 from specmon.live.tracker import LiveTracker
 from specmon.loop_thread import LoopThread
+from specmon.serving.prom import ScrapeParser
 
 ABSENT_RECHECK_S = 30.0
 
@@ -53,6 +54,7 @@ class LiveSampler:
         self._stopping = threading.Event()
         self._info_at: float | None = None
         self._absent_at: float | None = None
+        self._parser = ScrapeParser()
 
     def start(self) -> None:
         self._runner.start(self._run)
@@ -63,10 +65,10 @@ class LiveSampler:
         self._runner.join(timeout)
 
     async def _run(self) -> None:
-        from specmon.serving.client import http_client, normalize_base_url
+        from specmon.serving.client import normalize_base_url, reading_client
 
         self._info_at = self._absent_at = None
-        async with http_client(normalize_base_url(self.url), self.api_key, timeout=5.0) as http:
+        async with reading_client(normalize_base_url(self.url), self.api_key) as http:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 try:
@@ -87,7 +89,7 @@ class LiveSampler:
                     self._info_at = started  # asked again in info_s, not every scrape
                     self.monitor.tracker.server_info_unreadable(reading.error)
         if self._absent_at is None or started - self._absent_at >= ABSENT_RECHECK_S:
-            reading = await read_metrics(http, time.time())
+            reading = await read_metrics(http, time.time(), self._parser)
             with self.monitor.lock:
                 tracker = self.monitor.tracker
                 tracker.set_reachable(not reading.unreachable)

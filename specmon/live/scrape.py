@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 
-from specmon.bounded_http import AnswerRefused, fetch
+from specmon.bounded_http import AnswerRefused, DirectGets, fetch
 from specmon.inputs import InputError
 from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
-from specmon.serving.prom import Scrape, parse_scrape
+from specmon.serving.prom import Scrape, ScrapeParser, parse_scrape
 
 READ_DEADLINE_S = 5.0
 """A whole /metrics or /server_info answer within this, however slowly a server drips it."""
@@ -29,8 +29,9 @@ class Reading:
     error: str | None = None
 
 
-async def read_metrics(http: httpx.AsyncClient, taken_at: float) -> Reading:
-    """GET /metrics and parse it (see `parse_scrape`)."""
+async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float,
+                       parser: ScrapeParser | None = None) -> Reading:
+    """GET /metrics and parse it (see `parse_scrape`; with `parser`, what did not change is not parsed again)."""
     try:
         answer = await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
     except (AnswerRefused, httpx.TimeoutException) as exc:
@@ -41,7 +42,8 @@ async def read_metrics(http: httpx.AsyncClient, taken_at: float) -> Reading:
         return Reading(None, absent=True)
     if answer.status_code != 200:
         return Reading(None, error=f"GET /metrics: HTTP {answer.status_code}")
-    return Reading(parse_scrape(answer.text, taken_at))
+    text = answer.text
+    return Reading(parser.parse(text, taken_at) if parser is not None else parse_scrape(text, taken_at))
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class InfoReading:
     error: str | None = None
 
 
-async def read_server_info(http: httpx.AsyncClient) -> InfoReading:
+async def read_server_info(http: httpx.AsyncClient | DirectGets) -> InfoReading:
     """GET /server_info (falling back to /get_server_info): a JSON object in strict JSON (no NaN or Infinity,
     nested at most inputs.MAX_DEPTH), else the reason (none when nothing answers or neither path exists)."""
     for path in ("/server_info", "/get_server_info"):

@@ -12,13 +12,14 @@ import ipaddress
 import json
 import os
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import httpx
 
-from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, decoded_pieces, fetch
+from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, DirectGets, decoded_pieces, fetch
 from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
@@ -295,6 +296,26 @@ def http_client(base_url: str, api_key: str | None = None, **options: Any) -> ht
     return httpx.AsyncClient(base_url=base_url, headers=headers, trust_env=not is_loopback(base_url), **options)
 
 
+def direct_http(base_url: str) -> bool:
+    """A plain http:// URL reached directly: loopback never goes through a proxy (as in `http_client`), and
+    another host only when the environment names no proxy for it."""
+    if not base_url.startswith("http://"):
+        return False
+    if is_loopback(base_url):
+        return True
+    proxies = urllib.request.getproxies()
+    if "http" not in proxies and "all" not in proxies:
+        return True
+    return bool(urllib.request.proxy_bypass(httpx.URL(base_url).host))
+
+
+def reading_client(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> httpx.AsyncClient | DirectGets:
+    """What polls one server's GETs (`bounded_http.fetch`): `DirectGets` where `direct_http` allows, else httpx."""
+    if direct_http(base_url):
+        return DirectGets(base_url, {"Authorization": f"Bearer {api_key}"} if api_key else None, timeout)
+    return http_client(base_url, api_key, timeout=timeout)
+
+
 def generate_payload(
     text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True
 ) -> dict[str, Any]:
@@ -346,6 +367,7 @@ class SGLangClient:
         self.base_url = normalize_base_url(base_url)
         self.timeout = timeout
         self._http = http_client(self.base_url, api_key, timeout=timeout)
+        self._gets = reading_client(self.base_url, api_key, timeout)
         self._server_info_paths = _EndpointChoice(("/server_info", "/get_server_info"))
         self._model_info_paths = _EndpointChoice(("/model_info", "/get_model_info"))
 
@@ -359,13 +381,18 @@ class SGLangClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        await self._gets.aclose()
         await self._http.aclose()
+
+    async def _fetch(self, method: str, path: str, limit: int, seconds: float, **kwargs: Any) -> Answer:
+        if method == "GET" and not kwargs and isinstance(self._gets, DirectGets):
+            return await fetch(self._gets, "GET", path, limit=limit, deadline_s=seconds)
+        return await fetch(self._http, method, path, limit=limit, deadline_s=seconds, timeout=seconds, **kwargs)
 
     async def _request(self, method: str, path: str, timeout: float | None = None, **kwargs: Any) -> Answer:
         seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await fetch(self._http, method, path, limit=_LIMITS.get(path, MAX_SMALL_BYTES),
-                                   deadline_s=seconds, timeout=seconds, **kwargs)
+            response = await self._fetch(method, path, _LIMITS.get(path, MAX_SMALL_BYTES), seconds, **kwargs)
         except AnswerTooSlow as exc:
             raise SGLangError(f"{method} {path}: no whole answer within {seconds:g} s", 200) from exc
         except httpx.TimeoutException as exc:
@@ -386,7 +413,7 @@ class SGLangClient:
         started = time.perf_counter()
         seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await fetch(self._http, "GET", path, limit=MAX_SMALL_BYTES, deadline_s=seconds, timeout=seconds)
+            response = await self._fetch("GET", path, MAX_SMALL_BYTES, seconds)
         except httpx.TimeoutException:
             return HealthStatus(False, None, f"no answer within {seconds:g} s", None)
         except AnswerRefused as exc:

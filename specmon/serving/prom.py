@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -129,12 +129,33 @@ def wanted_lines(text: str) -> str:
 
 def parse_scrape(text: str, taken_at: float) -> Scrape:
     """Parse Prometheus exposition text; never raises (a broken text gives a Scrape with `error` set)."""
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[: text.rfind("\n", 0, MAX_TEXT_CHARS) + 1]
-    try:
-        text = wanted_lines(text)
-    except ValueError as exc:
-        return Scrape(taken_at, error=f"unreadable /metrics: {exc}"[:200])
+    return ScrapeParser().parse(text, taken_at)
+
+
+class ScrapeParser:
+    """`parse_scrape` for a poller: the lines of the families specmon reads are not parsed again when they are the
+    ones parsed last. An idle server's /metrics changes (its HTTP counters count the polls themselves), but not
+    in those families, and parsing them is most of what a scrape costs (~4 ms of 58 KB; filtering ~0.6 ms)."""
+
+    def __init__(self) -> None:
+        self._wanted: str | None = None
+        self._scrape: Scrape | None = None
+
+    def parse(self, text: str, taken_at: float) -> Scrape:
+        if len(text) > MAX_TEXT_CHARS:
+            text = text[: text.rfind("\n", 0, MAX_TEXT_CHARS) + 1]
+        try:
+            wanted = wanted_lines(text)
+        except ValueError as exc:
+            return Scrape(taken_at, error=f"unreadable /metrics: {exc}"[:200])
+        if wanted == self._wanted and self._scrape is not None:
+            return replace(self._scrape, taken_at=taken_at)
+        scrape = _parse_wanted(wanted, taken_at)
+        self._wanted, self._scrape = wanted, scrape
+        return scrape
+
+
+def _parse_wanted(text: str, taken_at: float) -> Scrape:
     lines = text.count("\n")
     if lines > MAX_SERIES:
         return Scrape(taken_at, error=f"unreadable /metrics: {lines:,} lines of the families specmon reads, "

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from specmon.units import format_seconds
 
 if TYPE_CHECKING:
-    from specmon.bench.compare import Comparison
     from specmon.bench.model import BenchResult
     from specmon.launch.presets import Preset
     from specmon.logs.model import Capture, StartupError, StartupState
@@ -367,10 +366,15 @@ def bench_rows(results: Sequence[BenchResult]) -> dict[str, tuple[BenchResult, i
     return rows
 
 
-def bench_outcome(result: BenchResult, comparison: Comparison | None = None) -> tuple[str, str, str]:
+def bench_outcome(result: BenchResult, among: Sequence[BenchResult] = ()) -> tuple[str, str, str]:
     """The notification when a benchmark run ends: title, message and severity (an error when it shows a
-    symptom specmon exists for: acceptance about 1 on a speculative server, slower than its baseline)."""
+    symptom specmon exists for: acceptance about 1 on a speculative server, slower than its baseline among the
+    finished runs `among`)."""
+    from specmon.bench.compare import compare_all
     from specmon.bench.report import symptoms
+
+    finished = [r for r in among if r.status == "finished"]
+    comparison = compare_all(finished).get(result.run_id) if finished else None
 
     if result.status == "cancelled":
         return "Benchmark cancelled", f"{result.preset}: cancelled; earlier runs are kept", "warning"

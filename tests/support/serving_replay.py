@@ -99,6 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "path": self.path,
                 "authorization": self.headers.get("Authorization"),
                 "content_type": self.headers.get("Content-Type"),
+                "client_port": self.client_address[1],
                 "body": body,
             }
         )

@@ -87,7 +87,7 @@ def read_items_between(path: str, start: int, end: int) -> list:
     """The log items (lines, progress frames) of bytes [start, end) of ``path``."""
     from specmon.logs.follower import LineSplitter
 
-    splitter = LineSplitter()
+    splitter = LineSplitter(frame_runs=True)
     items = []
     with open_regular(path, what="log file") as f:
         f.seek(start)
@@ -109,7 +109,7 @@ def follow_attached(path: str, on_items, stop_event, interval: float = 0.05) -> 
 
     size = os.path.getsize(path)
     # Lines appended between this stat and the follower's open (microseconds) are not shown.
-    with LogFollower(path, from_start=False) as follower:
+    with LogFollower(path, from_start=False, frame_runs=True) as follower:
         plan = plan_attach(path, size=size)
         on_items(read_items_between(path, plan.startup_start, plan.startup_end))
         if plan.skipped:

@@ -93,20 +93,22 @@ def _feed_until_ready(tracker: StartupTracker, items: list[LogItem]) -> bool:
     for kind, text in items:
         if kind == "line":
             tracker.feed_line(text)
-        else:
+            if tracker.status in ("ready", "stopped"):
+                return True
+        elif kind == "frame":
             tracker.feed_frame(text)
-        if tracker.state.state in ("ready", "stopped"):
-            return True
+        else:
+            tracker.feed_frames(text)  # type: ignore[arg-type]
     return False
 
 
 def _follow_batches(path: str) -> Iterator[list[LogItem]]:
     """Batches of items as the log grows; an empty batch means "nothing new for a moment"."""
     if path == "-":
-        yield from read_items(sys.stdin.buffer, DEFAULT_CHUNK_BYTES)
+        yield from read_items(sys.stdin.buffer, DEFAULT_CHUNK_BYTES, frame_runs=True)
         return
     announced = False
-    with LogFollower(path) as follower:
+    with LogFollower(path, frame_runs=True) as follower:
         while True:
             items = follower.poll()
             if not follower.is_open and not announced:

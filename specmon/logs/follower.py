@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Literal, NamedTuple
 
-ItemKind = Literal["line", "frame"]
+ItemKind = Literal["line", "frame", "frames"]
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024
 DEFAULT_CHUNK_BYTES = 1024 * 1024
@@ -32,7 +32,11 @@ _CONTROL_BYTES = bytes(range(0x20)).replace(b"\t", b"").replace(b"\n", b"").repl
 
 
 class LogItem(NamedTuple):
-    """One piece of a log: a complete ``line``, or a ``frame`` (a ``\\r``-redrawn progress bar state)."""
+    """One piece of a log: a complete ``line``, or a ``frame`` (a ``\\r``-redrawn progress bar state).
+
+    A splitter made with ``frame_runs=True`` delivers a long run of frames of one physical line as one ``frames``
+    item whose ``text`` is a ``FrameRun`` (its frames decoded only when read).
+    """
 
     kind: ItemKind
     text: str
@@ -44,6 +48,79 @@ def clean_text(raw: bytes) -> str:
     if len(raw.translate(None, _CONTROL_BYTES)) != len(raw):
         text = _CONTROL.sub("", text)
     return text
+
+
+FRAME_RUN_BYTES = 2048
+"""Frames in a row on one physical line, this long or longer, are one ``FrameRun`` (with ``frame_runs=True``)."""
+
+
+def frame_text(segment: bytes, max_line_bytes: int) -> str | None:
+    """One ``\\r``-terminated segment as the frame the splitter delivers (decoded, cleaned, cut at the limit), or
+    None for a blank one (dropped)."""
+    if not segment.strip():
+        return None
+    if len(segment) > max_line_bytes:
+        text = clean_text(segment[:max_line_bytes]) + TRUNCATION_MARK
+    else:
+        text = clean_text(segment)
+    return text if text.strip() else None
+
+
+class FrameRun:
+    """Progress frames in a row on one physical line (a tqdm bar redrawn with ``\\r``), kept as their bytes.
+
+    ``data[start:end]`` holds the frames' segments joined by ``\\r``, as written (``data`` is the chunk read, not
+    copied). A frame is decoded only when it is read, exactly as ``LineSplitter`` delivers a single frame
+    (``frame_text``), so a reader that needs only some of them (the tracker: a bar's first and last frames, see
+    ``StartupTracker.feed_frames``) does not pay for the rest.
+    """
+
+    __slots__ = ("data", "start", "end", "max_line_bytes")
+
+    def __init__(self, data: bytes, start: int = 0, end: int | None = None,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.data = data
+        self.start = start
+        self.end = len(data) if end is None else end
+        self.max_line_bytes = max_line_bytes
+
+    @property
+    def raw(self) -> bytes:
+        """The run's bytes (a copy)."""
+        return self.data[self.start : self.end]
+
+    def texts(self, start: int | None = None, end: int | None = None) -> Iterator[str]:
+        """The frames whose segments lie in ``data[start:end]`` (offsets in ``data``, by default the run's;
+        ``start`` a segment's first byte, ``end`` the ``\\r`` after one or the run's end), blank ones left out."""
+        cap = self.max_line_bytes
+        for segment in self.data[self.start if start is None else start : self.end if end is None else end].split(
+            b"\r"
+        ):
+            text = frame_text(segment, cap)
+            if text is not None:
+                yield text
+
+    def text(self, start: int, end: int) -> str | None:
+        """The frame whose segment is ``data[start:end]``, or None when it is blank."""
+        return frame_text(self.data[start:end], self.max_line_bytes)
+
+    def after_first(self) -> FrameRun | None:
+        """The run without its first frame (None when it has only one)."""
+        cut = self.data.find(b"\r", self.start, self.end)
+        return None if cut < 0 else FrameRun(self.data, cut + 1, self.end, self.max_line_bytes)
+
+    def first_text(self) -> str | None:
+        """The run's first frame (None when it is blank)."""
+        cut = self.data.find(b"\r", self.start, self.end)
+        return self.text(self.start, self.end if cut < 0 else cut)
+
+    def __repr__(self) -> str:
+        return f"FrameRun({self.data[self.start : self.start + 40]!r}..., {self.end - self.start} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FrameRun) and (self.raw, self.max_line_bytes) == (other.raw, other.max_line_bytes)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class LineSplitter:
@@ -60,8 +137,9 @@ class LineSplitter:
     held incomplete line, if any.
     """
 
-    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, *, frame_runs: bool = False) -> None:
         self.max_line_bytes = max(1, max_line_bytes)
+        self.frame_runs = frame_runs  # long runs of frames as one ``FrameRun`` item (see ``LogItem``)
         self._carry = b""  # the incomplete segment (at most max_line_bytes + 1 bytes)
         self._in_frames = False  # the incomplete line has had a \r
         self._overflow = False  # the carried segment was cut: discard until its \r or \n
@@ -72,6 +150,11 @@ class LineSplitter:
         if not self._in_frames or not self._carry.strip():
             return None
         return self._segment_text(self._carry)
+
+    @property
+    def redrawing(self) -> bool:
+        """Whether the incomplete line is a progress bar being redrawn (it has had a ``\\r``)."""
+        return self._in_frames
 
     @property
     def idle(self) -> bool:
@@ -99,31 +182,41 @@ class LineSplitter:
             self._held_cr = True
         if not chunk:
             return
-        if b"\r\n" in chunk:
+        if _has_crlf(chunk):
             chunk = chunk.replace(b"\r\n", b"\n")
+        pos = 0
         if self._overflow:
-            cut = _first_break(chunk)
+            pos = _first_break(chunk, 0)
+            if pos < 0:
+                return
+            self._overflow = False
+        if self._carry:
+            cut = _first_break(chunk, pos)  # the carried segment ends here: complete it, then go on from there
+            data = self._carry + chunk[pos : None if cut < 0 else cut + 1]
+            self._carry = b""
+            self._split(data, 0, items)
             if cut < 0:
                 return
-            chunk = chunk[cut:]
-            self._overflow = False
-        data = self._carry + chunk if self._carry else chunk
-        last_nl = data.rfind(b"\n")
+            pos = cut + 1
+        self._split(chunk, pos, items)
+
+    def _split(self, data: bytes, start: int, items: list[LogItem]) -> None:
+        """Deliver what ``data[start:]`` completes (nothing carried before it) and carry its incomplete segment."""
+        last_nl = data.rfind(b"\n", start)
         if last_nl >= 0:
-            self._emit_lines(data[:last_nl], items)
-            tail = data[last_nl + 1 :]
-        else:
-            tail = data
-        if b"\r" in tail:
-            segments = tail.split(b"\r")
-            for segment in segments[:-1]:
-                self._emit_frame(segment, items)
+            self._emit_lines(data, start, last_nl, items)
+            start = last_nl + 1
+        cut = data.rfind(b"\r", start)
+        if cut >= 0:
+            self._emit_frames(data, start, cut, items)
             self._in_frames = True
-            tail = segments[-1]
-        if len(tail) > self.max_line_bytes:
-            tail = tail[: self.max_line_bytes + 1]
+            start = cut + 1
+        cap = self.max_line_bytes
+        if len(data) - start > cap:
+            self._carry = data[start : start + cap + 1]
             self._overflow = True
-        self._carry = tail
+        else:
+            self._carry = data[start:]
 
     def flush(self) -> list[LogItem]:
         """End of stream: deliver the incomplete line (and a held ``\\r``) as if a ``\\n`` followed."""
@@ -145,29 +238,40 @@ class LineSplitter:
         self._overflow = False
         self._held_cr = False
 
-    def _emit_lines(self, block: bytes, items: list[LogItem]) -> None:
-        """Deliver ``block``: complete lines joined by ``\\n`` (the first may continue a carried line)."""
+    def _emit_lines(self, data: bytes, start: int, end: int, items: list[LogItem]) -> None:
+        """Deliver ``data[start:end]``: complete lines joined by ``\\n`` (the first may continue a carried line)."""
         cap = self.max_line_bytes
-        if not self._in_frames and b"\r" not in block and (len(block) <= cap or _longest(block) <= cap):
-            text = clean_text(block)
-            items.extend([LogItem("line", line) for line in text.split("\n")])
-            return
-        for raw in block.split(b"\n"):
-            if self._in_frames or b"\r" in raw:
-                segments = raw.split(b"\r")
-                for segment in segments[:-1]:
-                    self._emit_frame(segment, items)
-                last = self._segment_text(segments[-1])
+        if not self._in_frames and data.find(b"\r", start, end) < 0:
+            block = data[start:end]
+            if len(block) <= cap or _longest(block) <= cap:
+                items.extend([LogItem("line", line) for line in clean_text(block).split("\n")])
+                return
+        while True:  # line by line, found with memchr (a block of progress frames has few lines and is long)
+            nl = data.find(b"\n", start, end)
+            stop = end if nl < 0 else nl
+            cut = data.rfind(b"\r", start, stop)
+            if cut >= 0 or self._in_frames:
+                if cut >= 0:
+                    self._emit_frames(data, start, cut, items)
+                last = self._segment_text(data[max(cut + 1, start) : stop])
                 if last.strip():
                     items.append(LogItem("line", last))
                 self._in_frames = False
             else:
-                items.append(LogItem("line", self._segment_text(raw)))
+                items.append(LogItem("line", self._segment_text(data[start:stop])))
+            if nl < 0:
+                return
+            start = nl + 1
 
-    def _emit_frame(self, segment: bytes, items: list[LogItem]) -> None:
-        if segment.strip():
-            text = self._segment_text(segment)
-            if text.strip():
+    def _emit_frames(self, data: bytes, start: int, end: int, items: list[LogItem]) -> None:
+        """Deliver ``data[start:end]``: frames joined by ``\\r`` (as one ``FrameRun`` when long and asked for)."""
+        if self.frame_runs and end - start >= FRAME_RUN_BYTES:
+            items.append(LogItem("frames", FrameRun(data, start, end, self.max_line_bytes)))  # type: ignore[arg-type]
+            return
+        cap = self.max_line_bytes
+        for segment in data[start:end].split(b"\r"):
+            text = frame_text(segment, cap)
+            if text is not None:
                 items.append(LogItem("frame", text))
 
     def _segment_text(self, segment: bytes) -> str:
@@ -176,8 +280,23 @@ class LineSplitter:
         return clean_text(segment)
 
 
-def _first_break(data: bytes) -> int:
-    nl, cr = data.find(b"\n"), data.find(b"\r")
+def _has_crlf(data: bytes) -> bool:
+    """Whether ``data`` holds ``\\r\\n``. In a run of progress frames, where ``\\r`` is everywhere and a search for
+    the pair is slow, its few line ends are looked at instead (each found with memchr)."""
+    if b"\r" not in data:
+        return False
+    nl = data.find(b"\n")
+    for _ in range(16):
+        if nl < 0:
+            return False
+        if nl and data[nl - 1] == 13:
+            return True
+        nl = data.find(b"\n", nl + 1)
+    return data.find(b"\r\n", nl - 1) >= 0
+
+
+def _first_break(data: bytes, start: int) -> int:
+    nl, cr = data.find(b"\n", start), data.find(b"\r", start)
     if nl < 0:
         return cr
     return nl if cr < 0 else min(nl, cr)
@@ -191,12 +310,14 @@ def read_items(
     stream: BinaryIO,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    *,
+    frame_runs: bool = False,
 ) -> Iterator[list[LogItem]]:
     """Read a binary stream (a file, stdin, a pipe) to its end, yielding the items of each chunk.
 
     Uses ``read1`` when the stream has it, so a pipe's data is delivered as it arrives.
     """
-    splitter = LineSplitter(max_line_bytes)
+    splitter = LineSplitter(max_line_bytes, frame_runs=frame_runs)
     read = getattr(stream, "read1", stream.read)
     while True:
         chunk = read(chunk_bytes)
@@ -251,12 +372,13 @@ class LogFollower:
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         max_poll_bytes: int = 8 * DEFAULT_CHUNK_BYTES,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        frame_runs: bool = False,
     ) -> None:
         self.path = os.fspath(path)
         self.from_start = from_start
         self.chunk_bytes = chunk_bytes
         self.max_poll_bytes = max_poll_bytes
-        self.splitter = LineSplitter(max_line_bytes)
+        self.splitter = LineSplitter(max_line_bytes, frame_runs=frame_runs)
         self.truncations = 0
         self.rotations = 0
         self._fd: int | None = None
@@ -383,8 +505,17 @@ class LogFollower:
         live = self.splitter.pending_frame()
         if items and self._last_live_frame is not None:
             # The carried segment is always the first thing delivered once it completes.
-            if items[0] == ("frame", self._last_live_frame):
+            first = items[0]
+            if first == ("frame", self._last_live_frame):
                 del items[0]
+            elif first.kind == "frames":
+                run: FrameRun = first.text  # type: ignore[assignment]
+                if run.first_text() == self._last_live_frame:
+                    rest = run.after_first()
+                    if rest is None:
+                        del items[0]
+                    else:
+                        items[0] = LogItem("frames", rest)  # type: ignore[arg-type]
             self._last_live_frame = None
         if live is not None and live != self._last_live_frame:
             items.append(LogItem("frame", live))
@@ -398,6 +529,7 @@ def follow(
     interval: float = 0.05,
     from_start: bool = True,
     max_interval: float = IDLE_POLL_S,
+    frame_runs: bool = False,
 ) -> None:
     """Follow ``path`` until ``stop_event`` is set, calling ``on_items`` with each non-empty batch.
 
@@ -407,7 +539,7 @@ def follow(
     message from it).
     """
     wait = interval
-    with LogFollower(path, from_start=from_start) as follower:
+    with LogFollower(path, from_start=from_start, frame_runs=frame_runs) as follower:
         while not stop_event.is_set():
             items = follower.poll()
             if items:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, time, timedelta
+from typing import NamedTuple
 
 from specmon.sglang.flags import load_shipped
 from specmon.sglang.loglines import known_texts
@@ -203,30 +204,90 @@ SPEC_ALGORITHM = re.compile(r"speculative_algorithm['\"]?[=:] ?['\"]([\w-]+)['\"
 
 # --- Progress bars --------------------------------------------------------------------------------------
 
-# The counter and the `[elapsed<remaining, rate]` block of any tqdm bar.
+# The counter and the `[elapsed<remaining, rate]` block of any tqdm bar (what ``tqdm_counter`` finds, faster).
+_TQDM_TIMES = r"(?: \[([\d:]+)(?:<([\d:?]+))?(?:, *[^\]]*)?\])?"
 TQDM_COUNTER = re.compile(
-    r"(\d+)%\|[^|]*\| *(\d+)/(\d+)(?: \[([\d:]+)(?:<([\d:?]+))?(?:, *[^\]]*)?\])?"
-    r"|(\d+)% Completed \| (\d+)/(\d+)(?: \[([\d:]+)(?:<([\d:?]+))?(?:, *[^\]]*)?\])?"
+    r"(\d+)%\|[^|]*\| *(\d+)/(\d+)" + _TQDM_TIMES + r"|(\d+)% Completed \| (\d+)/(\d+)" + _TQDM_TIMES
 )
+_BAR_AFTER_PERCENT = re.compile(r"%\|[^|]*\| *(\d+)/(\d+)" + _TQDM_TIMES)
+_COMPLETED_AFTER_PERCENT = re.compile(r"% Completed \| (\d+)/(\d+)" + _TQDM_TIMES)
+
+
+class TqdmCounter(NamedTuple):
+    """A tqdm bar's counter in a frame: where it starts (its percentage) and ends, ``n`` and ``total`` (as
+    written), its elapsed time (tqdm's `MM:SS`, or None) and its form (``bar``: `P%|...| n/total`, else
+    `P% Completed | n/total`)."""
+
+    start: int
+    end: int
+    n: str
+    total: str
+    elapsed: str | None
+    bar: bool
+
+
+def tqdm_counter(text: str) -> TqdmCounter | None:
+    """The first tqdm counter in ``text``: the same match as ``TQDM_COUNTER.search``, found from each `%` (a frame
+    has one or two) instead of trying the pattern at every character."""
+    at = text.find("%")
+    while at > 0:
+        if text[at - 1].isdecimal():
+            m = _BAR_AFTER_PERCENT.match(text, at)
+            bar = m is not None
+            if m is None:
+                m = _COMPLETED_AFTER_PERCENT.match(text, at)
+            if m is not None:
+                start = at - 1
+                while start and text[start - 1].isdecimal():
+                    start -= 1
+                return TqdmCounter(start, m.end(), m.group(1), m.group(2), m.group(3), bar)
+        at = text.find("%", at + 1)
+    return None
+
+
 CAPTURE_DESC = re.compile(
     r"Capturing (?:batches \((?:bs=(\d+) )?|(num tokens|prefill shape) \(num_tokens=(\d+) )avail_mem=" + FLOAT
 )
+_WEIGHT_TEXTS = ("checkpoint shards", "loading shards", *known_texts("weight_bar"))
 WEIGHT_DESC = re.compile(
-    r"(?:checkpoint shards|loading shards|" + "|".join(re.escape(t) for t in known_texts("weight_bar")) + r")\s*:",
-    re.IGNORECASE,
+    r"(?:" + "|".join(re.escape(t) for t in _WEIGHT_TEXTS) + r")\s*:", re.IGNORECASE
 )  # every version's weight-loading bar (e.g. 0.5.22's "Loading safetensors using InstantTensor")
+_WEIGHT_WORDS = tuple(sorted({t.split()[-1].lower() for t in _WEIGHT_TEXTS}))  # one is in every head it finds
+
+
+def is_weight_bar(head: str) -> bool:
+    """Whether a frame's text before its counter names a weight-loading bar (``WEIGHT_DESC``); an ASCII head with
+    none of the texts' last words is not one, without the slower case-blind search."""
+    if head.isascii():
+        low = head.lower()
+        if not any(word in low for word in _WEIGHT_WORDS):
+            return False
+    return WEIGHT_DESC.search(head) is not None
+
+
+_CLOCKS: dict[str, float | None] = {}  # tqdm's elapsed texts repeat (whole seconds): each is parsed once
 
 
 def clock_seconds(text: str | None) -> float | None:
     """tqdm's `MM:SS` / `H:MM:SS` as seconds."""
-    if not text or "?" in text:
+    if not text:
         return None
-    total = 0
-    for part in text.split(":"):
-        if not part.isdigit():
-            return None
-        total = total * 60 + int(part)
-    return float(total)
+    try:
+        return _CLOCKS[text]
+    except KeyError:
+        pass
+    seconds: float | None = None
+    if "?" not in text:
+        total = 0
+        for part in text.split(":"):
+            if not part.isdigit():
+                break
+            total = total * 60 + int(part)
+        else:
+            seconds = float(total)
+    if len(_CLOCKS) < 4096 and len(text) <= 16:  # a hostile log's long or endless texts are not kept
+        _CLOCKS[text] = seconds
+    return seconds
 
 
 def int_list(text: str) -> list[int]:

@@ -57,18 +57,23 @@ def summarize_stream(
     """Read a whole binary stream into a tracker (a new one by default) and return its state.
 
     Reads ``chunk_bytes`` at a time. Until the server is ready, the chunk goes through the ``LineSplitter``
-    (16 KiB at a time) and every line to the tracker. Once it is ready, runs of steady serving lines (``STEADY_WHEN_READY``) are found with one
+    (16 KiB at a time, larger while inside a progress bar's line; a long run of its frames is one ``FrameRun``)
+    and every line to the tracker. Once it is ready, runs of steady serving lines (``STEADY_WHEN_READY``) are found with one
     regex search over the raw bytes, counted and skipped (only each run's last line is decoded and fed, for
     the clock); the lines between runs are fed one by one, so the state is the same as feeding every line.
     """
     tracker = tracker or StartupTracker()
-    splitter = LineSplitter()
+    splitter = LineSplitter(frame_runs=True)
     read = getattr(stream, "read1", stream.read)
+    piece = _STARTUP_PIECE
     while chunk := read(chunk_bytes):
         start = 0
         while not tracker.skips_steady and start < len(chunk):  # the startup: in pieces, to notice ready
-            _feed(tracker, splitter.feed(chunk[start : start + _STARTUP_PIECE]))
-            start += _STARTUP_PIECE
+            items = splitter.feed(chunk[start : start + piece] if start or piece < len(chunk) else chunk)
+            _feed(tracker, items)
+            start += piece
+            # inside a progress bar's line (a long capture) in larger pieces; lines, where ready may come, in small ones
+            piece = min(2 * piece, _STARTUP_PIECE_MAX) if splitter.redrawing else _STARTUP_PIECE
         if start < len(chunk):
             _feed_ready(tracker, splitter, chunk[start:] if start else chunk)
     _feed(tracker, splitter.flush())
@@ -76,6 +81,7 @@ def summarize_stream(
 
 
 _STARTUP_PIECE = 16 * 1024
+_STARTUP_PIECE_MAX = 256 * 1024
 _STEADY = re.compile(STEADY_WHEN_READY)
 _NEXT_NOT_STEADY = re.compile(rb"\n(?!" + STEADY_WHEN_READY + rb")")
 

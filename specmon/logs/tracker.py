@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from itertools import islice
+from operator import itemgetter, le
 from typing import TYPE_CHECKING
 
 from specmon.logs import patterns
@@ -30,7 +33,7 @@ from specmon.logs.model import (
 from specmon.sglang import loglines
 
 if TYPE_CHECKING:
-    from specmon.logs.follower import LogItem
+    from specmon.logs.follower import FrameRun, LogItem
 
 _STEADY = ("Decode batch", "Prefill batch")
 _INFERRED_ORDER = (("target", "target"), ("draft", "draft"), ("draft_extend", "draft"))
@@ -59,8 +62,74 @@ STEADY_WHEN_READY = (
     rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
 )
 _MAX_EVENTS = 2000
+_SKIM_BYTES = 4096  # a shorter run of frames is read frame by frame
 _MAX_RANKS = 256
 _MAX_TRACEBACK_LINES = 400
+
+
+_NOT_OF_BAR: dict[str, re.Pattern[bytes]] = {}
+
+
+def _not_of_bar(prefix: str) -> re.Pattern[bytes]:
+    """A frame (after its ``\\r``) that does not begin with a capture bar's description ``prefix``."""
+    pattern = _NOT_OF_BAR.get(prefix)
+    if pattern is None:
+        if len(_NOT_OF_BAR) >= 32:
+            _NOT_OF_BAR.clear()
+        pattern = _NOT_OF_BAR[prefix] = re.compile(b"\r(?!" + re.escape(prefix.encode()) + b")")
+    return pattern
+
+
+_SIZES_OF_BAR: dict[str, re.Pattern[bytes]] = {}
+
+
+def _sizes_of_bar(prefix: str) -> re.Pattern[bytes]:
+    """The batch sizes of a capture bar's frames (after their ``\\r``) whose description begins with ``prefix``."""
+    pattern = _SIZES_OF_BAR.get(prefix)
+    if pattern is None:
+        if len(_SIZES_OF_BAR) >= 32:
+            _SIZES_OF_BAR.clear()
+        pattern = _SIZES_OF_BAR[prefix] = re.compile(
+            b"\r" + re.escape(prefix.encode()) + rb"(\d+) avail_mem=-?\d+(?:\.\d+)? GB\): *\d+%\|"
+        )
+    return pattern
+
+
+_COUNTERS: dict[str, re.Pattern[bytes]] = {}
+
+
+def _counts_up(data: bytes, start: int, end: int, total: str) -> bool:
+    """Whether each frame of ``data[start:end]`` (joined by ``\\r``) shows one counter of ``total`` with its
+    elapsed time, and neither the count nor the time ever goes back, below ``total`` but in the last frame (so no
+    frame but the last can end the capture or restart the bar's clock). Found on the bytes, not frame by frame."""
+    pattern = _COUNTERS.get(total)
+    if pattern is None:
+        if len(_COUNTERS) >= 32:
+            _COUNTERS.clear()
+        pattern = _COUNTERS[total] = re.compile(rb"\| *(\d{1,12})/" + re.escape(total.encode()) + rb" \[([\d:]{1,12})[<\]]")
+    found = pattern.findall(data, start, end)
+    if len(found) != data.count(b"\r", start, end) + 1:
+        return False
+    counts = list(map(int, map(itemgetter(0), found)))
+    if counts[-1] > int(total) or (len(counts) > 1 and counts[-2] >= int(total)):
+        return False
+    texts = list(map(itemgetter(1), found))
+    clocks = {text: patterns.clock_seconds(text.decode()) for text in set(texts)}
+    if None in clocks.values():
+        return False
+    seconds = list(map(clocks.__getitem__, texts))
+    return all(map(le, counts, islice(counts, 1, None))) and all(map(le, seconds, islice(seconds, 1, None)))
+
+
+def _add_sizes(capture: Capture, sizes: Iterable[bytes]) -> None:
+    """Add batch sizes its frames show to a capture whose line listed none (as each frame does, in order)."""
+    known = capture.batch_sizes
+    seen = set(known)
+    for size in map(int, sizes):
+        if size not in seen and len(known) < 4096:
+            seen.add(size)
+            known.append(size)
+    known.sort()
 
 
 def _kill_evidence(msg: str) -> bool:
@@ -119,6 +188,9 @@ class StartupTracker:
         self._bars: dict[int, tuple[int, float, datetime | None]] = {}  # total -> (n, elapsed, last timestamp at start)
         self._versions: frozenset[str] | None = None  # the SGLang versions whose lines the log's milestones fit
         self._kv_tags: dict[str, str] = {}  # model -> the rank tags whose KV pools are kept (rank 0's, else the first)
+        self._fits: dict[tuple[str, str], frozenset[str] | None] = {}  # (milestone, line) -> its versions
+        self._starts_line = -1  # lines_seen when the described capture bars counted in _starts began at 0
+        self._starts = 0  # ... how many did on that physical line (more than one: bars of several processes)
 
     # --- public API ---------------------------------------------------------------------------------------
 
@@ -199,6 +271,16 @@ class StartupTracker:
         except (ValueError, IndexError, OverflowError):
             return
 
+    def feed_frames(self, run: FrameRun) -> None:
+        """Feed a run of progress frames of one physical line (``FrameRun``): the same state and events as
+        ``feed_frame`` on each of them, reading only those that can change them (see ``_skim``)."""
+        if self._over or self._ready:
+            return
+        if run.end - run.start < _SKIM_BYTES or not self._skim(run):
+            feed_frame = self.feed_frame
+            for text in run.texts():
+                feed_frame(text)
+
     def feed_items(self, items: Iterable[LogItem]) -> list[tuple[str, LineKind | None]]:
         """Feed the follower's items: lines as lines, progress frames as frames. Returns each line with its kind."""
         feed_line, feed_frame = self.feed_line, self.feed_frame
@@ -206,9 +288,17 @@ class StartupTracker:
         for kind, text in items:
             if kind == "line":
                 lines.append((text, feed_line(text)))
-            else:
+            elif kind == "frame":
                 feed_frame(text)
+            else:
+                self.feed_frames(text)  # type: ignore[arg-type]
         return lines
+
+    @property
+    def status(self) -> str:
+        """``state.state`` ("starting", "ready", "failed" or "stopped") without bringing the rest of the state up
+        to date (for a check per line)."""
+        return self._state.state
 
     @property
     def skips_steady(self) -> bool:
@@ -232,11 +322,11 @@ class StartupTracker:
 
     def _glued(self, line: str) -> LineKind | None:
         """A tqdm frame, possibly with a log line glued after it on the same physical line."""
-        m = patterns.TQDM_COUNTER.search(line)
+        m = patterns.tqdm_counter(line)
         if m is None:
             return self._feed_message_only(line)
-        self.feed_frame(line[: m.end()])
-        rest = line[m.end() :].lstrip(" ")
+        self.feed_frame(line[: m.end])
+        rest = line[m.end :].lstrip(" ")
         if rest and not rest.isspace():
             self._state.lines_seen -= 1
             return self.feed_line(rest)
@@ -516,7 +606,16 @@ class StartupTracker:
 
     def _narrow(self, name: str, msg: str) -> None:
         """Narrow the versions that could have written this log to those whose `name` template writes `msg`."""
-        versions = loglines.line_versions(name, msg.rstrip())
+        if self._versions is not None and not loglines.can_narrow(name, self._versions):
+            return
+        key = (name, msg)
+        versions = self._fits.get(key, self)
+        if versions is self:  # not seen: a line repeated (the same capture again, on each rank) is matched once
+            versions = loglines.line_versions(name, msg.rstrip())
+            if len(msg) <= 4096:
+                if len(self._fits) >= 64:
+                    self._fits.clear()
+                self._fits[key] = versions
         if versions is None:
             return
         narrowed = versions if self._versions is None else (self._versions & versions) or self._versions
@@ -817,8 +916,8 @@ class StartupTracker:
             m = patterns.AVAIL_MEM.search(begin_msg)
             if m is not None and capture.status == "running":
                 capture.avail_gb = float(m.group(1))
-            lm = patterns.BS_IN_LINE.search(begin_msg)
-            if lm is not None and not capture.batch_sizes:
+            lm = None if capture.batch_sizes else patterns.BS_IN_LINE.search(begin_msg)
+            if lm is not None:
                 _set_sizes(capture, patterns.int_list(lm.group(2)))
                 self._bs_from_line.add((graph, role))
         if capture.status == "running":
@@ -838,8 +937,8 @@ class StartupTracker:
                 capture.mem_usage_gb = float(usage.group(1))
             if avail is not None:
                 capture.avail_gb = float(avail.group(1))
-            lm = patterns.BS_IN_LINE.search(end_msg)
-            if lm is not None and not capture.batch_sizes:
+            lm = None if capture.batch_sizes else patterns.BS_IN_LINE.search(end_msg)
+            if lm is not None:
                 capture.batch_sizes = patterns.int_list(lm.group(2))
                 capture.total = len(capture.batch_sizes) or capture.total
         was_done = capture.status == "done"
@@ -858,17 +957,14 @@ class StartupTracker:
     # --- progress frames ----------------------------------------------------------------------------------
 
     def _on_frame(self, frame: str) -> None:
-        m = patterns.TQDM_COUNTER.search(frame)
+        m = patterns.tqdm_counter(frame)
         if m is None:
             return
-        if m.group(1) is not None:
-            n, total, elapsed = int(m.group(2)), int(m.group(3)), m.group(4)
-        else:
-            n, total, elapsed = int(m.group(7)), int(m.group(8)), m.group(9)
+        n, total, elapsed = int(m.n), int(m.total), m.elapsed
         if total <= 0 or n > total:
             return
-        head = frame[: m.start()]
-        if patterns.WEIGHT_DESC.search(head) is not None:
+        head = frame[: m.start]
+        if patterns.is_weight_bar(head):
             self._bar_line = self._state.lines_seen
             self._bar_clock(n, total, patterns.clock_seconds(elapsed))
             self._weight_frame(n, total)
@@ -878,7 +974,11 @@ class StartupTracker:
         if desc is None and not bare:
             return
         if desc is not None:
-            self._bar_line = self._state.lines_seen
+            lines_seen = self._bar_line = self._state.lines_seen
+            if n == 0:  # a described bar (re)starts: more than one on a line are bars of several processes
+                if self._starts_line != lines_seen:
+                    self._starts_line, self._starts = lines_seen, 0
+                self._starts += 1
         seconds = patterns.clock_seconds(elapsed)
         self._bar_clock(n, total, seconds)
         capture = self._capture
@@ -926,6 +1026,94 @@ class StartupTracker:
         else:
             capture.eta_s = None
         self._capture_event(capture)
+
+    def _skim(self, run: FrameRun) -> bool:
+        """Feed a long run of capture-bar frames reading only its first frames (up to the bar's last start, at
+        0), its last ones (from its first at total/total on), and not those between when they can change nothing
+        the frame after them does not set again. False, having fed nothing, when the run is not such.
+
+        The frames skipped are checked as bytes, not parsed: each begins with the last frame's description (up to
+        its batch size) and none shows the bar at 0 (tqdm draws a bar's 0 first: `| 0/`). So they are one tqdm bar
+        counting up (its count and elapsed time never go back), and the frame after them sets what each of them
+        would have: the capture's count, batch size, memory, elapsed time and ETA, and the bar's clock (its
+        elapsed time is the largest). What they could add is checked on the state (``_skippable``): a batch size
+        the capture's line did not list, a capture they would start. Bars of several processes interleaved on
+        one line (more than one bar begun at 0 there) are read frame by frame.
+        """
+        data, start, end = run.data, run.start, run.end
+        last_at = data.rfind(b"\r", start, end) + 1
+        last = run.text(last_at, end) if last_at else None
+        if last is None:
+            return False
+        m = patterns.tqdm_counter(last)
+        if m is None or not m.bar:
+            return False
+        desc = patterns.CAPTURE_DESC.search(last, 0, m.start)
+        if desc is None or (desc.group(1) or desc.group(3)) is None:
+            return False
+        prefix = last[: desc.start(1) if desc.group(1) is not None else desc.start(3)]
+        if not prefix.isascii():
+            return False
+        total = m.total
+        if len(total) > 12:
+            return False  # no capture has that many batch sizes: frame by frame, where a fault is caught
+        complete = f"{total}/{total}".encode()
+        tail_at = last_at  # the first of the last frames that show the bar complete (tqdm draws it again at close)
+        for _ in range(8):
+            if data.find(complete, tail_at, end) < 0:
+                break
+            before = data.rfind(b"\r", start, tail_at - 1) + 1
+            if before == 0 or data.find(complete, before, tail_at - 1) < 0:
+                break
+            tail_at = before
+        head_end = data.find(b"\r", max(data.rfind(b"| 0/", start, tail_at), start), end)  # after its last start
+        if head_end < 0 or tail_at - 1 <= head_end:
+            return False
+        if _not_of_bar(prefix).search(data, head_end, tail_at - 1) is not None:
+            return False  # a frame between is not this bar's
+        next_cr = data.find(b"\r", tail_at, end)
+        after_end = next_cr if next_cr >= 0 else end
+        if not _counts_up(data, max(data.rfind(b"\r", start, head_end) + 1, start), after_end, total):
+            return False  # from the last start to the frame after those skipped, the bar never counts back
+        after = run.text(tail_at, after_end)
+        feed_frame = self.feed_frame
+        for text in run.texts(start, head_end):
+            feed_frame(text)
+        skip = after is not None and self._skippable(after, prefix, total, desc.group(2) is not None)
+        if skip and skip is not True:  # a capture whose batch sizes its frames list: those of the frames skipped
+            _add_sizes(skip, _sizes_of_bar(prefix).findall(data, head_end, tail_at - 1))
+        for text in run.texts(tail_at if skip else head_end + 1, end):
+            feed_frame(text)
+        return True
+
+    def _skippable(self, after: str, prefix: str, total: str, prefill: bool) -> Capture | bool:
+        """Whether the frames before ``after`` (of the bar with this description ``prefix`` and ``total``, counting
+        up, below total) change nothing that ``after`` does not set again, in the state the tracker is in; or the
+        capture they would add their batch sizes to (its line listed none), which is all they change."""
+        if self._over or self._ready:
+            return True  # every frame is ignored
+        if self._starts_line == self._state.lines_seen and self._starts > 1:
+            return False  # two bars begun on this line: their counts interleave
+        m = patterns.tqdm_counter(after)
+        if m is None or not m.bar or m.total != total or int(m.n) > int(total):
+            return False
+        if patterns.clock_seconds(m.elapsed) is None or not after.startswith(prefix):
+            return False  # ``after`` must set the elapsed time and batch size each frame between sets
+        desc = patterns.CAPTURE_DESC.search(after, 0, m.start)
+        if desc is None or (desc.group(1) or desc.group(3)) is None or (desc.group(2) is not None) != prefill:
+            return False
+        st = self._state
+        capture = self._capture
+        if prefill:  # the prefill capture's figures, whatever its status
+            if capture is None or capture.graph != "prefill":
+                capture = st.capture("prefill", "target")
+            if capture is None:
+                return False
+            return True if (capture.graph, capture.role) in self._bs_from_line else capture
+        if capture is not None and capture.status == "running":
+            return True if (capture.graph, capture.role) in self._bs_from_line else capture
+        # no running capture: each frame is ignored (bar clock aside) unless it would start an inferred one
+        return all(st.capture(graph, role) is not None for graph, role in _INFERRED_ORDER)
 
     def _bar_clock(self, n: int, total: int, elapsed: float | None) -> None:
         """Move the log's clock on by a bar's elapsed time, counted from the last timestamp before the bar began.

@@ -146,7 +146,7 @@ def wait_ready(
 
     started = time.monotonic()
     tracker = StartupTracker()
-    follower = LogFollower(log, from_start=True) if log else None
+    follower = LogFollower(log, from_start=True, frame_runs=True) if log else None
     client = BlockingFetcher(timeout=2.0, trust_env=False)
     printer = ChangePrinter(None)
 

@@ -283,6 +283,13 @@ def line_versions(name: str, line: str) -> frozenset[str] | None:
     return frozenset(found) if found else None
 
 
+@functools.lru_cache(maxsize=256)
+def can_narrow(name: str, versions: frozenset[str]) -> bool:
+    """Whether a line of milestone `name` can narrow `versions` (intersected with the versions of the templates
+    it fits, unless none of them is left): not when each template's versions hold all of `versions` or none."""
+    return any(not versions <= fits and versions & fits for _, fits in _compiled(name))
+
+
 def version_span(versions: Iterable[str]) -> str | None:
     """"0.5.21-0.5.23" (or one version) for a set of versions; None for none."""
     ordered = sorted(versions, key=version_key)

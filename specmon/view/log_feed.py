@@ -135,8 +135,10 @@ class LogFeed:
                 steady_from = -1
             if kind == "line":
                 lines.append((text, feed_line(text)))
-            else:
+            elif kind == "frame":
                 feed_frame(text)
+            else:
+                tracker.feed_frames(text)
         if steady_from >= 0:
             self._count_steady(lines, steady_from)
         return lines
@@ -235,7 +237,7 @@ def follow_log(path: str, feed: LogFeed, stop_event: threading.Event, interval: 
             return
         except (OSError, ValueError):  # replaced by something else than a file since: followed as any log
             pass
-    follow(path, on_items, stop_event, interval=interval, from_start=True)
+    follow(path, on_items, stop_event, interval=interval, from_start=True, frame_runs=True)
 
 
 def feed_text(feed: LogFeed, data: bytes, final: bool = True) -> None:

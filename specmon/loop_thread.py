@@ -48,6 +48,17 @@ class LoopThread:
             with contextlib.suppress(RuntimeError):  # the loop already closed
                 loop.call_soon_threadsafe(task.cancel)
 
+    def call_soon_threadsafe(self, callback: Callable[[], object]) -> bool:
+        """Run `callback` on the loop's thread soon; False when the loop is not running (yet, or any more)."""
+        loop = self._loop
+        if loop is None:
+            return False
+        try:
+            loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # the loop already closed
+            return False
+        return True
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread; True when it has finished (False when never started)."""
         if self.thread is None:

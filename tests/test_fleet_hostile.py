@@ -209,3 +209,28 @@ def test_scrape_interval_raises_the_window_and_is_read_per_job(fake):
 
     queries, notes = asyncio.run(configure())
     assert queries.window_s == 40 and "raised from 20 s to 40 s (4 × the scrape interval 10 s)" in notes[0]
+
+
+def test_the_poller_refreshes_when_asked_and_stops_while_it_sleeps(fake):
+    """`r` (refresh now) is answered at once, not at the next 60 s interval, and quitting does not wait for it."""
+    import queue
+
+    from specmon.cli import build_parser
+    from specmon.fleet.cli import options_from
+    from specmon.fleet.poller import FleetPoller
+
+    server, url = fake(lambda path, query, headers: good(path, query))
+    options = options_from(build_parser().parse_args(["fleet", "--prometheus", url, "--interval", "60"]))
+    snapshots: queue.Queue = queue.Queue()
+    poller = FleetPoller(options, snapshots.put)
+    poller.start()
+    try:
+        assert snapshots.get(timeout=20).rows, "the first refresh"
+        asked = len(server.seen)
+        poller.refresh_now()
+        assert snapshots.get(timeout=20).rows and len(server.seen) > asked
+        poller.refresh_now()
+        assert snapshots.get(timeout=20).rows
+    finally:
+        poller.stop(timeout=10)
+    assert not poller._runner.thread.is_alive()

@@ -4,6 +4,7 @@ each FleetSnapshot to a callback (which posts a message; it never touches a widg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,12 +27,18 @@ class FleetPoller:
         self._runner = LoopThread("specmon-fleet-poller")
         self._stopping = threading.Event()
         self._wake = threading.Event()
+        self._woken: asyncio.Event | None = None
 
     def start(self) -> None:
         self._runner.start(self._run)
 
     def refresh_now(self) -> None:
-        self._wake.set()
+        self._wake.set()  # kept for a refresh asked before the loop runs
+        self._runner.call_soon_threadsafe(self._wake_loop)
+
+    def _wake_loop(self) -> None:
+        if self._woken is not None:
+            self._woken.set()
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stopping.set()
@@ -56,7 +63,11 @@ class FleetPoller:
                 await self._sleep(max(0.0, self.options.interval_s - (time.monotonic() - started)))
 
     async def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and not self._wake.is_set() and not self._stopping.is_set():
-            await asyncio.sleep(min(0.2, deadline - time.monotonic()))
+        """Until the next refresh is due or one is asked for (no wake-ups in between: `stop` cancels)."""
+        if self._woken is None:
+            self._woken = asyncio.Event()
+        if not self._wake.is_set() and not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), seconds)
         self._wake.clear()
+        self._woken.clear()

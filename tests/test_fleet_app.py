@@ -103,3 +103,36 @@ async def test_every_key_is_in_the_footer_and_the_palette():
     for binding in BINDINGS:
         assert ACTION_HELP[binding.action][0] in titles
         assert binding.description in footer
+
+
+async def test_a_long_fleet_scrolls_with_the_cursor_and_one_changed_figure_redraws_one_row():
+    import dataclasses
+
+    base = fleet_snapshot()
+    rows = tuple(dataclasses.replace(base.rows[i % len(base.rows)], server=f"srv-{i:03d}:30000") for i in range(60))
+    app = fleet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(dataclasses.replace(base, rows=rows))
+        await pilot.pause(0.1)
+        view = app.query_one(FleetView)
+        assert view.table.row_count == 60 and "srv-000:30000" in screen_text(app)
+        await pilot.press("end")
+        assert view.selected_server() == "srv-059:30000"
+        assert await wait_for(pilot, lambda: "srv-059:30000" in screen_text(app) and "srv-000" not in screen_text(app))
+        await pilot.press("home", "down", "pagedown")
+        assert view.selected_server() == f"srv-{1 + view.table.size.height - 1:03d}:30000"
+        await pilot.press("home")
+        assert await wait_for(pilot, lambda: "srv-000:30000" in screen_text(app))
+        # a refresh where one server's figure changed draws that row's line again, not the others'
+        drawn = view.table._strips.copy()
+        changed = list(rows)
+        changed[3] = dataclasses.replace(rows[3], decode_tok_s=123456.0)
+        app.show(dataclasses.replace(base, rows=tuple(changed)))
+        assert await wait_for(pilot, lambda: "123456" in screen_text(app))
+        assert len(set(view.table._strips) - set(drawn)) == 1
+        # the cursor stays on its server when the order changes
+        await pilot.press("down", "down")
+        assert view.selected_server() == "srv-002:30000"
+        app.show(dataclasses.replace(base, rows=tuple(reversed(changed))))
+        await pilot.pause(0.1)
+        assert view.selected_server() == "srv-002:30000" and view.table.cursor == 57

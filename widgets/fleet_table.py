@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.events import Click
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
 from specmon.fleet.text import TableColumn, columns_for, error_line, header_line
@@ -21,11 +26,111 @@ is."""
 
 
 def cell_text(text: str, width: int, right: bool, style: str = "") -> Text:
-    """`text` in a cell `width` wide, right-aligned by padding of its own when `right`."""
+    """`text` in a cell `width` wide, padded by spaces of its own (before it when `right`)."""
     text_style = style if "dim" in style.split() else f"{style} {CELL_TEXT_STYLE}".strip()
-    if right:
-        return Text.assemble(" " * max(0, width - len(text)), (text, text_style))
-    return Text(text, style=text_style)
+    pad = " " * max(0, width - len(text))
+    return Text.assemble(pad, (text, text_style)) if right else Text.assemble((text, text_style), pad)
+
+
+def row_text(cells: tuple[Text, ...]) -> Text:
+    """One table line: a space, then the cells two spaces apart (as `columns_for(width, gap=2)` lays them out)."""
+    line = Text(" ")
+    for i, cell in enumerate(cells):
+        if i:
+            line.append("  ")
+        line.append_text(cell)
+    return line
+
+
+def _signature(cells: tuple[Text, ...]) -> tuple:
+    """What a row's line is drawn from, hashable (Text is not)."""
+    return tuple((c.plain, str(c.style), tuple((s.start, s.end, str(s.style)) for s in c.spans)) for c in cells)
+
+
+class FleetRows(ScrollView, can_focus=True):
+    """The servers' rows under a fixed header, one line each, with a cursor (up/down, page keys, a click).
+
+    Each row's line is rendered once per change of its cells: a refresh that changes one figure redraws that
+    row only (a DataTable re-rendered every cell of the table for any change, ~40 ms per refresh)."""
+
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "cursor_to(0)", "First", show=False),
+        Binding("end", "cursor_to(-1)", "Last", show=False),
+    ]
+    COMPONENT_CLASSES = {"fleet-rows--cursor", "fleet-rows--even", "fleet-rows--odd"}
+    DEFAULT_CSS = """
+    FleetRows { height: 1fr; background: $surface; }
+    FleetRows > .fleet-rows--even { background: $surface; }
+    FleetRows > .fleet-rows--odd { background: $surface-lighten-1; }
+    FleetRows > .fleet-rows--cursor { background: $block-cursor-background; color: $block-cursor-foreground;
+                                      text-style: bold; }
+    FleetRows:blur > .fleet-rows--cursor { background: $block-cursor-blurred-background; text-style: none; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.keys: tuple[str, ...] = ()
+        self.cells: tuple[tuple[Text, ...], ...] = ()
+        self._signatures: tuple[tuple, ...] = ()
+        self.cursor = 0
+        self._strips: dict[tuple, Strip] = {}
+
+    @property
+    def row_count(self) -> int:
+        return len(self.keys)
+
+    @property
+    def selected(self) -> str | None:
+        return self.keys[self.cursor] if self.keys else None
+
+    def set_rows(self, keys: tuple[str, ...], cells: tuple[tuple[Text, ...], ...], selected: str | None) -> None:
+        """The rows to show (`keys[i]` names `cells[i]`), the cursor kept on `selected` where it still is."""
+        self.keys, self.cells = keys, cells
+        self._signatures = tuple(_signature(row) for row in cells)
+        self.cursor = keys.index(selected) if selected in keys else min(self.cursor, max(0, len(keys) - 1))
+        self.virtual_size = Size(self.size.width, len(keys))
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        index = y + int(self.scroll_y)
+        width = self.size.width
+        if index >= len(self.cells):
+            return Strip.blank(width, self.rich_style)
+        selected = index == self.cursor
+        look = "fleet-rows--cursor" if selected else ("fleet-rows--odd" if index % 2 else "fleet-rows--even")
+        style = self.get_component_rich_style(look)
+        key = (self._signatures[index], look, width, style)
+        strip = self._strips.get(key)
+        if strip is None:
+            segments = list(row_text(self.cells[index]).render(self.app.console))
+            strip = Strip(segments).crop(0, width).extend_cell_length(width).apply_style(style)
+            if len(self._strips) > 4 * max(64, len(self.cells)):  # strips of rows long changed
+                self._strips.clear()
+            self._strips[key] = strip
+        return strip
+
+    def _move(self, row: int) -> None:
+        if not self.keys:
+            return
+        self.cursor = max(0, min(len(self.keys) - 1, row))
+        self.scroll_to_region(Region(0, self.cursor, 1, 1), animate=False)
+        self.refresh()
+
+    def action_cursor(self, step: int) -> None:
+        self._move(self.cursor + step)
+
+    def action_page(self, direction: int) -> None:
+        self._move(self.cursor + direction * max(1, self.size.height - 1))
+
+    def action_cursor_to(self, row: int) -> None:
+        self._move(row if row >= 0 else len(self.keys) - 1)
+
+    def on_click(self, event: Click) -> None:
+        self._move(event.y + int(self.scroll_y))
 
 
 class FleetView(Vertical):
@@ -36,8 +141,9 @@ class FleetView(Vertical):
     FleetView > #fleet-header { height: 1; padding: 0 1; background: $boost; }
     FleetView > #fleet-error { height: 1; padding: 0 1; }
     FleetView > #fleet-notes { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
-    FleetView > DataTable { height: 1fr; }
-    FleetView.-stale > DataTable { opacity: 50%; }
+    FleetView > #fleet-columns { height: 1; text-style: bold; background: $panel; }
+    FleetView > FleetRows { height: 1fr; }
+    FleetView.-stale > FleetRows { opacity: 50%; }
     FleetView.-stale > #fleet-header { background: $error 30%; }
     """
 
@@ -45,27 +151,21 @@ class FleetView(Vertical):
         super().__init__(**kwargs)
         self.snapshot: FleetSnapshot | None = None
         self._columns: tuple[TableColumn, ...] = ()
-        self._order: tuple[str, ...] = ()
-        self._cells: dict[str, tuple[Text, ...]] = {}
         self._shown: tuple[str, str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for Prometheus…", id="fleet-header")
         yield Static("", id="fleet-error")
         yield Static("", id="fleet-notes")
-        table: DataTable = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield Static("", id="fleet-columns")
+        yield FleetRows(id="fleet-table")
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one(DataTable)
+    def table(self) -> FleetRows:
+        return self.query_one(FleetRows)
 
     def selected_server(self) -> str | None:
-        table = self.table
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        return key.value if key is not None else None
+        return self.table.selected
 
     def show(self, snapshot: FleetSnapshot) -> None:
         self.snapshot = snapshot
@@ -88,36 +188,14 @@ class FleetView(Vertical):
             self._fill(self.snapshot)
 
     def _fill(self, snapshot: FleetSnapshot) -> None:
-        table = self.table
         width = max(20, (self.size.width or 80) - 2)
-        columns = columns_for(width, gap=2)  # the table pads each cell by one on either side
-        selected = self.selected_server()
-        order = tuple(row.server for row in snapshot.rows)
-        cells = {row.server: tuple(self._cell(column, row) for column in columns) for row in snapshot.rows}
-        if columns == self._columns and order == self._order:  # the same rows: changed cells updated in place
-            for server, row_cells in cells.items():
-                before = self._cells.get(server, ())
-                for i, (column, cell) in enumerate(zip(columns, row_cells, strict=True)):
-                    if i >= len(before) or before[i] != cell:
-                        table.update_cell(server, column.key, cell)
-            self._cells = cells
-            return
+        columns = columns_for(width, gap=2)
         if columns != self._columns:
-            table.clear(columns=True)
-            for column in columns:
-                table.add_column(cell_text(column.header, column.width, column.right), key=column.key,
-                                 width=column.width)
             self._columns = columns
-        else:
-            table.clear()
-        self._order = order
-        self._cells = cells
-        for server, row_cells in cells.items():
-            table.add_row(*row_cells, key=server)
-        if selected is not None:
-            index = next((i for i, row in enumerate(snapshot.rows) if row.server == selected), None)
-            if index is not None:
-                table.move_cursor(row=index, animate=False)
+            header = row_text(tuple(cell_text(c.header, c.width, c.right) for c in columns))
+            self.query_one("#fleet-columns", Static).update(header)
+        cells = tuple(tuple(self._cell(column, row) for column in columns) for row in snapshot.rows)
+        self.table.set_rows(tuple(row.server for row in snapshot.rows), cells, self.table.selected)
 
     @staticmethod
     def _cell(column: TableColumn, row: FleetRow) -> Text:

@@ -423,26 +423,47 @@ def test_a_server_s_samples_in_prometheus_read_as_its_own_metrics(fleet):
     assert via_prometheus.gauges == direct.gauges and via_prometheus.histograms == direct.histograms
 
 
-def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, tmp_path):
-    """A server that does not answer from here (a recorded capture: no SGLang API) opens fed from Prometheus."""
+async def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(fleet, capsys):
+    """A server that does not answer from here (a recorded capture: no SGLang API) opens fed from Prometheus:
+    the app `fleet --server NAME` runs, watched until it shows what Prometheus and DCGM say."""
+    from specmon.cli import build_parser
+    from specmon.fleet.cli import options_from
+    from specmon.tui.app import SpecmonApp
+    from specmon.tui.cli import fleet_server_config
+    from tests.support.app_harness import screen_text
+    from tests.support.app_harness import wait_for as app_wait_for
+
     prom, servers, address, dcgm = fleet
-    shot = tmp_path / "drill.svg"
-    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--server", address["dp2tp2"],
-                   "--headless", "--duration", "6", "--screenshot", str(shot), timeout=90)
-    assert done.returncode == 0, done.stderr
-    assert "does not answer from here: reading it through Prometheus" in done.stderr
-    svg = shot.read_text().replace("&#160;", " ")
-    assert "Prometheus (its sglang:* samples)" in svg and "DCGM via Prometheus: no process table" in svg
-    assert "DP ranks unbalanced" in svg and "via Prometheus" in svg
+    args = build_parser().parse_args(["fleet", "--prometheus", prom.url, "--window", "4", "--server",
+                                      address["dp2tp2"]])
+    config = await asyncio.to_thread(fleet_server_config, args, options_from(args))
+    assert "does not answer from here: reading it through Prometheus" in capsys.readouterr().err
+    app = SpecmonApp(config)
+    async with app.run_test(size=(200, 50)) as pilot:
+        def shown() -> str:
+            return screen_text(app)
+
+        assert await app_wait_for(pilot, lambda: "DP ranks unbalanced" in shown() and "via Prometheus" in shown()
+                                  and "DCGM via Prometheus: no process table" in shown(), 60), shown()
+        assert "Prometheus (its sglang:* samples)" in shown()
     done = specmon("fleet", "--prometheus", prom.url, "--server", "nowhere:1", "--headless", "--duration", "1")
     assert done.returncode == 2 and "no server 'nowhere:1' in Prometheus" in done.stderr
 
 
-def test_fleet_app_headless_against_the_real_prometheus(fleet, tmp_path):
+async def test_fleet_app_against_the_real_prometheus(fleet):
+    from specmon.cli import build_parser
+    from specmon.fleet.cli import options_from
+    from specmon.tui.cli import fleet_argv
+    from specmon.tui.fleet import FleetApp
+    from tests.support.app_harness import screen_text
+    from tests.support.app_harness import wait_for as app_wait_for
+
     prom, servers, address, dcgm = fleet
-    shot = tmp_path / "fleet.svg"
-    done = specmon("fleet", "--prometheus", prom.url, "--window", "4", "--interval", "1", "--headless",
-                   "--duration", "5", "--screenshot", str(shot), timeout=90)
-    assert done.returncode == 0, done.stderr
-    svg = shot.read_text().replace("&#160;", " ")
-    assert address["eagle3-5"] in svg and "serving" in svg and "down" in svg
+    args = build_parser().parse_args(["fleet", "--prometheus", prom.url, "--window", "4", "--interval", "1"])
+    app = FleetApp(options_from(args), fleet_argv(args))
+    async with app.run_test(size=(200, 50)) as pilot:
+        def shown() -> str:
+            return screen_text(app)
+
+        assert await app_wait_for(pilot, lambda: address["eagle3-5"] in shown() and "serving" in shown()
+                                  and "down" in shown(), 60), shown()

@@ -302,8 +302,15 @@ def run_fleet(args: argparse.Namespace) -> int:
 
 
 def _run_fleet_server(args: argparse.Namespace, options) -> int:
-    """One server of the fleet in the single-server screen: as `monitor --url` when it answers from here, else
-    its Live view fed from Prometheus and its GPUs from DCGM (read-only: no switching, no benchmarks)."""
+    """One server of the fleet in the single-server screen (see `fleet_server_config`)."""
+    config = fleet_server_config(args, options)
+    return config if isinstance(config, int) else _run_app(config, args)
+
+
+def fleet_server_config(args: argparse.Namespace, options):
+    """The single-server app's AppConfig for `fleet --server NAME`: as `monitor --url` when the server answers
+    from here, else its Live view fed from Prometheus and its GPUs from DCGM (read-only: no switching, no
+    benchmarks); an exit code, after saying why, when Prometheus cannot say or has no such server."""
     import asyncio
 
     from specmon.fleet.cli import EXIT_PROMETHEUS, snapshot_once
@@ -326,9 +333,7 @@ def _run_fleet_server(args: argparse.Namespace, options) -> int:
     if url is not None:
         from specmon.launch.presets import is_loopback
 
-        config = AppConfig(url=url, gpu_source=NvmlSource() if is_loopback(row.host or "") else dcgm,
-                           read_only=True)
-        return _run_app(config, args)
+        return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback(row.host or "") else dcgm, read_only=True)
     config = AppConfig(
         url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
         live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor),
@@ -336,7 +341,7 @@ def _run_fleet_server(args: argparse.Namespace, options) -> int:
     )
     print(f"specmon fleet: {printable(args.server)} does not answer from here: reading it through Prometheus",
           file=sys.stderr)
-    return _run_app(config, args)
+    return config
 
 
 def _dcgm_series(options, host: str | None) -> list:

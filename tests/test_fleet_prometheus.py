@@ -434,8 +434,9 @@ async def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(f
     from tests.support.app_harness import wait_for as app_wait_for
 
     prom, servers, address, dcgm = fleet
-    args = build_parser().parse_args(["fleet", "--prometheus", prom.url, "--window", "4", "--server",
-                                      address["dp2tp2"]])
+    # --interval 10: each answer may take 10 s (the client's timeout follows the interval) on a loaded machine
+    args = build_parser().parse_args(["fleet", "--prometheus", prom.url, "--window", "4", "--interval", "10",
+                                      "--server", address["dp2tp2"]])
     config = await asyncio.to_thread(fleet_server_config, args, options_from(args))
     assert "does not answer from here: reading it through Prometheus" in capsys.readouterr().err
     app = SpecmonApp(config)

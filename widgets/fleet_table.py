@@ -3,6 +3,8 @@ right to left as the screen narrows. Renders the FleetSnapshot it is given; does
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -107,6 +109,8 @@ class FleetRows(ScrollView, can_focus=True):
         strip = self._strips.get(key)
         if strip is None:
             segments = list(row_text(self.cells[index]).render(self.app.console))
+            if selected:  # the cursor's colour over the cells' own (a red alert on the cursor's blue is unreadable)
+                segments = list(Segment.apply_style(segments, post_style=Style(color=style.color, bold=style.bold)))
             strip = Strip(segments).crop(0, width).extend_cell_length(width).apply_style(style)
             if len(self._strips) > 4 * max(64, len(self.cells)):  # strips of rows long changed
                 self._strips.clear()

@@ -24,3 +24,18 @@ async def test_monitoring_a_url_shows_the_runs_stored_against_it(tmp_path, monke
         assert await wait_for(pilot, lambda: table.row_count == 2)
         rows = " ".join(str(table.get_row_at(i)) for i in range(2))
         assert "trained-standalone" in rows and "elsewhere" in rows, rows
+
+
+async def test_a_run_the_app_measured_while_the_store_was_read_is_shown_once(tmp_path, monkeypatch):
+    """On a busy machine the stored runs are read after the app's own first run was stored: it is not shown
+    twice."""
+    from specmon.bench.results import ResultStore
+
+    monkeypatch.setenv("SPECMON_STATE_DIR", str(tmp_path))
+    run = write_chain_run(tmp_path / "elsewhere", trained_like_agreements()[:4], 5)
+    loaded = ResultStore(tmp_path / "elsewhere").load(run.run_id)
+    app = fixture_app(READY_LOG, url="http://127.0.0.1:30000")
+    async with app.run_test(size=(200, 50)):
+        app.bench_results.append(loaded)  # as a BenchFinished message leaves it
+        app.oncall.results_loaded([loaded])
+        assert [r.run_id for r in app.bench_results] == [run.run_id]

@@ -461,6 +461,8 @@ class OncallWiring:
         model = preset.args.get("model-path") if preset is not None else None
         history = progress.history_for(results, app.watch.preset_name, app.config.url,
                                        model if isinstance(model, str) else None)
+        shown = {r.run_id for r in app.bench_results}  # a run this app measured while the store was read
+        history = [r for r in history if r.run_id not in shown]
         if history:
             app.bench_results[:0] = history
             app.main.show_bench_results(list(app.bench_results))

@@ -17,24 +17,13 @@ import pytest
 from specmon.ports import free_port
 from specmon.tui.app import AppConfig, SpecmonApp
 from tests.support.app_harness import wait_for
+from tests.support.web_process import web_monitor
 
 
 @pytest.fixture
 def web_server(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon", "monitor", "--url", "http://127.0.0.1:9", "--web", "--web-port",
-         str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")},
-    )  # fmt: skip
-    yield port
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    with web_monitor(tmp_path) as port:
+        yield port
 
 
 async def _index(port: int, deadline: float) -> str:

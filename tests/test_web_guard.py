@@ -4,18 +4,14 @@ Host, more tabs than allowed, an absurd terminal size; and read-only means no fi
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import aiohttp
 import pytest
 
-from specmon.ports import free_port
 from specmon.tui.app import AppConfig, SpecmonApp
 from tests.support.app_harness import wait_for
+from tests.support.web_process import web_monitor
 
 
 @pytest.mark.parametrize(("host", "bind", "allowed"), [
@@ -63,20 +59,8 @@ def test_a_terminal_size_from_a_browser_is_bounded():
 
 @pytest.fixture
 def web(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon", "monitor", "--url", "http://127.0.0.1:9", "--web", "--web-port",
-         str(port), "--web-sessions", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "xdg")},
-    )  # fmt: skip
-    yield port
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    with web_monitor(tmp_path, "--web-sessions", "1") as port:
+        yield port
 
 
 async def _status(session: aiohttp.ClientSession, url: str, **headers: str) -> int:

@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from specmon.emulator.metrics import CONSTANT_GAUGES, STATS_GAUGES
 from specmon.ports import free_port, free_port_pair
 from specmon.sglang.metrics import load_shipped_metrics
+from tests.support.oncall import wait_for as oncall_wait_for
 from tests.test_emulator import EAGLE3, FAST, Emulator, launch
 
 pytestmark = pytest.mark.timeout(90)
@@ -54,14 +55,7 @@ def generate(url: str, text: str, tokens: int = 64) -> dict:
     return response.json()
 
 
-def wait_for(condition, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = functools.partial(oncall_wait_for, timeout=20.0)
 
 
 @contextlib.contextmanager
@@ -81,7 +75,7 @@ def eagle3_after_traffic(tmp_path_factory):
     with running(tmp_path_factory.mktemp("eagle3"), *EAGLE3) as emulator:
         generate(emulator.url, "The capital city of France is a city with a long history")
         generate(emulator.url, "The capital city of France is the largest city in the country")
-        wait_for(lambda: samples(scrape(emulator.url), "sglang:spec_num_draft_tokens"), "a decode stats report")
+        wait_for(lambda: samples(scrape(emulator.url), "sglang:spec_num_draft_tokens"), what="a decode stats report")
         yield scrape(emulator.url)
 
 
@@ -123,7 +117,7 @@ def test_spec_gauges_carry_the_launchs_steps_and_draft_tokens(eagle3_after_traff
     with running(tmp_path) as plain:  # no speculation: the gauges are there, at 0, as in the plain capture
         generate(plain.url, "plain")
         families = wait_for(lambda: (f := scrape(plain.url)) and samples(f, "sglang:spec_num_steps") and f,
-                            "a stats report")
+                            what="a stats report")
     assert [s.value for s in samples(families, "sglang:spec_num_draft_tokens")] == [0.0]
     assert not samples(families, "sglang:spec_verify_calls_total")  # counted only when there are verify calls
 
@@ -228,7 +222,7 @@ def test_two_nodes_node1_serves_scheduler_only_metrics_and_ends_with_node0(tmp_p
     node0 = launch(tmp_path, *FAST, "--enable-metrics", *common, "--node-rank", "0", name="node0.log")
     node1: Emulator | None = None
     try:
-        wait_for(lambda: "Init torch distributed begin." in node0.log(), "node 0 at its rendezvous")
+        wait_for(lambda: "Init torch distributed begin." in node0.log(), what="node 0 at its rendezvous")
         assert "Load weight begin" not in node0.log()  # it waits for node 1, as torch's rendezvous does
         node1 = launch(tmp_path, *FAST, "--enable-metrics", *common, "--node-rank", "1", name="node1.log")
         node0.wait_ready()
@@ -241,7 +235,7 @@ def test_two_nodes_node1_serves_scheduler_only_metrics_and_ends_with_node0(tmp_p
             mine = ranks_of(scrape(node1.url), "sglang:realtime_tokens_total")
             return mine.get((None, "2")) == ranks_of(scrape(node0.url), "sglang:realtime_tokens_total")[(None, "0")]
 
-        wait_for(mirrored, "node 1's ranks to report what the DP group did")
+        wait_for(mirrored, what="node 1's ranks to report what the DP group did")
         families1 = scrape(node1.url)
         assert {tp for _dp, tp in ranks_of(families1, "sglang:max_total_num_tokens")} == {"2", "3"}
         assert {tp for _dp, tp in ranks_of(scrape(node0.url), "sglang:max_total_num_tokens")} == {"0", "1"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import pytest
 
 from specmon.ports import free_port, free_port_pair
 from tests.support.dcgm_exporter import DcgmStandIn, Recording, load_recording, newest_fixture
+from tests.support.oncall import wait_for as oncall_wait_for
 from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
 from tests.test_emulator import EAGLE3, launch
 
@@ -54,14 +56,7 @@ def fleet_json(prom: Prometheus, *extra: str) -> tuple[int, dict, str]:
     return done.returncode, json.loads(done.stdout), done.stderr
 
 
-def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = functools.partial(oncall_wait_for, timeout=60.0)  # Prometheus scrapes every second: a minute at most
 
 
 def dcgm_stand_ins() -> dict[str, tuple[DcgmStandIn, Recording]]:

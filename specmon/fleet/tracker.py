@@ -282,8 +282,7 @@ class FleetTracker:
         elif restarts:
             state = "restarted"
         else:
-            # a server between requests when sampled still served in the window
-            state = "serving" if running or (decode is not None and decode > 0) else "idle"
+            state = "serving" if rules.serving(running, decode) else "idle"
         last_up = self._last_up.get(name)
         return FleetRow(
             server=name, host=host, role=role, role_source=role_source, state=state, restarts=restarts,

@@ -24,6 +24,12 @@ DP_IMBALANCE_MIN_SPREAD = 4.0
 KV_FULL = 0.95
 
 
+def serving(running: float | None, decode_tok_s: float | None) -> bool:
+    """Serving while requests run or tokens were generated in the window: the running gauge is an instant, so a
+    steady client's server sampled between two requests still serves."""
+    return bool(running) or (decode_tok_s or 0) > 0
+
+
 def stall(running: float | None, stalled_for_s: float, stall_s: float = STALL_S,
           last_log_line: str | None = None) -> Alert | None:
     """Requests running and no token progress for `stall_s` or longer."""

@@ -328,7 +328,7 @@ class LiveTracker:
         queued = g.get("sglang:num_queue_reqs")
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
             "sglang:cache_hit_rate")
-        state = "serving" if running or (decode or 0) > 0 else "idle"  # between requests it still served
+        state = "serving" if rules.serving(running, decode) else "idle"
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
         quiet_for = latest.taken_at - (run.tokens_at if run.tokens_at is not None else latest.taken_at)
@@ -392,7 +392,7 @@ class LiveTracker:
         if not isinstance(kv_total, int | float) and fig.kv_used is not None and fig.kv_usage:
             kv_total = fig.kv_used / fig.kv_usage
         running, queued, decode = fig.running, fig.queued, fig.decode_tok_s
-        state = "serving" if running or (decode or 0) > 0 else "idle"  # between requests it still served
+        state = "serving" if rules.serving(running, decode) else "idle"
         if quiet:  # batch lines are traffic only while they arrive
             state, decode = "idle", 0.0
             text = (f"no batch line for {_ago(quiet_for)}: no traffic now (SGLang logs one every 40 decode steps);"

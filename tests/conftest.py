@@ -18,3 +18,13 @@ def _session_state_home(tmp_path_factory):
         os.environ.pop("XDG_STATE_HOME", None)
     else:
         os.environ["XDG_STATE_HOME"] = saved
+
+
+@pytest.fixture
+def oc(tmp_path):
+    """An on-call environment of the test's own (state, presets, the processes it starts, cleaned up after)."""
+    from tests.support.oncall import Oncall
+
+    env = Oncall(tmp_path)
+    yield env
+    env.cleanup()

@@ -11,16 +11,8 @@ import sys
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
 
 
 @pytest.mark.parametrize("family", ["new", "legacy"])

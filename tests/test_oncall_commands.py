@@ -12,16 +12,9 @@ import httpx
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall, gone, wait_for, write_preset
+from tests.support.oncall import gone, wait_for, write_preset
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
 
 
 def mode(path: Path) -> int:

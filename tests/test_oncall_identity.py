@@ -30,13 +30,6 @@ time.sleep(600)
 
 
 @pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
-
-
-@pytest.fixture
 def bystander():
     """A process of this user holding a port: what a reused pid or a new port holder would be."""
     port = free_port()

@@ -13,16 +13,9 @@ import psutil
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall, gone, wait_for
+from tests.support.oncall import gone, wait_for
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
 
 
 def emulator_children(pid: int) -> list[psutil.Process]:

@@ -12,16 +12,9 @@ import psutil
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall, wait_for
+from tests.support.oncall import wait_for
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
 
 
 def test_switches_leave_no_dead_rows(oc):

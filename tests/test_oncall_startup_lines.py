@@ -9,19 +9,12 @@ import re
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall, write_preset
+from tests.support.oncall import write_preset
 
 pytestmark = pytest.mark.timeout(240)
 
 PHASE = re.compile(r"^    \d\d:\d\d:\d\d  load_weights +started$", re.M)
 CAPTURE = re.compile(r"^    \d\d:\d\d:\d\d  capture target verify +done +\d+/\d+", re.M)
-
-
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
 
 
 def said_startup(stderr: str) -> bool:

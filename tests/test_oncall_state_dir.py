@@ -10,16 +10,9 @@ import sys
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall, write_preset
+from tests.support.oncall import write_preset
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
 
 
 def test_results_runs_and_demo_logs_all_live_under_specmon_state_dir(tmp_path, monkeypatch):

@@ -17,13 +17,6 @@ from tests.support.oncall import Oncall, wait_for, write_preset
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.fixture
-def oc(tmp_path):
-    env = Oncall(tmp_path)
-    yield env
-    env.cleanup()
-
-
 def plan_of(oc: Oncall) -> dict | None:
     plans = sorted((oc.state / "sweeps").glob("*.json")) if (oc.state / "sweeps").is_dir() else []
     return json.loads(plans[-1].read_text()) if plans else None

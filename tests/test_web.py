@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from specmon.ports import free_port
 from specmon.tui.app import AppConfig, SpecmonApp
 from tests.support.app_harness import wait_for
-from tests.support.web_process import web_monitor
+from tests.support.web_process import stop_session, web_monitor
 
 
 @pytest.fixture
@@ -95,10 +94,5 @@ async def test_fleet_web_serves_the_fleet_screen_read_only(tmp_path) -> None:
         screen = await _screen_over_websocket(port, "did not answer", deadline)
         assert "did not answer" in screen and "Refresh" in screen
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_session(proc)
     assert "serving the read-only fleet" in proc.stderr.read().decode()

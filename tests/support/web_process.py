@@ -27,9 +27,14 @@ def web_monitor(tmp_path: Path, *extra: str) -> Iterator[int]:
     try:
         yield port
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_session(proc)
+
+
+def stop_session(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process's whole session (it was started with `start_new_session`), SIGKILL after 10 s."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

@@ -6,6 +6,9 @@ file and, with --count, counts Textual's timer ticks and `Widget.refresh` caller
 CPU is read with psutil from outside.
 
     .venv/bin/python -m benchmarks.app_idle_threads [--size 200x50] [--seconds 30] [--rate 0] [--count]
+
+With --py-spy FILE, py-spy samples the app's threads over the window (collapsed stacks, one line a stack, the
+thread first); its own sampling costs the app CPU, so the per-thread figures of such a run are not the app's.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=int, default=0, help="lines/s written while measuring (0: idle)")
     parser.add_argument("--count", action="store_true", help="count Textual timer ticks and refreshes too")
+    parser.add_argument("--py-spy", metavar="FILE", help="also profile the app with py-spy (collapsed stacks)")
     args = parser.parse_args()
     size = tuple(int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,8 +109,15 @@ def main() -> int:
             def per_thread() -> dict[int, float]:
                 return {t.id: t.user_time + t.system_time for t in app.threads()}
 
+            spy = None
+            if args.py_spy:
+                spy = subprocess.Popen(["py-spy", "record", "--pid", str(app.pid), "--threads", "--rate", "250",
+                                        "--duration", str(int(args.seconds)), "--format", "raw", "-o", args.py_spy],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             before, started = per_thread(), time.monotonic()
             time.sleep(args.seconds + (2 if args.count else 0))
+            if spy is not None:
+                spy.wait(60)
             after, elapsed = per_thread(), time.monotonic() - started
             _wait(lambda: not args.count or counts_file.exists(), 30, "the probe's counts")
             names = {int(k): v for k, v in json.loads(threads_file.read_text()).items()}

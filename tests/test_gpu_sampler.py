@@ -61,6 +61,40 @@ def test_the_thread_reports_snapshots_and_stops():
     assert not fake.initialized  # stop() closed the source, which shut NVML down
 
 
+def test_pace_changes_how_often_the_gpus_are_read_and_wakes_the_thread_at_once():
+    reads = []
+    source = ScriptedSource([snap(0.0, [])])
+    sampler = GpuSampler(source, interval_s=600.0, on_sample=lambda snapshot: reads.append(time.monotonic()))
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not reads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(reads) == 1  # the first read at once, the next one 10 minutes later
+        sampler.pace(0.05)  # a benchmark starts: read now, and often
+        while len(reads) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(reads) >= 4
+        sampler.pace(600.0)  # idle again: one read at the change, then none for 10 minutes
+        time_of_change, count = time.monotonic(), len(reads)
+        while len(reads) < count + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        settled = len(reads)
+        assert settled <= count + 2 and all(t < time_of_change + 5 for t in reads)
+    finally:
+        sampler.stop()
+    assert not sampler.running
+
+
+def test_the_app_reads_its_gpus_seldom_only_while_a_ready_server_idles():
+    from specmon.view.state import gpu_sample_interval
+
+    assert gpu_sample_interval(False, "ready", 10.0) == 10.0
+    assert gpu_sample_interval(True, "ready", 10.0) == 1.0  # a benchmark runs
+    for state in ("starting", "failed", "unreachable", "exited", None):
+        assert gpu_sample_interval(False, state, 10.0) == 1.0
+
+
 def test_a_failing_source_and_a_failing_callback_never_kill_the_thread():
     source = ScriptedSource([RuntimeError("nvml exploded"), snap(time.time(), [])])
     seen, done = [], threading.Event()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import signal
 import time
@@ -19,6 +20,7 @@ from specmon.logs.model import ServerBecameReady, StartupFailed
 from specmon.tui import keys, live, messages, shots
 from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
+from specmon.tui.driver import QuietTerminal
 from specmon.tui.oncall import OncallWiring
 from specmon.tui.screens import quit_dialog
 from specmon.tui.screens.main import MainScreen
@@ -41,7 +43,7 @@ MILESTONE_SETTLE_S = 1.5
 """A milestone's screenshot waits this long, so the screen shows what came with it (health, settings)."""
 
 
-class SpecmonApp(RepaintedToasts, App[int]):
+class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     """Monitors one SGLang server: its startup log, HTTP state, GPUs and benchmarks."""
 
     CSS_PATH = "app.tcss"
@@ -67,7 +69,6 @@ class SpecmonApp(RepaintedToasts, App[int]):
         self._last_header: tuple[str, str | None, str, bool] | None = None
         self._main_screen = MainScreen(max_lines=config.max_lines, id="main")
         self._started = False
-        self._gpu_shown_at = 0.0
         self._rendered_once = False
         self.live = live.LiveWiring(self)
         self.theme = DARK_THEME
@@ -87,8 +88,10 @@ class SpecmonApp(RepaintedToasts, App[int]):
         if self._started:
             return
         self._started = True
-        self.cadence.start(self.set_interval, self.flush_feed, asyncio.get_running_loop().call_soon_threadsafe)
-        self.set_interval(1.0, self._tick_running_phase)
+        loop, context = asyncio.get_running_loop(), contextvars.copy_context()  # Textual's timers need its context
+        self.cadence.start(self.set_interval, self.set_timer, self.flush_feed,
+                           lambda callback: loop.call_soon_threadsafe(callback, context=context))
+        self._phase_clock = self.set_interval(1.0, self._tick_running_phase, pause=True)
         if self.log_path:
             self.sources.follow(self.log_path)
         if self.config.poll:
@@ -203,9 +206,12 @@ class SpecmonApp(RepaintedToasts, App[int]):
             notes += self.oncall.switch.notes() if self.oncall.switch is not None else []
             self.main.show_server(view.startup, rows, notes, bool(self.log_path), self._running_extra_s())
             header = (self.config.url, self.watch.preset_name, status.header_state(view), self.config.emulator)
+            if status.phase_clock_runs(self.feed.state):
+                self._phase_clock.resume()
         if header != self._last_header:
             self._last_header = header
             self.main.show_header(*header)
+            self._pace_gpus()
         self._check_milestones(header[2])
 
     def _running_extra_s(self) -> float:
@@ -215,12 +221,14 @@ class SpecmonApp(RepaintedToasts, App[int]):
         return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
 
     def _tick_running_phase(self) -> None:
-        """Once a second during startup, let the running phase's duration count on when the log brings no line."""
+        """Once a second while a startup phase runs, let its duration count on when the log brings no line; the
+        clock sleeps otherwise (``render_state`` wakes it)."""
         with self.feed.lock:
-            state = self.feed.state
-            running = state.state == "starting" and any(phase.status == "running" for phase in state.phases)
+            running = status.phase_clock_runs(self.feed.state)
         if running:
             self.render_state()
+        else:
+            self._phase_clock.pause()
 
     # ----- messages from sources
 
@@ -237,14 +245,15 @@ class SpecmonApp(RepaintedToasts, App[int]):
     @on(messages.GpuSampled)
     def _gpu_sampled(self, message: messages.GpuSampled) -> None:
         self.oncall.gpus = message.snapshot
-        # Idle (ready, no benchmark), the GPU pane repaints less often: it is the app's costliest update.
-        now = time.monotonic()
-        shown_state = self._last_header[2] if self._last_header is not None else None
-        idle = not self.bench_running and shown_state == "ready"
-        if idle and now - self._gpu_shown_at < self.config.gpu_idle_refresh_s:
-            return
-        self._gpu_shown_at = now
         self.main.show_gpus(message.snapshot)
+        self._pace_gpus()
+
+    def _pace_gpus(self) -> None:
+        """Idle (ready, no benchmark), the GPUs are read and the GPU pane repainted every ``gpu_idle_refresh_s``."""
+        sampler = self.sources.gpu_sampler
+        if sampler is not None:
+            shown_state = self._last_header[2] if self._last_header is not None else None
+            sampler.pace(status.gpu_sample_interval(self.bench_running, shown_state, self.config.gpu_idle_refresh_s))
 
     @on(messages.BenchProgressed)
     def _bench_progressed(self, message: messages.BenchProgressed) -> None:
@@ -254,6 +263,7 @@ class SpecmonApp(RepaintedToasts, App[int]):
     def _bench_finished(self, message: messages.BenchFinished) -> None:
         self.bench_running = False
         self.bench_run = None
+        self._pace_gpus()
         if message.result is not None:
             self.bench_results.append(message.result)
             self.oncall.bench_finished(message.result)
@@ -365,6 +375,7 @@ class SpecmonApp(RepaintedToasts, App[int]):
             return
         self.main.show_pane("bench")
         self.bench_running = True
+        self._pace_gpus()
         on_update = lambda p: self.post_message(messages.BenchProgressed(p))  # noqa: E731
         self.bench_run = self.sources.start_bench(self.watch.preset, on_update)
         self._wait_bench(self.bench_run)

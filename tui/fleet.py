@@ -16,6 +16,7 @@ from textual.widgets import Footer
 
 from specmon.fleet.model import FleetSnapshot
 from specmon.tui import shots
+from specmon.tui.driver import QuietTerminal
 from specmon.widgets.fleet_table import FleetView
 
 BINDINGS = [
@@ -41,7 +42,7 @@ class FleetRefreshed(Message):
     snapshot: FleetSnapshot
 
 
-class FleetApp(App):
+class FleetApp(QuietTerminal, App):
     """The fleet's one screen: header, table, footer."""
 
     TITLE = "specmon fleet"

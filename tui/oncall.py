@@ -61,6 +61,8 @@ class OncallHost(Protocol):
 
     def render_state(self) -> None: ...
 
+    def flush_feed(self, force: bool = False) -> None: ...
+
     def post_message(self, message: Message) -> bool: ...
 
     def push_screen(self, screen: Screen[Any], callback: Callable[[Any], Any] | None = None) -> Any: ...
@@ -146,7 +148,7 @@ class OncallWiring:
         app.feed.reset()
         if app.config.supervisor is None:
             self.switch = progress.SwitchProgress(name)
-        app.render_state()
+        app.flush_feed(force=True)  # the log pane clears at once: the new log may not exist yet
         if app.config.supervisor is None:  # a daemon thread: quitting mid-switch must not wait for it
             _daemon(lambda: self._restart(preset, app.bench_run), "switch the attached server")
         else:
@@ -431,7 +433,7 @@ class OncallWiring:
             app.log_path = server.log
             app.sources.follow(server.log)
         self._log_restarts = app.feed.restarts  # this one is seen
-        app.render_state()
+        app.flush_feed(force=True)
 
     # ----- stored results
 

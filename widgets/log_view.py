@@ -6,10 +6,12 @@ from collections import deque
 from collections.abc import Sequence
 
 from rich.highlighter import Highlighter
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.reactive import Reactive
+from textual.strip import Strip
 from textual.widgets import Log
 
 KIND_STYLES: dict[str, Style] = {
@@ -67,6 +69,7 @@ class LogView(Log):
         self.show_polls = False
         self._every_line: deque[tuple[str, str | None]] = deque(maxlen=max_lines)
         """Every line written, shown or not, so the polling lines can be shown later."""
+        self._pass_style: Style | None = None
 
     def set_show_polls(self, show: bool) -> None:
         """Show (or hide) the lines of the app's own polling requests; the pane is rewritten."""
@@ -141,6 +144,36 @@ class LogView(Log):
     def kind_at(self, y: int) -> str | None:
         """The highlight kind of line ``y``."""
         return self._kinds[y] if 0 <= y < len(self._kinds) else None
+
+    def render_lines(self, crop):
+        # Log reads ``rich_style`` (a walk up the DOM) once a line: half of a repaint of new lines. Once a pass here.
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        rich_style = self._pass_style or self.rich_style
+        if y >= len(self._lines):
+            return Strip.blank(width, rich_style)
+        text = self._plain_text(y)
+        if text is not None:  # cut and padded as text: one strip, not four
+            shown = text[scroll_x : scroll_x + width]
+            segments = [Segment(shown, rich_style)] if shown else []
+            if len(shown) < width:  # the padding apart, as Strip.crop_extend gives it
+                segments.append(Segment(" " * (width - len(shown)), rich_style))
+            return Strip(segments, width).apply_offsets(scroll_x, y)
+        line = self._render_line_strip(y, rich_style)
+        return line.crop_extend(scroll_x, scroll_x + width, rich_style).apply_offsets(scroll_x, y)
+
+    def _plain_text(self, y: int) -> str | None:
+        """Line ``y`` as it shows when nothing styles it (no kind, not the search's match, no selection) and each of
+        its characters is one cell (printable ASCII); else None."""
+        if (y < len(self._kinds) and self._kinds[y] is not None) or y == self.match_line or self.text_selection:
+            return None
+        text = self._process_line(self._lines[y])
+        return text if text.isascii() and text.isprintable() else None
 
     def _render_line_strip(self, y: int, rich_style: Style):
         # Log caches rendered lines only while text is selected; cache them always (invalidation is Log's:

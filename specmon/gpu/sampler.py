@@ -52,6 +52,7 @@ class GpuSampler:
         self._history: deque[GpuSnapshot] = deque(maxlen=max(2, int(history_s / self.interval_s) + 2))
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._paced = threading.Event()  # the interval changed (or the sampler stops): sample at once
         self._thread: threading.Thread | None = None
         self.callback_errors = 0
 
@@ -62,8 +63,17 @@ class GpuSampler:
         self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
         self._thread.start()
 
+    def pace(self, interval_s: float) -> None:
+        """Sample every ``interval_s`` from now on (the app's GPU pane repaints seldom while the server idles, so
+        the GPUs are read as seldom); a change wakes the thread, which samples at once."""
+        interval_s = max(0.05, float(interval_s))
+        if interval_s != self.interval_s:
+            self.interval_s = interval_s
+            self._paced.set()
+
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
+        self._paced.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -96,7 +106,9 @@ class GpuSampler:
             now = time.monotonic()
             if next_at < now:  # a slow read: skip the missed ticks rather than bursting
                 next_at = now + self.interval_s
-            self._stop.wait(next_at - now)
+            if self._paced.wait(next_at - now):
+                self._paced.clear()
+                next_at = time.monotonic()
 
     def _record(self, snapshot: GpuSnapshot) -> None:
         with self._lock:

@@ -106,10 +106,11 @@ def follow_attached(path: str, on_items, stop_event, interval: float = 0.05) -> 
     """Follow a big log: its last startup and its recent lines first (the middle skipped, with a note),
     then what is appended, as ``follower.follow`` does. Meant to be a thread's target."""
     from specmon.logs.follower import LogFollower, LogItem
+    from specmon.logs.waiter import LogWaiter
 
     size = os.path.getsize(path)
     # Lines appended between this stat and the follower's open (microseconds) are not shown.
-    with LogFollower(path, from_start=False, frame_runs=True) as follower:
+    with LogFollower(path, from_start=False, frame_runs=True) as follower, LogWaiter(path, interval) as waiter:
         plan = plan_attach(path, size=size)
         on_items(read_items_between(path, plan.startup_start, plan.startup_end))
         if plan.skipped:
@@ -118,8 +119,8 @@ def follow_attached(path: str, on_items, stop_event, interval: float = 0.05) -> 
         if tail:
             on_items(tail)
         while not stop_event.is_set():
+            waiter.clear()
             items = follower.poll()
             if items:
                 on_items(items)
-            else:
-                stop_event.wait(interval)
+            waiter.sleep(stop_event, bool(items))

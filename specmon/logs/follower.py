@@ -15,13 +15,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Literal, NamedTuple
 
+from specmon.logs.waiter import IDLE_POLL_S, LogWaiter
+
 ItemKind = Literal["line", "frame", "frames"]
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 FINGERPRINT_BYTES = 256  # the file's first bytes, kept to notice a truncate-and-refill between two polls
 TRUNCATION_MARK = "…"
-IDLE_POLL_S = 0.25  # the longest wait between two polls of a log that does not grow
 
 # ANSI/VT escape sequences (CSI, OSC, two-byte ESC forms), a lone ESC, and the other C0 controls except TAB.
 _CONTROL = re.compile(
@@ -533,18 +534,15 @@ def follow(
 ) -> None:
     """Follow ``path`` until ``stop_event`` is set, calling ``on_items`` with each non-empty batch.
 
-    Polls every ``interval`` while the log grows; each empty poll waits half as long again, up to
-    ``max_interval`` (an idle server's log is looked at a few times a second, not 20: each poll is a stat and
-    a read of the file's first bytes). Meant to be a thread's target; ``on_items`` runs on that thread (post a
-    message from it).
+    Polls every ``interval`` while the log grows; between, it sleeps until the file changes (``LogWaiter``: inotify
+    on Linux, else each empty poll waits half as long again, up to ``max_interval``). Meant to be a thread's
+    target; ``on_items`` runs on that thread (post a message from it).
     """
-    wait = interval
-    with LogFollower(path, from_start=from_start, frame_runs=frame_runs) as follower:
+    with LogFollower(path, from_start=from_start, frame_runs=frame_runs) as follower, \
+            LogWaiter(path, interval, max_interval) as waiter:
         while not stop_event.is_set():
+            waiter.clear()
             items = follower.poll()
             if items:
                 on_items(items)
-                wait = interval
-            else:
-                stop_event.wait(wait)
-                wait = min(max(interval, max_interval), wait * 1.5)
+            waiter.sleep(stop_event, bool(items))

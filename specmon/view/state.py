@@ -334,6 +334,17 @@ def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
     return rows, notes
 
 
+def phase_clock_runs(state: StartupState) -> bool:
+    """A startup phase is running: its duration counts on each second, with or without a log line."""
+    return state.state == "starting" and any(phase.status == "running" for phase in state.phases)
+
+
+def gpu_sample_interval(bench_running: bool, header_state: str | None, idle_s: float, busy_s: float = 1.0) -> float:
+    """How often the app reads its GPUs: every ``busy_s`` while a benchmark runs or the server is not simply ready
+    (starting, failing, gone), every ``idle_s`` while it idles (the GPU pane's repaint is the app's costliest)."""
+    return idle_s if not bench_running and header_state == "ready" else busy_s
+
+
 def server_alive(process_running: bool, http: ServerStatus | None) -> bool:
     """Whether the server is known to be alive now: its process runs, or its HTTP answers."""
     return process_running or (http is not None and http.state != "unreachable")

@@ -1,0 +1,115 @@
+"""QuietLinuxDriver: Textual's Linux terminal driver with an input thread that sleeps until a key, a mouse event or
+the app's exit wakes it. Textual's own wakes ten times a second (``select(0.1)``) to look at its exit flag: at idle
+that is 0.1 % of a core, a fifth of what the whole app may cost idle. Its parser's timeouts (a lone Esc is a key
+once ``ESCDELAY`` has passed with nothing after it) are still served: after any input the thread looks every
+``INPUT_TICK_S`` until ``SETTLE_S`` passed with none."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import threading
+import time
+from codecs import getincrementaldecoder
+from typing import Any
+
+from textual import constants
+from textual._parser import ParseError
+from textual._xterm_parser import XTermParser
+from textual.app import App
+from textual.drivers.linux_driver import LinuxDriver
+
+INPUT_TICK_S = 0.1
+"""How often the parser is looked at while input may still be completing (Textual's own cadence)."""
+SETTLE_S = max(1.0, 10 * constants.ESCAPE_DELAY)
+"""How long after the last input the thread keeps looking; then it sleeps until the next input or the exit."""
+
+
+class WakingEvent(threading.Event):
+    """A ``threading.Event`` that also writes to a pipe when set, so a thread blocked in ``select`` wakes."""
+
+    def __init__(self, wake_fd: int) -> None:
+        super().__init__()
+        self.wake_fd = wake_fd
+
+    def set(self) -> None:
+        super().set()
+        with contextlib.suppress(OSError):  # the pipe is full (it is woken already) or closed (the driver is gone)
+            os.write(self.wake_fd, b"x")
+
+
+class QuietLinuxDriver(LinuxDriver):
+    """Textual's ``LinuxDriver``, its input thread blocked while nothing comes in (see the module's docstring)."""
+
+    def __init__(self, app: App[Any], **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.exit_event = WakingEvent(self._wake_w)
+        self.input_wakeups = 0
+        """How many times the input thread woke (a test's measure of its idleness)."""
+
+    def run_input_thread(self) -> None:
+        """Wait for input and dispatch events (Textual's loop, with the timeout above)."""
+        selector = selectors.SelectSelector()
+        fileno, wake = self.fileno, self._wake_r
+        selector.register(fileno, selectors.EVENT_READ)
+        selector.register(wake, selectors.EVENT_READ)
+        parser = XTermParser(self._debug)
+        decode = getincrementaldecoder("utf-8")().decode
+        last_input = time.monotonic()
+
+        def process(events: list[tuple[selectors.SelectorKey, int]], final: bool = False) -> None:
+            for key, mask in events:
+                if key.fd == wake:
+                    _drain(wake)
+                elif mask & selectors.EVENT_READ:
+                    data = decode(os.read(fileno, 4096), final=final)
+                    if not data:
+                        break  # stdin is a pipe that ended
+                    for event in parser.feed(data):
+                        self.process_message(event)
+            for event in parser.tick():
+                self.process_message(event)
+
+        try:
+            while not self.exit_event.is_set():
+                settled = time.monotonic() - last_input >= SETTLE_S
+                events = selector.select(None if settled else INPUT_TICK_S)
+                self.input_wakeups += 1
+                if any(key.fd == fileno for key, _ in events):
+                    last_input = time.monotonic()
+                process(events)
+            selector.unregister(fileno)
+            process(selector.select(INPUT_TICK_S), final=True)
+        finally:
+            selector.close()
+            try:
+                for _ in parser.feed(""):
+                    pass
+            except (EOFError, ParseError):
+                pass
+
+    def close(self) -> None:
+        super().close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except OSError:  # empty (non-blocking)
+        pass
+
+
+class QuietTerminal:
+    """An ``App`` mixin: a Linux terminal gets ``QuietLinuxDriver``; any other driver Textual picks is kept."""
+
+    def get_driver_class(self) -> type:
+        driver_class = super().get_driver_class()  # type: ignore[misc]
+        return QuietLinuxDriver if driver_class is LinuxDriver else driver_class

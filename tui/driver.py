@@ -35,8 +35,9 @@ class WakingEvent(threading.Event):
 
     def set(self) -> None:
         super().set()
-        with contextlib.suppress(OSError):  # the pipe is full (it is woken already) or closed (the driver is gone)
-            os.write(self.wake_fd, b"x")
+        if self.wake_fd >= 0:  # -1 once the driver closed the pipe (its number may belong to another file since)
+            with contextlib.suppress(OSError):  # the pipe is full: it is woken already
+                os.write(self.wake_fd, b"x")
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -94,9 +95,12 @@ class QuietLinuxDriver(LinuxDriver):
 
     def close(self) -> None:
         super().close()
+        self.exit_event.wake_fd = -1
         for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = -1
 
 
 def _drain(fd: int) -> None:

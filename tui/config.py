@@ -48,10 +48,12 @@ class AppConfig:
     poll_interval_s: float = 1.0
     trickle_s: float = 5.0
     """Outside a startup, fewer than ``TRICKLE_LINES`` new lines wait up to this long to be written."""
-    busy_flush_s: float = 0.8
-    """Outside a startup, a stream of lines is written to the log pane at most this often (each write repaints it)."""
+    busy_flush_s: float = 1.0
+    """Outside a startup, a stream of lines is written to the log pane at most this often (each write repaints it:
+    once a second, as sgtop refreshes; 0.8 s cost a quarter more at 1,000 lines/s)."""
     gpu_idle_refresh_s: float = 10.0
-    """How often the GPU pane repaints while the server is ready and no benchmark runs (sampling stays 1 s)."""
+    """How often the GPUs are read and the GPU pane repaints while the server is ready and no benchmark runs (else
+    every second)."""
     sanity_check: bool = True
     exit_after_s: float | None = None
     """Headless runs: exit (code 0) after this many seconds, saving ``screenshot_path`` first."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -171,6 +172,10 @@ class BatchLog:
             return False
         self._unparsed.append((line, arrived_at))
         return True
+
+    def feed_many(self, lines: Sequence[str], arrived_at: float | None = None) -> None:
+        """``feed`` each of ``lines`` (in one pass: following 1,000 lines a second, a call a line showed)."""
+        self._unparsed.extend((line, arrived_at) for line in lines if _batch_kind(line) is not None)
 
     def _parse_unparsed(self) -> None:
         unparsed = self._unparsed

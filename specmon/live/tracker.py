@@ -223,15 +223,19 @@ class LiveTracker:
 
     def feed_lines(self, lines: Sequence[str], arrived_at: float | None = None) -> None:
         """Server log lines that arrived together (only `Decode batch` / `Prefill batch` lines are kept)."""
-        last = None
+        if not lines:
+            return
         batches = self.run.batches
-        for line in lines:
-            if "server_args=" in line and batches.lines and self.metrics_state != "ok":
-                self.new_run()  # a new startup in the log (with /metrics, counters tell)
-                batches = self.run.batches
-            batches.feed(line, arrived_at)
-            last = line
-        if last is not None and not last.strip():
+        if not any("server_args=" in line for line in lines):
+            batches.feed_many(lines, arrived_at)
+        else:
+            for line in lines:
+                if "server_args=" in line and batches.lines and self.metrics_state != "ok":
+                    self.new_run()  # a new startup in the log (with /metrics, counters tell)
+                    batches = self.run.batches
+                batches.feed(line, arrived_at)
+        last = lines[-1]
+        if not last.strip():
             last = next((line for line in reversed(lines) if line.strip()), None)
         if last is not None:
             self.last_log_line = last[:400]

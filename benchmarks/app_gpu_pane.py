@@ -2,7 +2,8 @@
 
 The real SpecmonApp, headless at 200x50 (the three panes side by side), is handed recorded GPU snapshots
 (tests/fixtures/gpu: one H200, eight H200s) whose readings change every time, as the app's GPU sampler
-would at 1 Hz. Counted: full-screen layouts (`Screen._refresh_layout`) and the process CPU time per update,
+would at 1 Hz, and the eight H200s' first reading again and again (an idle GPU's readings standing still: the rows
+repaint nothing that draws the same). Counted: full-screen layouts (`Screen._refresh_layout`) and the process CPU time per update,
 less that of the same idle wait without an update.
 
     .venv/bin/python -m benchmarks.app_gpu_pane [--updates 40]
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import sys
 import time
 from pathlib import Path
@@ -35,10 +37,12 @@ def _counting_refresh_layout(self, *args, **kwargs):
     return _refresh_layout(self, *args, **kwargs)
 
 
-async def measure(fixture: str, updates: int) -> tuple[float, float]:
+async def measure(fixture: str, updates: int, still: bool = False) -> tuple[float, float]:
     """(layouts per update, CPU ms per update) for `updates` snapshots after five to settle."""
     global layouts
     snapshots = replay(load(fixture), updates + 5)
+    if still:
+        snapshots = [copy.deepcopy(snapshots[0]) for _ in snapshots]
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause(0.3)
@@ -63,8 +67,10 @@ def main() -> int:
     parser.add_argument("--updates", type=int, default=40)
     args = parser.parse_args()
     Screen._refresh_layout = _counting_refresh_layout
-    for label, fixture in FIXTURES.items():
-        per_update, cpu_ms = asyncio.run(measure(fixture, args.updates))
+    cases = [(label, fixture, False) for label, fixture in FIXTURES.items()]
+    cases.append(("8 GPUs, standing still", FIXTURES["8 GPUs (compact rows)"], True))
+    for label, fixture, still in cases:
+        per_update, cpu_ms = asyncio.run(measure(fixture, args.updates, still))
         print(f"{label:24} screen layouts per update: {per_update:.2f}   CPU per update: {cpu_ms:.1f} ms")
     return 0
 

@@ -280,3 +280,38 @@ async def test_the_header_leaves_out_the_driver_rather_than_be_cut_at_80_columns
             assert ("driver 570.133.20-emulated" in text) == ("NVLink" in text) == driver_shown, text
             assert text.startswith("8 × NVIDIA H200") and text.endswith("trends: util | mem, last 2 s"), text
             assert len(text) <= header.content_size.width, text
+
+
+async def test_a_reading_that_shows_the_same_repaints_nothing_and_a_changed_one_repaints_its_row():
+    """An idle GPU's readings often stand still; its row's readings and trends are repainted only when what they
+    draw changes (each repaint of eight rows cost ~20 ms)."""
+    snapshots = replay(load("h200x8-sglang-tp8.json"), 40)
+    app = PaneApp()
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(GpuPane)
+        still = copy.deepcopy(snapshots[0])
+        for n in range(100):  # the trends fill their width with the same reading (fewer than they keep)
+            pane.show(copy.deepcopy(still))
+            if n % 50 == 0:
+                await pilot.pause()
+        await pilot.pause()
+        repainted: list[str] = []
+        for widget in [*app.query(".gpu-info"), *app.query(TrendChart)]:
+            refresh = widget.refresh
+            widget.refresh = lambda *a, w=widget, r=refresh, **k: (repainted.append(type(w).__name__), r(*a, **k))[1]
+        pane.show(copy.deepcopy(still))
+        await pilot.pause()
+        assert repainted == []
+        changed = copy.deepcopy(still)
+        changed.gpus[3] = dataclasses.replace(changed.gpus[3], power_w=(still.gpus[3].power_w or 0) + 40)
+        pane.show(changed)
+        await pilot.pause()
+        assert repainted == ["Static"]  # GPU 3's readings; its trends (utilization, memory) draw the same
+        assert f"{(still.gpus[3].power_w or 0) + 40:.0f}W" in app.export_screenshot()
+        repainted.clear()
+        dropped = copy.deepcopy(changed)
+        dropped.gpus[5] = dataclasses.replace(dropped.gpus[5], util_gpu_pct=0.0 if (still.gpus[5].util_gpu_pct or 0) > 50 else 100.0)
+        for _ in range(60):  # GPU 5's utilization moves far for a while: its trend draws it
+            pane.show(copy.deepcopy(dropped))
+        await pilot.pause()
+        assert "TrendChart" in repainted and repainted.count("Static") == 1

@@ -78,6 +78,12 @@ COMPACT_TRENDS = ("util", "mem")
 TEMP_TOP_C = 100.0
 
 
+def _cells(table: Table) -> tuple:
+    """What a readings table shows, cell by cell (nested tables too), to compare two of them."""
+    return tuple(tuple(_cells(cell) if isinstance(cell, Table) else repr(cell) for cell in column._cells)
+                 for column in table.columns)
+
+
 class GpuRow(Widget):
     """One GPU. Compact (8+ GPUs): one line of readings, then utilization and memory trends on the right.
     Detailed (fewer GPUs): four lines of readings, then charts of utilization, memory, power and temperature
@@ -91,6 +97,7 @@ class GpuRow(Widget):
         self._history: dict[str, deque[float]] = {key: deque(maxlen=TREND_POINTS) for key, _ in DETAIL_TRENDS}
         self._latest: tuple[GpuReading, bool] | None = None
         self._info_failed: bool | None = None  # whether the shown readings are an error (fewer lines)
+        self._info_shown: tuple | None = None  # what the readings' table shows, cell by cell
 
     def compose(self) -> ComposeResult:
         if self.compact:
@@ -168,10 +175,13 @@ class GpuRow(Widget):
         if not infos:  # the row is being torn down (the app exits while a reading is shown)
             return
         info = infos.first(Static)
+        table = self._compact(reading, wide) if self.compact else self._detailed(reading)
+        shown = _cells(table)
+        if shown != self._info_shown:  # an idle GPU's readings often stand still: no repaint of an unchanged row
+            self._info_shown = shown
+            info.update(table, layout=relayout)
         if self.compact:
-            info.update(self._compact(reading, wide), layout=relayout)
             return
-        info.update(self._detailed(reading), layout=relayout)
         labels = {
             "util": f"util {units.pct(reading.util_gpu_pct)}",
             "mem": f"mem {describe.memory(reading)}",

@@ -72,8 +72,14 @@ class TrendChart(Widget):
         top = float(top) if top is not None and top > 0 else self.top
         if values == self.values and top == self.top:
             return
+        drawn = self._drawn()
         self.values, self.top = values, top
-        self.refresh()
+        if drawn is None or self._drawn() != drawn:  # an idle GPU's flat trend, once it fills the width, stays drawn
+            self.refresh()
+
+    def _drawn(self) -> list[str] | None:
+        width, height = self.size.width, self.size.height
+        return bar_lines(self.values, self.top, width, height) if width > 0 and height > 0 else None
 
     def render(self) -> Text:
         width, height = self.size.width, self.size.height

@@ -190,15 +190,19 @@ def test_a_dp2_tp2_emulator_counts_each_tp_replica_once_and_sums_the_dp_ranks(fl
 
     prom, servers, address, dcgm = fleet
     target = address["dp2tp2-emulated"]
-    at = time.time() - 1.0
 
-    async def read():
+    async def read(at: float):
         async with PromClient(prom.url) as client:
             reader = FleetReader(client, FleetQueries(window_s=4), 4, clock=lambda: at)
             queries = await reader.configure()
             return FleetTracker(queries, prom.url).update(await reader.read())
 
-    row = next(r for r in asyncio.run(read()).rows if r.server == target)
+    def instant_with_requests_running():
+        at = time.time() - 1.0  # an instant whose scrape is in; its four streams may all be between requests then
+        row = next(r for r in asyncio.run(read(at)).rows if r.server == target)
+        return (at, row) if row.running else None
+
+    at, row = wait_for(instant_with_requests_running, what="an instant with requests running on the DP2xTP2 server")
     for name, figure, combine in (("num_running_reqs", row.running, sum), ("num_queue_reqs", row.queued, sum)):
         ranks = {(s["metric"]["dp_rank"], s["metric"]["tp_rank"]): float(s["value"][1])
                  for s in prom.query(f'sglang:{name}{{instance="{target}"}}', at=at)}

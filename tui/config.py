@@ -50,7 +50,7 @@ class AppConfig:
     """Outside a startup, fewer than ``TRICKLE_LINES`` new lines wait up to this long to be written."""
     busy_flush_s: float = 1.0
     """Outside a startup, a stream of lines is written to the log pane at most this often (each write repaints it:
-    once a second, as sgtop refreshes; 0.8 s cost a quarter more at 1,000 lines/s)."""
+    once a second, as sgtop refreshes; 0.8 s repainted a quarter more often, at ~7 ms a repaint at 200x50)."""
     gpu_idle_refresh_s: float = 10.0
     """How often the GPUs are read and the GPU pane repaints while the server is ready and no benchmark runs (else
     every second)."""

@@ -65,6 +65,7 @@ class TrendChart(Widget):
         super().__init__(classes=classes)
         self.values: list[float] = []
         self.top = top
+        self._drawn: list[str] | None = None  # the chart's lines at the last refresh (at that size)
 
     def show(self, values: Sequence[float], top: float | None = None) -> None:
         """Chart these values (oldest first) against 0..`top`."""
@@ -72,14 +73,12 @@ class TrendChart(Widget):
         top = float(top) if top is not None and top > 0 else self.top
         if values == self.values and top == self.top:
             return
-        drawn = self._drawn()
         self.values, self.top = values, top
-        if drawn is None or self._drawn() != drawn:  # an idle GPU's flat trend, once it fills the width, stays drawn
-            self.refresh()
-
-    def _drawn(self) -> list[str] | None:
         width, height = self.size.width, self.size.height
-        return bar_lines(self.values, self.top, width, height) if width > 0 and height > 0 else None
+        drawn = bar_lines(values, top, width, height) if width > 0 and height > 0 else None
+        if drawn is None or drawn != self._drawn:  # an idle GPU's flat trend, once it fills the width, stays drawn
+            self._drawn = drawn
+            self.refresh()
 
     def render(self) -> Text:
         width, height = self.size.width, self.size.height

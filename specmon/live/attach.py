@@ -105,7 +105,7 @@ def read_items_between(path: str, start: int, end: int) -> list:
 def follow_attached(path: str, on_items, stop_event, interval: float = 0.05) -> None:
     """Follow a big log: its last startup and its recent lines first (the middle skipped, with a note),
     then what is appended, as ``follower.follow`` does. Meant to be a thread's target."""
-    from specmon.logs.follower import LogFollower, LogItem
+    from specmon.logs.follower import LogFollower, LogItem, poll_until_stopped
     from specmon.logs.waiter import LogWaiter
 
     size = os.path.getsize(path)
@@ -118,9 +118,4 @@ def follow_attached(path: str, on_items, stop_event, interval: float = 0.05) -> 
         tail = read_items_between(path, plan.tail_start, plan.size)
         if tail:
             on_items(tail)
-        while not stop_event.is_set():
-            waiter.clear()
-            items = follower.poll()
-            if items:
-                on_items(items)
-            waiter.sleep(stop_event, bool(items))
+        poll_until_stopped(follower, waiter, on_items, stop_event)

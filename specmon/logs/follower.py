@@ -540,9 +540,16 @@ def follow(
     """
     with LogFollower(path, from_start=from_start, frame_runs=frame_runs) as follower, \
             LogWaiter(path, interval, max_interval) as waiter:
-        while not stop_event.is_set():
-            waiter.clear()
-            items = follower.poll()
-            if items:
-                on_items(items)
-            waiter.sleep(stop_event, bool(items))
+        poll_until_stopped(follower, waiter, on_items, stop_event)
+
+
+def poll_until_stopped(follower: LogFollower, waiter: LogWaiter, on_items: Callable[[list[LogItem]], None],
+                       stop_event: threading.Event) -> None:
+    """Hand each non-empty poll of ``follower`` to ``on_items``, sleeping between polls as ``waiter`` says, until
+    ``stop_event`` is set."""
+    while not stop_event.is_set():
+        waiter.clear()
+        items = follower.poll()
+        if items:
+            on_items(items)
+        waiter.sleep(stop_event, bool(items))

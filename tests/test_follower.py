@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from specmon.logs.follower import LineSplitter, LogFollower, LogItem, follow, read_items
@@ -171,6 +171,7 @@ def chunked_bytes(draw):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunked_bytes(), st.sampled_from([1, 3, 16, 64 * 1024]))
+@example((b"\t\t\x00\r\x00", [b"\t\t", b"\x00\r\x00"]), 1)  # a cut frame whose kept bytes are blank
 def test_any_bytes_in_any_chunking_give_the_same_items(sample, cap):
     data, chunks = sample
     whole = feed_all([data], max_line_bytes=cap)

@@ -57,13 +57,13 @@ FRAME_RUN_BYTES = 2048
 
 def frame_text(segment: bytes, max_line_bytes: int) -> str | None:
     """One ``\\r``-terminated segment as the frame the splitter delivers (decoded, cleaned, cut at the limit), or
-    None for a blank one (dropped)."""
+    None for a blank one (dropped). A cut frame is never blank, like a cut final line: only its first
+    ``max_line_bytes + 1`` bytes may decide, since that is all a splitter keeps of a segment split across reads."""
+    if len(segment) > max_line_bytes:
+        return clean_text(segment[:max_line_bytes]) + TRUNCATION_MARK
     if not segment.strip():
         return None
-    if len(segment) > max_line_bytes:
-        text = clean_text(segment[:max_line_bytes]) + TRUNCATION_MARK
-    else:
-        text = clean_text(segment)
+    text = clean_text(segment)
     return text if text.strip() else None
 
 

@@ -78,12 +78,13 @@ def test_lines_fed_together_keep_what_feeding_them_one_by_one_keeps():
     batch = [DECODE.format(s=n // 10, dp=n % 2, n=n) for n in range(300)]
     batch[7] = "[2026-12-01 10:00:00] INFO:     127.0.0.1:5 - \"POST /generate HTTP/1.1\" 200 OK"
     batch[9] = "Traceback (most recent call last): Decode batch?"
+    batch[11] = "[2026-12-01 10:00:01] a batch of 3 requests, #running-req: 3"  # kept by feed_many, dropped at the parse
     for lines in (batch, batch[:150] + [startup] + batch[150:], [*batch, "   "]):
         together, one_by_one = LiveTracker(), LiveTracker()
         together.feed_lines(lines, 5.0)
         for line in lines:
             one_by_one.feed_lines([line], 5.0)
         assert [b.used for b in together.run.batches.lines] == [b.used for b in one_by_one.run.batches.lines]
-        kept = len(lines) - 1 - lines.index(startup) if startup in lines else len(lines) - 2 - (lines[-1] == "   ")
+        kept = len(lines) - 1 - lines.index(startup) if startup in lines else len(lines) - 3 - (lines[-1] == "   ")
         assert len(together.run.batches.lines) == kept  # a startup begins a new run: only the lines after it
         assert together.last_log_line == one_by_one.last_log_line == next(t for t in reversed(lines) if t.strip())

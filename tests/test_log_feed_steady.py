@@ -7,10 +7,13 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specmon.logs.follower import read_items
 from specmon.logs.tracker import StartupTracker
-from specmon.view.log_feed import LogFeed
+from specmon.view import log_feed
+from specmon.view.log_feed import LogFeed, SteadyLines, with_poll_kind
 from tests.test_log_summary_serving_fast import mixed_log, serving
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -19,7 +22,7 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 def every_line(data: bytes, chunk_bytes: int) -> tuple[dict, list]:
     tracker, kinds = StartupTracker(), []
     for items in read_items(io.BytesIO(data), chunk_bytes=chunk_bytes):
-        kinds += tracker.feed_items(items)
+        kinds += [(text, with_poll_kind(text, kind)) for text, kind in tracker.feed_items(items)]
     return {"json": tracker.state.to_json(), "recognized": tracker.state.lines_recognized, "clock": tracker.clock}, kinds
 
 
@@ -28,7 +31,7 @@ def through_feed(data: bytes, chunk_bytes: int) -> tuple[dict, list]:
     for items in read_items(io.BytesIO(data), chunk_bytes=chunk_bytes):
         feed.feed(items)
         batch = feed.take()
-        kinds += [(text, kind if kind != "poll" else None) for text, kind in zip(batch.lines, batch.kinds, strict=True)]
+        kinds += list(zip(batch.lines, batch.kinds, strict=True))
     tracker = feed.tracker
     return {"json": tracker.state.to_json(), "recognized": tracker.state.lines_recognized, "clock": tracker.clock}, kinds
 
@@ -48,3 +51,49 @@ def test_counting_steady_lines_keeps_state_and_kinds(chunk_bytes, monkeypatch):
 def test_every_fixture_log_then_serving_lines(path):
     data = path.read_bytes().rstrip(b"\n") + b"\n" + "\n".join(serving(50, 30)).encode() + b"\n"
     assert through_feed(data, 4096) == every_line(data, 4096)
+
+
+def test_the_kinds_compared_include_the_apps_own_polling():
+    _, kinds = through_feed(mixed_log(), 1 << 20)
+    assert any(kind == "poll" for _, kind in kinds)
+
+
+HEAD_PIECES = st.sampled_from([
+    "[2026-08-01 23:50:03] ", "[2026-08-01 23:50:04]", "[2026-08-01 23:50:03.123 DP0 TP0 EP0] ", "[2026-08-01 23:5",
+    "[2026-08-01 23:50:03 DP1 TP0] ", "[2026-08-01 23:50:03 gpu_id=3] ", "Decode batch", "Prefill batch", "Decode",
+    "INFO:     ", "INFO:\t", "INFO server_args.py:12: ", "INFO", ", #running-req: 1", "server_args=ServerArgs(", " ",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(HEAD_PIECES, max_size=5).map("".join), st.integers(0, 6)).map(
+    lambda cut: cut[0][: len(cut[0]) - cut[1]]), max_size=30))  # pieces, and their prefixes
+def test_remembered_heads_tell_steady_lines_as_the_pattern_does(texts):
+    steady = SteadyLines()
+    for text in texts:
+        assert (text.startswith(steady.heads) or steady.match(text)) == (log_feed._STEADY.match(text) is not None)
+        assert len(steady.heads) <= SteadyLines.KEPT
+
+
+def test_the_pattern_runs_once_per_head_not_once_per_line(monkeypatch):
+    calls = []
+    pattern = log_feed._STEADY
+    monkeypatch.setattr(log_feed, "_STEADY", type("Counted", (), {"match": lambda self, t: (calls.append(t), pattern.match(t))[1]})())
+    lines = [f"[2026-08-01 23:50:0{i // 4} DP{i % 2} TP0] Decode batch, #running-req: {i}" for i in range(40)]
+    steady = SteadyLines()
+    assert all(text.startswith(steady.heads) or steady.match(text) for text in lines)
+    assert len(calls) == 20  # 10 seconds, 2 ranks
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-08-01 23:50:03] Decode batch, #running-req: 1",
+    "[2026-08-01 23:50:03.123 DP0 TP0 EP0] Prefill batch, #new-seq: 1",
+    '[2026-08-01 23:50:03 gpu_id=3] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK',
+    "[2026-08-01 23:50:03] INFO server_args.py:12: anything",
+])
+def test_no_shorter_line_passes_for_steady_by_a_remembered_head(line):
+    for cut in range(len(line) + 1):
+        steady = SteadyLines()
+        assert steady.match(line)
+        text = line[:cut] + "x"
+        assert (text.startswith(steady.heads) or steady.match(text)) == (log_feed._STEADY.match(text) is not None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from specmon.live.model import LiveSnapshot
 from specmon.live.scrape import read_metrics, read_server_info
@@ -24,12 +24,11 @@ class LiveMonitor:
         self.lock = threading.Lock()
         self.tracker = tracker or LiveTracker()
 
-    def feed_lines(self, lines: Iterable) -> None:
-        """Log lines as the LogFeed hands them over (``(text, kind)`` pairs or strings), on its thread."""
-        texts = [line[0] if isinstance(line, tuple) else line for line in lines]
+    def feed_lines(self, lines: Sequence[str]) -> None:
+        """Log lines as the LogFeed hands them over, on its thread."""
         now = time.time()
         with self.lock:
-            self.tracker.feed_lines(texts, now)
+            self.tracker.feed_lines(lines, now)
 
     def snapshot(self, window_s: float = 60.0) -> LiveSnapshot:
         with self.lock:

@@ -226,7 +226,7 @@ class LiveTracker:
         if not lines:
             return
         batches = self.run.batches
-        if not any("server_args=" in line for line in lines):
+        if "server_args=" not in "\n".join(lines):
             batches.feed_many(lines, arrived_at)
         else:
             for line in lines:

@@ -13,6 +13,7 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from typing import BinaryIO, Literal, NamedTuple
 
 from specmon.logs.waiter import IDLE_POLL_S, LogWaiter
@@ -245,7 +246,7 @@ class LineSplitter:
         if not self._in_frames and data.find(b"\r", start, end) < 0:
             block = data[start:end]
             if len(block) <= cap or _longest(block) <= cap:
-                items.extend([LogItem("line", line) for line in clean_text(block).split("\n")])
+                items.extend(map(_new_tuple, repeat(LogItem), zip(repeat("line"), clean_text(block).split("\n"))))
                 return
         while True:  # line by line, found with memchr (a block of progress frames has few lines and is long)
             nl = data.find(b"\n", start, end)
@@ -294,6 +295,9 @@ def _has_crlf(data: bytes) -> bool:
             return True
         nl = data.find(b"\n", nl + 1)
     return data.find(b"\r\n", nl - 1) >= 0
+
+
+_new_tuple = tuple.__new__  # LogItems made in C: ``LogItem(kind, text)`` is a Python call each
 
 
 def _first_break(data: bytes, start: int) -> int:

@@ -31,6 +31,28 @@ _STEADY = re.compile(STEADY_WHEN_READY.decode(), re.ASCII)
 """A serving line that changes nothing but the tracker's line count and clock once the server is ready."""
 
 
+class SteadyLines:
+    """Tells steady lines (``_STEADY``), remembering the heads it matched lately (``[date time TAGS] Decode batch``).
+
+    A line that begins with one of ``heads`` is steady too (the pattern matches a prefix and has no lookahead),
+    which one ``str.startswith`` tells: SGLang's heads repeat within a second and per rank, so the pattern runs
+    about once per head, not once per line.
+    """
+
+    KEPT = 8
+
+    def __init__(self) -> None:
+        self.heads: tuple[str, ...] = ()
+
+    def match(self, text: str) -> bool:
+        """Whether ``text`` is steady, by the pattern (call it after ``text.startswith(self.heads)`` failed)."""
+        found = _STEADY.match(text)
+        if found is None:
+            return False
+        self.heads = (*self.heads[1 - self.KEPT :], text[: found.end()])
+        return True
+
+
 def with_poll_kind(text: str, kind: str | None) -> str | None:
     """``kind``, or ``POLL_KIND`` for an unclassified access line of a polling request."""
     if kind is not None or '"GET /' not in text:  # most lines (`Decode batch`, POSTs): no regex search
@@ -69,8 +91,10 @@ class LogFeed:
         self.restarts = 0
         self._startup_seen = False
         self._carried_events: list[TrackerEvent] = []
-        self.observers: list[Callable[[list[tuple[str, LineKind | None]]], None]] = []
-        """Called (on the follower's thread, under ``lock``) with each batch of new lines (the live view's)."""
+        self._steady = SteadyLines()
+        self.observers: list[Callable[[list[str]], None]] = []
+        """Called (on the follower's thread, under ``lock``) with the texts of each batch of new lines (the live
+        view's)."""
 
     @property
     def state(self) -> StartupState:
@@ -83,27 +107,29 @@ class LogFeed:
             if generation is not None and generation != self.generation:
                 return
             stamp = self.tracker.clock  # the log's time: its timestamps, or a progress bar's own elapsed time
-            lines = self._feed_tracker(items)
+            lines = self._feed_tracker(items if isinstance(items, list) else list(items))
             self.grew_at = time.monotonic()
             if self.tracker.clock != stamp:
                 self.stamped_at = self.grew_at
-            lines = [(text, kind if kind is not None or '"GET /' not in text else with_poll_kind(text, kind))
-                     for text, kind in lines]
             self._pending.extend(lines)
-            for observer in self.observers:
-                observer(lines)
+            if self.observers:
+                texts = [text for text, _ in lines]
+                for observer in self.observers:
+                    observer(texts)
             self.lines_fed += len(lines)
             self._changed = True
 
-    def _feed_tracker(self, items: Iterable) -> list[tuple[str, LineKind | None]]:
+    def _feed_tracker(self, items: list) -> list[tuple[str, LineKind | str | None]]:
         """Feed the tracker; where a second startup begins (a restart appended to the log, or the file
         recreated), the tracker starts a fresh timeline and the earlier run goes to ``history``."""
-        lines: list[tuple[str, LineKind | None]] = []
+        if "server_args=" not in "\n".join([text for kind, text in items if kind == "line"]):
+            return self._feed_run(items)  # no startup among them (one search, not one a line)
+        lines: list[tuple[str, LineKind | str | None]] = []
         chunk: list = []
         for item in items:
-            if getattr(item, "kind", None) == "line" and is_new_startup(item.text):
+            if item.kind == "line" and is_new_startup(item.text):
                 if chunk:
-                    lines.extend(self.tracker.feed_items(chunk))
+                    lines.extend(self._feed_run(chunk))
                     chunk = []
                 if self._startup_seen:
                     self._carried_events.extend(self.tracker.drain_events())
@@ -116,25 +142,29 @@ class LogFeed:
             lines.extend(self._feed_run(chunk))
         return lines
 
-    def _feed_run(self, items: list) -> list[tuple[str, LineKind | None]]:
-        """Feed one run's items. Once the server is ready, a stretch of steady serving lines (``Decode batch``,
-        INFO, ...) is counted and only its last line read, as ``log-summary`` does: the same state as feeding
-        every line, at a fraction of the cost (following 10,000 lines a second)."""
+    def _feed_run(self, items: list) -> list[tuple[str, LineKind | str | None]]:
+        """Feed one run's items, each line with its highlight kind (``POLL_KIND`` for the app's own polling).
+
+        Once the server is ready, a stretch of steady serving lines (``Decode batch``, INFO, ...) is counted and
+        only its last line read, as ``log-summary`` does: the same state as feeding every line, at a fraction of
+        the cost (following 10,000 lines a second)."""
         tracker = self.tracker
-        feed_line, feed_frame, steady = tracker.feed_line, tracker.feed_frame, _STEADY.match
-        lines: list[tuple[str, LineKind | None]] = []
+        feed_line, feed_frame, steady = tracker.feed_line, tracker.feed_frame, self._steady
+        lines: list[tuple[str, LineKind | str | None]] = []
         steady_from = -1  # where the stretch of steady lines now being counted begins in ``lines``
         for kind, text in items:
-            if kind == "line" and steady(text) is not None and (steady_from >= 0 or tracker.skips_steady):
+            if kind == "line" and (steady_from >= 0 or tracker.skips_steady) and (
+                text.startswith(steady.heads) or steady.match(text)
+            ):
                 if steady_from < 0:
                     steady_from = len(lines)
-                lines.append((text, None))
+                lines.append((text, None if '"GET /' not in text else with_poll_kind(text, None)))
                 continue
             if steady_from >= 0:
                 self._count_steady(lines, steady_from)
                 steady_from = -1
             if kind == "line":
-                lines.append((text, feed_line(text)))
+                lines.append((text, with_poll_kind(text, feed_line(text))))
             elif kind == "frame":
                 feed_frame(text)
             else:
@@ -143,10 +173,10 @@ class LogFeed:
             self._count_steady(lines, steady_from)
         return lines
 
-    def _count_steady(self, lines: list[tuple[str, LineKind | None]], start: int) -> None:
+    def _count_steady(self, lines: list[tuple[str, LineKind | str | None]], start: int) -> None:
         last = lines[-1][0]
         self.tracker.skip_steady_lines(len(lines) - start - 1)
-        lines[-1] = (last, self.tracker.feed_line(last))
+        lines[-1] = (last, with_poll_kind(last, self.tracker.feed_line(last)))
 
     def unstamped_s(self, alive_at: float | None = None) -> float:
         """Seconds the server went on past the log's latest time (``StartupTracker.clock``).

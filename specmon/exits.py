@@ -4,19 +4,40 @@
 the heavy imports: from then on a SIGINT is a KeyboardInterrupt and a SIGTERM a SystemExit(143), which the
 commands' ``finally`` blocks (stopping the demo's server) see. ``settle`` runs once ``main`` has its exit code: a
 signal that lands later, while the interpreter shuts down, is ignored, for CPython restores the default actions
-(death by the signal, exit -2) late in its finalization, and the code is already decided.
+(death by the signal, exit -2) late in its finalization, and the code is already decided. A SIGTERM that lands
+inside a ``__del__``, where Python would print the SystemExit and drop it, is sent again for after it.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
 
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
+RETRY_IN_FINALIZER_S = 0.01
+
+
 def _on_sigterm(signum, frame) -> None:
+    if _in_finalizer(frame):
+        # Raised in a ``__del__`` (a ``Popen`` reaped as its owner goes away), the SystemExit would be printed as
+        # "Exception ignored in" and lost: the signal is sent again, to land once the finalizer has returned.
+        retry = threading.Timer(RETRY_IN_FINALIZER_S, os.kill, (os.getpid(), signum))
+        retry.daemon = True
+        retry.start()
+        return
     raise SystemExit(EXIT_SIGTERM)
+
+
+def _in_finalizer(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def install() -> None:

@@ -44,3 +44,46 @@ def test_the_command_ends_with_130_when_ctrl_c_lands_in_an_import(monkeypatch):
     monkeypatch.setattr(cli, "_main", lambda argv: (_ for _ in ()).throw(RuntimeError("a real error")))
     with pytest.raises(RuntimeError, match="a real error"):
         cli.main(["demo"])
+
+
+FINALIZER_SCRIPT = r"""
+import sys, time
+from specmon import exits
+exits.install()
+class Reaped:
+    def __del__(self):
+        print("in __del__", flush=True)
+        sys.stdin.readline()  # the test sends SIGTERM now, then a line
+        began = time.monotonic()
+        while time.monotonic() - began < 0.3:  # the signal lands in here
+            pass
+        print("__del__ returned", flush=True)
+try:
+    Reaped()
+    time.sleep(30)
+    print("not interrupted", flush=True)
+finally:
+    print("finally ran", flush=True)
+"""
+
+
+def test_a_sigterm_that_lands_in_a_finalizer_still_ends_the_command_with_143():
+    """Seen in CI: `specmon start`'s Popen was reaped (``Popen.__del__``) as the signal landed, and Python printed
+    the SystemExit as "Exception ignored in" and went on."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", FINALIZER_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "in __del__\n"
+        proc.send_signal(signal.SIGTERM)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, (out, err)
+    assert out == "__del__ returned\nfinally ran\n"
+    assert "Traceback" not in err and "Exception ignored" not in err, err

@@ -127,7 +127,8 @@ class LogFeed:
         lines: list[tuple[str, LineKind | str | None]] = []
         chunk: list = []
         for item in items:
-            if item.kind == "line" and is_new_startup(item.text):
+            kind, text = item
+            if kind == "line" and is_new_startup(text):
                 if chunk:
                     lines.extend(self._feed_run(chunk))
                     chunk = []

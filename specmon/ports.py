@@ -4,12 +4,23 @@ demo's emulator, the tests and the benchmarks."""
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 from dataclasses import dataclass
 
 import psutil
 
 from specmon.redact import redacted_command
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name or an interface address: reachable from elsewhere
 
 
 @dataclass(frozen=True)

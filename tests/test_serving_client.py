@@ -245,3 +245,10 @@ async def test_loopback_servers_bypass_proxy_settings(monkeypatch: pytest.Monkey
             assert (await client.health()).ok
     assert is_loopback("http://localhost:1") and is_loopback("http://[::1]:30000")
     assert not is_loopback("http://10.1.2.3:30000") and not is_loopback("http://gpu-box:30000")
+
+
+def test_a_host_is_loopback_only_when_nothing_else_can_reach_it():
+    from specmon.ports import is_loopback_host
+
+    assert all(map(is_loopback_host, ["localhost", " LOCALHOST ", "127.0.0.1", "127.9.9.9", "::1", "[::1]"]))
+    assert not any(map(is_loopback_host, ["0.0.0.0", "::", "10.1.2.3", "gpu-box", "", "localhost.evil.example"]))

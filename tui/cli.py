@@ -331,9 +331,9 @@ def fleet_server_config(args: argparse.Namespace, options):
     dcgm = DcgmGpuSource(functools.partial(_dcgm_series, options, row.host))
     url = reachable_url(row.targets)
     if url is not None:
-        from specmon.launch.presets import is_loopback
+        from specmon.ports import is_loopback_host
 
-        return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback(row.host or "") else dcgm, read_only=True)
+        return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback_host(row.host or "") else dcgm, read_only=True)
     config = AppConfig(
         url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
         live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor),

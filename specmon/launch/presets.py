@@ -10,7 +10,6 @@ This module is UI-free (no Textual).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import shlex
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.inputs import KIB, InputError, parse_toml, read_text
+from specmon.ports import is_loopback_host
 from specmon.presets import BUILTIN_DIR
 from specmon.redact import is_secret_assignment, is_secret_env_name, is_secret_flag, is_secret_name
 
@@ -176,7 +176,7 @@ class Preset:
     @property
     def binds_non_loopback(self) -> bool:
         """Whether the server would listen beyond this machine (e.g. `host = "0.0.0.0"`)."""
-        return not is_loopback(self.host)
+        return not is_loopback_host(self.host)
 
     @property
     def speculative(self) -> SpeculativeFlags:
@@ -214,16 +214,6 @@ class Preset:
             "speculative_problems": self.speculative.problems(),
             "warnings": preset_warnings(self),
         }
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name or an interface address: reachable from elsewhere
 
 
 def host_warning(preset: Preset) -> str | None:

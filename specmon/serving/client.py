@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import json
 import os
 import time
@@ -22,6 +21,7 @@ import httpx
 from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, DirectGets, decoded_pieces, fetch
 from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
+from specmon.ports import is_loopback_host
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
 
 API_KEY_ENV = "SPECMON_API_KEY"
@@ -283,11 +283,7 @@ def normalize_base_url(base_url: str) -> str:
 
 def is_loopback(base_url: str) -> bool:
     """Whether the URL names this machine (then HTTP(S)_PROXY settings must not apply)."""
-    host = httpx.URL(normalize_base_url(base_url)).host
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(httpx.URL(normalize_base_url(base_url)).host)
 
 
 def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:

@@ -98,6 +98,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.sources.start_poller()
         if self.config.gpu_source is not None:
             self.sources.start_gpu_sampler()
+            self._pace_gpus()  # then at each change of the header's state, and as a benchmark starts and ends
         self.live.start()
         self.oncall.start()
         if self.config.read_only:
@@ -246,7 +247,6 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def _gpu_sampled(self, message: messages.GpuSampled) -> None:
         self.oncall.gpus = message.snapshot
         self.main.show_gpus(message.snapshot)
-        self._pace_gpus()
 
     def _pace_gpus(self) -> None:
         """Idle (ready, no benchmark), the GPUs are read and the GPU pane repainted every ``gpu_idle_refresh_s``."""

@@ -1,5 +1,5 @@
-"""Ports: whether one is free and which processes hold it, and free loopback ports (the kernel picks them) for the
-demo's emulator, the tests and the benchmarks."""
+"""Ports and hosts: whether a port is free and which processes hold it, free loopback ports (the kernel picks them)
+for the demo's emulator, the tests and the benchmarks, and whether a host is this machine's loopback."""
 
 from __future__ import annotations
 

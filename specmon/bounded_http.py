@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import httptools
 import httpx
 
+from specmon.h1_connection import H1Connection
 from specmon.inputs import parse_json, size_text
 
 T = TypeVar("T")
@@ -201,89 +201,23 @@ def _outside_a_loop(call: Callable[[], T]) -> T:
     return outcome["value"]
 
 
-MAX_HEAD = 64 * 1024
-"""A response head of at most this (h11, under httpx, allows 100 KiB; a real SGLang head is ~200 bytes)."""
 _UNSAFE_HEADER = re.compile(r"[\r\n\0]")
 
 
-class _GetProtocol(asyncio.Protocol):
-    """One kept-alive connection; `begin` readies it for the next answer, which llhttp frames as it arrives and
-    a `BodyDecoder` decodes and counts. `done` ends with the Answer or the httpx exception that ended it."""
+class _GetProtocol(H1Connection):
+    """One kept-alive connection for `DirectGets`: a `BodyDecoder` decodes and counts each answer's body as it
+    arrives; `answer` is the whole of it once `done`. Faults are httpx's exceptions."""
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.done: asyncio.Future[Answer] | None = None
-        self.received = False
-
-    def begin(self, limit: int, what: str) -> None:
-        self.done = asyncio.get_running_loop().create_future()
-        self.received = False
+    def begin_get(self, limit: int, what: str) -> None:
+        self.begin()
         self._limit = limit
         self._what = what
-        self._parser = httptools.HttpResponseParser(self)
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._head_bytes = 0
-        self._in_head = True
         self._decoder: BodyDecoder | None = None
         self._parts: list[bytes] = []
-        self._status = 0
-        self._length_framed = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
-    def data_received(self, data: bytes) -> None:
-        if self.done is None or self.done.done():
-            self.close()  # bytes nobody asked for: this connection cannot carry another request
-            return
-        self.received = True
-        if self._in_head:
-            self._head_bytes += len(data)
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:  # raised by a callback below: it ends this answer
-            self._end(exc.__context__ or exc)
-        except httptools.HttpParserError as exc:
-            self._end(httpx.RemoteProtocolError(f"{self._what}: {exc}"))
-        except httptools.HttpParserUpgrade:
-            self._end(httpx.RemoteProtocolError(f"{self._what}: the server switched protocols"))
-        if self._in_head and self._head_bytes > MAX_HEAD and not self.done.done():
-            self._end(httpx.RemoteProtocolError(f"{self._what}: a response head over {MAX_HEAD} bytes"))
-
-    def eof_received(self) -> bool:
-        self.closed = True
-        if self.done is not None and not self.done.done():
-            if self._in_head:
-                self._end(httpx.RemoteProtocolError("Server disconnected without sending a response."))
-            elif self._length_framed:
-                self._end(httpx.RemoteProtocolError("peer closed connection without sending complete message body"))
-            else:
-                self._complete()  # a body that runs to the end of the connection
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.done is not None and not self.done.done():
-            self._end(httpx.ReadError(f"{self._what}: {exc or 'the connection was lost'}"))
-
-    # ----- llhttp's callbacks
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
-        self._status = self._parser.get_status_code()
-        headers = httpx.Headers(self._headers)
-        self._headers_seen = headers
-        self._length_framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
-        self._decoder = BodyDecoder(headers.get("content-encoding"), self._limit, self._what)
+    def head_received(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self._answer_headers = httpx.Headers(headers)
+        self._decoder = BodyDecoder(self._answer_headers.get("content-encoding"), self._limit, self._what)
 
     def on_body(self, body: bytes) -> None:
         assert self._decoder is not None
@@ -291,27 +225,14 @@ class _GetProtocol(asyncio.Protocol):
         if piece:
             self._parts.append(piece)
 
-    def on_message_complete(self) -> None:
-        self._complete()
+    def fault(self, kind: str, message: str) -> BaseException:
+        return (httpx.ReadError if kind == "ReadError" else httpx.RemoteProtocolError)(f"{self._what}: {message}")
 
-    def _complete(self) -> None:
-        assert self.done is not None and self._decoder is not None
-        try:
-            self._decoder.finish()
-        except AnswerRefused as exc:
-            self._end(exc)
-            return
-        keep = self._parser.should_keep_alive() and not self.closed
-        self.done.set_result(Answer(self._status, self._headers_seen, b"".join(self._parts)))
-        self._parts = []
-        if not keep:
-            self.close()
-
-    def _end(self, exc: BaseException) -> None:
-        assert self.done is not None
-        if not self.done.done():
-            self.done.set_exception(exc)
-        self.close()
+    def answer(self) -> Answer:
+        """The answer, once `done` with None (AnswerRefused when its encoded data ends early)."""
+        assert self._decoder is not None
+        self._decoder.finish()
+        return Answer(self.status, self._answer_headers, b"".join(self._parts))
 
 
 class DirectGets:
@@ -376,11 +297,12 @@ class DirectGets:
         return conn
 
     async def _exchange(self, conn: _GetProtocol, request: bytes, limit: int, what: str) -> Answer:
-        conn.begin(limit, what)
-        assert conn.transport is not None and conn.done is not None
+        conn.begin_get(limit, what)
+        assert conn.done is not None
         try:
-            conn.transport.write(request)
-            answer = await conn.done
+            conn.send(request)
+            await conn.done
+            answer = conn.answer()
         except BaseException:
             conn.close()  # cancelled (the deadline) or failed mid-answer: this connection is done
             raise

@@ -10,6 +10,7 @@ import pytest
 
 from specmon.bench import h1
 from specmon.bench.stream import stream_client, stream_generate
+from specmon.h1_connection import MAX_HEAD
 from specmon.serving.client import direct_http, generate_payload
 from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
@@ -76,9 +77,9 @@ async def test_a_content_length_body_and_an_error_status_read_like_httpx():
         pytest.param(HEAD.replace(b"\r\n\r\n", b"\r\ncontent-encoding: br\r\n\r\n") + chunk(event(2)),
                      "content-encoding", id="compressed"),
         pytest.param(HEAD + b"f" * 2000, "Chunk size overflow", id="endless-chunk-size"),
-        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (16 * h1.MAX_HEAD) + b"\r\n\r\n", "head over 65536 bytes",
+        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (16 * MAX_HEAD) + b"\r\n\r\n", "head over 65536 bytes",
                      id="endless-head"),
-        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (h1.MAX_HEAD + 1) + b"\r\n\r\n", "head over 65536 bytes",
+        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (MAX_HEAD + 1) + b"\r\n\r\n", "head over 65536 bytes",
                      id="long-head"),
     ],
 )

@@ -10,11 +10,13 @@ import httpx
 import pytest
 
 from specmon.bounded_http import DirectGets, fetch
+from specmon.h1_connection import MAX_HEAD
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.serving.client import MAX_METRICS_BYTES, SGLangClient, reading_client
 from specmon.serving.poller import ServerPoller
 from tests.support.hostile_http import SGLANG_INFO, Answer, HostileServer
 from tests.support.serving_replay import ReplayServer
+from tests.test_bench_hostile import Hostile
 
 
 async def test_many_gets_share_one_connection_and_read_what_httpx_reads():
@@ -130,3 +132,39 @@ async def test_sglang_client_gets_go_direct_and_its_posts_through_httpx():
             assert (await client.metrics()) is not None
     assert [r["method"] for r in server.behaviour.requests] == ["GET", "POST", "GET"]
 
+
+
+@pytest.mark.parametrize(
+    "answer, error",
+    [
+        pytest.param(b"HTTP/1.1 200 OK\r\nx-pad: " + b"a" * (MAX_HEAD + 1) + b"\r\ncontent-length: 2\r\n\r\n{}",
+                     f"a response head over {MAX_HEAD} bytes", id="long-head-at-once"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "peer closed connection", id="length-cut"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n2\r\n{}\r\n",
+                     "peer closed connection", id="chunks-cut"),
+        pytest.param(b"", "Server disconnected without sending a response", id="no-answer"),
+    ],
+)
+async def test_a_long_head_or_a_framed_body_cut_short_is_a_protocol_error_named_for_its_request(answer, error):
+    """The framing `bench.h1`'s streams share (`h1_connection`): the same bounds, with httpx's classes here."""
+
+    async def script(writer):
+        writer.write(answer)
+        await writer.drain()
+
+    async with Hostile(script) as server, DirectGets(server.url) as direct:
+        with pytest.raises(httpx.RemoteProtocolError, match=error) as raised:
+            await fetch(direct, "GET", "/server_info", limit=1 << 20, deadline_s=5)
+    assert str(raised.value).startswith("GET /server_info: ")
+
+
+async def test_a_body_that_runs_to_the_close_is_whole_and_its_connection_is_not_kept():
+    async def script(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + SGLANG_INFO)
+        await writer.drain()
+
+    async with Hostile(script) as server, DirectGets(server.url) as direct:
+        for _ in range(2):
+            answer = await fetch(direct, "GET", "/server_info", limit=1 << 20, deadline_s=5)
+            assert (answer.status_code, answer.content) == (200, SGLANG_INFO)
+        assert len(server.requests) == 2

@@ -7,8 +7,8 @@ parsing) and hands the body on at once, so following a stream costs no future, t
 https and proxied servers keep httpx. Connections are kept alive and reused, one per concurrent stream, as
 httpx would (`H1Client`'s pool, closed with it); the API key goes as a Bearer header.
 
-Bounds as on the httpx path: the response head is at most `MAX_HEAD` bytes, an error body at most the event
-limit, and a chunk's claimed size allocates nothing (llhttp counts it down as the bytes pass).
+Bounds as on the httpx path: the response head is at most `h1_connection.MAX_HEAD` bytes, an error body at most
+the event limit, and a chunk's claimed size allocates nothing (llhttp counts it down as the bytes pass).
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ import asyncio
 import contextlib
 import json
 import re
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import httptools
+from specmon.h1_connection import H1Connection
 
-MAX_HEAD = 64 * 1024
 _UNSAFE_HEADER = re.compile(rb"[\r\n\0]")
 
 
@@ -32,130 +30,43 @@ class H1Error(Exception):
     """The connection or the HTTP framing broke; the message reads like httpx's ("RemoteProtocolError: ...")."""
 
 
-class StreamProtocol(asyncio.Protocol):
-    """One keep-alive connection; `begin` readies it for a response, parsed by llhttp as it arrives.
+class StreamProtocol(H1Connection):
+    """One keep-alive connection for streams; `begin_stream` readies it for a response, framed by llhttp as it
+    arrives (`H1Connection`).
 
-    `on_head(status, headers, transport)` is called once with the head (it may raise to refuse the response);
-    for a 2xx answer `on_body(piece, at)` gets each body piece with its arrival time (it may raise to end the
-    stream); an error answer's body is gathered (at most `error_limit` bytes) for `error_body`. `done` ends with
-    None when the body is complete, or the exception that ended it; `reusable` then says whether the connection
-    may carry another request.
+    `on_head(status, headers, transport)` is called once with the head (names lower-cased; it may raise to refuse
+    the response); for a 2xx answer `on_body(piece, at)` gets each body piece with its arrival time (it may raise
+    to end the stream); an error answer's body is gathered (at most `error_limit` bytes) for `error_body`. `done`
+    ends with None when the body is complete, or the exception that ended it (H1Error for the connection's and
+    the framing's faults); `reusable` then says whether the connection may carry another request.
     """
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.done: asyncio.Future[None] | None = None
-        self.reusable = False
-
-    def begin(
+    def begin_stream(
         self,
         on_head: Callable[[int, dict[bytes, bytes], asyncio.BaseTransport], None],
         on_body: Callable[[bytes, float], None],
         error_limit: int,
     ) -> None:
-        self.done = asyncio.get_running_loop().create_future()
-        self.reusable = False
-        self.status = 0
+        super().begin()
         self.error_body = b""
         self._on_head = on_head
         self._on_body = on_body
         self._error_limit = error_limit
-        self._parser = httptools.HttpResponseParser(self)
-        self._headers: dict[bytes, bytes] = {}
-        self._head_bytes = 0
-        self._header_bytes = 0
-        self._in_head = True
-        self._keep_alive = False
-        self._at = 0.0
 
-    def send(self, request: bytes) -> None:
+    def head_received(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         assert self.transport is not None
-        self.transport.write(request)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-
-    def data_received(self, data: bytes) -> None:
-        self._at = time.perf_counter()
-        if self.done is None or self.done.done():
-            self.close()  # bytes nobody asked for: this connection cannot be trusted with another request
-            return
-        if self._in_head:
-            self._head_bytes += len(data)
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:  # raised by on_head / on_body: it ends this request
-            self._end(exc.__context__ or exc)
-        except httptools.HttpParserError as exc:
-            self._end(H1Error(f"RemoteProtocolError: {exc}"))
-        except httptools.HttpParserUpgrade:
-            self._end(H1Error("RemoteProtocolError: the server switched protocols"))
-        if self._in_head and self._head_bytes > MAX_HEAD and not self.done.done():  # still no end of the head
-            self._end(H1Error(f"RemoteProtocolError: a response head over {MAX_HEAD} bytes"))
-
-    def eof_received(self) -> bool:
-        self.closed = True
-        if self.done is None or self.done.done():
-            return False
-        if self._in_head:
-            self._end(H1Error("RemoteProtocolError: Server disconnected without sending a response."))
-        elif b"content-length" in self._headers or b"chunked" in self._headers.get(b"transfer-encoding", b"").lower():
-            self._end(H1Error("RemoteProtocolError: peer closed connection without sending complete message body"))
-        else:
-            self._end(None)  # a body that runs to the end of the connection
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.done is not None and not self.done.done():
-            self._end(H1Error(f"ReadError: {exc or 'connection lost'}"))
-
-    # ----- llhttp's callbacks
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_bytes += len(name) + len(value) + 4
-        if self._header_bytes > MAX_HEAD:  # a long head that arrived all at once
-            raise H1Error(f"RemoteProtocolError: a response head over {MAX_HEAD} bytes")
-        self._headers[name.lower()] = value
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
-        self.status = self._parser.get_status_code()
-        self._keep_alive = self._parser.should_keep_alive()
-        assert self.transport is not None
-        self._on_head(self.status, self._headers, self.transport)
+        self._on_head(status, {name.lower(): value for name, value in headers}, self.transport)
 
     def on_body(self, body: bytes) -> None:
         if self.status < 400:
-            self._on_body(body, self._at)
+            self._on_body(body, self.arrived_at)
             return
         self.error_body += body[: self._error_limit + 1 - len(self.error_body)]
         if len(self.error_body) > self._error_limit:
-            self._keep_alive = False  # the rest of the body is not read
-            self._end(None)
+            self.end_early()  # the rest of the body is not read
 
-    def on_message_complete(self) -> None:
-        self._end(None)
-
-    def _end(self, exc: BaseException | None) -> None:
-        """The response is over: complete (None; the connection kept when it may be) or failed (closed)."""
-        assert self.done is not None
-        if self.done.done():
-            self.reusable = False  # bytes past the end of the response
-        else:
-            if exc is None:
-                self.done.set_result(None)
-            else:
-                self.done.set_exception(exc)
-            self.reusable = exc is None and self._keep_alive and not self.closed
-        if not self.reusable:
-            self.close()
+    def fault(self, kind: str, message: str) -> BaseException:
+        return H1Error(f"{kind}: {message}")
 
 
 class H1Client:

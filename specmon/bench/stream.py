@@ -409,7 +409,7 @@ async def _read_h1(
         ) from None
     except OSError as exc:
         raise StreamError(f"ConnectError: {exc}") from None
-    conn.begin(sse.head, sse.feed, max_event)
+    conn.begin_stream(sse.head, sse.feed, max_event)
     try:
         assert conn.done is not None
         conn.send(client.request(path, payload))

@@ -133,7 +133,6 @@ async def test_sglang_client_gets_go_direct_and_its_posts_through_httpx():
     assert [r["method"] for r in server.behaviour.requests] == ["GET", "POST", "GET"]
 
 
-
 @pytest.mark.parametrize(
     "answer, error",
     [
@@ -158,7 +157,7 @@ async def test_a_long_head_or_a_framed_body_cut_short_is_a_protocol_error_named_
     assert str(raised.value).startswith("GET /server_info: ")
 
 
-async def test_a_body_that_runs_to_the_close_is_whole_and_its_connection_is_not_kept():
+async def test_a_body_that_runs_to_the_close_is_read_whole_each_time():
     async def script(writer):
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + SGLANG_INFO)
         await writer.drain()

@@ -571,3 +571,34 @@ def test_log_level_warning_hides_milestones_like_sglang(tmp_path):
     assert "Endpoint '/get_server_info' is deprecated" in text
     for hidden in ("Load weight begin", "max_total_num_tokens=", "Uvicorn running", "ready to roll", '"GET /health'):
         assert hidden not in text
+
+
+def test_a_burst_of_sigterms_under_load_ends_the_server_gracefully(tmp_path):
+    emu = launch(tmp_path, *FAST)
+    emu.wait_ready()
+    stop = threading.Event()
+
+    def poll() -> None:  # each answer writes an access line, under the log's lock
+        with httpx.Client(timeout=2) as client:
+            while not stop.is_set():
+                with contextlib.suppress(httpx.HTTPError):
+                    client.get(emu.url + "/health")
+
+    pollers = [threading.Thread(target=poll, daemon=True) for _ in range(4)]
+    for poller in pollers:
+        poller.start()
+    try:
+        while emu.proc.poll() is None and not emu.log().count("GET /health") > 200:
+            time.sleep(0.01)
+        sent = 0
+        while emu.proc.poll() is None and sent < 500:  # signals that land inside an earlier one's handler
+            emu.proc.send_signal(signal.SIGTERM)
+            sent += 1
+        code = emu.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running 15 s after {sent} SIGTERMs:\n{emu.log()[-2000:]}") from None
+    finally:
+        stop.set()
+        emu.stop()
+    assert code == 0, emu.log()[-2000:]
+    assert emu.log().count("SIGTERM received.") == 1 and "Gracefully exiting" in emu.log()

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None, *, module_launch: bool = True) -> int:
 def serve(config: LaunchConfig) -> int:
     """The launch after argument parsing: startup log, then the HTTP API until SIGTERM/SIGINT."""
     from specmon.emulator.gpus import GpuEndpoint, SimulatedGpus
-    from specmon.emulator.http_api import ServerState, SGLangHTTPServer
+    from specmon.emulator.http_api import ServerState, SGLangHTTPServer, StopRequested
     from specmon.emulator.scheduler import EmulatedScheduler
     from specmon.emulator.speed_model import SpecShape, SpeedModel
     from specmon.emulator.startup import StartupFailed, StartupScript, die
@@ -179,13 +179,11 @@ def serve(config: LaunchConfig) -> int:
         target=run_warmup, args=(state, host, port, options.speed, options.warmup_delay_s), name="emulator-warmup", daemon=True
     ).start()
 
-    def on_sigterm(signum, frame) -> None:
-        log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    with contextlib.suppress(KeyboardInterrupt):
+    signal.signal(signal.SIGTERM, lambda signum, frame: server.request_stop())
+    with contextlib.suppress(KeyboardInterrupt, StopRequested):
         server.serve_forever(poll_interval=0.2)
+    if server.stop_requested:
+        log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
     scheduler.stop()
     waiting, running = scheduler.busy()
     log.info(
@@ -238,9 +236,11 @@ def serve_worker_node(host: str, port: int, log: SGLangLogWriter, metrics, leade
         ended.set()
 
     leader.follow(metrics, on_lost)
-    signal.signal(signal.SIGTERM, lambda signum, frame: ended.set())
+    sigterm: list[int] = []  # the handler only appends: setting `ended` from it could deadlock on its lock
+    signal.signal(signal.SIGTERM, lambda signum, frame: sigterm.append(signum))
     with contextlib.suppress(KeyboardInterrupt):
-        ended.wait()
+        while not sigterm and not ended.wait(0.2):
+            pass
     close_quietly(server)
     log.info(f"Dummy health check server stopped at {host}:{port}")
     if lost.is_set():

@@ -465,11 +465,26 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+class StopRequested(Exception):
+    """`SGLangHTTPServer.serve_forever` returns by raising this once `request_stop` was called."""
+
+
 class SGLangHTTPServer(ThreadingHTTPServer):
     """The emulator's SGLang port. Binding is separate (`bind_and_listen`) so a taken port fails like uvicorn."""
 
     daemon_threads = True
     allow_reuse_address = True
+    stop_requested = False
+
+    def request_stop(self) -> None:
+        """End `serve_forever` within its poll interval. Safe in a signal handler, as it takes no lock: a handler
+        that takes one (a log write, `shutdown`'s event, a new thread) deadlocks when the signal lands while the
+        main thread holds that lock, as a second SIGTERM in the middle of the first one's log line did."""
+        self.stop_requested = True
+
+    def service_actions(self) -> None:
+        if self.stop_requested:
+            raise StopRequested
 
     def __init__(self, host: str, port: int, state: ServerState) -> None:
         self.state = state

@@ -255,10 +255,20 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
 
+class StopRequested(Exception):
+    """`DcgmStandIn.serve_forever` returns by raising this once `stop_requested` is set."""
+
+
 class DcgmStandIn(ThreadingHTTPServer):
     """The HTTP server: `/metrics`, `/health` (`OK`) and `/`, as dcgm-exporter serves them."""
 
     daemon_threads = True
+    stop_requested = False
+    """Set by the SIGTERM handler, which takes no lock (a thread started there can deadlock the main thread)."""
+
+    def service_actions(self) -> None:
+        if self.stop_requested:
+            raise StopRequested
 
     def __init__(self, address: tuple[str, int], recording: Recording, *, hostname: str,
                  hostname_label: str = "Hostname", speed: float = 1.0, copies: int = 1) -> None:
@@ -321,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dcgm stand-in: cannot listen on {args.host}:{args.port}: {error.strerror}", file=sys.stderr)
         return 1
     print(f"dcgm stand-in listening on http://{args.host}:{args.port}/metrics: {server.describe()}", flush=True)
-    signal.signal(signal.SIGTERM, lambda signum, frame: threading.Thread(target=server.shutdown).start())
-    with contextlib.suppress(KeyboardInterrupt):
+    signal.signal(signal.SIGTERM, lambda signum, frame: setattr(server, "stop_requested", True))
+    with contextlib.suppress(KeyboardInterrupt, StopRequested):
         server.serve_forever(poll_interval=0.2)
     server.server_close()
     return 0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 
 import psutil
+from textual.widget import Widget
 
 from specmon.tui.screens.quit_dialog import QuitDialog
-from tests.support.app_harness import READY_LOG, fixture_app
+from specmon.widgets.phase_timeline import PhaseTimeline
+from tests.support.app_harness import READY_LOG, fixture_app, ready_app, wait_for
 
 
 @dataclass
@@ -77,3 +80,29 @@ async def test_stopping_another_users_server_is_not_offered():
         await pilot.pause()
         options = app.screen.query_one("OptionList")
         assert options.get_option("stop").disabled
+
+
+class TeardownProbe(Widget):
+    """A child of the Server pane that, as the app shuts down, waits for the phase timeline beside it to go, then
+    renders the server state as a flush timer or a poller's message still may at that moment."""
+
+    timeline_gone = False
+
+    async def on_unmount(self) -> None:
+        pane = self.app.main.server_pane
+        for _ in range(1000):
+            if not pane.query(PhaseTimeline):
+                break
+            await asyncio.sleep(0.01)
+        self.timeline_gone = not pane.query(PhaseTimeline)
+        self.app.flush_feed(force=True)
+        self.app.render_state()
+
+
+async def test_renders_during_shutdown_leave_the_panes_that_are_going_alone():
+    app = ready_app()
+    probe = TeardownProbe()
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready")
+        await app.main.server_pane.mount(probe)
+    assert probe.timeline_gone, "the probe rendered after the Server pane's timeline was removed"

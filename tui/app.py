@@ -149,8 +149,9 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     # ----- rendering
 
     def _ui_ready(self) -> bool:
-        """The main screen is composed and still attached (not before start, not during teardown)."""
-        return self._started and self.main.is_attached and self.main.composed
+        """The main screen is composed and the app runs: not before start, and not once its shutdown began (its
+        widgets go one by one then, while timers and messages still arrive)."""
+        return self._started and self.is_running and self.main.is_attached and self.main.composed
 
     def flush_feed(self, force: bool = False) -> None:
         """Move pending log lines into the log pane (one batch) and re-render the server state."""

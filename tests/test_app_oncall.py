@@ -138,7 +138,7 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
         await pilot.press("s")
         assert await wait_for(pilot, lambda: not app.oncall.sweeping, 200)
         shown = {p.preset for p in progress}  # coalesced: a fast run may show only its last update
-        assert shown == {"fast-base", "fast-a", "fast-b"}, "each run's progress reaches the Benchmark pane"
+        assert shown == {"fast-base", "fast-a", "fast-b"}, f"each run's progress reaches the Benchmark pane: {notes}"
         assert any("switching" in n for n in notes) and any("measured" in n for n in notes), notes
         assert "recommended" in str(app.screen.query_one("#bench-progress").render())
         assert "recommended" in notes[-1] and "left serving" in notes[-1], notes[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -184,3 +185,38 @@ def test_a_record_that_cannot_be_written_after_the_launch_stops_the_server(oc, m
         assert list((oc.state / "servers").iterdir()) == [], "no record, no pending launch"
     finally:
         kill_all(servers_on(port))
+
+
+COUNT_SIGTERMS = """
+import os, signal, subprocess, sys, time
+log, role = sys.argv[1], sys.argv[2]
+signal.signal(signal.SIGTERM, lambda signum, frame: open(log, "a").write(role + "\\n"))
+if role == "leader":  # a worker in its group, and one that left it (its own session)
+    workers = [subprocess.Popen([sys.executable, "-c", sys.argv[3], log, name], stdout=subprocess.PIPE, text=True,
+                                start_new_session=name == "left-the-group") for name in ("worker", "left-the-group")]
+    print(*[w.pid for w in workers if w.stdout.readline()], flush=True)
+else:
+    print("ready", flush=True)
+while role not in open(log).read() if os.path.exists(log) else True:
+    time.sleep(0.01)
+time.sleep(0.5)  # a second signal, sent right after the first, would land in this while
+"""
+
+
+def test_a_stop_signals_each_of_the_servers_processes_once(tmp_path):
+    from specmon.oncall.stopper import _send
+
+    log = tmp_path / "sigterms"
+    leader = subprocess.Popen([sys.executable, "-c", COUNT_SIGTERMS, str(log), "leader", COUNT_SIGTERMS],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    procs = [psutil.Process(leader.pid), *(psutil.Process(int(pid)) for pid in leader.stdout.readline().split())]
+    try:
+        assert len(procs) == 3
+        _send(leader.pid, procs, signal.SIGTERM)
+        assert wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs), 20)
+        assert sorted(log.read_text().split()) == ["leader", "left-the-group", "worker"]
+    finally:
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        leader.wait(timeout=10)

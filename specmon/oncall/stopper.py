@@ -146,14 +146,19 @@ def _targets(server: FoundServer) -> tuple[int | None, list[psutil.Process]]:
 
 
 def _send(pgid: int | None, procs: list[psutil.Process], sig: signal.Signals) -> None:
-    """``sig`` to each process that is still itself, and to the group while one of its known members lives (a
-    group id is not reused while the group has a member)."""
-    if pgid is not None and any(_alive(p) and _pgid(p) == pgid for p in procs):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+    """``sig`` to the group while one of its known members lives (a group id is not reused while the group has a
+    member), and to each process that is still itself and was not reached through the group: each gets it once
+    (a second SIGTERM lands inside the server's handler for the first)."""
+    in_group = {p.pid for p in procs if _alive(p) and _pgid(p) == pgid} if pgid is not None else set()
+    if in_group:
+        try:
             os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            in_group = set()
     for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(sig)
+        if proc.pid not in in_group:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
 
 
 def _wait(condition, timeout: float) -> float | None:

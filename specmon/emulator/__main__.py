@@ -182,6 +182,7 @@ def serve(config: LaunchConfig) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: server.request_stop())
     with contextlib.suppress(KeyboardInterrupt, StopRequested):
         server.serve_forever(poll_interval=0.2)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stopping already: a later SIGTERM must not end it mid-way
     if server.stop_requested:
         log.info("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
     scheduler.stop()
@@ -241,6 +242,7 @@ def serve_worker_node(host: str, port: int, log: SGLangLogWriter, metrics, leade
     with contextlib.suppress(KeyboardInterrupt):
         while not sigterm and not ended.wait(0.2):
             pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     close_quietly(server)
     log.info(f"Dummy health check server stopped at {host}:{port}")
     if lost.is_set():

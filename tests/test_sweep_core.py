@@ -117,6 +117,8 @@ def row(preset: str, draft: int | None, conservative: float | None, state: str =
         ([row("b", None, 90), row("e16", 16, 250), row("e10", 10, 240), row("e5", 5, 200)], "e16"),
         ([row("b", None, 90), row("e5", 5, 89.5)], "b"),
         ([row("b", None, None), row("e5", 5, 300, state="failed")], None),
+        ([row("b", None, 0.0), row("e5", 5, 0.0)], None),
+        ([row("b", None, 0.0), row("e5", 5, 12.5)], "e5"),
     ],
 )
 def test_recommendation_is_the_fewest_draft_tokens_within_1_percent_of_the_best(rows, expected) -> None:
@@ -128,3 +130,21 @@ def test_conservative_rate_is_median_minus_scaled_mad() -> None:
     rates = sorted(r.decode_tok_s for r in run.measured if r.ok and r.decode_tok_s)
     value = conservative_tok_s(run)
     assert value is not None and value <= rates[len(rates) // 2] + 1e-9
+
+
+def test_requests_too_far_apart_for_a_conservative_rate_give_0_and_no_recommendation() -> None:
+    """Two requests far apart (one stalled on a busy host): median − 1.4826·MAD is below 0. The sweep reported
+    that as a crash (min() of an empty sequence) after its first preset."""
+    from specmon.bench.model import RequestResult
+
+    def run_of(*rates: float | None):
+        run = runs()["eagle3-5"]
+        run.requests = [RequestResult(i, f"p{i}", ok=True, decode_tok_s=v) for i, v in enumerate(rates)]
+        return run
+
+    assert conservative_tok_s(run_of(10.0, 400.0)) == 0.0
+    assert conservative_tok_s(run_of(float("nan"), float("inf"), -5.0, None)) is None
+    assert conservative_tok_s(run_of(100.0, 100.0, float("nan"))) == 100.0
+    recommended, why = recommend([row("b", None, conservative_tok_s(run_of(10.0, 400.0))),
+                                  row("e5", 5, conservative_tok_s(run_of(5.0, 600.0)))])
+    assert recommended is None and "spread too widely" in why and "measure more requests" in why

@@ -37,13 +37,14 @@ class PresetOutcome:
 
 
 def conservative_tok_s(run: BenchResult) -> float | None:
-    """median − 1.4826·MAD of the run's per-request decode tok/s: a rate the preset keeps on a bad day."""
-    rates = [r.decode_tok_s for r in run.measured if r.ok and r.decode_tok_s]
+    """median − 1.4826·MAD of the run's per-request decode tok/s: a rate the preset keeps on a bad day (0 when
+    the requests spread too widely for one: two requests far apart make the difference negative)."""
+    rates = [v for r in run.measured if r.ok and (v := r.decode_tok_s) and math.isfinite(v) and v > 0]
     if not rates:
         return None
     median = statistics.median(rates)
     mad = statistics.median(abs(v - median) for v in rates)
-    return median - MAD_TO_SIGMA * mad
+    return max(0.0, median - MAD_TO_SIGMA * mad)
 
 
 def _decode(run: BenchResult | None) -> dict[str, Any]:
@@ -141,5 +142,8 @@ def recommend(rows: Sequence[dict[str, Any]]) -> tuple[str | None, str | None]:
         why = f"; {skipped} stored request records were skipped (see the notes)" if skipped else ""
         return None, f"{len(measured)} presets measured, but none has a successful request with decode tok/s{why}"
     best = max(r["conservative_tok_s"] for r in rated)
+    if not best > 0:
+        return None, (f"{len(rated)} presets measured, but each one's requests spread too widely for a rate it "
+                      "keeps (median − 1.4826·MAD of decode tok/s is 0): measure more requests")
     close = [r for r in rated if r["conservative_tok_s"] >= best * (1 - WITHIN_BEST_PCT / 100)]
     return min(close, key=lambda r: (r["draft_tokens"] or 0, -r["conservative_tok_s"]))["preset"], None

@@ -136,3 +136,34 @@ async def test_a_long_fleet_scrolls_with_the_cursor_and_one_changed_figure_redra
         app.show(dataclasses.replace(base, rows=tuple(reversed(changed))))
         await pilot.pause(0.1)
         assert view.selected_server() == "srv-002:30000" and view.table.cursor == 57
+
+
+async def test_a_snapshot_that_arrives_during_shutdown_is_not_shown():
+    import asyncio
+
+    from textual.widget import Widget
+
+    from specmon.tui.fleet import FleetRefreshed
+
+    class LateSnapshot(Widget):
+        """Beside the fleet view: as the app shuts down, waits for the view to go, then delivers a snapshot as the
+        poller's thread may at that moment."""
+
+        view_gone = False
+
+        async def on_unmount(self) -> None:
+            for _ in range(1000):
+                if not self.screen.query(FleetView):
+                    break
+                await asyncio.sleep(0.01)
+            self.view_gone = not self.screen.query(FleetView)
+            self.app.on_fleet_refreshed(FleetRefreshed(fleet_snapshot()))
+
+    app = fleet_app()
+    late = LateSnapshot()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(fleet_snapshot())
+        await app.screen.mount(late)
+        await pilot.pause(0.1)
+        assert app.snapshots == 1
+    assert late.view_gone and app.snapshots == 1, "a snapshot after the view went is dropped, not shown"

@@ -81,7 +81,8 @@ class FleetApp(QuietTerminal, App):
             self.poller.stop()
 
     def on_fleet_refreshed(self, message: FleetRefreshed) -> None:
-        self.show(message.snapshot)
+        if self.is_running:  # not once its shutdown began: the view may be gone while the poller still posts
+            self.show(message.snapshot)
 
     def show(self, snapshot: FleetSnapshot) -> None:
         self.snapshots += 1

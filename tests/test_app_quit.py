@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 import psutil
 from textual.widget import Widget
 
+from specmon.tui.messages import GpuSampled
 from specmon.tui.screens.quit_dialog import QuitDialog
 from specmon.widgets.phase_timeline import PhaseTimeline
 from tests.support.app_harness import READY_LOG, fixture_app, ready_app, wait_for
+from tests.support.gpu_fixtures import load
 
 
 @dataclass
@@ -106,3 +108,28 @@ async def test_renders_during_shutdown_leave_the_panes_that_are_going_alone():
         assert await wait_for(pilot, lambda: app.current_state() == "ready")
         await app.main.server_pane.mount(probe)
     assert probe.timeline_gone, "the probe rendered after the Server pane's timeline was removed"
+
+
+class LateGpuSnapshot(Widget):
+    """Beside the panes: as the app shuts down, waits for them to go, then delivers a GPU snapshot of a new shape
+    (which re-lays the wide grid out) as the GPU sampler's thread may at that moment."""
+
+    panes_gone = False
+
+    async def on_unmount(self) -> None:
+        for _ in range(1000):
+            if not self.screen.query("#panes"):
+                break
+            await asyncio.sleep(0.01)
+        self.panes_gone = not self.screen.query("#panes")
+        self.app._gpu_sampled(GpuSampled(load("h200x8-sglang-tp8.json")))
+
+
+async def test_a_gpu_snapshot_during_shutdown_leaves_the_panes_that_are_going_alone():
+    app = ready_app()
+    late = LateGpuSnapshot()
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready")
+        await app.main.mount(late)
+    assert late.panes_gone, "the snapshot came after the panes were removed"
+    assert app.oncall.gpus is not None and len(app.oncall.gpus.gpus) == 8, "the on-call wiring still has it"

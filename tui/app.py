@@ -247,7 +247,8 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     @on(messages.GpuSampled)
     def _gpu_sampled(self, message: messages.GpuSampled) -> None:
         self.oncall.gpus = message.snapshot
-        self.main.show_gpus(message.snapshot)
+        if self._ui_ready():
+            self.main.show_gpus(message.snapshot)
 
     def _pace_gpus(self) -> None:
         """Idle (ready, no benchmark), the GPUs are read and the GPU pane repainted every ``gpu_idle_refresh_s``."""

@@ -141,9 +141,22 @@ def rows_by_name(snapshot: dict, address: dict) -> dict[str, dict]:
     return {names[row["server"]]: row for row in snapshot["servers"] if row["server"] in names}
 
 
+def steady_fleet_json(prom: Prometheus, address: dict, *extra: str) -> tuple[int, dict, str]:
+    """`fleet_json` at a moment when every running server's last scrape answered: on a busy host one past its
+    1 s timeout reads as down (as it would in Grafana) until the next scrape, a second later."""
+
+    def read():
+        code, snapshot, err = fleet_json(prom, *extra)
+        rows = rows_by_name(snapshot, address)
+        down = [name for name, row in rows.items() if row["state"] == "down" and name != "killed"]
+        return not down and (code, snapshot, err)
+
+    return wait_for(read, what="a read with every running server's last scrape answered")
+
+
 def test_fleet_once_json_reads_every_server_from_the_real_prometheus(fleet):
     prom, servers, address, dcgm = fleet
-    code, snapshot, err = fleet_json(prom)
+    code, snapshot, err = steady_fleet_json(prom, address)
     rows = rows_by_name(snapshot, address)
     assert set(rows) == set(address) and snapshot["window_s"] == 4.0
     assert code == 1  # one server down, and the DP2×TP2 capture is unbalanced
@@ -200,7 +213,7 @@ def test_a_dp2_tp2_emulator_counts_each_tp_replica_once_and_sums_the_dp_ranks(fl
     def instant_with_requests_running():
         at = time.time() - 1.0  # an instant whose scrape is in; its four streams may all be between requests then
         row = next(r for r in asyncio.run(read(at)).rows if r.server == target)
-        return (at, row) if row.running else None
+        return (at, row) if row.running and row.accept_source == "counters" else None  # its scrapes answered
 
     at, row = wait_for(instant_with_requests_running, what="an instant with requests running on the DP2xTP2 server")
     for name, figure, combine in (("num_running_reqs", row.running, sum), ("num_queue_reqs", row.queued, sum)):
@@ -354,14 +367,14 @@ def routers(fleet):
 
 def test_roles_come_from_a_real_sglang_router_regular_and_pd(fleet, routers):
     prom, servers, address, dcgm = fleet
-    _, regular, _ = fleet_json(prom, "--router", routers["regular"])
+    _, regular, _ = steady_fleet_json(prom, address, "--router", routers["regular"])
     rows = rows_by_name(regular, address)
     assert rows["eagle3-5"]["role"] == "regular" and rows["plain"]["role"] == "regular"
     assert rows["real"]["role"] == "unified"  # not behind the router: engine_type
-    _, pd, _ = fleet_json(prom, "--router", routers["pd"])
+    _, pd, _ = steady_fleet_json(prom, address, "--router", routers["pd"])
     rows = rows_by_name(pd, address)
     assert rows["plain"]["role"] == "prefill" and rows["eagle3-5"]["role"] == "decode"
-    _, gone, err = fleet_json(prom, "--router", f"http://127.0.0.1:{free_port_pair()}")
+    _, gone, err = steady_fleet_json(prom, address, "--router", f"http://127.0.0.1:{free_port_pair()}")
     assert "did not answer" in err and rows_by_name(gone, address)["eagle3-5"]["role"] == "unified"
 
 

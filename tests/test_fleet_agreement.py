@@ -29,6 +29,8 @@ SHAPES = {
     "plain": Shape(speculative=False),
     "restarted": Shape(restart_at=0.9),
     "stalled": Shape(stalled_s=120),
+    "fast-ttft": Shape(ttft="fast"),
+    "slow-ttft": Shape(ttft="slow"),
 }
 
 
@@ -98,5 +100,11 @@ def test_the_snapshots_are_the_same_and_show_each_shape(readings):
     assert by_shape["tp2"].kv_used_ratio == pytest.approx(0.4)
     assert by_shape["plain"].accept_length is None and by_shape["plain"].draft_tokens is None
     assert by_shape["restarted"].state == "restarted"
+    # TTFT p99 by the Live view's rule, in PromQL (recorded) as in Python (inline): a bound, never a made-up figure
+    from specmon.live.quantiles import Quantile
+
+    assert by_shape["tp2"].ttft_p99.value is not None and by_shape["tp2"].ttft_p99.value > 0.1
+    assert by_shape["fast-ttft"].ttft_p99 == Quantile(below=pytest.approx(0.1))
+    assert by_shape["slow-ttft"].ttft_p99 == Quantile(above=400.0)
     assert by_shape["stalled"].state == "stalled" and by_shape["stalled"].decode_tok_s == 0
 

@@ -11,13 +11,13 @@ from specmon.fleet.figures import figures
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, format_duration, host_of, parse_duration
 from specmon.fleet.promql import GAUGES_PART, FleetQueries, valid_selector, window_for
-from specmon.fleet.text import columns_for, snapshot_lines, sparkline
+from specmon.fleet.text import COLUMNS, columns_for, snapshot_lines, sparkline
 from specmon.fleet.tracker import FleetReading, FleetTracker, Record, Worker
 from specmon.live import rules
 
 JSON_KEYS = ["server", "host", "role", "state", "restarts", "nodes_up", "preset", "algorithm", "draft_tokens",
              "decode_tok_s", "accept_length", "accept_source", "running", "queued", "kv_used_ratio", "ttft_p99_s",
-             "gpu_memory_used_ratio", "gpu_util_min", "alerts"]
+             "ttft_p99_below_s", "ttft_p99_above_s", "gpu_memory_used_ratio", "gpu_util_min", "alerts"]
 NOW = 1_800_000_000.0
 
 
@@ -82,7 +82,29 @@ def test_every_value_is_checked_and_a_skipped_one_is_said(value, why):
 
 def test_nan_ttft_of_an_idle_server_is_no_data_not_a_skipped_value():
     snap = tracker().update(reading([up("a:1")], {"ttft_p99_s": [per("a:1", math.nan)]}))
-    assert snap.rows[0].ttft_p99_s is None and snap.notes == ()
+    assert not snap.rows[0].ttft_p99.known and snap.notes == ()
+
+
+@pytest.mark.parametrize(("shares", "cell", "json"), [
+    ((0.995, 1.0, 1.0, 1.0), "<100ms", {"ttft_p99_s": None, "ttft_p99_below_s": 0.1, "ttft_p99_above_s": None}),
+    ((0.5, 0.9, 0.999, 1.0), "382ms", {"ttft_p99_s": 0.3818, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
+    ((0.5, 0.9, 0.95, 1.0), ">400ms", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": 0.4}),
+    ((0.0, 0.0, 0.0, 1.0), ">400ms", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": 0.4}),
+    ((0.0, 0.0, 0.0, 0.0), "—", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
+])
+def test_ttft_p99_in_the_first_or_the_inf_bucket_is_its_bound_in_the_table_and_json(shares, cell, json):
+    """histogram_quantile interpolates inside the first bucket (every fast server's p99 would read 99 ms) and
+    gives the highest bound for +Inf: the fleet computes p99 from the bucket rates with the Live view's rule."""
+    queries = FleetQueries()
+    bounds = ("0.1", "0.2", "0.4", "+Inf")
+    parts = {"ttft_buckets": [Sample({"instance": "a:1", "le": le}, 10.0 * share)
+                              for le, share in zip(bounds, shares, strict=True)]}
+    columns = figures(queries, parts)
+    snap = tracker().update(reading([up("a:1")], columns))
+    row = snap.to_json()["servers"][0]
+    assert {key: row[key] for key in json} == pytest.approx(json)
+    ttft = next(column for column in COLUMNS if column.key == "ttft")
+    assert ttft.cell(snap.rows[0]) == cell and f" {cell} " in snapshot_lines(snap)[3]
 
 
 def test_acceptance_from_counters_else_the_gauge_marked_as_such():

@@ -10,7 +10,7 @@ import pytest
 
 from specmon.live.attach import plan_attach, read_range
 from specmon.live.loglines import parse_batch_line
-from specmon.live.quantiles import bucket_delta, quantile
+from specmon.live.quantiles import Quantile, bucket_delta, estimate
 from specmon.live.tracker import LiveTracker
 from specmon.serving.prom import parse_scrape
 
@@ -55,9 +55,9 @@ def test_quantile_from_bucket_deltas_not_cumulative():
     after = ((0.1, 100.0), (0.2, 150.0), (0.4, 200.0), (float("inf"), 200.0))
     delta = bucket_delta(before, after)
     assert delta == ((0.1, 0.0), (0.2, 50.0), (0.4, 100.0), (float("inf"), 100.0))
-    assert quantile(0.5, delta) == pytest.approx(0.2)  # all 100 new ones are above 0.1
-    assert quantile(0.99, delta) == pytest.approx(0.2 + 0.2 * 49 / 50)
-    assert quantile(0.5, after) == pytest.approx(0.1)  # the cumulative answer would hide the slowdown
+    assert estimate(0.5, delta).value == pytest.approx(0.2)  # all 100 new ones are above 0.1
+    assert estimate(0.99, delta).value == pytest.approx(0.2 + 0.2 * 49 / 50)
+    assert estimate(0.5, after) == Quantile(below=0.1)  # the cumulative answer would hide the slowdown
     assert bucket_delta(after, before) is None  # went down: a restart, no delta
 
 
@@ -92,12 +92,12 @@ def _tracker(**kwargs) -> LiveTracker:
 def test_windows_from_counter_deltas():
     tracker = _tracker()
     for t in range(0, 61):
-        tracker.add_scrape(parse_scrape(_scrape_text(1000 + 300 * t, 500 + 100 * t, ttft=(t, 2 * t, 2 * t)), t))
+        tracker.add_scrape(parse_scrape(_scrape_text(1000 + 300 * t, 500 + 100 * t, ttft=(t, 4 * t, 4 * t)), t))
     snap = tracker.snapshot(60, 60)
     assert snap.source == "metrics" and snap.state == "serving"
     assert snap.decode_tok_s == pytest.approx(300)
     assert snap.accept_length == pytest.approx(3.0)  # Δgen / Δverify, not the lifetime 1000+/500+
-    assert snap.ttft_ms.p50 == pytest.approx(100.0)
+    assert snap.ttft_ms.p50.value == pytest.approx(100.0 + 100.0 * (120 - 60) / 180)  # Δbuckets (60, 240, 240)
     assert snap.max_running == 48 and snap.effective["algorithm"] == "EAGLE3"
     assert (snap.window_from, snap.window_to) == (0, 60)  # the scrapes the deltas are taken between
     short = tracker.snapshot(10, 60)

@@ -182,10 +182,26 @@ def test_percentiles_inside_one_bucket_are_a_bound_not_a_figure() -> None:
     from specmon.live.text import percentiles_text
 
     first = percentiles_ms(((0.1, 40.0), (0.25, 40.0), (float("inf"), 40.0)))  # every TTFT below 100 ms
-    assert (first.p50, first.p90, first.p99) == (None, None, None) and first.within_ms == (0.0, 100.0)
+    assert not any(q.known for _, q in first.quantiles) and first.within_ms == (0.0, 100.0)
     assert percentiles_text(first) == "< 100 ms"
     assert first.to_json() == {"p50": None, "p90": None, "p99": None, "within_ms": [0.0, 100.0]}
     middle = percentiles_ms(((0.1, 0.0), (0.25, 12.0), (float("inf"), 12.0)))
     assert percentiles_text(middle) == "100–250 ms"
     spread = percentiles_ms(((0.1, 10.0), (0.25, 40.0), (float("inf"), 40.0)))  # two buckets: interpolated
-    assert spread.within_ms is None and spread.p50 is not None and "/" in percentiles_text(spread)
+    assert spread.within_ms is None and spread.p90.value is not None and "/" in percentiles_text(spread)
+
+
+def test_a_quantile_in_the_first_or_the_inf_bucket_is_a_bound_not_a_figure() -> None:
+    """Not only when every observation is in one bucket: any quantile that falls in the first bucket is only
+    below its bound, one in +Inf only above the highest finite bound (histogram_quantile would say 99 ms and
+    0.25 s), in the text and in --once's JSON."""
+    from specmon.live.quantiles import Quantile, percentiles_ms
+    from specmon.live.text import percentiles_text
+
+    fast = percentiles_ms(((0.1, 95.0), (0.25, 100.0), (float("inf"), 100.0)))  # p50, p90 under 100 ms; p99 not
+    assert (fast.p50, fast.p90) == (Quantile(below=100.0), Quantile(below=100.0)) and fast.p99.value is not None
+    assert percentiles_text(fast) == "< 100 / < 100 / 220 ms"
+    assert fast.to_json() == {"p50": None, "p50_below": 100.0, "p90": None, "p90_below": 100.0, "p99": 220.0}
+    slow = percentiles_ms(((0.1, 10.0), (0.25, 90.0), (float("inf"), 100.0)))  # p99 past the highest bound
+    assert slow.p99 == Quantile(above=250.0) and percentiles_text(slow).endswith("/ > 250 ms")
+    assert slow.to_json()["p99"] is None and slow.to_json()["p99_above"] == 250.0

@@ -57,7 +57,12 @@ def dashboard(queries: FleetQueries | None = None) -> dict[str, Any]:
         _panel("Running and queued requests per server", [(running + pick, each + " running"),
                                                           (rec["queued"] + pick, each + " queued")], 0, 16),
         _panel("KV cache used per server", [(rec["kv_used_ratio"] + pick, each)], 12, 16, "percentunit"),
-        _panel("TTFT p99 per server", [(rec["ttft_p99_s"] + pick, each)], 0, 24, "s"),
+        _panel("TTFT p99 per server", [(rec["ttft_p99_s"] + pick, each),
+                                       (rec["ttft_p99_below_s"] + pick, each + " < (first bucket's bound)"),
+                                       (rec["ttft_p99_above_s"] + pick, each + " > (highest bucket bound)")],
+               0, 24, "s", description="A p99 that falls in the histogram's first bucket is only known to be "
+               "below that bucket's bound (SGLang's first TTFT bucket is 0-100 ms), one in the +Inf bucket only "
+               "above the highest finite bound: those show as that bound, in a series of their own."),
         _panel("Restarts per server (15 min)", [(rec["restarts"] + pick, each)], 12, 24),
         _panel("GPU memory used per host (DCGM)", [(rec["gpu_memory_used_ratio"], f"{{{{{host}}}}}")], 0, 32,
                "percentunit"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specmon.live.model import Alert
+from specmon.live.quantiles import Quantile
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -36,7 +37,8 @@ class FleetRow:
     running: float | None = None
     queued: float | None = None
     kv_used_ratio: float | None = None
-    ttft_p99_s: float | None = None
+    ttft_p99: Quantile = Quantile()
+    """TTFT p99 in seconds: a value, or only the bound of the first or the +Inf bucket it fell in."""
     gpu_memory_used_ratio: float | None = None
     gpu_util_min: float | None = None
     alerts: tuple[Alert, ...] = ()
@@ -66,7 +68,9 @@ class FleetRow:
             "running": _int(self.running),
             "queued": _int(self.queued),
             "kv_used_ratio": _r(self.kv_used_ratio, 4),
-            "ttft_p99_s": _r(self.ttft_p99_s, 4),
+            "ttft_p99_s": _r(self.ttft_p99.value, 4),
+            "ttft_p99_below_s": _r(self.ttft_p99.below, 4),
+            "ttft_p99_above_s": _r(self.ttft_p99.above, 4),
             "gpu_memory_used_ratio": _r(self.gpu_memory_used_ratio, 4),
             "gpu_util_min": _r(self.gpu_util_min, 1),
             "alerts": [{"kind": a.kind, "message": a.text} for a in self.alerts],

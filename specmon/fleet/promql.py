@@ -31,6 +31,7 @@ HISTORY_S = 900.0
 """The tok/s sparkline's span: 15 minutes."""
 RESTART_LOOKBACK = "15m"
 LAST_SEEN_LOOKBACK = "1h"
+TTFT_QUANTILE = 0.99
 COLUMN_LABEL = "specmon_column"
 """The label that tells the parts apart in the requests that ask them all (`FleetQueries.combined`)."""
 GAUGES_PART = "gauges"
@@ -160,6 +161,30 @@ class FleetQueries:
     def verify_rate(self) -> str:
         return f"sum by ({self.server_label}) (rate(sglang:spec_verify_calls_total{self._sel()}[{self.window}]))"
 
+    @property
+    def ttft_buckets_record(self) -> str:
+        return f"{self.server_label}_le:sglang_time_to_first_token_seconds_bucket:rate{self.window}"
+
+    def ttft_buckets(self) -> str:
+        """TTFT's bucket rates per server and bound (SGLang's tokenizer series: summed)."""
+        return (f"sum by ({self.server_label}, le) "
+                f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{self.window}]))")
+
+    def ttft_p99(self) -> dict[str, str]:
+        """TTFT p99 per server by the quantile rule (`specmon.live.quantiles.estimate`), from the bucket rates'
+        record: "ttft_p99_s" where it falls between two finite bounds (histogram_quantile), else only its bound:
+        "ttft_p99_below_s" (the first bucket's: at or below it) or "ttft_p99_above_s" (the highest finite one)."""
+        s, b = self.server_label, self.ttft_buckets_record
+        total = f'sum by ({s}) ({b}{{le="+Inf"}})'
+        first = f'min by ({s}) ({b}{{le!="+Inf"}})'  # cumulative counts: the smallest is the first bucket's
+        finite = f'max by ({s}) ({b}{{le!="+Inf"}})'
+        p99 = f"histogram_quantile({TTFT_QUANTILE:g}, {b})"
+        in_first = f"({first} >= {TTFT_QUANTILE:g} * {total} and {total} > 0)"
+        in_inf = f"({finite} < {TTFT_QUANTILE:g} * {total})"
+        return {"ttft_p99_s": f"{p99} unless on ({s}) ({in_first} or {in_inf})",
+                "ttft_p99_below_s": f"{p99} * {first} / ({TTFT_QUANTILE:g} * {total}) and on ({s}) {in_first}",
+                "ttft_p99_above_s": f"{p99} and on ({s}) {in_inf}"}
+
     def dcgm_framebuffer(self) -> str:
         """FB_USED and FB_FREE summed per host in one pass (the series keep their metric name)."""
         return (f'sum by (__name__, {self.host_group}) '
@@ -190,9 +215,9 @@ class FleetQueries:
                    f"({kv_used} / ({kv_total} > 0)) or "
                    f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5,
                    reads=("sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage")),
-            Column("ttft_p99_s", f"{s}:sglang_time_to_first_token_seconds:p99_rate{w}",
-                   f"histogram_quantile(0.99, sum by ({s}, le) "
-                   f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{w}])))", high=86400),
+            *(Column(key, f"{s}:sglang_time_to_first_token_seconds:{key.removeprefix('ttft_').removesuffix('_s')}"
+                     f"_rate{w}", expr, high=86400, reads=("ttft_buckets",))
+              for key, expr in self.ttft_p99().items()),
             Column("draft_tokens", f"{s}:sglang_spec_num_draft_tokens:max",
                    f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()})", high=1024,
                    reads=("sglang:spec_num_draft_tokens",)),
@@ -223,6 +248,7 @@ class FleetQueries:
         base = {"realtime_tok_s": Part("realtime_tok_s", self.realtime_rate(self.window), weight=2),
                 "generation_tok_s": Part("generation_tok_s", self.generation_rate()),
                 "verify_per_s": Part("verify_per_s", self.verify_rate()),
+                "ttft_buckets": Part("ttft_buckets", self.ttft_buckets(), weight=20),
                 "dcgm_framebuffer": Part("dcgm_framebuffer", self.dcgm_framebuffer(), weight=4)}
         parts = [Part("up", self.up())]
         wanted: list[str] = []
@@ -233,7 +259,7 @@ class FleetQueries:
             if column.key in self.recorded:
                 parts.append(Part(column.key, column.record))
             elif not column.reads:
-                parts.append(Part(column.key, column.expr, weight=20 if column.key == "ttft_p99_s" else 2))
+                parts.append(Part(column.key, column.expr, weight=2))
             for read in column.reads if column.key not in self.recorded else ():
                 target = gauges if read.startswith("sglang:") else wanted
                 if read not in target:
@@ -335,8 +361,9 @@ class FleetQueries:
 
     def rules_file(self) -> str:
         """The Prometheus rules file (YAML): the columns as recording rules, then the alerting rules."""
-        recording = [{"record": column.record, "expr": column.expr} for column in self.columns()
-                     if not column.inline_only]
+        recording = [{"record": self.ttft_buckets_record, "expr": self.ttft_buckets()}]
+        recording += [{"record": column.record, "expr": column.expr} for column in self.columns()
+                      if not column.inline_only]
         recording.append({"record": f"{self.server_label}:sglang_num_running_reqs:sum",
                           "expr": self.dedup("sglang:num_running_reqs")})
         document = {"groups": [

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
+from specmon.live.quantiles import Quantile
 from specmon.text import printable
 
 MISSING = "—"
@@ -79,6 +80,16 @@ def accept_text(row: FleetRow) -> str:
     return f"{row.accept_length:.2f}" + ("g" if row.accept_source == "gauge" else "")
 
 
+def latency_text(seconds: Quantile) -> str:
+    """A latency quantile in a few cells by the Live view's rule: "85ms", "<100ms" (the first bucket's bound),
+    ">400s" (the highest finite bound), in seconds from 10 s."""
+    known = next((v for v in (seconds.value, seconds.below, seconds.above) if v is not None), None)
+    if known is None:
+        return MISSING
+    text = seconds.scaled(1000.0).text("ms", ".0f") if known < 10 else seconds.text("s", ".0f")
+    return text.replace(" ", "")
+
+
 def spec_text(row: FleetRow) -> str:
     parts = [row.preset or MISSING, row.algorithm or MISSING, str(row.draft_tokens) if row.draft_tokens else MISSING]
     return " · ".join(parts)
@@ -98,8 +109,7 @@ COLUMNS: tuple[TableColumn, ...] = (
     TableColumn("load", "run/q", 7, lambda r: MISSING if r.running is None else
                 f"{r.running:.0f}/{_num(r.queued, '.0f')}", right=True),
     TableColumn("kv", "KV", 4, lambda r: _pct(r.kv_used_ratio), right=True),
-    TableColumn("ttft", "TTFT99", 7, lambda r: MISSING if r.ttft_p99_s is None else
-                f"{r.ttft_p99_s * 1000:.0f}ms" if r.ttft_p99_s < 10 else f"{r.ttft_p99_s:.0f}s", right=True),
+    TableColumn("ttft", "TTFT99", 7, lambda r: latency_text(r.ttft_p99), right=True),
     TableColumn("gpu_mem", "GPU mem", 7, lambda r: _pct(r.gpu_memory_used_ratio), right=True),
     TableColumn("gpu_util", "GPU min", 7, lambda r: MISSING if r.gpu_util_min is None else f"{r.gpu_util_min:.0f}%",
                 right=True),

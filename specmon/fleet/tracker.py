@@ -16,6 +16,7 @@ from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
 from specmon.fleet.promql import HOST_NAME_LABELS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
+from specmon.live.quantiles import Quantile
 
 MAX_SERVERS = 2000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
@@ -292,7 +293,8 @@ class FleetTracker:
             decode_tok_s=decode if nodes_up else None, accept_length=accept if nodes_up else None,
             accept_source=source if nodes_up else None, running=running if nodes_up else None,
             queued=queued if nodes_up else None, kv_used_ratio=kv if nodes_up else None,
-            ttft_p99_s=v("ttft_p99_s") if nodes_up else None,
+            ttft_p99=Quantile(v("ttft_p99_s"), v("ttft_p99_below_s"), v("ttft_p99_above_s")) if nodes_up
+            else Quantile(),
             gpu_memory_used_ratio=_pick(gpus[0], self._hosts(server), max),
             gpu_util_min=_pick(gpus[1], self._hosts(server), min),
             alerts=tuple(alerts), history=history.get(name, ()),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -11,7 +10,6 @@ from specmon.live.tracker import LiveTracker
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
-    from specmon.bench.run import BenchRun
     from specmon.tui.config import AppConfig
     from specmon.tui.screens.main import MainScreen
     from specmon.view.log_feed import LogFeed
@@ -22,14 +20,13 @@ WINDOW_S = 60.0
 
 
 class LiveHost(Protocol):
-    """What the Live view's wiring uses of the app: its settings, log feed, preset and benchmarks, a timer, and
-    the main screen to show snapshots on."""
+    """What the Live view's wiring uses of the app: its settings, log feed, preset and benchmark results, a
+    timer, and the main screen to show snapshots on."""
 
     config: AppConfig
     feed: LogFeed
     watch: MonitorState
     bench_results: list[BenchResult]
-    bench_run: BenchRun | None
 
     @property
     def main(self) -> MainScreen: ...
@@ -45,9 +42,6 @@ class LiveWiring:
         self.monitor = LiveMonitor(LiveTracker())
         self.sampler: Any = None
         self._preset_name: str | None = None
-        self._bench_id: int | None = None
-        self._own_base = 0.0
-        self._own_now = 0.0
 
     def start(self) -> None:
         app = self.app
@@ -66,9 +60,8 @@ class LiveWiring:
             self.sampler.stop()
 
     def refresh(self) -> None:
-        """Follow the preset, the server's process and specmon's own benchmark, then show a snapshot."""
+        """Follow the preset and the server's process, then show a snapshot."""
         self._follow_preset()
-        self._note_bench()
         supervisor = self.app.config.supervisor
         gone = self.app.watch.exited or (supervisor is not None and supervisor.returncode is not None)
         with self.monitor.lock:
@@ -93,15 +86,3 @@ class LiveWiring:
             baseline = baseline_accept(name)
         with self.monitor.lock:
             self.monitor.tracker.set_preset(name, dict(preset.args) if preset is not None else None, baseline)
-
-    def _note_bench(self) -> None:
-        bench = self.app.bench_run
-        if bench is None:
-            return
-        if id(bench) != self._bench_id:
-            self._bench_id = id(bench)
-            self._own_base = self._own_now
-        tokens = sum(r.completion_tokens for r in list(bench.result.requests))
-        self._own_now = self._own_base + tokens
-        with self.monitor.lock:
-            self.monitor.tracker.note_own_tokens(time.time(), self._own_now)

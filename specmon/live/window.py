@@ -32,6 +32,9 @@ class WindowFigures:
     taken_from: float
     """When the window's first scrape was taken (Unix time); its last is `taken_from + elapsed_s`."""
     decode_tok_s: float | None
+    decode_at_finish: bool
+    """Whether `decode_tok_s` counts a request's tokens when it ends (`generation_tokens_total`, before SGLang
+    0.5.9), not as they are generated (`realtime_tokens_total`)."""
     generated: float | None
     accept_length: float | None
     cache_hit_rate: float | None
@@ -104,6 +107,7 @@ class ScrapeWindow:
             elapsed_s=elapsed,
             taken_from=base.taken_at,
             decode_tok_s=None if produced is None else produced / elapsed,
+            decode_at_finish=decode is None,
             generated=gen,
             accept_length=gen / verify if gen and verify else None,
             cache_hit_rate=cached / prompt if cached is not None and prompt else None,

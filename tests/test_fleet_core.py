@@ -17,7 +17,7 @@ from specmon.live import rules
 
 JSON_KEYS = ["server", "host", "role", "state", "restarts", "nodes_up", "preset", "algorithm", "draft_tokens",
              "decode_tok_s", "accept_length", "accept_source", "running", "queued", "kv_used_ratio", "ttft_p99_s",
-             "ttft_p99_below_s", "ttft_p99_above_s", "gpu_memory_used_ratio", "gpu_util_min", "alerts"]
+             "ttft_p99_below_s", "ttft_p99_above_s", "gpu_memory_used_ratio", "gpu_util_min_ratio", "alerts"]
 NOW = 1_800_000_000.0
 
 
@@ -45,6 +45,22 @@ def test_rows_have_the_issue_s_json_keys_and_nulls_where_unknown():
     assert row["server"] == "a:1" and row["host"] == "a" and row["state"] == "idle"
     assert row["decode_tok_s"] is None and row["accept_length"] is None and row["alerts"] == []
     assert list(snap.to_json()) == ["prometheus", "window_s", "servers"]
+
+
+def test_every_json_figure_says_its_unit_and_every_fraction_is_a_ratio():
+    """One unit per kind: fractions (KV, GPU memory, GPU utilization, which DCGM gives in percent) as 0..1 in keys
+    ending `_ratio`, times in seconds (`_s`), rates in tokens per second (`_tok_s`); counts need none."""
+    from tests.support.fleet_harness import fleet_snapshot
+
+    counts = {"restarts", "nodes_up", "draft_tokens", "running", "queued", "accept_length"}
+    rows = fleet_snapshot().to_json()["servers"]
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                assert key in counts or key.endswith(("_ratio", "_s")), key
+                if key.endswith("_ratio"):
+                    assert 0 <= value <= 1.5, (key, value)
+    assert {row["server"]: row["gpu_util_min_ratio"] for row in rows}["node-a:30000"] == 0.88
 
 
 def test_down_server_keeps_its_row_with_last_seen_and_sorts_first():
@@ -188,8 +204,8 @@ def test_dcgm_series_belong_to_a_server_by_hostname_or_host_and_absence_is_said(
                "gpu_util_min": [Sample({"Hostname": "dcgm-pod", "instance": "other:9400"}, 12.0)]}
     snap = tracker().update(reading(ups, columns))
     rows = {r.server: r for r in snap.rows}
-    assert rows["gpuhost:30000"].gpu_memory_used_ratio == 0.8 and rows["gpuhost:30000"].gpu_util_min is None
-    assert rows["other:30000"].gpu_util_min == 12.0 and snap.gpu_note is None
+    assert rows["gpuhost:30000"].gpu_memory_used_ratio == 0.8 and rows["gpuhost:30000"].gpu_util_min_ratio is None
+    assert rows["other:30000"].gpu_util_min_ratio == 0.12 and snap.gpu_note is None
     bare = tracker().update(reading(ups))
     assert "no DCGM series" in bare.gpu_note and bare.rows[0].gpu_memory_used_ratio is None
 

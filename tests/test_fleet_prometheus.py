@@ -243,10 +243,11 @@ def test_dcgm_stand_ins_by_hostname_or_hostname_and_their_absence_is_said(fleet)
 
     assert min(memory("gpu-a")) > max(memory("gpu-b"))  # 20 GiB held under load, none idle: hosts cannot mix
     for name, host in (("eagle3-5", "gpu-a"), ("plain", "gpu-b"), ("dp2tp2-emulated", "gpu-b")):
-        utilization = {reading[0]["DCGM_FI_DEV_GPU_UTIL"] for reading in dcgm[host][1].readings}
+        utilization = {round(reading[0]["DCGM_FI_DEV_GPU_UTIL"] / 100, 4) for reading in dcgm[host][1].readings
+                       if reading[0]["DCGM_FI_DEV_GPU_UTIL"] is not None}  # DCGM's percent: the JSON's ratio
         assert rows[name]["host"] == host
         assert rows[name]["gpu_memory_used_ratio"] in memory(host), (name, memory(host))
-        assert rows[name]["gpu_util_min"] in utilization, (name, utilization)
+        assert rows[name]["gpu_util_min_ratio"] in utilization, (name, utilization)
     _, bare, err = fleet_json(prom, "--gpu-selector", 'job="no-such-dcgm"')
     assert rows_by_name(bare, address)["eagle3-5"]["gpu_memory_used_ratio"] is None
     assert 'no DCGM series match {job="no-such-dcgm"}' in err

@@ -40,7 +40,8 @@ class FleetRow:
     ttft_p99: Quantile = Quantile()
     """TTFT p99 in seconds: a value, or only the bound of the first or the +Inf bucket it fell in."""
     gpu_memory_used_ratio: float | None = None
-    gpu_util_min: float | None = None
+    gpu_util_min_ratio: float | None = None
+    """The lowest GPU utilization of the server's hosts, 0..1 (DCGM says percent)."""
     alerts: tuple[Alert, ...] = ()
     history: tuple[float | None, ...] = ()
     targets: tuple[str, ...] = ()
@@ -72,7 +73,7 @@ class FleetRow:
             "ttft_p99_below_s": _r(self.ttft_p99.below, 4),
             "ttft_p99_above_s": _r(self.ttft_p99.above, 4),
             "gpu_memory_used_ratio": _r(self.gpu_memory_used_ratio, 4),
-            "gpu_util_min": _r(self.gpu_util_min, 1),
+            "gpu_util_min_ratio": _r(self.gpu_util_min_ratio, 4),
             "alerts": [{"kind": a.kind, "message": a.text} for a in self.alerts],
         }
 

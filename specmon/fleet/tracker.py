@@ -296,7 +296,7 @@ class FleetTracker:
             ttft_p99=Quantile(v("ttft_p99_s"), v("ttft_p99_below_s"), v("ttft_p99_above_s")) if nodes_up
             else Quantile(),
             gpu_memory_used_ratio=_pick(gpus[0], self._hosts(server), max),
-            gpu_util_min=_pick(gpus[1], self._hosts(server), min),
+            gpu_util_min_ratio=_ratio(_pick(gpus[1], self._hosts(server), min)),
             alerts=tuple(alerts), history=history.get(name, ()),
             targets=tuple(t.instance for t in server.targets),
         )
@@ -357,6 +357,10 @@ class FleetTracker:
             for host in series_hosts(labels, self.queries.host_label):
                 out.setdefault(host, []).append(value)
         return out
+
+
+def _ratio(percent: float | None) -> float | None:
+    return None if percent is None else percent / 100.0
 
 
 def _pick(by_host: dict[str, list[float]], hosts: Sequence[str], pick) -> float | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 
@@ -87,7 +88,8 @@ def run_fleet(args: argparse.Namespace) -> int:
     else:
         from specmon.fleet.text import snapshot_lines
 
-        print("\n".join(snapshot_lines(snapshot)))
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # piped: nothing cut
+        print("\n".join(snapshot_lines(snapshot, width)))
     return EXIT_ALERTING if snapshot.alerting else EXIT_OK
 
 

@@ -162,9 +162,16 @@ def error_line(snapshot: FleetSnapshot) -> str:
     return ("last snapshot kept: " if snapshot.stale else "") + printable(error)
 
 
-def snapshot_lines(snapshot: FleetSnapshot, width: int = 200) -> list[str]:
-    """The snapshot as a header line and a table (for `fleet --once` without --json)."""
-    columns = columns_for(width)
+def snapshot_lines(snapshot: FleetSnapshot, width: int | None = None) -> list[str]:
+    """The snapshot as a header line and a table (for `fleet --once` without --json): the columns that fit in
+    `width` (a terminal's), or with `width` None (piped, to a file) every column and every cell whole, each
+    column as wide as its longest cell, the alerts in words last."""
+    if width is None:
+        fixed = [c for c in COLUMNS if c.key != "alert"]
+        columns = tuple(replace(c, width=max([c.width, len(c.header)] + [len(c.cell(r)) for r in snapshot.rows]))
+                        for c in (*fixed, MESSAGE))
+    else:
+        columns = columns_for(width)
     lines = [header_line(snapshot), ""]
     lines.append(" ".join(_fit(c.header, c) for c in columns).rstrip())
     for row in snapshot.rows:

@@ -99,6 +99,11 @@ def test_the_snapshots_are_the_same_and_show_each_shape(readings):
     assert by_shape["token-usage"].kv_used_ratio == pytest.approx(0.4)
     assert by_shape["tp2"].kv_used_ratio == pytest.approx(0.4)
     assert by_shape["plain"].accept_length is None and by_shape["plain"].draft_tokens is None
+    # its spec gauges say 0: no speculative figure at all, in the records the dashboard draws either
+    plain = instance(list(SHAPES).index("plain"))
+    for key in ("accept_length", "accept_gauge", "draft_tokens", "num_steps"):
+        for reading in (readings["inline"][1], readings["recorded"][1]):
+            assert not [s for s in reading.columns[key] if s.labels.get("instance") == plain], key
     assert by_shape["restarted"].state == "restarted"
     # TTFT p99 by the Live view's rule, in PromQL (recorded) as in Python (inline): a bound, never a made-up figure
     from specmon.live.quantiles import Quantile

@@ -53,14 +53,14 @@ def _server_figure(key: str, s: str, parts: Mapping[str, Sequence[Sample]],
         return _ratio(_per_server(parts.get("generation_tok_s", ()), s), _per_server(parts.get("verify_per_s", ()), s))
     if key == "queued":
         return _dedup(gauges.get("sglang:num_queue_reqs", ()), s, _sum)
-    if key == "accept_gauge":
-        return _dedup(gauges.get("sglang:spec_accept_length", ()), s, _avg)
+    if key == "accept_gauge":  # ... > 0: a server that does not speculate reports 0
+        return _above_0(_dedup(gauges.get("sglang:spec_accept_length", ()), s, _avg))
     if key == "kv_used_ratio":  # (used / (total > 0)) or avg(token_usage)
         used = _dedup(gauges.get("sglang:num_used_tokens", ()), s, _sum)
         total = _dedup(gauges.get("sglang:max_total_num_tokens", ()), s, _sum)
         return _or(_ratio(used, total), _dedup(gauges.get("sglang:token_usage", ()), s, _avg))
-    if key in ("draft_tokens", "num_steps"):  # max by (server)
-        return _dedup(gauges.get(f"sglang:spec_num_{key.removeprefix('num_')}", ()), s, _max)
+    if key in ("draft_tokens", "num_steps"):  # max by (server) > 0
+        return _above_0(_dedup(gauges.get(f"sglang:spec_num_{key.removeprefix('num_')}", ()), s, _max))
     raise KeyError(f"no inline computation for the column {key!r}")
 
 
@@ -151,6 +151,11 @@ def _sum(values: Sequence[float]) -> float:
 
 def _avg(values: Sequence[float]) -> float:
     return sum(values) / len(values)
+
+
+def _above_0(values: Values) -> Values:
+    """`x > 0`: only the values above 0 (NaN is not)."""
+    return {name: value for name, value in values.items() if value > 0}
 
 
 def _or(first: Values, second: Values) -> Values:

@@ -115,9 +115,10 @@ def openmetrics(shapes: list[Shape], end: int, seed: int = 7) -> str:
                           ("sglang:token_usage", 0.4)]
                 if shape.kv_tokens:
                     gauges += [("sglang:num_used_tokens", 40000), ("sglang:max_total_num_tokens", 100000)]
-                if shape.speculative:
-                    gauges += [("sglang:spec_accept_length", accept), ("sglang:spec_num_draft_tokens", 4),
-                               ("sglang:spec_num_steps", 3)]
+                # a server that does not speculate reports its spec gauges as 0 (SGLang 0.5.16, as captured)
+                gauges += [("sglang:spec_accept_length", accept if shape.speculative else 0.0),
+                           ("sglang:spec_num_draft_tokens", 4 if shape.speculative else 0),
+                           ("sglang:spec_num_steps", 3 if shape.speculative else 0)]
                 for name, value in gauges:
                     add(name, name, _labels(**rank), [value] * len(times))
         if shape.dcgm:

@@ -422,7 +422,7 @@ def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fle
         wait_for(answered, timeout=90, what="every panel to have data, decode from every server (rules every 1 s)")
         decode = second.query(queries[0][1])
         assert {r["metric"]["instance"] for r in decode} == every_server, "no server's series went away"
-        per_preset = second.query(next(expr for title, expr in queries if "per preset" in title))
+        per_preset = second.query(next(expr for title, expr in queries if "by preset" in title))
         assert {r["metric"]["preset"] for r in per_preset} == {"demo-eagle3-5", "demo-plain"}
     finally:
         second.stop()

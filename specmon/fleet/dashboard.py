@@ -39,8 +39,8 @@ def dashboard(queries: FleetQueries | None = None) -> dict[str, Any]:
     each = f"{{{{{s}}}}}"
     up = q.up()
     with_preset = q.up('preset!=""')
-    per_preset = (f"sum by (preset) ({rec['decode_tok_s']}{pick} * on ({s}) group_left (preset) "
-                  f"max by ({s}, preset) ({with_preset}))")
+    per_preset = (f"avg by (preset) ({rec['decode_tok_s']}{pick} * on ({s}) group_left (preset) "
+                  f"group by ({s}, preset) ({with_preset}))")
     host = q.host_label or "instance"
     panels = [
         _panel("Decode tok/s per server", [(rec["decode_tok_s"] + pick, each)], 0, 0, "tok/s"),
@@ -49,9 +49,10 @@ def dashboard(queries: FleetQueries | None = None) -> dict[str, Any]:
                 (f"{rec['accept_gauge']}{pick} unless on ({s}) {rec['accept_length']}", each + " (gauge)")],
                12, 0, description="Before SGLang 0.5.16 only the spec_accept_length gauge exists (it keeps its last "
                "value when idle): those servers show as '(gauge)'."),
-        _panel("Decode tok/s per preset", [(per_preset, "{{preset}}")], 0, 8, "tok/s",
-               description="Live decode tok/s summed per preset (the targets' `preset` label, as "
-               "`specmon ps --prometheus-sd` writes it)."),
+        _panel("Decode tok/s per server, mean by preset", [(per_preset, "{{preset}}")], 0, 8, "tok/s",
+               description="Each server's live decode tok/s, averaged over the servers of a preset (a sum would "
+               "grow with the number of replicas, not with the preset's speed). The preset is the targets' `preset` "
+               "label, as `specmon ps --prometheus-sd` writes it."),
         _panel("Draft tokens per server", [(rec["draft_tokens"] + pick, each),
                                            (rec["num_steps"] + pick, each + " steps")], 12, 8),
         _panel("Running and queued requests per server", [(running + pick, each + " running"),

@@ -479,6 +479,34 @@ async def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(f
     assert done.returncode == 2 and "no server 'nowhere:1' in Prometheus" in done.stderr
 
 
+async def test_a_down_server_s_drill_down_says_at_once_what_its_row_says(fleet, capsys):
+    """Opening a server that is down: each slow step is said as it begins, and its screen (at 80x24, on its
+    Live view, a server read through Prometheus has no log) shows no less than its fleet row: down since when,
+    its preset · algorithm · draft, nodes up, host."""
+    from specmon.cli import build_parser
+    from specmon.fleet.cli import options_from
+    from specmon.tui.app import SpecmonApp
+    from specmon.tui.cli import fleet_server_config
+    from tests.support.app_harness import screen_text
+    from tests.support.app_harness import wait_for as app_wait_for
+
+    prom, servers, address, dcgm = fleet
+    args = build_parser().parse_args(["fleet", "--prometheus", prom.url, "--window", "4", "--interval", "10",
+                                      "--server", address["killed"]])
+    config = await asyncio.to_thread(fleet_server_config, args, options_from(args))
+    said = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 2)[-1] for line in said[:2]] == [
+        "reading its row from Prometheus…", "asking its address whether it answers from here…"], said
+    app = SpecmonApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        def shown() -> str:
+            return screen_text(app)
+
+        assert await app_wait_for(pilot, lambda: "down, last seen" in shown() and "fleet row:" in shown(), 60), \
+            shown()
+        assert app.main.active_pane == "live" and "nodes 0/1 · 127.0.0.1" in shown(), shown()
+
+
 async def test_fleet_app_against_the_real_prometheus(fleet):
     from specmon.cli import build_parser
     from specmon.fleet.cli import options_from

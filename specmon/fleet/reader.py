@@ -43,6 +43,8 @@ class FleetReader:
         self.notes: list[str] = []
         self.groups = QUERY_GROUPS
         self.history_at: float | None = None
+        self.with_history = True
+        """Whether refreshes read the 15-minute tok/s history (one snapshot for a drill-down does not)."""
         self.last_up: dict[str, float | None] = {}
         """When each target seen down was last up (None: not in the last hour), asked once per target."""
         self.names: dict[str, str | None] = {}
@@ -80,7 +82,7 @@ class FleetReader:
         now = self.clock()
         started = time.perf_counter()
         interval = self.scrape.interval_for()
-        history_due = self.history_at is None or now - self.history_at >= HISTORY_EVERY_S
+        history_due = self.with_history and (self.history_at is None or now - self.history_at >= HISTORY_EVERY_S)
         asks = [self.client.query(expr, at=now) for expr in self.queries.combined(self.groups)]
         if history_due:
             asks.append(self.client.query_range(self.queries.history(), now - HISTORY_S, now,

@@ -303,13 +303,13 @@ class FleetTracker:
 
     def _down_alert(self, name: str, now: float) -> Alert:
         last_up = self._last_up.get(name)
-        seen = f"last seen {_ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
+        seen = f"last seen {ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
         return Alert("down", "error", f"down, {seen}: no target answers Prometheus' scrapes")
 
     def _down(self, row: FleetRow, now: float, last_up: float | None) -> FleetRow:
         """A server whose targets left Prometheus: kept as down, its last figures dropped."""
         alert = Alert("down", "error", "gone from Prometheus' targets"
-                      + (f" (last seen {_ago(now - last_up)} ago)" if last_up is not None else ""))
+                      + (f" (last seen {ago(now - last_up)} ago)" if last_up is not None else ""))
         return FleetRow(server=row.server, host=row.host, role=row.role, role_source=row.role_source, state="down",
                         restarts=row.restarts, nodes_up=0, nodes_total=row.nodes_total,
                         last_seen_s=None if last_up is None else max(0.0, now - last_up), preset=row.preset,
@@ -404,7 +404,8 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _ago(seconds: float) -> str:
+def ago(seconds: float) -> str:
+    """`42 s`, `5 min`, `3 h`."""
     seconds = max(0.0, seconds)
     if seconds < 120:
         return f"{seconds:.0f} s"

@@ -159,6 +159,7 @@ class LiveTracker:
         self.info_error: str | None = None  # why the last /server_info could not be used
         self.identity: Any = None
         self.reachable = True
+        self.unreachable_why: tuple[Alert, ...] = ()
         self.metrics_source = "metrics"
         """What the scrapes come from: "metrics" (the server's /metrics) or "prometheus" (its samples there)."""
         self.process_alive: bool | None = None
@@ -238,8 +239,10 @@ class LiveTracker:
             self.new_run()
         self.run.identity = self.identity = identity
 
-    def set_reachable(self, reachable: bool) -> None:
+    def set_reachable(self, reachable: bool, why: Sequence[Alert] = ()) -> None:
+        """Whether the server answers; `why`: what else is known of it while it does not (shown as alerts)."""
         self.reachable = reachable
+        self.unreachable_why = tuple(why) if not reachable else ()
 
     def set_process_alive(self, alive: bool | None) -> None:
         """Whether the server's own process runs (None: specmon does not know its pid)."""
@@ -291,6 +294,7 @@ class LiveTracker:
             alerts.clear()
         elif not self.reachable:
             snap["state"] = "unreachable"
+            alerts.extend(self.unreachable_why)
         stale_for = snap.pop("stale_for", None)
         absurd = drop_absurd(snap, effective, self._max_running())
         if stale_for is not None:

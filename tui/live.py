@@ -41,7 +41,7 @@ class LiveWiring:
         self.app = app
         self.monitor = LiveMonitor(LiveTracker())
         self.sampler: Any = None
-        self._preset_name: str | None = None
+        self._followed: tuple[str | None, int] | None = None
 
     def start(self) -> None:
         app = self.app
@@ -69,17 +69,16 @@ class LiveWiring:
         self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
 
     def _follow_preset(self) -> None:
+        """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""
         preset = self.app.watch.serving_preset
         name = preset.name if preset is not None else None
-        if name == self._preset_name:
+        followed = (name, len(self.app.bench_results))
+        if followed == self._followed:
             return
-        self._preset_name = name
-        baseline = None
-        for result in reversed(self.app.bench_results):
-            accept = result.summary.get("accept_length") if isinstance(result.summary, dict) else None
-            if result.preset == name and isinstance(accept, dict) and accept.get("token_weighted"):
-                baseline = float(accept["token_weighted"])
-                break
+        self._followed = followed
+        from specmon.bench.report import last_finished_accept
+
+        baseline = last_finished_accept(self.app.bench_results, name)
         if baseline is None and name is not None:
             from specmon.live.once import baseline_accept
 

@@ -356,9 +356,16 @@ class LiveTracker:
             if between is not None:
                 own = between(figures.taken_from, latest.taken_at) / figures.elapsed_s
                 decode = max(0.0, decode - own)
+        # acceptance length and rate over the same span: the window (Δcounters, else SGLang's gauges over its
+        # scrapes with traffic), or with no traffic in it both as of SGLang's last decode window
         accept = figures.accept_length if figures else None
-        if accept is None and g.get("sglang:spec_accept_length") and effective.get("algorithm"):
-            accept = g["sglang:spec_accept_length"]
+        rate = figures.accept_rate if figures else None
+        if accept is None and figures is not None:
+            accept = figures.accept_gauge
+        if accept is None and rate is None:
+            if g.get("sglang:spec_accept_length") and effective.get("algorithm"):
+                accept = g["sglang:spec_accept_length"]
+            rate = g.get("sglang:spec_accept_rate")
         kv_total = g.get("sglang:max_total_num_tokens")
         if kv_total is None:
             kv_total = self._spec.max_total_num_tokens
@@ -395,7 +402,7 @@ class LiveTracker:
             "kv_used": g.get("sglang:num_used_tokens"),
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
             "accept_length": accept if effective.get("algorithm") or figures and figures.accept_length else None,
-            "accept_rate": g.get("sglang:spec_accept_rate") if effective.get("algorithm") else None,
+            "accept_rate": rate if effective.get("algorithm") else None,
             "ttft_ms": window_latency.ttft,
             "itl_ms": window_latency.itl,
             "e2e_ms": window_latency.e2e,

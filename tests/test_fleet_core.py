@@ -101,22 +101,21 @@ def test_nan_ttft_of_an_idle_server_is_no_data_not_a_skipped_value():
     assert not snap.rows[0].ttft_p99.known and snap.notes == ()
 
 
-@pytest.mark.parametrize(("shares", "cell", "json"), [
-    ((0.995, 1.0, 1.0, 1.0), "<100ms", {"ttft_p99_s": None, "ttft_p99_below_s": 0.1, "ttft_p99_above_s": None}),
-    ((0.5, 0.9, 0.999, 1.0), "382ms", {"ttft_p99_s": 0.3818, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
-    ((0.5, 0.9, 0.95, 1.0), ">400ms", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": 0.4}),
-    ((0.0, 0.0, 0.0, 1.0), ">400ms", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": 0.4}),
-    ((0.0, 0.0, 0.0, 0.0), "—", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
+@pytest.mark.parametrize(("p99", "cell", "json"), [
+    (0.0995, "<100ms", {"ttft_p99_s": None, "ttft_p99_below_s": 0.1, "ttft_p99_above_s": None}),
+    (0.1, "<100ms", {"ttft_p99_s": None, "ttft_p99_below_s": 0.1, "ttft_p99_above_s": None}),
+    (0.3818, "382ms", {"ttft_p99_s": 0.3818, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
+    (0.4, ">400ms", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": 0.4}),
+    (math.nan, "—", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
 ])
-def test_ttft_p99_in_the_first_or_the_inf_bucket_is_its_bound_in_the_table_and_json(shares, cell, json):
+def test_ttft_p99_in_the_first_or_the_inf_bucket_is_its_bound_in_the_table_and_json(p99, cell, json):
     """histogram_quantile interpolates inside the first bucket (every fast server's p99 would read 99 ms) and
-    gives the highest bound for +Inf: the fleet computes p99 from the bucket rates with the Live view's rule."""
-    queries = FleetQueries()
-    bounds = ("0.1", "0.2", "0.4", "+Inf")
-    parts = {"ttft_buckets": [Sample({"instance": "a:1", "le": le}, 10.0 * share)
-                              for le, share in zip(bounds, shares, strict=True)]}
-    columns = figures(queries, parts)
-    snap = tracker().update(reading([up("a:1")], columns))
+    answers the highest finite bound for +Inf: read with the server's bounds (0.1 and 0.4 here), the fleet says
+    only the bound, by the Live view's rule."""
+    parts = {"ttft_quantile": [Sample({"instance": "a:1"}, p99)],
+             "ttft_first_bound": [Sample({"instance": "a:1"}, 0.1)],
+             "ttft_last_bound": [Sample({"instance": "a:1"}, 0.4)]}
+    snap = tracker().update(reading([up("a:1")], figures(FleetQueries(), parts)))
     row = snap.to_json()["servers"][0]
     assert {key: row[key] for key in json} == pytest.approx(json)
     ttft = next(column for column in COLUMNS if column.key == "ttft")

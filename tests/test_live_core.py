@@ -4,6 +4,7 @@ log-only figures, alerts, hostile input, and finding the last startup of a big l
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,41 @@ def test_quantile_from_bucket_deltas_not_cumulative():
     assert estimate(0.99, delta).value == pytest.approx(0.2 + 0.2 * 49 / 50)
     assert estimate(0.5, after) == Quantile(below=0.1)  # the cumulative answer would hide the slowdown
     assert bucket_delta(after, before) is None  # went down: a restart, no delta
+
+
+def _histogram_quantile(q: float, buckets) -> float:
+    """Prometheus' bucketQuantile (promql/quantile.go), for classic buckets as they arrive: its own answer."""
+    total = buckets[-1][1]
+    if len(buckets) < 2 or not total > 0:
+        return math.nan
+    rank = q * total
+    b = next((i for i, (_, count) in enumerate(buckets[:-1]) if count >= rank), len(buckets) - 1)
+    if b == len(buckets) - 1:
+        return buckets[-2][0]
+    start, count = (0.0, buckets[0][1]) if b == 0 else (buckets[b - 1][0], buckets[b][1] - buckets[b - 1][1])
+    rank -= 0.0 if b == 0 else buckets[b - 1][1]
+    return start + (buckets[b][0] - start) * rank / count
+
+
+def test_one_quantile_rule_for_bucket_counts_and_for_histogram_quantile_s_answer():
+    """The Live view reads quantiles from bucket counts (`estimate`), the fleet from PromQL's histogram_quantile
+    and the histogram's first and highest bounds (`Quantile.of_interpolated`): the same answers, bounds and all,
+    for any histogram."""
+    import random
+
+    rng = random.Random(11)
+    bounds = (0.1, 0.2, 0.4, 0.8, 2.0, float("inf"))
+    for _ in range(3000):
+        counts, total = [], 0.0
+        for _ in bounds:
+            total += rng.choice((0.0, 0.0, rng.uniform(0, 5)))
+            counts.append(total)
+        if not total:
+            continue
+        buckets = tuple(zip(bounds, counts, strict=True))
+        for q in (0.5, 0.9, 0.99):
+            expected = estimate(q, buckets)
+            assert Quantile.of_interpolated(_histogram_quantile(q, buckets), 0.1, 2.0) == expected, (q, buckets)
 
 
 def _scrape_text(gen: float, verify: float, running: float = 1, decode: float | None = None,

@@ -13,8 +13,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from specmon.fleet.promapi import Sample
-from specmon.fleet.promql import GAUGES_PART, TTFT_QUANTILE, FleetQueries
-from specmon.live.quantiles import Quantile, estimate
+from specmon.fleet.promql import GAUGES_PART, TTFT_BOUNDS, FleetQueries
+from specmon.live.quantiles import Quantile
 
 Values = dict[str, float]
 
@@ -24,7 +24,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
     computed from the parts it reads."""
     s = queries.server_label
     gauges = _by_metric(parts.get(GAUGES_PART, ()))
-    ttft = _ttft_p99(parts.get("ttft_buckets", ()), s)
+    ttft = _ttft_p99(parts, s)
     out: dict[str, list[Sample]] = {}
     for column in queries.columns():
         if column.inline_only:
@@ -64,33 +64,22 @@ def _server_figure(key: str, s: str, parts: Mapping[str, Sequence[Sample]],
     raise KeyError(f"no inline computation for the column {key!r}")
 
 
-def _ttft_p99(samples: Iterable[Sample], s: str) -> dict[str, Values]:
-    """The TTFT p99 columns (`FleetQueries.ttft_p99`) from the bucket rates per server and bound, by the Live
-    view's own rule (`estimate`): a value between two finite bounds, else only the bound it is below or above.
-    NaN where histogram_quantile is NaN (no observation, no +Inf bucket)."""
-    by_server: dict[str, list[tuple[float, float]]] = {}
-    for sample in samples:
-        name, le = sample.labels.get(s), sample.labels.get("le")
-        try:
-            bound = float(le) if le is not None else math.nan
-        except ValueError:
-            continue
-        if name is not None and not math.isnan(bound) and not math.isnan(sample.value):
-            by_server.setdefault(name, []).append((bound, sample.value))
+def _ttft_p99(parts: Mapping[str, Sequence[Sample]], s: str) -> dict[str, Values]:
+    """The TTFT p99 columns (`FleetQueries.ttft_p99`) from histogram_quantile's p99 and each server's first and
+    highest finite bucket bound (TTFT_BOUNDS, from the reader), by the Live view's rule
+    (`Quantile.of_interpolated`): a value between the two, else only the bound. NaN where histogram_quantile is
+    NaN (no observation)."""
+    quantile = _per_server(parts.get("ttft_quantile", ()), s)
+    first, last = (_per_server(parts.get(key, ()), s) for key in TTFT_BOUNDS)
     out: dict[str, Values] = {"ttft_p99_s": {}, "ttft_p99_below_s": {}, "ttft_p99_above_s": {}}
-    for name, buckets in by_server.items():
-        buckets.sort()
-        monotonic, highest = [], 0.0
-        for bound, count in buckets:  # as histogram_quantile makes them (a rate can dip by rounding)
-            highest = max(highest, count)
-            monotonic.append((bound, highest))
-        q = estimate(TTFT_QUANTILE, tuple(monotonic)) if len(monotonic) > 1 else Quantile()
+    for name, value in quantile.items():
+        q = Quantile.of_interpolated(value, first.get(name), last.get(name))
         if q.below is not None:
             out["ttft_p99_below_s"][name] = q.below
         elif q.above is not None:
             out["ttft_p99_above_s"][name] = q.above
         else:
-            out["ttft_p99_s"][name] = math.nan if q.value is None else q.value
+            out["ttft_p99_s"][name] = value
     return out
 
 

@@ -32,6 +32,9 @@ HISTORY_S = 900.0
 RESTART_LOOKBACK = "15m"
 LAST_SEEN_LOOKBACK = "1h"
 TTFT_QUANTILE = 0.99
+TTFT_BOUNDS = ("ttft_first_bound", "ttft_last_bound")
+"""Each server's first and highest finite TTFT bucket bound: what the TTFT columns are computed with inline
+(beside histogram_quantile's p99), asked by the reader once per server (`FleetQueries.ttft_bucket_bounds`)."""
 COLUMN_LABEL = "specmon_column"
 """The label that tells the parts apart in the requests that ask them all (`FleetQueries.combined`)."""
 GAUGES_PART = "gauges"
@@ -170,20 +173,38 @@ class FleetQueries:
         return (f"sum by ({self.server_label}, le) "
                 f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{self.window}]))")
 
+    def ttft_quantile(self, buckets: str | None = None) -> str:
+        """histogram_quantile's own p99 (interpolated in the first bucket, the highest bound for +Inf)."""
+        return f"histogram_quantile({TTFT_QUANTILE:g}, {buckets or self.ttft_buckets()})"
+
+    def ttft_bounds(self) -> tuple[str, str]:
+        """Each server's first and highest finite TTFT bucket bound, from its bucket series now (no rate: cheap):
+        histogram_quantile(1) of every bucket counting 1 is the first bound; with +Inf counting 2, the highest."""
+        s, name = self.server_label, "sglang:time_to_first_token_seconds_bucket"
+        finite_le, inf_le = 'le!="+Inf"', 'le="+Inf"'
+        every = f"group by ({s}, le) ({name}{self._sel()})"
+        finite = f"group by ({s}, le) ({name}{self._sel(finite_le)})"
+        inf = f"group by ({s}, le) ({name}{self._sel(inf_le)})"
+        return f"histogram_quantile(1, {every})", f"histogram_quantile(1, {finite} or 2 * {inf})"
+
+    def ttft_bucket_bounds(self, servers: list[str]) -> str:
+        """The TTFT bucket bounds (`le`) of `servers` (all with an empty list), from their series now: asked once
+        per server (they are its launch's configuration), not with every refresh."""
+        s = self.server_label
+        extra = (f"{s}=~{_quote(_alternatives(servers))}",) if servers else ()
+        return f"group by ({s}, le) (sglang:time_to_first_token_seconds_bucket{self._sel(*extra)})"
+
     def ttft_p99(self) -> dict[str, str]:
-        """TTFT p99 per server by the quantile rule (`specmon.live.quantiles.estimate`), from the bucket rates'
-        record: "ttft_p99_s" where it falls between two finite bounds (histogram_quantile), else only its bound:
-        "ttft_p99_below_s" (the first bucket's: at or below it) or "ttft_p99_above_s" (the highest finite one)."""
-        s, b = self.server_label, self.ttft_buckets_record
-        total = f'sum by ({s}) ({b}{{le="+Inf"}})'
-        first = f'min by ({s}) ({b}{{le!="+Inf"}})'  # cumulative counts: the smallest is the first bucket's
-        finite = f'max by ({s}) ({b}{{le!="+Inf"}})'
-        p99 = f"histogram_quantile({TTFT_QUANTILE:g}, {b})"
-        in_first = f"({first} >= {TTFT_QUANTILE:g} * {total} and {total} > 0)"
-        in_inf = f"({finite} < {TTFT_QUANTILE:g} * {total})"
-        return {"ttft_p99_s": f"{p99} unless on ({s}) ({in_first} or {in_inf})",
-                "ttft_p99_below_s": f"{p99} * {first} / ({TTFT_QUANTILE:g} * {total}) and on ({s}) {in_first}",
-                "ttft_p99_above_s": f"{p99} and on ({s}) {in_inf}"}
+        """TTFT p99 per server by the quantile rule (`specmon.live.quantiles`): "ttft_p99_s" where
+        histogram_quantile's answer lies between the first and the highest finite bound, else only the bound:
+        "ttft_p99_below_s" (it fell in the first bucket) or "ttft_p99_above_s" (in the +Inf one). Written on the
+        bucket rates' record (the rules file records it first)."""
+        s = self.server_label
+        p99 = self.ttft_quantile(self.ttft_buckets_record)
+        first, last = self.ttft_bounds()
+        return {"ttft_p99_s": f"{p99} unless on ({s}) ({p99} <= {first} or {p99} >= {last})",
+                "ttft_p99_below_s": f"{first} and on ({s}) ({p99} <= {first})",
+                "ttft_p99_above_s": f"{last} and on ({s}) ({p99} >= {last})"}
 
     def dcgm_framebuffer(self) -> str:
         """FB_USED and FB_FREE summed per host in one pass (the series keep their metric name)."""
@@ -216,7 +237,7 @@ class FleetQueries:
                    f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5,
                    reads=("sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage")),
             *(Column(key, f"{s}:sglang_time_to_first_token_seconds:{key.removeprefix('ttft_').removesuffix('_s')}"
-                     f"_rate{w}", expr, high=86400, reads=("ttft_buckets",))
+                     f"_rate{w}", expr, high=86400, reads=("ttft_quantile",))
               for key, expr in self.ttft_p99().items()),
             Column("draft_tokens", f"{s}:sglang_spec_num_draft_tokens:max",
                    f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()}) > 0", high=1024,
@@ -249,7 +270,7 @@ class FleetQueries:
         base = {"realtime_tok_s": Part("realtime_tok_s", self.realtime_rate(self.window), weight=2),
                 "generation_tok_s": Part("generation_tok_s", self.generation_rate()),
                 "verify_per_s": Part("verify_per_s", self.verify_rate()),
-                "ttft_buckets": Part("ttft_buckets", self.ttft_buckets(), weight=20),
+                "ttft_quantile": Part("ttft_quantile", self.ttft_quantile(), weight=20),
                 "dcgm_framebuffer": Part("dcgm_framebuffer", self.dcgm_framebuffer(), weight=4)}
         parts = [Part("up", self.up())]
         wanted: list[str] = []

@@ -25,6 +25,21 @@ class Quantile:
     below: float | None = None
     above: float | None = None
 
+    @classmethod
+    def of_interpolated(cls, value: float, first_bound: float | None, last_bound: float | None) -> Quantile:
+        """The same rule for a quantile PromQL's histogram_quantile already interpolated, given the histogram's
+        first and highest finite bounds: at most the first bound, it fell in the first bucket (only below that
+        bound); the highest bound itself is histogram_quantile's answer for the +Inf bucket (only above it).
+        NaN (no observation) is unknown. (A quantile exactly at the highest bound reads as above it: PromQL gives
+        the same answer for both.)"""
+        if math.isnan(value):
+            return cls()
+        if first_bound is not None and value <= first_bound:
+            return cls(below=first_bound)
+        if last_bound is not None and value >= last_bound:
+            return cls(above=last_bound)
+        return cls(value=value)
+
     @property
     def known(self) -> bool:
         return self.value is not None or self.below is not None or self.above is not None

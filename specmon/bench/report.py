@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from specmon.acceptance import MIN_USEFUL_ACCEPT_LENGTH
 from specmon.bench.compare import Comparison, is_speculative
 from specmon.bench.model import BenchProgress, BenchResult
-from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
 
 ACCEPT_NEAR_ONE = "accept-near-1"
 SLOWER_THAN_BASELINE = "slower-than-baseline"

@@ -384,3 +384,12 @@ def test_a_scheduler_crash_on_the_warmup_request_is_a_startup_failure(before: st
     assert "Startup had finished" not in error.hint and "before the server reported ready" in error.hint
     text = format_summary(state)
     assert "FAILED" in text.splitlines()[0] and "Startup had finished" not in text
+
+
+def test_a_child_that_exited_during_startup_is_no_failure_by_itself() -> None:
+    """SGLang's SIGCHLD handler warns of any child's non-zero exit (a JIT compiler's too), and startup goes on."""
+    jit = ("[2026-12-03 09:00:43] WARNING engine.py:140: Child process unexpectedly failed with exitcode=1. "
+           "pid=5151\n")  # fmt: skip
+    state = track_text(CAPTURING + jit + "[2026-12-03 09:00:45 TP0] Capture target decode CUDA graph end. "
+                       "elapsed=3.00 s, mem usage=0.40 GB, avail mem=17.50 GB.\n" + MAX_TOTAL)  # fmt: skip
+    assert (state.state, state.error) == ("starting", None)

@@ -43,8 +43,7 @@ _CONSEQUENCE_LINE = re.compile(
     r"Scheduler or DataParallelController \d+ terminated with (-?\d+)"
     r"|Rank \d+ scheduler (?:is dead|died)"
     r"|Application startup failed"
-    r"|Child process unexpectedly failed"
-)
+)  # not the SIGCHLD handler's `Child process unexpectedly failed` warning: any child, a JIT compiler's too
 # An exception that reports another process's death, not its own failure.
 _CONSEQUENCE_TEXT = (
     "EOFError", "BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError", "scheduler died",
@@ -68,7 +67,7 @@ def consequence_exception(message: str) -> bool:
 # --- deaths without a Python traceback ----------------------------------------------------------------------
 
 _WHAT = re.compile(r"^\s*what\(\):\s+(.+)$")
-_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']{1,200})'")
 _FATAL_PYTHON = re.compile(r"^Fatal Python error: (.+)$")
 
 

@@ -171,7 +171,8 @@ def test_a_communication_librarys_init_failure_is_the_cause_not_the_exit_or_the_
     state = track_text(STARTUP + NVSHMEM + TERMINATED + LIFESPAN_CRASH)
     error = state.error
     assert error.message.startswith("/sgl-workspace/nvshmem/src/host/transport/transport.cpp")
-    assert error.phase == "kv_cache" and "terminated with 255" in error.hint
+    assert error.phase == "kv_cache" and "terminated with 255" in error.hint and "NVSHMEM" in error.hint
+    assert "traceback above" not in error.hint
     assert "RuntimeError" not in error.message and "lifespan" not in error.message
 
 
@@ -269,6 +270,7 @@ def test_a_scheduler_exception_after_ready_fails_the_server(order: str) -> None:
     assert (state.error.kind, state.error.phase) == ("cuda_error", "serving")
     assert state.error.message == ILLEGAL
     assert names(state)[-2:] == ["ready", "serving"] and state.phases[-1].status == "failed"
+    assert format_summary(state).startswith("SGLang startup: FAILED (while serving; had been ready after 53.0s)")
 
 
 @pytest.mark.parametrize("process", ["DataParallelController", "DetokenizerManager"])

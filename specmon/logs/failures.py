@@ -377,8 +377,12 @@ class FailureReading:
             return
         message = message[:500]
         hint = self._hint(kind, message, phase, speculative=speculative, scheduler_crash=scheduler_crash)
-        if after is not None:
-            hint += f" The process died after this line, with no Python traceback: {after[:200]}"
+        if after is not None:  # the last line before a process's exit, with no traceback
+            died = f"A process exited right after this line, with no Python traceback ({after[:200]})"
+            hint = f"{died}. {hint}" if kind != "exception" else (
+                f"{died}: this line is why. From a communication library (NCCL, NVSHMEM for DeepEP, Mooncake), "
+                "check the network devices and settings it names; else check `dmesg -T`."
+            )  # fmt: skip
         st.error = StartupError(kind=kind, message=message, phase=phase, hint=hint, at=self._ts)
         self._level = level
         st.state = "failed"

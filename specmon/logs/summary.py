@@ -340,6 +340,8 @@ def _headline(state: StartupState) -> str:
             notes.append(f"had been ready after {format_seconds(state.ready_after_s)}")
         if notes:
             parts.append(f"({'; '.join(notes)})")
+    elif state.state == "failed" and state.ready_after_s is not None:
+        parts.append(f"(while serving; had been ready after {format_seconds(state.ready_after_s)})")
     elif state.state == "starting" and state.current_phase is not None:
         parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
     if state.first_ts is not None:

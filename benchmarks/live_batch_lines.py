@@ -13,7 +13,8 @@ import argparse
 import sys
 import time
 
-from specmon.live.loglines import BatchLog, parse_batch_line
+from specmon.live.loglines import BatchLog
+from specmon.logs.batchlines import parse_batch_line
 
 DECODE = ("[2026-12-01 10:{m:02d}:{s:02d} DP{dp} TP0] Decode batch, #running-req: 48, #full token: {n}, full token "
           "usage: 0.34, #swa token: 52113, swa token usage: 0.21, accept len: 3.12, accept rate: 0.53, cuda graph: "

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from specmon.live.attach import plan_attach, read_range
-from specmon.live.loglines import parse_batch_line
 from specmon.live.quantiles import Quantile, bucket_delta, estimate
 from specmon.live.tracker import LiveTracker
+from specmon.logs.batchlines import parse_batch_line
 from specmon.serving.prom import parse_scrape
 
 API = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "sglang-api"

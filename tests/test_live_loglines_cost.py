@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from specmon.live import loglines
-from specmon.live.loglines import BatchLog, parse_batch_line
+from specmon.live.loglines import BatchLog
 from specmon.live.tracker import LiveTracker
+from specmon.logs import batchlines
+from specmon.logs.batchlines import parse_batch_line
 
 DECODE = ("[2026-12-01 10:00:{s:02d} DP{dp} TP0] Decode batch, #running-req: 48, #full token: {n}, full token usage: "
           "0.34, #swa token: 52113, swa token usage: 0.21, accept len: 3.12, accept rate: 0.53, cuda graph: True, "
@@ -17,14 +19,14 @@ DECODE = ("[2026-12-01 10:00:{s:02d} DP{dp} TP0] Decode batch, #running-req: 48,
 @pytest.fixture
 def stamps_parsed(monkeypatch):
     calls: list[str] = []
-    real = loglines._timestamp
+    real = batchlines._timestamp
 
     def counting(text):
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(loglines, "_timestamp", counting)
-    monkeypatch.setattr(loglines, "_heads", {})
+    monkeypatch.setattr(batchlines, "_timestamp", counting)
+    monkeypatch.setattr(batchlines, "_heads", {})
     return calls
 
 
@@ -42,7 +44,7 @@ def test_the_prefix_cache_is_bounded_and_still_right(stamps_parsed):
         minute, s = divmod(second, 60)
         line = DECODE.format(s=s, dp=0, n=second).replace("10:00:", f"10:{minute:02d}:")
         assert parse_batch_line(line).ts == parse_batch_line(line).ts
-    assert len(loglines._heads) <= loglines._HEAD_CACHE_MAX
+    assert len(batchlines._heads) <= batchlines._HEAD_CACHE_MAX
     assert parse_batch_line(DECODE.format(s=5, dp=0, n=1).replace("TP0", "TP1")) is None  # TP1 repeats TP0
 
 

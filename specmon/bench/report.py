@@ -6,9 +6,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from specmon.acceptance import MIN_USEFUL_ACCEPT_LENGTH
 from specmon.bench.compare import Comparison, is_speculative
 from specmon.bench.model import BenchProgress, BenchResult
-from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
 
 ACCEPT_NEAR_ONE = "accept-near-1"
 SLOWER_THAN_BASELINE = "slower-than-baseline"

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from specmon.acceptance import MIN_TOKENS_FOR_ACCEPT as MIN_TOKENS_FOR_ACCEPT
+from specmon.acceptance import MIN_USEFUL_ACCEPT_LENGTH, low_acceptance
 from specmon.live.model import Alert
-from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
 
 STALL_S = 60.0
 """Requests running and no token progress this long is a stall. SGLang refreshes its gauges only at decode-log
 intervals and, idle, every 30 s: a shorter limit would call a just-idle server stalled."""
-ACCEPT_LOW_RATIO = 0.6
-"""Acceptance below this fraction of the preset's last benchmark is far below it."""
 ACCEPT_NO_DRAFT = MIN_USEFUL_ACCEPT_LENGTH
-"""A draft whose weights did not load accepts about one token per step (`specmon check`'s own threshold)."""
-MIN_TOKENS_FOR_ACCEPT = 200
-"""Fewer generated tokens than this over the window say nothing about acceptance."""
+"""A draft whose weights did not load accepts about one token per step (`specmon.acceptance`: the rule and its
+thresholds, shared with `specmon check` and `log-summary`)."""
 DP_IMBALANCE_MIN_SPREAD = 4.0
 KV_FULL = 0.95
 
@@ -43,20 +41,10 @@ def stall(running: float | None, stalled_for_s: float, stall_s: float = STALL_S,
 
 def acceptance(accept: float | None, speculative: bool, generated: float | None,
                baseline: float | None) -> Alert | None:
-    """Acceptance far below the preset's last benchmark, or ≈ 1 (a draft that did not load).
-
-    `generated`: tokens generated over the window (None: enough, as the log's figures are); fewer than
-    MIN_TOKENS_FOR_ACCEPT say nothing."""
-    if accept is None or not speculative:
-        return None
-    if generated is not None and generated < MIN_TOKENS_FOR_ACCEPT:
-        return None
-    if baseline and accept < ACCEPT_LOW_RATIO * baseline:
-        return Alert("accept_low", "error",
-                     f"acceptance {accept:.2f}, far below the preset's last benchmark {baseline:.2f}")
-    if accept < ACCEPT_NO_DRAFT:
-        return Alert("accept_low", "error", f"acceptance {accept:.2f} ≈ 1 token per step: did the draft's weights load?")
-    return None
+    """Acceptance far below the preset's last benchmark, or ≈ 1 (a draft that did not load): the rule of
+    ``specmon.acceptance.low_acceptance``, as an alert."""
+    text = low_acceptance(accept, speculative, generated, baseline)
+    return Alert("accept_low", "error", text) if text is not None else None
 
 
 def kv_full(used: float | None, total: float | None, queued: float | None) -> Alert | None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from specmon.inputs import InputError, open_regular
+from specmon.logs.acceptance import ServingTail, serving_acceptance
 from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, check_followable, read_items
 from specmon.logs.model import StartupState
 from specmon.logs.summary import (
@@ -36,11 +37,12 @@ def run_log_summary(args: argparse.Namespace) -> int:
                 check_followable(args.path)
             return _run_follow(args.path, as_json=args.json, out=sys.stdout)
         tracker = StartupTracker()
+        tail = ServingTail()
         if args.path == "-":
-            summarize_stream(sys.stdin.buffer, tracker)
+            summarize_stream(sys.stdin.buffer, tracker, tail=tail)
         else:
             with open_regular(args.path, what="log file") as stream:
-                summarize_stream(stream, tracker)
+                summarize_stream(stream, tracker, tail=tail)
     except InputError as exc:
         print(f"specmon log-summary: {printable(exc)} (pipe a log to stdin: `-`)", file=sys.stderr)
         return 2
@@ -50,7 +52,7 @@ def run_log_summary(args: argparse.Namespace) -> int:
     state = tracker.state
     if not is_sglang_log(state):
         return _not_sglang(args.path, state.lines_seen, args.json, state)
-    print_state(state, args.json, sys.stdout)
+    print_state(state, args.json, sys.stdout, acceptance=serving_acceptance(tail.lines()))
     return exit_code(state)
 
 

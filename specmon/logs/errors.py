@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from specmon.logs.model import ERROR_KINDS
 from specmon.logs.patterns import BIND_PORT, MEM_FRACTION, suggest_flag
+from specmon.sglang.flags import router_flag
 
 _RANK = {kind: i for i, kind in enumerate(ERROR_KINDS)}
 
 _CUDA_ERROR_MARKS = ("cuda error", "cudaerror", "cublas_status", "cudnn_status", "nccl error", "ncclerror")
+# A package or native library that is missing or does not match: the environment, not the model or its flags.
+_DEPENDENCY_TYPES = ("ImportError", "ModuleNotFoundError")
+_DEPENDENCY_TEXTS = ("cannot open shared object file", "undefined symbol")
+# A kernel, dtype or feature this GPU's architecture does not have.
+_ARCHITECTURE_TEXTS = (
+    "not supported in this architecture", "only supports ampere", "requires compute capability",
+    "not supported on this gpu", "unsupported gpu architecture",
+)  # fmt: skip
 
 
 # Traceback frame text -> the phase it shows (checked in order; the deepest matching frame wins, except that
@@ -38,12 +47,17 @@ _FRAME_PHASES = (
     ("pool_configurator", "kv_cache"),
 )
 _DRAFT_FRAME_MARKS = ("EAGLEWorker", "draft_worker", "eagle_worker", "draft_model_runner", "DraftWorker")
+# Frames of code that waits on another process: what it raises there reports that process's death.
+_CONSEQUENCE_FRAMES = ("_wait_for_scheduler_ready", "wait_for_ready", "in lifespan", "multiprocessing/connection.py")
 
 
 class TracebackReader:
-    """A Python traceback being read: where it came from and what its frames show."""
+    """A Python traceback being read: where it came from and what its frames show.
 
-    __slots__ = ("origin", "phase", "draft", "speculative", "lines")
+    ``consequence``: its frames wait on another process (its error is that process's death, not a cause);
+    ``scheduler``: a scheduler's own traceback (`Scheduler hit an exception`)."""
+
+    __slots__ = ("origin", "phase", "draft", "speculative", "lines", "consequence", "scheduler")
 
     def __init__(self, origin: str | None) -> None:
         self.origin = origin
@@ -51,6 +65,8 @@ class TracebackReader:
         self.draft = False
         self.speculative = False
         self.lines = 0
+        self.consequence = False
+        self.scheduler = False
 
     def see_frame(self, text: str) -> None:
         """Read one indented frame line (``File ...`` or its source line)."""
@@ -58,6 +74,8 @@ class TracebackReader:
             self.draft = True
         if not self.speculative and ("specul" in text or "eagle" in text.lower()):
             self.speculative = True
+        if not self.consequence and any(mark in text for mark in _CONSEQUENCE_FRAMES):
+            self.consequence = True
         if self.phase == "serving":
             return
         for mark, phase in _FRAME_PHASES:
@@ -92,9 +110,11 @@ def classify_exception(message: str, phase: str | None, origin: str | None) -> s
         return "cuda_error"
     if "capture cuda graph failed" in text or "capture cpu graph failed" in text:
         return "capture_failed"
+    exc_type = message.split(":", 1)[0].rsplit(".", 1)[-1]
+    if exc_type in _DEPENDENCY_TYPES or any(mark in text for mark in _DEPENDENCY_TEXTS):
+        return "exception"  # wherever it was raised: a missing package is neither the weights nor the graphs
     if origin == "warmup" or phase == "warmup":
         return "warmup_failed"
-    exc_type = message.split(":", 1)[0].rsplit(".", 1)[-1]
     if phase == "server_args" and exc_type in ("AssertionError", "ValueError", "TypeError"):
         return "invalid_server_args"
     if phase in ("load_weights", "load_draft_weights"):
@@ -118,22 +138,23 @@ def hint_for(
     speculative: bool = False,
     mem_fraction: float | None = None,
     cuda_graph_flag: str = "--cuda-graph-max-bs",
+    scheduler_crash: bool = False,
 ) -> str:
     """One or two sentences on what to do about an error of ``kind``.
 
     ``mem_fraction`` is the server's --mem-fraction-static when the log showed it (its server_args line);
     ``cuda_graph_flag`` the flag that caps the captured batch sizes in the SGLang that wrote the log
-    (`loglines.cuda_graph_flag`: 0.5.20 renamed it `--cuda-graph-max-bs-decode`).
+    (`loglines.cuda_graph_flag`: 0.5.20 renamed it `--cuda-graph-max-bs-decode`); ``scheduler_crash``: the error
+    is a scheduler's own traceback (not the warmup thread's, not the parent's).
     """
     if kind == "unrecognized_arguments":
-        fixes = []
-        for flag in unrecognized_flags(message):
-            right = suggest_flag(flag)
-            if right:
-                fixes.append(f"use {right} instead of {flag}")
-        if fixes:
-            return "Not an SGLang flag: " + "; ".join(fixes) + "."
-        return "Remove the unknown flag, or check `--help` of this SGLang version (flags change between versions)."
+        return _unrecognized_hint(message)
+    if any(mark in message.lower() for mark in _ARCHITECTURE_TEXTS):
+        return (
+            "This GPU's architecture lacks a kernel, dtype or feature the launch needs (e.g. FP8 e4m3 needs compute "
+            "capability 8.9+): choose another --quantization, --kv-cache-dtype or --attention-backend, or install "
+            "builds of SGLang, sgl-kernel and Triton made for this GPU."
+        )
     if kind == "invalid_server_args":
         if speculative and message.strip() in ("AssertionError", "AssertionError:"):
             return (
@@ -219,6 +240,12 @@ def hint_for(
             f"{cuda_graph_flag} or --mem-fraction-static."
         )
     if kind == "warmup_failed":
+        if scheduler_crash:
+            return (
+                "A scheduler crashed on SGLang's own warmup request, before the server reported ready: startup "
+                "failed, and a real request would crash it the same way (--skip-server-warmup only defers it). "
+                "Read the scheduler's traceback above."
+            )
         if "502" in message or "503" in message or "proxy" in message.lower():
             return (
                 "The warmup request to the server's own port got an HTTP error from something else, usually an "
@@ -235,8 +262,45 @@ def hint_for(
     return _exception_hint(message, phase)
 
 
+def _unrecognized_hint(message: str) -> str:
+    router, fixes = [], []
+    for flag in unrecognized_flags(message):
+        if router_flag(flag):
+            router.append(flag)
+            continue
+        right = suggest_flag(flag)
+        if right:
+            fixes.append(f"use {right} instead of {flag}")
+    if router:
+        fixes.insert(0, f"{', '.join(router)} {'is a flag' if len(router) == 1 else 'are flags'} of SGLang's router, "
+                        "not of the server: give it to `python -m sglang_router.launch_router` (or launch both "
+                        "with `python -m sglang_router.launch_server`), or drop it")  # fmt: skip
+    if fixes:
+        return "Not an SGLang flag: " + "; ".join(fixes) + "."
+    return "Remove the unknown flag, or check `--help` of this SGLang version (flags change between versions)."
+
+
 def _exception_hint(message: str, phase: str | None) -> str:
     text = message.lower()
+    exc_type = message.split(":", 1)[0].rsplit(".", 1)[-1]
+    if exc_type in _DEPENDENCY_TYPES or any(mark in text for mark in _DEPENDENCY_TEXTS):
+        return (
+            "A Python package or native library that this launch needs is missing or does not match (often an "
+            "optional backend's: a kernel library, an attention or MoE backend, a quantization method): install "
+            "the version this SGLang pins, or choose a backend or --quantization that does not need it."
+        )
+    if "fatal python error" in text or "terminate called" in text:
+        return (
+            "A process died in native (C++/CUDA) code, with no Python exception: the lines just before it (a "
+            "`what():`, a library's error) say why; if none does, --disable-cuda-graph or another "
+            "--attention-backend isolates a crashing kernel."
+        )
+    if "terminated with" in text or "scheduler is dead" in text or "scheduler died" in text or "eoferror" in text:
+        return (
+            "A scheduler process died and the others noticed (its pipe closed): its own error, above or in another "
+            "rank's or node's log, is the cause; with none, it was killed or crashed in native code (check "
+            "`dmesg -T | grep -i -e oom -e xid`)."
+        )
     if "sigquit" in text:
         return (
             "A child process (a scheduler or the detokenizer) failed and its parent shut the server down: "

@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
+from specmon.logs.acceptance import ServingAcceptance, ServingTail
 from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LineSplitter
 from specmon.logs.model import (
     CLOCK_ONLY_YEAR,
@@ -52,9 +53,13 @@ def is_sglang_log(state: StartupState) -> bool:
 
 
 def summarize_stream(
-    stream: BinaryIO, tracker: StartupTracker | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    stream: BinaryIO,
+    tracker: StartupTracker | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    tail: ServingTail | None = None,
 ) -> StartupState:
-    """Read a whole binary stream into a tracker (a new one by default) and return its state.
+    """Read a whole binary stream into a tracker (a new one by default) and return its state; ``tail`` (when
+    given) keeps the stream's last bytes, for what the serving's last minute says (``serving_acceptance``).
 
     Reads ``chunk_bytes`` at a time. Until the server is ready, the chunk goes through the ``LineSplitter``
     (16 KiB at a time, larger while inside a progress bar's line; a long run of its frames is one ``FrameRun``)
@@ -67,6 +72,8 @@ def summarize_stream(
     read = getattr(stream, "read1", stream.read)
     piece = _STARTUP_PIECE
     while chunk := read(chunk_bytes):
+        if tail is not None:
+            tail.feed(chunk)
         start = 0
         while not tracker.skips_steady and start < len(chunk):  # the startup: in pieces, to notice ready
             items = splitter.feed(chunk[start : start + piece] if start or piece < len(chunk) else chunk)
@@ -230,8 +237,8 @@ class ChangePrinter:
 # --- the readable summary ------------------------------------------------------------------------
 
 
-def format_summary(state: StartupState) -> str:
-    """The whole state as aligned plain text, the error (with its hint) first."""
+def format_summary(state: StartupState, acceptance: ServingAcceptance | None = None) -> str:
+    """The whole state as aligned plain text, the error (with its hint) and a symptom of the serving first."""
     out: list[str] = [_headline(state)]
     if state.error is not None:
         error = state.error
@@ -239,6 +246,11 @@ def format_summary(state: StartupState) -> str:
         out += ["", f"!! ERROR  {error.kind}{where}", *_wrap(error.message, "   ")]
         if error.hint:
             out += _wrap(error.hint, "   hint: ", "         ")
+    if acceptance is not None and acceptance.alert is not None:
+        algorithm = f" ({state.speculative_algorithm})" if state.speculative_algorithm else ""
+        out += ["", f"!! ACCEPTANCE  {acceptance.alert}", *_wrap(
+            f"Speculation{algorithm} was serving; {_window(acceptance)}, read as the Live view reads them.", "   "
+        )]
     if state.phases:
         rows = [
             [p.name, p.status, _clock(p.started), _clock(p.ended), format_seconds(p.elapsed_s)] for p in state.phases
@@ -307,6 +319,8 @@ def format_summary(state: StartupState) -> str:
         facts.append(("SGLang version", f"{state.sglang_versions} (the versions whose lines these are)"))
     if state.weights_committed_s is not None:
         facts.append(("real weights", f"committed in {format_seconds(state.weights_committed_s)} after the capture"))
+    if acceptance is not None:
+        facts.append(("acceptance", f"{acceptance.accept_length:.2f} tokens per verify step ({_window(acceptance)})"))
     if facts:
         width = max(len(name) for name, _ in facts)
         out += [""] + [f"{name:<{width}}  {value}" for name, value in facts]
@@ -326,6 +340,8 @@ def _headline(state: StartupState) -> str:
             notes.append(f"had been ready after {format_seconds(state.ready_after_s)}")
         if notes:
             parts.append(f"({'; '.join(notes)})")
+    elif state.state == "failed" and state.ready_after_s is not None:
+        parts.append(f"(while serving; had been ready after {format_seconds(state.ready_after_s)})")
     elif state.state == "starting" and state.current_phase is not None:
         parts.append(f"(last phase: {state.current_phase.name}, {state.current_phase.status})")
     if state.first_ts is not None:
@@ -337,6 +353,15 @@ def _headline(state: StartupState) -> str:
         parts.append(f"  [log {span}]")
     parts.append(f"  {state.lines_seen:,} lines")
     return " ".join(parts)
+
+
+def _window(acceptance: ServingAcceptance) -> str:
+    """The decode lines an acceptance was read over: how many, their times, and the window they are the end of."""
+    count = acceptance.decode_lines
+    text = f"{count:,} decode line{'s' if count != 1 else ''}"
+    if acceptance.first is not None and acceptance.last is not None:
+        text += f", {_clock(acceptance.first)} → {_clock(acceptance.last)}"
+    return f"{text}: the last {format_seconds(acceptance.window_s)} of them"
 
 
 def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
@@ -388,9 +413,18 @@ def _batch_sizes(sizes: list[int]) -> str:
     return f"{len(sizes)} sizes, {min(sizes)}…{max(sizes)}"
 
 
-def print_state(state: StartupState, as_json: bool, out: TextIO, compact: bool = False) -> None:
+def print_state(
+    state: StartupState,
+    as_json: bool,
+    out: TextIO,
+    compact: bool = False,
+    acceptance: ServingAcceptance | None = None,
+) -> None:
+    """The summary as text or JSON: ``StartupState.to_json()`` with the serving's ``acceptance`` (or null)."""
     if as_json:
-        out.write(json.dumps(state.to_json(), indent=None if compact else 2) + "\n")
+        doc = state.to_json()
+        doc["acceptance"] = acceptance.to_json() if acceptance is not None else None
+        out.write(json.dumps(doc, indent=None if compact else 2) + "\n")
     else:
-        out.write(printable(format_summary(state), newlines=True))
+        out.write(printable(format_summary(state, acceptance), newlines=True))
     out.flush()

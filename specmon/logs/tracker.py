@@ -12,7 +12,9 @@ from operator import itemgetter, le
 from typing import TYPE_CHECKING
 
 from specmon.logs import patterns
-from specmon.logs.errors import TracebackReader, classify_exception, hint_for, precedence
+from specmon.logs.causes import PLACEHOLDER, SYMPTOM
+from specmon.logs.errors import TracebackReader
+from specmon.logs.failures import FailureReading
 from specmon.logs.model import (
     Capture,
     CaptureProgressed,
@@ -23,8 +25,6 @@ from specmon.logs.model import (
     PhaseChanged,
     ServerBecameReady,
     ServerStopped,
-    StartupError,
-    StartupFailed,
     StartupState,
     TrackerEvent,
     WeightLoad,
@@ -132,11 +132,6 @@ def _add_sizes(capture: Capture, sizes: Iterable[bytes]) -> None:
     known.sort()
 
 
-def _kill_evidence(msg: str) -> bool:
-    """Whether the line says a process died of signal 9 (``Killed``, ``exit code -9``, ``SIGKILL``...)."""
-    return any(mark in msg for mark in patterns.KILL_MARKS) and patterns.KILL_EVIDENCE.search(msg) is not None
-
-
 def _set_sizes(capture: Capture, sizes: list[int]) -> None:
     """The batch sizes a capture line lists; they set its total, which its progress never exceeds."""
     capture.batch_sizes = sizes
@@ -145,18 +140,7 @@ def _set_sizes(capture: Capture, sizes: list[int]) -> None:
         capture.done = capture.total
 
 
-def _gpu_fault(msg: str) -> bool:
-    """Whether the line says the GPU itself faulted (an HSA hardware exception, an NVIDIA Xid)."""
-    return any(mark in msg for mark in patterns.GPU_FAULT_MARKS) and patterns.GPU_FAULT.search(msg) is not None
-
-
-def _leaked_message(msg: str, at: int) -> str:
-    """The resource_tracker warning as an error message, without the file path before it."""
-    start = msg.rfind("resource_tracker:", 0, at)
-    return "the server died without logging an error; its last line: " + msg[start if start >= 0 else at :].strip()
-
-
-class StartupTracker:
+class StartupTracker(FailureReading):
     """Feed log lines and ``\\r`` progress frames; read ``state`` and ``drain_events()``.
 
     Pure: no I/O and no clock (times come from the log's timestamps; a line without one inherits the last seen).
@@ -170,8 +154,7 @@ class StartupTracker:
         self._ts: datetime | None = None
         self._ready = False
         self._over = False  # failed or stopped: only errors are still read
-        self._tb: TracebackReader | None = None
-        self._provisional = False  # the current error awaits its traceback's exception line
+        self._init_failures()
         self._seen_rank0 = False
         self._load_count: dict[str, int] = {}
         self._load_model: dict[str, str] = {}
@@ -357,6 +340,10 @@ class StartupTracker:
             kind = self._traceback_line(tb, tags, level, msg)
             if kind is not None:
                 return kind
+        elif self._continuation is not None:
+            kind = self._continued(tags, level, msg)
+            if kind is not None:
+                return kind
         if self._over:
             return self._after_end(level, msg)
         if self._ready:
@@ -406,7 +393,7 @@ class StartupTracker:
             if msg.startswith(patterns.WARMUP_FAILED):  # 0.5.22+'s Rust server: "startup warmup failed"
                 self._narrow("warmup_failed", msg.split(" error=")[0].strip())
                 self._enter("warmup")
-                self._fail("warmup_failed", msg.strip(), "warmup")
+                self._fail("warmup_failed", msg.strip(), "warmup", level=SYMPTOM)
                 return "error"
             return None
         if head == "I":
@@ -417,7 +404,7 @@ class StartupTracker:
                 return "phase"
             if msg.startswith("Initialization failed. warmup error"):
                 self._enter("warmup")
-                self._fail("warmup_failed", msg, "warmup", provisional="Traceback" in msg)
+                self._fail("warmup_failed", msg, "warmup", level=PLACEHOLDER if "Traceback" in msg else SYMPTOM)
                 if "Traceback" in msg:
                     self._tb = TracebackReader("warmup")
                 return "error"
@@ -434,157 +421,6 @@ class StartupTracker:
         if '"GET /' in msg or '"POST /' in msg:
             self._maybe_warmup()
             return None
-        return None
-
-    def _failure_line(self, level: str | None, msg: str) -> LineKind | None:
-        if "Traceback (most recent call last)" in msg:
-            origin = "warmup" if "warmup" in msg else None
-            self._tb = TracebackReader(origin)
-            self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
-            return "error"
-        if "address already in use" in msg:
-            self._fail("port_in_use", msg.strip(), "http_server")
-            return "error"
-        if ": error: " in msg:
-            m = patterns.ARGPARSE_ERROR.match(msg)
-            if m is not None:
-                what = m.group(1)
-                kind = "unrecognized_arguments" if "unrecognized arguments" in what else "invalid_server_args"
-                self._fail(kind, msg.strip(), "server_args")
-                return "error"
-        if _kill_evidence(msg):
-            self._fail("killed", msg.strip(), self._phase_name())
-            return "error"
-        if "igquit" in msg or "IGQUIT" in msg:
-            # the parent saw a child fail: the child's traceback (before or after this line) says why
-            self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
-            return "error"
-        if "leaked" in msg:
-            m = patterns.LEAKED_AT_EXIT.search(msg)
-            if m is not None:
-                self._fail("killed", _leaked_message(msg, m.start()), self._phase_name(), provisional=True)
-                return "error"
-        if _gpu_fault(msg):
-            self._fail("cuda_error", msg.strip(), self._phase_name())
-            return "error"
-        if "UDA" in msg or "cudaError" in msg:
-            kind = self._cuda_error_line(level, msg)
-            if kind is not None:
-                return kind
-        if "SIGTERM received" in msg:
-            self._stopped("shutdown")
-            return "phase"
-        if "scheduler is dead" in msg or "scheduler died" in msg:
-            kind = "killed" if "-9" in msg else "exception"
-            self._fail(kind, msg.strip(), self._phase_name())
-            return "error"
-        if msg.startswith("Initialization failed"):
-            self._fail("exception", msg.strip(), self._phase_name(), provisional=True)
-            return "error"
-        if msg[:1] not in (" ", "\t") and (
-            "out of memory" in msg or "Not enough memory" in msg or "graph failed" in msg
-        ):
-            m = patterns.EXCEPTION_LINE.match(msg.strip())
-            if m is not None:
-                phase = self._phase_name()
-                self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
-                return "error"
-        return None
-
-    def _cuda_error_line(self, level: str | None, msg: str) -> LineKind | None:
-        """A CUDA error printed by C++ code (a kernel, c10), not by a Python traceback: it fails the phase."""
-        if level == "WARNING" or "arning" in msg or patterns.CUDA_ERROR_LINE.search(msg) is None:
-            return None
-        phase = self._phase_name()
-        self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
-        return "error"
-
-    def _traceback_line(self, tb: TracebackReader, tags: str, level: str | None, msg: str) -> LineKind | None:
-        """Read a line while a traceback is open; returns None when the line is not part of it."""
-        tb.lines += 1
-        if tb.lines > _MAX_TRACEBACK_LINES:
-            self._tb = None
-            return None
-        if tags or level is not None:
-            return None  # another process's log line interleaved with the traceback
-        first = msg[:1]
-        if first == " " or first == "\t":
-            before = tb.phase
-            tb.see_frame(msg)
-            if tb.phase != before:
-                self._refine_provisional(tb)
-            return "error"
-        if not msg or msg.startswith(("Traceback", "During handling", "The above exception")):
-            return "error"
-        m = patterns.EXCEPTION_LINE.match(msg.rstrip())
-        if m is None:
-            return None
-        self._tb = None
-        if self._ready and not self._over:
-            return "error"
-        phase = tb.phase or self._phase_name()
-        message = msg.strip()
-        kind = classify_exception(message, phase, tb.origin)
-        self._fail(kind, message, phase, speculative=tb.speculative, from_traceback=True)
-        return "error"
-
-    def _refine_provisional(self, tb: TracebackReader) -> None:
-        """A traceback with no exception line yet: let its frames say where it happened."""
-        error = self._state.error
-        if error is None or not self._provisional or error.kind != "exception" or tb.phase is None:
-            return
-        kind = classify_exception("", tb.phase, tb.origin)
-        self._state.error = replace(error, kind=kind, phase=tb.phase, hint=self._hint(kind, error.message, tb.phase))
-        self._blame(tb.phase)
-        self._emit(StartupFailed(error=replace(self._state.error)))
-
-    def _after_ready(self, level: str | None, msg: str) -> LineKind | None:
-        if _gpu_fault(msg):  # the server dies of it: a GPU fault, not a plain death
-            self._ready = False
-            self._fail("cuda_error", msg.strip(), "serving")
-            return "error"
-        if "address already in use" in msg:
-            self._ready = False
-            self._state.state = "starting"
-            self._fail("port_in_use", msg.strip(), "http_server")
-            return "error"
-        if "SIGTERM received" in msg or "Gracefully exiting" in msg or "kill_process_tree" in msg:
-            self._stopped("shutdown")
-            return "phase"
-        if (
-            "igquit" in msg
-            or "IGQUIT" in msg
-            or _kill_evidence(msg)
-            or ("leaked" in msg and patterns.LEAKED_AT_EXIT.search(msg) is not None)
-        ):
-            self._stopped("died")  # no shutdown was logged: the server died
-            return "phase"
-        if level == "ERROR" or level == "CRITICAL" or "Traceback (most recent call last)" in msg:
-            if "Traceback" in msg:
-                self._tb = TracebackReader(None)
-            return "error"
-        if level == "WARNING" or "arning" in msg:
-            return "warning"
-        return None
-
-    def _after_end(self, level: str | None, msg: str) -> LineKind | None:
-        st = self._state
-        if st.state == "stopped" and msg.startswith("kill_process_tree called"):
-            shutdown = st.current_phase
-            if shutdown is not None and shutdown.name == "shutdown" and shutdown.status == "running":
-                self._finish_phase(shutdown, "done")  # SGLang's last line: the process tree is gone
-            return "phase"
-        if self._state.state == "failed":
-            if "address already in use" in msg:
-                self._fail("port_in_use", msg.strip(), self._state.error.phase if self._state.error else None)
-                return "error"
-            kind = self._failure_line(level, msg)
-            if kind is not None:
-                return kind
-        if level == "ERROR" or level == "CRITICAL":
-            return "error"
-        if level == "WARNING" or "arning" in msg:
-            return "warning"
         return None
 
     # --- milestones ---------------------------------------------------------------------------------------
@@ -1177,10 +1013,11 @@ class StartupTracker:
     # --- state changes ------------------------------------------------------------------------------------
 
     def _phase_name(self) -> str | None:
-        """The phase an error without frames is blamed on: the running one, else serving once startup moved on."""
+        """The phase an error without frames is blamed on: the running one, else serving once startup moved on
+        (``_startup_phase``: on a worker node; the warmup before a ready line)."""
         phase = self._state.current_phase
         if phase is not None and phase.status != "running" and self._scheduler_up and not self._ready:
-            return "serving"
+            return self._startup_phase("serving")
         return phase.name if phase is not None else None
 
     def _enter(self, name: str) -> None:
@@ -1211,68 +1048,6 @@ class StartupTracker:
                 return
         if len(memory) < 64:
             memory.append(MemoryStep(step=step, avail_gb=avail_gb, at=self._ts))
-
-    def _fail(
-        self,
-        kind: str,
-        message: str,
-        phase: str | None,
-        *,
-        provisional: bool = False,
-        speculative: bool = False,
-        from_traceback: bool = False,
-    ) -> None:
-        st = self._state
-        if st.state == "stopped" or (self._ready and kind != "port_in_use"):
-            return
-        current = st.error
-        if current is not None:
-            better = precedence(kind) < precedence(current.kind)
-            refines = self._provisional and (from_traceback or precedence(kind) <= precedence(current.kind))
-            if not (better or refines):
-                return
-        message = message[:500]
-        st.error = StartupError(
-            kind=kind,
-            message=message,
-            phase=phase,
-            hint=self._hint(kind, message, phase, speculative=speculative),
-            at=self._ts,
-        )
-        self._provisional = provisional
-        st.state = "failed"
-        self._ready = False
-        self._over = True
-        now = self.clock
-        for capture in st.captures:
-            if capture.status == "running":
-                capture.status = "failed"
-                capture.ended = now
-                self._capture_event(capture)
-        for weight in st.weights:
-            if weight.status == "running":
-                weight.status = "failed"
-                weight.ended = now
-                self._weights_event(weight)
-        self._blame(phase)
-        self._emit(StartupFailed(error=replace(st.error)))
-
-    def _hint(self, kind: str, message: str, phase: str | None, *, speculative: bool = False) -> str:
-        fraction = self._state.mem_fraction_static
-        flag = loglines.cuda_graph_flag(self._versions)
-        return hint_for(kind, message, phase, speculative=speculative, mem_fraction=fraction, cuda_graph_flag=flag)
-
-    def _blame(self, phase: str | None) -> None:
-        """Fail `phase` (and whatever still runs); a phase before it that a provisional error failed was done."""
-        st = self._state
-        if phase is not None and st.phase(phase) is None:
-            self._enter(phase)
-        blamed = next((i for i, entry in enumerate(st.phases) if entry.name == phase), None)
-        for i, entry in enumerate(st.phases):
-            if entry.status == "running":
-                self._finish_phase(entry, "failed")
-            elif entry.status == "failed" and blamed is not None and i < blamed:
-                entry.status = "done"
 
     # --- events -------------------------------------------------------------------------------------------
 

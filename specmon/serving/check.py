@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from specmon.acceptance import MIN_USEFUL_ACCEPT_LENGTH
 from specmon.serving.client import (
     AuthenticationFailed,
     GenerateResult,
@@ -30,8 +31,6 @@ CheckLevel = Literal["ok", "info", "warn", "fail"]
 
 PROMPT = "Explain in a few sentences how a lighthouse keeper spent a long winter night."
 MAX_NEW_TOKENS = 64
-# Below this mean acceptance length the draft is (almost) never right.
-MIN_USEFUL_ACCEPT_LENGTH = 1.1
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
 # server_info, /metrics twice and one generation, all together: a server that drips bytes cannot hold check.
 CALL_TIMEOUT_S = 120.0

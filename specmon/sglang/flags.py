@@ -24,6 +24,7 @@ from specmon.sglang.source import FLAG_KEYS, SUPPRESS, SGLangSourceError, read_s
 
 __all__ = [
     "FLAG_ALIASES",
+    "ROUTER_FLAGS",
     "DATA_DIR",
     "Flag",
     "FlagTable",
@@ -31,6 +32,7 @@ __all__ = [
     "load_shipped",
     "newest_shipped",
     "read_installed",
+    "router_flag",
     "shipped_versions",
     "table_from_data",
     "version_key",
@@ -56,6 +58,33 @@ FLAG_ALIASES: dict[str, str] = {
     "--served-model": "--served-model-name",
     "--model": "--model-path",
 }
+
+# The flags of SGLang's router (`python -m sglang_router.launch_router`; `sglang_router.launch_server` takes them
+# with a `--router-` prefix), which the server does not take. Not SGLang server data: sglang_router's RouterArgs.
+ROUTER_FLAGS = frozenset(
+    "--" + name for name in (
+        "worker-urls", "policy", "prefill-policy", "decode-policy", "mini-lb", "pd-disaggregation", "prefill",
+        "decode", "worker-startup-timeout-secs", "worker-startup-check-interval", "cache-threshold",
+        "balance-abs-threshold", "balance-rel-threshold", "eviction-interval-secs", "max-tree-size",
+        "max-payload-size", "dp-aware", "enable-igw", "service-discovery", "selector", "service-discovery-port",
+        "service-discovery-namespace", "prefill-selector", "decode-selector", "bootstrap-port-annotation",
+        "prometheus-port", "prometheus-host", "request-id-headers", "request-timeout-secs",
+        "max-concurrent-requests", "queue-size", "queue-timeout-secs", "rate-limit-tokens-per-second",
+        "cors-allowed-origins", "retry-max-retries", "retry-initial-backoff-ms", "retry-max-backoff-ms",
+        "retry-backoff-multiplier", "retry-jitter-factor", "disable-retries", "cb-failure-threshold",
+        "cb-success-threshold", "cb-timeout-duration-secs", "cb-window-duration-secs", "disable-circuit-breaker",
+        "health-failure-threshold", "health-success-threshold", "health-check-timeout-secs",
+        "health-check-interval-secs", "health-check-endpoint",
+    )
+)  # fmt: skip
+
+
+def router_flag(option: str) -> bool:
+    """Whether `option` is a flag of SGLang's router rather than of its server (`--router-policy`, `--policy`,
+    `--worker-urls` ...)."""
+    option = option.split("=", 1)[0]
+    return option.startswith("--router-") or option in ROUTER_FLAGS
+
 
 _NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "append_const", "count", "BooleanOptionalAction")
 _VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)(\d+))?(?:[.-]?post(\d+))?(?:[.-]?dev(\d+))?$")

@@ -91,7 +91,7 @@ def test_a_sweep_killed_mid_run_resumes_without_measuring_anything_twice(oncall:
     before = wait_for(second_step_measuring, timeout=120, what="the sweep measuring its second preset")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    report = sweep(oncall, "--resume")
+    report = sweep(oncall, "--resume", "--yes")  # it replaces the server the killed sweep left
     assert report["run_id"] == before["run_id"]
     rows = report["presets"]
     assert [r["state"] for r in rows] == ["measured"] * 4

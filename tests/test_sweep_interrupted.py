@@ -27,7 +27,7 @@ def test_a_sweep_cut_by_a_hangup_is_shown_by_ps_and_on_attach(oc):
     (oc.presets / "slow-b.toml").write_text(  # starts for minutes: the hang-up lands while it starts
         'name = "slow-b"\nextends = "demo-eagle3-5"\ndemo = true\n[server.args]\nemulator-speed = 0.05\n')
     oc.json("start", "fast-a", "--port", str(free_port_pair()), "--wait")  # the sweep switches this server
-    sweep = oc.popen("sweep", "--presets", str(oc.presets), "fast-base", "fast-a", "slow-b", "--requests", "2",
+    sweep = oc.popen("sweep", "--presets", str(oc.presets), "fast-base", "fast-a", "slow-b", "--requests", "2", "--yes",
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     plan = wait_for(lambda: (p := plan_of(oc)) and p["steps"][1]["state"] != "pending" and p, 120,
                     "the sweep's second step")  # fmt: skip

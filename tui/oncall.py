@@ -265,7 +265,8 @@ class OncallWiring:
         presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
         runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
                              on_event=lambda text: post(messages.SweepProgressed(text)),
-                             on_progress=lambda progress: post(messages.BenchProgressed(progress)))
+                             on_progress=lambda progress: post(messages.BenchProgressed(progress)),
+                             server=self.attached)
         self._sweep_runner = runner
         try:
             report = runner.run()

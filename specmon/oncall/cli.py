@@ -278,24 +278,17 @@ def prometheus_sd(inventory) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------- stop
 
 
-def pick_server(inventory, key: str | None, what: str):
-    """The server `key` names (id, id prefix, pid), or the only one alive; UsageError otherwise."""
-    if key:
-        server = inventory.find(key)
-        if server is None:
-            raise UsageError(f"no server {key!r} (see `specmon ps`)")
-        return server
-    alive = inventory.alive()
-    if not alive:
-        raise UsageError("no running server (see `specmon ps`)")
-    launched = [s for s in alive if s.launched_by_specmon]
-    if len(launched) == 1:
-        return launched[0]
-    alive = launched or alive
-    if len(alive) > 1:
-        names = ", ".join(f"{s.id} ({s.preset or 'pid ' + str(s.pid)}, {s.url})" for s in alive)
-        raise UsageError(f"several servers are running; say which to {what}: {names}")
-    return alive[0]
+def pick_server(inventory, key: str | None, what: str, how_to_name: str):
+    """The server `key` names, else the one running server specmon launched (`discovery.pick_server`), and the
+    line on the servers it left alone (`discovery.not_launched_note`) when it picked none. UsageError otherwise."""
+    from specmon.oncall.discovery import NotPicked, not_launched_note
+    from specmon.oncall.discovery import pick_server as pick
+
+    try:
+        server = pick(inventory, key, what, how_to_name)
+    except NotPicked as exc:
+        raise UsageError(str(exc)) from None
+    return server, None if server is not None else not_launched_note(inventory, how_to_name)
 
 
 def _export_stop(args: argparse.Namespace, server, result) -> None:
@@ -323,7 +316,10 @@ def run_stop(args: argparse.Namespace) -> int:
     from specmon.oncall.discovery import find_servers
     from specmon.oncall.stopper import StopRefused, kill_leftovers, stop_server
 
-    server = pick_server(find_servers(with_gpus=False), args.server, "stop")
+    server, left_alone = pick_server(find_servers(with_gpus=False), args.server, "stop", "specmon stop {pid}")
+    if server is None:
+        raise UsageError(f"nothing stopped: no server specmon launched is running; {left_alone}" if left_alone
+                         else "no running server (see `specmon ps`)")
     if server.alive and not confirm(f"Stop {_describe(server)}? It may be serving traffic.", args.yes):
         _emit(args, {"id": server.id, "stopped": False, "error": "not confirmed"}, "not stopped")
         return EXIT_FAILED
@@ -430,7 +426,10 @@ def run_switch(args: argparse.Namespace) -> int:
 
     preset = _load_preset(args, args.preset)
     inventory = find_servers(with_gpus=False)
-    server = pick_server(inventory, args.server, "switch") if (args.server or inventory.alive()) else None
+    naming = f"specmon switch {preset.name} --from {{pid}}"
+    server, left_alone = pick_server(inventory, args.server, "switch", naming)
+    if left_alone:
+        _note(left_alone)
     if server is not None:
         why = server.why_not_signalable()
         if why:
@@ -463,5 +462,7 @@ def run_switch(args: argparse.Namespace) -> int:
         on_step=progress,
         on_line=_progress_line,
     )
+    if left_alone and args.json:
+        report.notes.append(left_alone)
     _emit(args, report.to_json(), _switch_text(report))
     return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

@@ -143,11 +143,13 @@ def history_for(results: Sequence[Any], preset: str | None, url: str | None, mod
 
 
 def successor(servers: Sequence[Any], followed: Any) -> Any | None:
-    """The alive server that took over from ``followed`` (same port, another process), or None yet."""
+    """The alive server that took over from ``followed`` (same port, another process), or None yet. One specmon
+    did not launch never takes over from one it did: nobody named it (a server the user named by pid may be
+    followed across its own restarts)."""
     for server in servers:
         if server.alive and server.port == followed.port and (
             server.pid != followed.pid or server.create_time != followed.create_time
-        ):
+        ) and (server.launched_by_specmon or not followed.launched_by_specmon):
             return server
     return None
 

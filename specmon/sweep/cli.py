@@ -8,11 +8,15 @@ import json
 import sys
 from typing import Any
 
-from specmon.sweep.plan import SweepError, SweepStore, plan_sweep
+from specmon.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
 from specmon.units import format_seconds, number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class NotSwept(Exception):
+    """The server to replace may not be stopped (another user's, or the user said no): exit 1."""
 
 
 def _note(message: str) -> None:
@@ -86,14 +90,15 @@ def run_sweep(args: argparse.Namespace) -> int:
             return _predict_only(args, presets, store)
         if plan is None:
             plan = plan_sweep(list(presets.values()), requests=args.requests)
-    except SweepError as exc:
+        server = _server_to_replace(args, plan)
+    except (SweepError, NotSwept) as exc:
         _note(str(exc))
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(exc, SweepError) else EXIT_FAILED
     options = SweepOptions(
         preflight=not args.no_preflight, leave=args.leave, skip_predicted_worse=args.skip_predicted_worse
     )
     runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note,
-                         on_startup=_startup_line)
+                         on_startup=_startup_line, server=server)
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
     report = runner.run()
@@ -105,6 +110,42 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(format_report(report))
     measured = all(row["state"] == "measured" for row in report.rows)
     return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
+
+
+def _server_to_replace(args: argparse.Namespace, plan: SweepPlan) -> Any:
+    """The server the sweep's first switch replaces: the one `--from` names, else (resuming) the one the sweep
+    launched, else the one running server specmon launched (`pick_server`: one it did not launch is replaced only
+    when named, and said left alone). Asks before it is stopped, unless --yes."""
+    from specmon.oncall.discovery import NotPicked, find_servers, not_launched_note, pick_server
+
+    inventory = find_servers(with_gpus=False)
+    again = f"--resume {plan.run_id}" if args.resume is not None else " ".join(dict.fromkeys(args.presets_to_run))
+    naming = f"specmon sweep {again} --from {{pid}}"
+    key = args.server
+    if key is None and plan.server_id and (own := inventory.find(plan.server_id)) and own.alive:
+        key = own.id
+    try:
+        server = pick_server(inventory, key, "replace", naming)
+    except NotPicked as exc:
+        raise SweepError(str(exc)) from None
+    if server is None and (left_alone := not_launched_note(inventory, naming)):
+        _note(left_alone)
+    if server is None or not server.alive:
+        return server
+    from specmon.oncall.cli import UsageError, confirm
+
+    if why := server.why_not_signalable():
+        raise NotSwept(f"not swept: {why}")
+    who = server.preset or f"pid {server.pid}"
+    question = (f"Stop server {server.id} ({who}, pid {server.pid}, {server.url}) and sweep "
+                f"{len({s.preset for s in plan.steps})} presets on its port? It may be serving traffic.")
+    try:
+        confirmed = confirm(question, args.yes)
+    except UsageError as exc:
+        raise SweepError(str(exc)) from None
+    if not confirmed:
+        raise NotSwept("not swept: not confirmed")
+    return server
 
 
 def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: SweepStore) -> int:
@@ -121,7 +162,7 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
     plan = SweepPlan(new_sweep_id(), [SweepStep(longest.name, False, draft_tokens)], requests=args.requests)
     runner = SweepRunner(plan, presets, store, ResultStore(), SweepOptions(preflight=not args.no_preflight,
                          leave="none" if args.leave == "none" else "best"), on_event=None if args.json else _note,
-                         on_startup=_startup_line)
+                         on_startup=_startup_line, server=_server_to_replace(args, plan))
     runner.run()
     step = plan.steps[0]
     run = runner._load(step.bench_run_id) if step.state == "measured" else None  # noqa: SLF001

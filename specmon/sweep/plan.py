@@ -58,6 +58,8 @@ class SweepPlan:
     runner_pid: int | None = None
     runner_started: float | None = None
     """The process running the sweep (pid and start time): gone while unfinished means interrupted."""
+    server_id: str | None = None
+    """The server the sweep launched last (its id in `specmon ps`): the only one it replaces from then on."""
 
     @property
     def next_step(self) -> SweepStep | None:
@@ -82,6 +84,7 @@ class SweepPlan:
                 recommended=_text(data.get("recommended")),
                 runner_pid=_number(data.get("runner_pid"), int),
                 runner_started=_number(data.get("runner_started"), float),
+                server_id=_text(data.get("server_id")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SweepError(f"not a sweep state file: {exc}") from None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from specmon.bench.results import ResultStore
     from specmon.bench.run import BenchRun
     from specmon.launch.presets import Preset
+    from specmon.oncall.discovery import FoundServer
 
 Event = Callable[[str], None]
 LEAVE_CHOICES = ("best", "baseline", "none")
@@ -76,8 +77,12 @@ class SweepRunner:
         on_event: Event | None = None,
         on_progress: Callable[[BenchProgress], None] | None = None,
         on_startup: Event | None = None,
+        server: FoundServer | None = None,
     ) -> None:
         self.plan = plan
+        self._server = server
+        """The server the next switch replaces until the sweep launches its own (`plan.server_id`): the one the
+        user named or `pick_server` picked; None: no server specmon launched runs."""
         self.presets = presets
         self.store = store
         self.results = results
@@ -158,6 +163,7 @@ class SweepRunner:
             ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup,
         )  # fmt: skip
         step.startup_s = round(sum(s["took_s"] or 0.0 for s in outcome.steps), 3)
+        self._switched(outcome)
         if outcome.state != "ready" or outcome.url is None:
             step.state, step.error = "failed", outcome.error or "not ready"
             self.say(f"{step.preset}: failed: {step.error}")
@@ -205,11 +211,23 @@ class SweepRunner:
         settings = RunSettings.of(self.presets[first.preset].bench)
         return dataclasses.replace(settings, requests=self.plan.requests) if self.plan.requests else settings
 
+    def _switched(self, outcome: Any) -> None:
+        """After a switch: unless it left the old server serving, the sweep's server is the one it launched (if
+        any), and no other server is ever acted on again (saved, for a resume)."""
+        if not outcome.old_still_serving:
+            self._server = None
+            self.plan.server_id = outcome.id
+            self.store.save(self.plan)
+
     def _running_server(self) -> Any:
+        """The server the next switch replaces: the one given until the sweep launched its own, then its own while
+        it runs (None: nothing to replace)."""
+        if self._server is not None or not self.plan.server_id:
+            return self._server
         from specmon.oncall.discovery import find_servers
 
-        alive = [s for s in find_servers(with_gpus=False).alive() if s.launched_by_specmon]
-        return max(alive, key=lambda s: s.started_at or 0) if alive else None
+        own = find_servers(with_gpus=False).find(self.plan.server_id)
+        return own if own is not None and own.alive and own.id == self.plan.server_id else None
 
     def _load(self, run_id: str | None) -> BenchResult | None:
         if not run_id:
@@ -261,4 +279,5 @@ class SweepRunner:
         self.say(f"leaving {wanted} serving")
         outcome = switch(server, self.presets[wanted], preflight=self.options.preflight, requests=0,
                          ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup)
+        self._switched(outcome)
         return wanted if outcome.state == "ready" else None

@@ -113,7 +113,7 @@ def _record_launch(supervisor: ServerSupervisor, record: ServerRecord, log) -> N
 
 @dataclass
 class ReadyOutcome:
-    """How a wait for ready ended: "ready", "failed" (with the error) or "timeout"."""
+    """How a wait for ready ended: "ready", "failed" (with the error), "timeout" or "cancelled"."""
 
     state: str
     error: str | None = None
@@ -130,8 +130,10 @@ def wait_ready(
     poll_s: float = 0.1,
     on_state: Callable[[Any], None] | None = None,
     on_line: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ReadyOutcome:
-    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out.
+    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, time runs out, or
+    ``should_stop()`` (Ctrl+C) ends the wait as "cancelled" (the server is left as it is).
 
     ``on_line`` gets one line per phase change and throttled capture and weight progress, as
     `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing);
@@ -190,6 +192,8 @@ def wait_ready(
                 )
             if took >= timeout:
                 return ReadyOutcome("timeout", f"not ready after {timeout:.0f} s", took, st.to_json())
+            if should_stop is not None and should_stop():
+                return ReadyOutcome("cancelled", "cancelled while it started", took, st.to_json())
             time.sleep(poll_s)
     finally:
         client.close()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
+from specmon import exits
 from specmon.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
 from specmon.units import format_seconds, number
@@ -101,15 +103,33 @@ def run_sweep(args: argparse.Namespace) -> int:
                          on_startup=_startup_line, server=server)
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
-    report = runner.run()
+    report = _run_until_done_or_ctrl_c(runner)
     _export(args, report)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2, allow_nan=False, default=str)
+        json.dump(report.to_json() | {"cancelled": runner.cancelled}, sys.stdout, indent=2, allow_nan=False,
+                  default=str)
         sys.stdout.write("\n")
     else:
         print(format_report(report))
+    if runner.cancelled:
+        _note(f"cancelled; the servers are as the step under way left them; resume: specmon sweep --resume "
+              f"{plan.run_id}")
+        return exits.EXIT_SIGINT
     measured = all(row["state"] == "measured" for row in report.rows)
     return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
+
+
+def _run_until_done_or_ctrl_c(runner: Any) -> SweepReport:
+    """The sweep; the first Ctrl+C cancels it after the step under way (as the app's Cancel), a second ends
+    specmon at once. Either way the servers are left as they are."""
+
+    def cancel() -> None:  # in a signal handler: os.write, for a print may be under way on stderr
+        os.write(sys.stderr.fileno(), b"specmon sweep: Ctrl+C: stopping after the step under way, leaving the "
+                 b"servers as they are (Ctrl+C again: at once)\n")
+        runner.cancel()
+
+    with exits.first_interrupt_calls(cancel):
+        return runner.run()
 
 
 def _server_to_replace(args: argparse.Namespace, plan: SweepPlan) -> Any:

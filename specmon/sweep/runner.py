@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from specmon.bench.predict import PredictionSet, fit_step_cost, predict_run
 from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
+from specmon.units import format_seconds
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchProgress, BenchResult
@@ -108,10 +109,22 @@ class SweepRunner:
         return self._stop.is_set()
 
     def run(self) -> SweepReport:
-        """Run every pending step, then report and leave the chosen preset serving."""
+        """Run every step to do, then report and leave the chosen preset serving. Cancelled, it returns after the
+        step under way (that step "cancelled"), leaving the servers as they are; the plan says it was cancelled
+        and that no process runs it any more."""
         self.plan.leave = self.options.leave
         self.plan.runner_pid, self.plan.runner_started = os.getpid(), _own_start_time()
+        self.plan.cancelled = False
         self.store.save(self.plan)
+        try:
+            return self._run()
+        finally:
+            if not self.plan.finished:  # cancelled, or an error: nothing runs it now (a kill leaves its pid)
+                self.plan.runner_pid = self.plan.runner_started = None
+                self.plan.cancelled = self.cancelled
+                self.store.save(self.plan)
+
+    def _run(self) -> SweepReport:
         while not self.cancelled and (step := self.plan.next_step) is not None:
             if self._predicted_worse(step):
                 step.state, step.error = "skipped", "predicted clearly worse than the best measured preset"
@@ -121,7 +134,7 @@ class SweepRunner:
             self.plan.recommended = self.report().recommended
             self.store.save(self.plan)
         report = self.report()
-        if self.cancelled and self.plan.next_step is not None:
+        if self.cancelled:
             return report  # unfinished: `specmon sweep --resume` goes on
         if not self.plan.finished:
             self.plan.left_serving = self._leave(report)
@@ -160,27 +173,37 @@ class SweepRunner:
         self.say(f"{step.preset}: switching")
         outcome = switch(
             self._running_server(), preset, preflight=self.options.preflight, requests=0,
-            ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup,
+            ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup, should_stop=lambda: self.cancelled,
         )  # fmt: skip
         step.startup_s = round(sum(s["took_s"] or 0.0 for s in outcome.steps), 3)
         self._switched(outcome)
+        if self.cancelled and (outcome.state != "ready" or outcome.url is None):
+            # a failure while cancelling may be the cancel's (Ctrl+C reaches the preflight's processes too)
+            self._cancel_step(step, outcome.error or "cancelled")
+            return
         if outcome.state != "ready" or outcome.url is None:
             step.state, step.error = "failed", outcome.error or "not ready"
             self.say(f"{step.preset}: failed: {step.error}")
             return
         if self.cancelled:
+            self._cancel_step(step, f"cancelled once {step.preset} was ready, before it was measured")
             return
-        self.say(f"{step.preset}: ready after {step.startup_s:.1f} s; measuring")
+        self.say(f"{step.preset}: ready after {format_seconds(step.startup_s)}; measuring")
         step.state, step.error = "pending", None
         run = self._bench(outcome.url, preset, step)
         if self.cancelled and run.status != "finished":
-            self.say(f"{step.preset}: benchmark cancelled after {step.measure_s:.1f} s")
-            return  # still pending: a resume measures it again
+            self._cancel_step(step, f"its benchmark was cancelled after {format_seconds(step.measure_s)}")
+            return
         if run.status == "finished" and (run.summary.get("decode_tok_s") or {}).get("median"):
             step.state = "measured"
         else:
             step.state, step.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
-        self.say(f"{step.preset}: {step.state} in {step.measure_s:.1f} s")
+        self.say(f"{step.preset}: {step.state} in {format_seconds(step.measure_s)}")
+
+    def _cancel_step(self, step: SweepStep, why: str) -> None:
+        """The step under way when the sweep was cancelled: a resume runs it again."""
+        step.state, step.error = "cancelled", why
+        self.say(f"{step.preset}: cancelled: {why}")
 
     def _bench(self, url: str, preset: Preset, step: SweepStep) -> BenchResult:
         from specmon.bench.run import BenchRun

@@ -1,8 +1,8 @@
 """Ctrl+C stops `specmon sweep` after the step under way, as the app's "Cancel the sweep" does: the step is marked
 "cancelled", the servers are left as they are (one measuring keeps serving, one starting keeps starting), no other
-preset is started, `specmon ps` says "cancelled" with the resume command, and a resume measures the rest. A sweep
-asks before it stops a running server (`--yes` for scripts). Real processes; SIGINT goes to the CLI's process
-group, as a terminal sends it."""
+preset is started, `specmon ps` says "cancelled" with the resume command, and a resume measures the rest; so does
+`specmon switch`. A sweep asks before it stops a running server (`--yes` for scripts). Real processes; SIGINT goes
+to the CLI's process group, as a terminal sends it."""
 
 from __future__ import annotations
 
@@ -36,12 +36,13 @@ def alive_servers(oc: Oncall) -> list[dict]:
     return [s for s in oc.json("ps")["servers"] if s["alive"] and s["launched_by_specmon"]]
 
 
-def ctrl_c(sweep: subprocess.Popen) -> tuple[int, str, float]:
-    """SIGINT to the sweep's process group, as a terminal sends it; its exit code, stderr and how long it took."""
+def ctrl_c(proc: subprocess.Popen) -> tuple[int, str, float, str]:
+    """SIGINT to specmon's process group, as a terminal sends it: its exit code, stderr, how long it took to end
+    and stdout."""
     sent = time.monotonic()
-    os.killpg(sweep.pid, signal.SIGINT)
-    _, err = sweep.communicate(timeout=120)
-    return sweep.returncode, err, time.monotonic() - sent
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, err, time.monotonic() - sent, out
 
 
 def test_ctrl_c_while_measuring_cancels_that_step_keeps_its_server_and_resumes(oc: Oncall) -> None:
@@ -53,7 +54,7 @@ def test_ctrl_c_while_measuring_cancels_that_step_keeps_its_server_and_resumes(o
     plan = wait_for(lambda: (p := plan_of(oc)) and p["steps"][1]["bench_run_id"] and p, 150,
                     "the sweep measuring its second step")
     assert plan["steps"][1]["state"] == "pending", plan
-    code, err, took = ctrl_c(sweep)
+    code, err, took, _ = ctrl_c(sweep)
     assert code == 130, err[-3000:]
     assert f"specmon sweep --resume {plan['run_id']}" in err, err[-3000:]
     assert took < 60, f"it stopped after its step, not after the sweep: {took:.0f} s"
@@ -82,7 +83,7 @@ def test_ctrl_c_while_a_server_starts_leaves_it_starting_and_starts_nothing_else
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     starting = wait_for(lambda: [s for s in alive_servers(oc) if s["preset"] == "slow-start"], 150,
                         "the slow preset to be launched")
-    code, err, took = ctrl_c(sweep)
+    code, err, took, _ = ctrl_c(sweep)
     assert code == 130, err[-3000:]
     assert took < 30, f"the wait for ready ended at once, not at ready: {took:.0f} s"
     plan = plan_of(oc)
@@ -102,3 +103,19 @@ def test_a_sweep_asks_before_it_stops_a_running_server(oc: Oncall) -> None:
     assert "give --yes" in done.stderr and started["id"] in done.stderr, done.stderr
     assert [s["id"] for s in alive_servers(oc)] == [started["id"]], "nothing was stopped or started"
     assert plan_of(oc) is None, "nothing was swept"
+
+
+def test_ctrl_c_during_a_switch_leaves_the_starting_server_as_it_is(oc: Oncall) -> None:
+    port = free_port_pair()
+    slow_preset(oc, "slow-start", "demo-eagle3-5", port, "emulator-speed = 0.05")  # minutes to start
+    oc.json("start", "fast-a", "--port", str(port), "--wait")
+    switch = oc.popen("switch", "--presets", str(oc.presets), "slow-start", "--yes", "--json",
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    starting = wait_for(lambda: [s for s in alive_servers(oc) if s["preset"] == "slow-start"], 120,
+                        "the slow preset to be launched")
+    code, err, took, out = ctrl_c(switch)
+    assert code == 130, err[-3000:]
+    assert took < 30, f"the wait for ready ended at once, not at ready: {took:.0f} s"
+    report = json.loads(out)
+    assert report["state"] == "cancelled" and "left starting" in report["error"], report
+    assert not gone(starting[0]["pid"]) and [s["id"] for s in alive_servers(oc)] == [starting[0]["id"]]

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 import time
 from typing import Any
+
+from specmon import exits
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -453,16 +457,27 @@ def run_switch(args: argparse.Namespace) -> int:
         elif took_s is not None:
             print(f"  {name} {status} ({took_s:.1f} s)", file=sys.stderr, flush=True)
 
-    report = switch(
-        server,
-        preset,
-        preflight=not args.no_preflight,
-        requests=args.requests,
-        ready_timeout=args.timeout,
-        on_step=progress,
-        on_line=_progress_line,
-    )
+    interrupted = threading.Event()
+
+    def stop_after_step() -> None:  # in a signal handler: os.write, for a print may be under way on stderr
+        os.write(sys.stderr.fileno(), b"specmon: Ctrl+C: stopping after the step under way, leaving the servers as "
+                 b"they are (Ctrl+C again: at once)\n")
+        interrupted.set()
+
+    with exits.first_interrupt_calls(stop_after_step):
+        report = switch(
+            server,
+            preset,
+            preflight=not args.no_preflight,
+            requests=args.requests,
+            ready_timeout=args.timeout,
+            on_step=progress,
+            on_line=_progress_line,
+            should_stop=interrupted.is_set,
+        )
     if left_alone and args.json:
         report.notes.append(left_alone)
     _emit(args, report.to_json(), _switch_text(report))
+    if report.state == "cancelled":
+        return exits.EXIT_SIGINT
     return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

@@ -134,6 +134,25 @@ def test_skip_predicted_worse_skips_a_chain_the_measured_ones_predict_clearly_sl
     assert [rows[p]["state"] for p in ("fast-16", "fast-5")] == ["measured", "measured"]
 
 
+def test_a_tree_with_the_longest_chains_draft_tokens_predicts_no_chain(oncall: Oncall) -> None:
+    """Measured after the 16-chain, a 16-token tree neither replaces it as the source of τ pred nor gets a chain's
+    prediction: the 10-chain is predicted from the 16-chain and lands on its measured figure."""
+    write_preset(oncall.presets, "fast-tree16", "demo-eagle3-16",
+                 "speculative-num-steps = 5\nspeculative-eagle-topk = 8\nspeculative-num-draft-tokens = 16")
+    path = oncall.presets / "fast-tree16.toml"
+    port = tomllib.loads((oncall.presets / "fast-16.toml").read_text())["server"]["args"]["port"]
+    path.write_text(path.read_text().split("[bench]")[0] + f"port = {port}\n" + BENCH)
+    report = sweep(oncall, "fast-base", "fast-16", "fast-tree16", "fast-10", "--leave", "none")
+    rows = {r["preset"]: r for r in report["presets"] if not r["baseline"]}
+    assert [r["preset"] for r in report["presets"]][1:3] == ["fast-16", "fast-tree16"], "the tree is measured after"
+    tree, chain16, chain10 = rows["fast-tree16"], rows["fast-16"], rows["fast-10"]
+    assert tree["state"] == "measured" and tree["eagle_topk"] == 8 and "tree" in tree["drafting"], tree
+    assert tree["predicted_accept_length"] is None and tree["predicted_decode_tok_s"] is None
+    assert chain16["predicted_accept_length"] == pytest.approx(chain16["accept_length"], rel=0.01)
+    assert chain10["predicted_accept_length"] == pytest.approx(chain10["accept_length"], rel=0.05)
+    assert report["predicted_from"] == [f"run {chain16['run_id']} (EAGLE3 chain of 16)"], report["predicted_from"]
+
+
 def test_a_sweep_with_1150_token_prompts_keeps_every_request_and_recommends(oncall: Oncall) -> None:
     prompts = oncall.root / "long.jsonl"
     words = "the quick brown fox jumps over the lazy dog near the river bank " * 80

@@ -171,7 +171,8 @@ def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple
     for preset in candidates:
         spec = preset.speculative
         if spec.enabled:
-            about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}", True
+            tree = f" · tree, topk {spec.eagle_topk}" if (spec.eagle_topk or 0) > 1 else ""
+            about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}{tree}", True
         else:
             about, selected, baseline_taken = "baseline (no speculation)", not baseline_taken, True
         result = result_line(last[preset.name]) if preset.name in last else "no result yet"

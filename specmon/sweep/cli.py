@@ -172,21 +172,23 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
     """Measure the longest chain alone and print what it predicts for the shorter ones."""
     from specmon.bench.results import ResultStore
     from specmon.sweep.plan import SweepPlan, SweepStep, new_sweep_id
-    from specmon.sweep.runner import SweepOptions, SweepRunner, predictions_for
+    from specmon.sweep.runner import SweepOptions, SweepRunner, drafting_of
 
-    speculative = [p for p in presets.values() if p.speculative.enabled and p.speculative.eagle_topk in (None, 1)]
-    if not speculative:
+    chains = [(d, p) for p in presets.values() if (d := drafting_of(p)) is not None and d.chain]
+    if not chains:
         raise SweepError("--predict-only needs a chain-drafting preset (topk 1)")
-    longest = max(speculative, key=lambda p: p.speculative.effective_draft_tokens or 0)
-    draft_tokens = longest.speculative.effective_draft_tokens or 0
+    drafting, longest = max(chains, key=lambda pair: pair[0].draft_tokens)
+    draft_tokens = drafting.draft_tokens
     plan = SweepPlan(new_sweep_id(), [SweepStep(longest.name, False, draft_tokens)], requests=args.requests)
     runner = SweepRunner(plan, presets, store, ResultStore(), SweepOptions(preflight=not args.no_preflight,
                          leave="none" if args.leave == "none" else "best"), on_event=None if args.json else _note,
                          on_startup=_startup_line, server=_server_to_replace(args, plan))
-    runner.run()
+    _run_until_done_or_ctrl_c(runner)
     step = plan.steps[0]
-    run = runner._load(step.bench_run_id) if step.state == "measured" else None  # noqa: SLF001
-    predicted = predictions_for({draft_tokens: run}) if run is not None else None
+    sets, cannot = runner._predictions()  # noqa: SLF001
+    for line in cannot:
+        _note(line)
+    predicted = sets[0] if sets else None
     data = {
         "from_preset": longest.name,
         "state": step.state,
@@ -210,6 +212,10 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
         print(format_prediction(predicted))
     else:
         print(f"{longest.name}: {step.state}{f' ({step.error})' if step.error else ''}: nothing to predict from")
+    if runner.cancelled:
+        _note(f"cancelled; the servers are as the step under way left them; resume: specmon sweep --resume "
+              f"{plan.run_id}")
+        return exits.EXIT_SIGINT
     return EXIT_OK if predicted is not None and predicted.predictions else EXIT_FAILED
 
 
@@ -224,7 +230,8 @@ def format_report(report: SweepReport) -> str:
         rows.append(
             (
                 row["preset"] + (" (baseline)" if row["baseline"] else ""),
-                str(row["draft_tokens"] or "–"),
+                str(row["draft_tokens"] or "–") + (f" (tree, topk {row['eagle_topk']})"
+                                                     if (row.get("eagle_topk") or 0) > 1 else ""),
                 row["state"],
                 number(row["decode_tok_s"]),
                 f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "–",
@@ -249,6 +256,7 @@ def format_report(report: SweepReport) -> str:
     if report.baseline_drift_pct is not None:
         flag = "  DRIFT: above 3%, the comparison is suspect" if report.drift_flagged else ""
         lines.append(f"baseline drift between its first and last run: {report.baseline_drift_pct:+.1f}%{flag}")
+    lines += [f"τ pred from {source}" for source in report.predicted_from]
     lines += [f"note: {note}" for note in report.notes]
     lines.append(f"recommended: {report.recommended or f'none ({report.no_recommendation})'}")
     lines.append(f"left serving: {report.left_serving or 'nothing'}")

@@ -12,6 +12,7 @@ from typing import Any
 
 from specmon.bench.compare import compare
 from specmon.bench.model import BenchResult
+from specmon.bench.predict import Drafting
 from specmon.bench.report import symptoms
 from specmon.bench.results import skipped_note
 
@@ -34,6 +35,8 @@ class PresetOutcome:
     measure_s: float | None = None
     error: str | None = None
     baseline: bool = False
+    drafting: Drafting | None = None
+    """Its speculative configuration (algorithm, steps, topk, draft tokens; None for the baseline)."""
 
 
 def conservative_tok_s(run: BenchResult) -> float | None:
@@ -64,6 +67,8 @@ class SweepReport:
     """Why nothing is recommended (None when a preset is)."""
     notes: list[str] = field(default_factory=list)
     """What the report left out and why (stored records skipped by the reader)."""
+    predicted_from: list[str] = field(default_factory=list)
+    """The runs the τ pred column comes from, one per drafter: "run ID (EAGLE3 chain of 16)"."""
     left_serving: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -75,6 +80,7 @@ class SweepReport:
             "recommended": self.recommended,
             "no_recommendation": self.no_recommendation,
             "notes": self.notes,
+            "predicted_from": self.predicted_from,
             "left_serving": self.left_serving,
         }
 
@@ -107,6 +113,8 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "preset": outcome.preset,
                 "baseline": outcome.baseline,
                 "draft_tokens": outcome.draft_tokens,
+                "eagle_topk": outcome.drafting.eagle_topk if outcome.drafting is not None else None,
+                "drafting": outcome.drafting.text() if outcome.drafting is not None else None,
                 "state": outcome.state,
                 "run_id": run.run_id if run is not None else None,
                 "decode_tok_s": _finite(decode.get("median")),

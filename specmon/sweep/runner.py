@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specmon.bench.predict import PredictionSet, fit_step_cost, predict_run
+from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
 from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
@@ -40,20 +40,11 @@ class SweepOptions:
     skip_predicted_worse: bool = False
 
 
-def predictions_for(runs: dict[int, BenchResult]) -> PredictionSet | None:
-    """What the longest measured chain predicts for every shorter one (`specmon predict`'s code), with tok/s
-    once two or more speculative presets are measured (the step-cost model); ``runs`` maps draft tokens to a
-    measured run. None without a run."""
-    if not runs:
+def drafting_of(preset: Preset | None) -> Drafting | None:
+    """A preset's speculative configuration (`Drafting`: what steps are matched by); None without speculation."""
+    if preset is None:
         return None
-    longest = max(runs)
-    measured = []
-    for draft_tokens, run in runs.items():
-        decode = (run.summary.get("decode_tok_s") or {}).get("median")
-        accept = (run.summary.get("accept_length") or {}).get("token_weighted")
-        if decode and accept:
-            measured.append((draft_tokens, accept, decode))
-    return predict_run(runs[longest], draft_tokens=longest, cost_model=fit_step_cost(measured))
+    return Drafting.of_flags(preset.speculative, preset.args.get("speculative-draft-model-path"))
 
 
 def _own_start_time() -> float | None:
@@ -148,17 +139,20 @@ class SweepRunner:
         outcomes = [
             PresetOutcome(
                 s.preset, s.draft_tokens, s.state, self._load(s.bench_run_id), s.startup_s, s.measure_s, s.error,
-                s.baseline,
+                s.baseline, self._drafting(s),
             )
             for s in self.plan.steps
         ]
         report = build_report(self.plan.run_id, outcomes)
-        predicted_set = predictions_for(self._measured_runs())
-        predicted = {p.draft_tokens: p for p in predicted_set.predictions} if predicted_set else {}
-        if predicted_set is not None and (skipped := predicted_set.skipped_text()):
-            report.notes.append(f"prediction from run {predicted_set.run_id}: {skipped}")
-        for row in report.rows:
-            guess = predicted.get(row["draft_tokens"]) if row["draft_tokens"] else None
+        predicted_sets, cannot = self._predictions()
+        report.notes += cannot
+        for predicted_set in predicted_sets:
+            source = predicted_set.drafting.text() if predicted_set.drafting else "?"
+            report.predicted_from.append(f"run {predicted_set.run_id} ({source})")
+            if skipped := predicted_set.skipped_text():
+                report.notes.append(f"prediction from run {predicted_set.run_id}: {skipped}")
+        for step, row in zip(self.plan.steps, report.rows, strict=True):
+            guess = prediction_for(predicted_sets, self._drafting(step))
             row["predicted_accept_length"] = guess.accept_length if guess else None
             row["predicted_decode_tok_s"] = guess.decode_tok_s if guess else None
         report.left_serving = self.plan.left_serving
@@ -260,24 +254,28 @@ class SweepRunner:
         except (OSError, ValueError, KeyError):
             return None
 
-    def _measured_runs(self) -> dict[int, BenchResult]:
-        runs = {}
-        for step in self.plan.steps:
-            if step.state == "measured" and step.draft_tokens and (run := self._load(step.bench_run_id)):
-                runs[step.draft_tokens] = run
-        return runs
+    def _drafting(self, step: SweepStep) -> Drafting | None:
+        return None if step.baseline else drafting_of(self.presets.get(step.preset))
+
+    def _measured(self) -> list[tuple[Drafting | None, BenchResult]]:
+        """Each measured step's configuration (None: the baseline) and run."""
+        return [(self._drafting(step), run) for step in self.plan.steps
+                if step.state == "measured" and (run := self._load(step.bench_run_id)) is not None]
+
+    def _predictions(self) -> tuple[list[PredictionSet], list[str]]:
+        """What the measured chains predict (`predict_measured`), and the runs that could not predict, in words."""
+        return predict_measured([(drafting, run) for drafting, run in self._measured() if drafting is not None])
 
     def _predicted_worse(self, step: SweepStep) -> bool:
-        """With --skip-predicted-worse: a speculative preset whose predicted tok/s, even at its acceptance CI's
-        top, stays below the best measured preset's CI low end."""
-        if not self.options.skip_predicted_worse or step.baseline or not step.draft_tokens:
+        """With --skip-predicted-worse: a chain whose predicted tok/s, even at its acceptance CI's top, stays
+        below the best measured preset's CI low end (a tree is never predicted, so never skipped)."""
+        if not self.options.skip_predicted_worse or step.baseline:
             return False
-        runs = self._measured_runs()
-        predicted = predictions_for(runs)
-        guess = {p.draft_tokens: p for p in predicted.predictions}.get(step.draft_tokens) if predicted else None
+        guess = prediction_for(self._predictions()[0], self._drafting(step))
         if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
-        best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0] for r in runs.values())
+        best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0]
+                       for drafting, r in self._measured() if drafting is not None)
         return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
 
     def _leave(self, report: SweepReport) -> str | None:

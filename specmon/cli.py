@@ -187,8 +187,9 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.add_argument("--dir", help="results directory (default: the user state directory)")
-    p.add_argument("--baseline", metavar="PRESET", help="speedups against this preset (default: the latest run "
-                   "without speculative decoding)")
+    p.add_argument("--baseline", metavar="PRESET", help="speedups against runs of this preset (default: runs "
+                   "without speculation): each run against the latest one before it of the same model and "
+                   "benchmark settings, on the same server when there is one")
     p.set_defaults(handler="specmon.bench.cli:run_results")
 
 

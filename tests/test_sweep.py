@@ -136,7 +136,8 @@ def test_skip_predicted_worse_skips_a_chain_the_measured_ones_predict_clearly_sl
 
 def test_a_tree_with_the_longest_chains_draft_tokens_predicts_no_chain(oncall: Oncall) -> None:
     """Measured after the 16-chain, a 16-token tree neither replaces it as the source of τ pred nor gets a chain's
-    prediction: the 10-chain is predicted from the 16-chain and lands on its measured figure."""
+    prediction: the 10-chain is predicted from the 16-chain and lands on its measured figure. `specmon results`
+    then computes each speedup against the same baseline run as the sweep."""
     write_preset(oncall.presets, "fast-tree16", "demo-eagle3-16",
                  "speculative-num-steps = 5\nspeculative-eagle-topk = 8\nspeculative-num-draft-tokens = 16")
     path = oncall.presets / "fast-tree16.toml"
@@ -151,6 +152,13 @@ def test_a_tree_with_the_longest_chains_draft_tokens_predicts_no_chain(oncall: O
     assert chain16["predicted_accept_length"] == pytest.approx(chain16["accept_length"], rel=0.01)
     assert chain10["predicted_accept_length"] == pytest.approx(chain10["accept_length"], rel=0.05)
     assert report["predicted_from"] == [f"run {chain16['run_id']} (EAGLE3 chain of 16)"], report["predicted_from"]
+    # `specmon results` gives each run the sweep's baseline and speedup (one rule): the first baseline run
+    stored = {r["run_id"]: r for r in results(oncall)}
+    first_baseline = report["presets"][0]["run_id"]
+    for row in rows.values():
+        comparison = stored[row["run_id"]]["comparison"]
+        assert comparison["baseline_run_id"] == first_baseline, (row["preset"], comparison)
+        assert comparison["speedup"]["geomean"] == pytest.approx(row["speedup"]), row["preset"]
 
 
 def test_a_sweep_with_1150_token_prompts_keeps_every_request_and_recommends(oncall: Oncall) -> None:

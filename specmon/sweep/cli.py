@@ -256,6 +256,11 @@ def format_report(report: SweepReport) -> str:
     if report.baseline_drift_pct is not None:
         flag = "  DRIFT: above 3%, the comparison is suspect" if report.drift_flagged else ""
         lines.append(f"baseline drift between its first and last run: {report.baseline_drift_pct:+.1f}%{flag}")
+    against = list(dict.fromkeys(row["speedup_baseline_run_id"] for row in report.rows
+                                 if row.get("speedup_baseline_run_id")))
+    if against:
+        lines.append("speedup against the baseline's run " + ", ".join(against) + " (the latest before each "
+                     "preset's run, as `specmon results` computes it)")
     lines += [f"τ pred from {source}" for source in report.predicted_from]
     lines += [f"note: {note}" for note in report.notes]
     lines.append(f"recommended: {report.recommended or f'none ({report.no_recommendation})'}")

@@ -186,6 +186,7 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="print as JSON (--format json)")
     p.add_argument("--dir", help="results directory (default: the user state directory)")
     p.add_argument("--baseline", metavar="PRESET", help="speedups against runs of this preset (default: runs "
                    "without speculation): each run against the latest one before it of the same model and "

@@ -7,6 +7,8 @@ sweep, 0.77x in `results`)."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,20 @@ def test_every_format_says_which_run_a_speedup_is_against(runs) -> None:
     assert f",{runs['first'].run_id}," in format_csv(everything)
     lonely = format_table([runs["spec"]])
     assert "no baseline run for r2-spec" in lonely and "×" not in lonely, lonely
+
+
+def test_results_json_is_the_format_json_output(runs, tmp_path) -> None:
+    store = ResultStore(tmp_path)
+    for run in (runs["first"], runs["spec"]):
+        store.start_run(run)
+        for request in run.requests:
+            store.add_request(run.run_id, request)
+        store.finish_run(run)
+
+    def results(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "specmon", "results", "--dir", str(tmp_path), *args],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    as_json, as_format = results("--json"), results("--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.stdout == as_format.stdout and '"baseline_run_id": "r1-first-baseline"' in as_json.stdout

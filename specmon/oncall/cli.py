@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from specmon import exits
+from specmon.units import format_seconds
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -134,9 +135,9 @@ def run_start(args: argparse.Namespace) -> int:
         ready_after_s=round(outcome.took_s, 3),
     )
     if outcome.state == "ready":
-        _emit(args, data, f"ready after {outcome.took_s:.1f} s")
+        _emit(args, data, f"ready after {format_seconds(outcome.took_s)}")
         return EXIT_OK
-    _emit(args, data, f"failed after {outcome.took_s:.1f} s: {outcome.error}")
+    _emit(args, data, f"failed after {format_seconds(outcome.took_s)}: {outcome.error}")
     return EXIT_FAILED
 
 
@@ -200,8 +201,6 @@ def _exports_startup_phases(url: str) -> bool:
 
 
 def _format_ps(inventory) -> str:
-    from specmon.units import format_seconds
-
     if not inventory.servers:
         return "no servers (none launched by specmon, no SGLang server running on this host)"
     rows = [("ID", "PRESET", "PID", "URL", "STATE", "BY", "GPU MiB", "STARTED", "LOG")]
@@ -361,11 +360,11 @@ def _stop_text(server, result) -> str:
     if result.signal is None:
         head = f"{_describe(server)} was not running"
     else:
-        head = f"stopped {_describe(server)} with {result.signal} in {result.took_s:.1f} s"
+        head = f"stopped {_describe(server)} with {result.signal} in {format_seconds(result.took_s)}"
     lines = [head]
     if result.gpus_free_s is not None:
         lines.append(
-            f"  GPUs free after {result.gpus_free_s:.1f} s"
+            f"  GPUs free after {format_seconds(result.gpus_free_s)}"
             + (f" ({result.gpu_note})" if result.gpu_note else "")
         )
     else:
@@ -386,7 +385,7 @@ def _stop_text(server, result) -> str:
 def _switch_text(report) -> str:
     lines = [f"switch {report.from_ or '(nothing running)'} -> {report.to}: {report.state}"]
     lines.extend(
-        f"  {s['name']:<10} {s['took_s'] if s['took_s'] is not None else '-':>8} s"
+        f"  {s['name']:<10} {format_seconds(s['took_s']) or '-':>8}"
         + (f"  {s['status']}" if s.get("status") else "")
         for s in report.steps
     )
@@ -455,7 +454,7 @@ def run_switch(args: argparse.Namespace) -> int:
         if status == "running":
             print(f"  {name}…", file=sys.stderr, flush=True)
         elif took_s is not None:
-            print(f"  {name} {status} ({took_s:.1f} s)", file=sys.stderr, flush=True)
+            print(f"  {name} {status} ({format_seconds(took_s)})", file=sys.stderr, flush=True)
 
     interrupted = threading.Event()
 

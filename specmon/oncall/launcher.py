@@ -19,6 +19,7 @@ from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
 from specmon.private_files import make_private_dir
+from specmon.units import format_seconds
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
 HEALTH_LIMIT = 64 * 1024
@@ -191,7 +192,7 @@ def wait_ready(
                     "failed", f"the server (pid {pid}) exited before it was ready", took, tracker.state.to_json()
                 )
             if took >= timeout:
-                return ReadyOutcome("timeout", f"not ready after {timeout:.0f} s", took, st.to_json())
+                return ReadyOutcome("timeout", f"not ready after {format_seconds(timeout)}", took, st.to_json())
             if should_stop is not None and should_stop():
                 return ReadyOutcome("cancelled", "cancelled while it started", took, st.to_json())
             time.sleep(poll_s)

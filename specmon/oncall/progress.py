@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.units import format_seconds
+
 Note = tuple[str, str]
 STEP_MARKS = {"running": "…", "done": "✓", "failed": "✗"}
 HISTORY_RUNS = 200
@@ -40,7 +42,7 @@ class SwitchProgress:
         """One line of steps (the running one last, with an ellipsis), then the outcome's lines."""
         parts = []
         for name, status, took_s in self.steps:
-            took = f" {took_s:.1f}s" if took_s is not None else ""
+            took = f" {format_seconds(took_s)}" if took_s is not None else ""
             parts.append(f"{name}{took} {STEP_MARKS.get(status, status)}")
         style = "bold red" if any(s == "failed" for _, s, _ in self.steps) else "bold cyan"
         head = f"switch → {self.to}: " + (" · ".join(parts) if parts else "starting…")

@@ -189,8 +189,8 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", dest="format", action="store_const", const="json", help="print as JSON (--format json)")
     p.add_argument("--dir", help="results directory (default: the user state directory)")
     p.add_argument("--baseline", metavar="PRESET", help="speedups against runs of this preset (default: runs "
-                   "without speculation): each run against the latest one before it of the same model and "
-                   "benchmark settings, on the same server when there is one")
+                   "without speculation): each run against the one most like it (same model, then server, then "
+                   "settings) that started last before it, else first after it")
     p.set_defaults(handler="specmon.bench.cli:run_results")
 
 
@@ -343,7 +343,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
         description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
         "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
         "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
-        "against measuring time, the drift, and a recommendation. --resume goes on after an interruption.",
+        "against measuring time, the drift, and a recommendation. Ctrl+C stops after the step under way, leaving "
+        "the servers as they are; --resume goes on after it or any interruption.",
     )
     p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")

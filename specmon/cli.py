@@ -39,7 +39,8 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
         "follow its log from the start.",
     )
     p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
-                   "server `specmon ps` finds; asks which when there are several)")
+                   "server specmon launched; asks which when there are several; one it did not launch is attached "
+                   "to only when named with --server or picked)")
     p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
     p.add_argument("--log", help="the server's log file (followed from its start)")
     p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
@@ -185,9 +186,11 @@ def _add_results(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="print as JSON (--format json)")
     p.add_argument("--dir", help="results directory (default: the user state directory)")
-    p.add_argument("--baseline", metavar="PRESET", help="speedups against this preset (default: the latest run "
-                   "without speculative decoding)")
+    p.add_argument("--baseline", metavar="PRESET", help="speedups against runs of this preset (default: runs "
+                   "without speculation): each run against the one most like it (same model, then server, then "
+                   "settings) that started last before it, else first after it")
     p.set_defaults(handler="specmon.bench.cli:run_results")
 
 
@@ -299,10 +302,11 @@ def _add_stop(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "stop",
         help="stop a server: SIGTERM, SIGKILL after a timeout, then wait until its GPUs and port are free",
-        description="Stop a server (by id or pid from `specmon ps`; the only one running by default). Asks "
+        description="Stop a server (by id or pid from `specmon ps`; by default the one server specmon launched: "
+        "one it did not launch is stopped only when named). Asks "
         "first unless --yes. Names leftover processes and offers to kill them.",
     )
-    p.add_argument("server", nargs="?", help="the server's id or pid (default: the only one running)")
+    p.add_argument("server", nargs="?", help="the server's id or pid (default: the one server specmon launched)")
     p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -320,7 +324,8 @@ def _add_switch(sub: argparse._SubParsersAction) -> None:
         "figures). Exit 0 ready without alerts, 1 failed or alerts.",
     )
     p.add_argument("preset", help="the preset to switch to")
-    p.add_argument("--from", dest="server", metavar="ID|PID", help="the server to replace (default: the only one)")
+    p.add_argument("--from", dest="server", metavar="ID|PID",
+                   help="the server to replace (default: the one server specmon launched)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
     p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
@@ -338,7 +343,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
         description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
         "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
         "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
-        "against measuring time, the drift, and a recommendation. --resume goes on after an interruption.",
+        "against measuring time, the drift, and a recommendation. Ctrl+C stops after the step under way, leaving "
+        "the servers as they are; --resume goes on after it or any interruption.",
     )
     p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
@@ -351,6 +357,9 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                    help="measure the longest chain alone and predict the acceptance of shorter ones")
     p.add_argument("--skip-predicted-worse", action="store_true",
                    help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
+    p.add_argument("--from", dest="server", metavar="ID|PID",
+                   help="the server the first step replaces (default: the one server specmon launched)")
+    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
     p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
     p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -10,9 +10,11 @@ inside a ``__del__``, where Python would print the SystemExit and drop it, is se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable, Iterator
 
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
@@ -73,3 +75,28 @@ def interrupted_code(exc: BaseException) -> int | None:
             return int(current.code)
         current = current.__cause__ or current.__context__
     return None
+
+
+@contextlib.contextmanager
+def first_interrupt_calls(stop_after_step: Callable[[], None]) -> Iterator[None]:
+    """While inside: the first SIGINT (Ctrl+C) calls ``stop_after_step`` (an operation that ends after the step
+    under way), a second one raises KeyboardInterrupt as usual. Only on the main thread; elsewhere nothing
+    changes."""
+    interrupts = 0
+
+    def on_sigint(signum, frame) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            raise KeyboardInterrupt
+        stop_after_step()
+
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -147,11 +147,12 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
 
 
 async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays_resumable(oc):
+    """At 80x24 too: the resume command is shown whole, and `specmon ps` says "cancelled" while the app runs."""
     from specmon.oncall.state import state_dir
     from specmon.sweep.plan import SweepStore
 
     app = sweep_app(oc)
-    async with app.run_test(size=(200, 50)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
         app.oncall.ask_sweep()
         assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
@@ -163,9 +164,13 @@ async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays
         commands["Cancel the sweep"].callback()
         assert await wait_for(pilot, lambda: not app.oncall.sweeping, 60), notes
         assert "cancelling after the step under way" in " ".join(notes)
-        assert "cancelled with 0 of" in notes[-1] and "specmon sweep --resume" in notes[-1], notes[-1]
+        plan = SweepStore(state_dir() / "sweeps").latest_unfinished()
+        assert plan is not None and not plan.finished, "the cancelled sweep is left to resume"
+        resume = f"specmon sweep --resume {plan.run_id}"
+        assert resume in notes[-1] and "0 of 4 runs measured" in notes[-1], notes[-1]
+        assert await wait_for(pilot, lambda: resume in screen_text(app)), screen_text(app)
+        (shown,) = (await asyncio.to_thread(oc.json, "ps"))["sweeps"]
+        assert shown["state"] == "cancelled" and shown["resume"] == resume, shown
         assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
-    plan = SweepStore(state_dir() / "sweeps").latest_unfinished()
-    assert plan is not None and not plan.finished, "the cancelled sweep is left to resume"
-    assert [s.state for s in plan.steps].count("pending") == len(plan.steps), [s.state for s in plan.steps]
+    assert [s.state for s in plan.steps] == ["cancelled", "pending", "pending", "pending"], plan.steps
     assert any(s["alive"] for s in oc.json("ps")["servers"]), "cancelling leaves the server serving"

@@ -208,7 +208,8 @@ def test_results_lists_compares_and_exports(tmp_path):
     prefix = next(spec.run_id[:n] for n in range(17, len(spec.run_id) + 1) if not base.run_id.startswith(spec.run_id[:n]))
     md = specmon("results", prefix, "--dir", str(tmp_path), "--format", "markdown").stdout.splitlines()
     assert md[0].startswith("| run | started | preset | url |") and md[1].startswith("|---|")
-    assert len(md) == 3 and "eagle3-5" in md[2]
+    assert "eagle3-5" in md[2] and not md[3].startswith("|"), "one run: one row, then which baseline (none here)"
+    assert md[4] == f"no baseline run for {spec.run_id}", md
 
     missing = specmon("results", "no-such-run", "--dir", str(tmp_path))
     assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr

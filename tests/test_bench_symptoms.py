@@ -77,9 +77,10 @@ def test_the_sweep_report_flags_each_symptom(tmp_path):
     from specmon.sweep.report import PresetOutcome, build_report
 
     runs = []
+    port = free_port_pair()  # one server, switched (a sweep's presets run on one port)
     for config in (LoopbackConfig(tokens_per_s=3000, speculative=False, chunk_tokens=[1]),
                    LoopbackConfig(tokens_per_s=600, chunk_tokens=[1])):  # fmt: skip
-        with LoopbackServer(config) as server:
+        with LoopbackServer(config, port=port) as server:
             runs.append(BenchRun(server.url, "x", RunSettings(requests=6, max_new_tokens=30, warmup=0),
                                  results_dir=str(tmp_path), flush_delay_s=0.01).run_blocking())  # fmt: skip
     report = build_report("s1", [PresetOutcome("base", None, "measured", runs[0], baseline=True),

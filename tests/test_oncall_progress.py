@@ -89,13 +89,17 @@ def test_re_attaching_brings_the_baseline_the_speedups_need() -> None:
 
 
 def test_successor_is_another_process_on_the_same_port() -> None:
-    followed = SimpleNamespace(pid=1, port=30000, create_time=1.0, alive=True)
-    same = SimpleNamespace(pid=1, port=30000, create_time=1.0, alive=True)
-    other_port = SimpleNamespace(pid=2, port=30002, create_time=2.0, alive=True)
-    dead = SimpleNamespace(pid=3, port=30000, create_time=3.0, alive=False)
-    new = SimpleNamespace(pid=4, port=30000, create_time=4.0, alive=True)
+    def found(pid: int, port: int = 30000, alive: bool = True, ours: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(pid=pid, port=port, create_time=float(pid), alive=alive, launched_by_specmon=ours)
+
+    followed, same, other_port, dead, new = found(1), found(1), found(2, 30002), found(3, alive=False), found(4)
     assert successor([same, other_port, dead], followed) is None
     assert successor([same, other_port, dead, new], followed) is new
+    # nobody named a server specmon did not launch: it never takes over from one specmon launched ...
+    assert successor([same, found(5, ours=False)], followed) is None
+    # ... but a server the user named by pid is followed across its own restarts
+    named = found(6, ours=False)
+    assert successor([found(7, ours=False)], named).pid == 7
 
 
 def test_sweep_choices_offer_a_valid_plan_first() -> None:

@@ -38,6 +38,6 @@ def test_switch_and_sweep_print_the_new_servers_startup(oc):
     assert "preflight done" in done.stderr and "stopping…" in done.stderr
     write_preset(oc.presets, "fast-base", "demo-baseline")
     done = oc.run("sweep", "--presets", str(oc.presets), "fast-base", "fast-a", "--requests", "2", "--leave",
-                  "none")  # fmt: skip
+                  "none", "--yes")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(PHASE.findall(done.stderr)) >= 3, done.stderr  # the baseline, fast-a, the baseline again

@@ -91,7 +91,7 @@ def test_a_sweep_killed_mid_run_resumes_without_measuring_anything_twice(oncall:
     before = wait_for(second_step_measuring, timeout=120, what="the sweep measuring its second preset")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    report = sweep(oncall, "--resume")
+    report = sweep(oncall, "--resume", "--yes")  # it replaces the server the killed sweep left
     assert report["run_id"] == before["run_id"]
     rows = report["presets"]
     assert [r["state"] for r in rows] == ["measured"] * 4
@@ -132,6 +132,33 @@ def test_skip_predicted_worse_skips_a_chain_the_measured_ones_predict_clearly_sl
     assert rows["fast-2"]["state"] == "skipped" and "predicted" in rows["fast-2"]["error"]
     assert rows["fast-2"]["predicted_decode_tok_s"] < rows["fast-5"]["decode_tok_s"]
     assert [rows[p]["state"] for p in ("fast-16", "fast-5")] == ["measured", "measured"]
+
+
+def test_a_tree_with_the_longest_chains_draft_tokens_predicts_no_chain(oncall: Oncall) -> None:
+    """Measured after the 16-chain, a 16-token tree neither replaces it as the source of τ pred nor gets a chain's
+    prediction: the 10-chain is predicted from the 16-chain and lands on its measured figure. `specmon results`
+    then computes each speedup against the same baseline run as the sweep."""
+    write_preset(oncall.presets, "fast-tree16", "demo-eagle3-16",
+                 "speculative-num-steps = 5\nspeculative-eagle-topk = 8\nspeculative-num-draft-tokens = 16")
+    path = oncall.presets / "fast-tree16.toml"
+    port = tomllib.loads((oncall.presets / "fast-16.toml").read_text())["server"]["args"]["port"]
+    path.write_text(path.read_text().split("[bench]")[0] + f"port = {port}\n" + BENCH)
+    report = sweep(oncall, "fast-base", "fast-16", "fast-tree16", "fast-10", "--leave", "none")
+    rows = {r["preset"]: r for r in report["presets"] if not r["baseline"]}
+    assert [r["preset"] for r in report["presets"]][1:3] == ["fast-16", "fast-tree16"], "the tree is measured after"
+    tree, chain16, chain10 = rows["fast-tree16"], rows["fast-16"], rows["fast-10"]
+    assert tree["state"] == "measured" and tree["eagle_topk"] == 8 and "tree" in tree["drafting"], tree
+    assert tree["predicted_accept_length"] is None and tree["predicted_decode_tok_s"] is None
+    assert chain16["predicted_accept_length"] == pytest.approx(chain16["accept_length"], rel=0.01)
+    assert chain10["predicted_accept_length"] == pytest.approx(chain10["accept_length"], rel=0.05)
+    assert report["predicted_from"] == [f"run {chain16['run_id']} (EAGLE3 chain of 16)"], report["predicted_from"]
+    # `specmon results` gives each run the sweep's baseline and speedup (one rule): the first baseline run
+    stored = {r["run_id"]: r for r in results(oncall)}
+    first_baseline = report["presets"][0]["run_id"]
+    for row in rows.values():
+        comparison = stored[row["run_id"]]["comparison"]
+        assert comparison["baseline_run_id"] == first_baseline, (row["preset"], comparison)
+        assert comparison["speedup"]["geomean"] == pytest.approx(row["speedup"]), row["preset"]
 
 
 def test_a_sweep_with_1150_token_prompts_keeps_every_request_and_recommends(oncall: Oncall) -> None:

@@ -27,7 +27,7 @@ def test_a_sweep_cut_by_a_hangup_is_shown_by_ps_and_on_attach(oc):
     (oc.presets / "slow-b.toml").write_text(  # starts for minutes: the hang-up lands while it starts
         'name = "slow-b"\nextends = "demo-eagle3-5"\ndemo = true\n[server.args]\nemulator-speed = 0.05\n')
     oc.json("start", "fast-a", "--port", str(free_port_pair()), "--wait")  # the sweep switches this server
-    sweep = oc.popen("sweep", "--presets", str(oc.presets), "fast-base", "fast-a", "slow-b", "--requests", "2",
+    sweep = oc.popen("sweep", "--presets", str(oc.presets), "fast-base", "fast-a", "slow-b", "--requests", "2", "--yes",
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     plan = wait_for(lambda: (p := plan_of(oc)) and p["steps"][1]["state"] != "pending" and p, 120,
                     "the sweep's second step")  # fmt: skip
@@ -43,10 +43,10 @@ def test_a_sweep_cut_by_a_hangup_is_shown_by_ps_and_on_attach(oc):
     assert shown["resume"] == f"specmon sweep --resume {plan['run_id']}"
     assert shown["would_leave"].endswith("(recommended so far)"), shown
     text = oc.run("ps").stdout
-    assert f"sweep {plan['run_id']} was interrupted" in text and "specmon sweep --resume" in text, text
+    assert f"sweep interrupted: specmon sweep --resume {plan['run_id']} · 2 of 4 steps done" in text, text
 
     attach = oc.run("monitor", "--headless", "--duration", "1", timeout=60)
-    assert f"sweep {plan['run_id']} was interrupted" in attach.stderr, attach.stderr[-2000:]
+    assert f"sweep interrupted: specmon sweep --resume {plan['run_id']}" in attach.stderr, attach.stderr[-2000:]
 
 
 
@@ -64,7 +64,8 @@ def test_attaching_with_no_server_left_still_says_the_interrupted_sweep(oc):
     attach = oc.run("monitor", "--server", "gone-0", "--headless", "--duration", "1", timeout=60)
     assert attach.returncode == 2, attach.stderr
     assert "no running server 'gone-0'" in attach.stderr, attach.stderr
-    assert "sweep 20261202-0000-dead was interrupted: 1 of 2 steps done, next b" in attach.stderr, attach.stderr
+    assert ("sweep interrupted: specmon sweep --resume 20261202-0000-dead · 1 of 2 steps done, next b"
+            in attach.stderr), attach.stderr
 
 async def test_the_app_says_the_interrupted_sweep_when_it_starts():
     from tests.support.app_harness import READY_LOG, fixture_app

@@ -119,3 +119,4 @@ class SweepFinished(Message):
     report: SweepReport | None
     error: str | None = None
     cancelled: bool = False
+    run_id: str | None = None

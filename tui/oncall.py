@@ -265,13 +265,14 @@ class OncallWiring:
         presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
         runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
                              on_event=lambda text: post(messages.SweepProgressed(text)),
-                             on_progress=lambda progress: post(messages.BenchProgressed(progress)))
+                             on_progress=lambda progress: post(messages.BenchProgressed(progress)),
+                             server=self.attached)
         self._sweep_runner = runner
         try:
             report = runner.run()
             post(messages.SweepFinished(report, cancelled=not plan.finished))
         except Exception as exc:  # the sweep is saved after each step: `specmon sweep --resume` goes on
-            post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}"))
+            post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}", run_id=plan.run_id))
 
     def cancel_sweep(self) -> None:
         """Stop the sweep after the step under way (a benchmark measuring is cancelled); resumable later."""
@@ -294,12 +295,14 @@ class OncallWiring:
         self.sweeping = False
         self._sweep_runner = None
         report = message.report
+        # the resume command first: a narrow screen wraps or cuts what follows it, never the command
         if report is None:
-            text = f"sweep stopped: {message.error} (resume with `specmon sweep --resume`)"
+            resume = f"specmon sweep --resume {message.run_id}" if message.run_id else "specmon sweep --resume"
+            text = f"sweep stopped: {resume} · {message.error}"
         elif message.cancelled:
             measured = sum(1 for row in report.rows if row.get("state") == "measured")
-            text = (f"sweep {report.run_id} cancelled with {measured} of {len(report.rows)} runs measured; "
-                    f"`specmon sweep --resume {report.run_id}` measures the rest")
+            text = (f"sweep cancelled: specmon sweep --resume {report.run_id} · {measured} of {len(report.rows)} "
+                    "runs measured; the resume measures the rest")
         else:
             chosen = report.recommended or f"none ({report.no_recommendation})"
             text = (f"sweep {report.run_id} done: recommended {chosen}, "

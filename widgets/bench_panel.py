@@ -79,7 +79,8 @@ class BenchPanel(Vertical):
     }
 
     BenchPanel #bench-progress {
-        height: 1;
+        height: auto;
+        max-height: 3;
         padding: 0 1;
         color: $text-muted;
     }
@@ -180,7 +181,7 @@ class BenchPanel(Vertical):
         self._mark_dirty()
 
     def show_note(self, text: str) -> None:
-        """A line of text in place of the progress line (a sweep's progress, its recommendation)."""
+        """Text in place of the progress line (a sweep's progress, its recommendation), wrapped to three lines."""
         self.query_one("#bench-progress", Static).update(Text(text))
 
     def show_results(self, results: list[BenchResult]) -> None:

@@ -50,21 +50,19 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
 
 
 def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparison | None:
-    """`result` against the latest stored run without speculation of the same server (URL) and model, with the
-    same benchmark settings (None without one): the run the on-call flow measured before switching."""
-    from specmon.bench.compare import compare, is_speculative, unlike_settings
+    """`result` against its baseline run among the stored runs (`baseline_for`: the latest run without
+    speculation of the same model and benchmark settings before it, on the same server when one is); None for
+    a run without speculation, or without a baseline run."""
+    from specmon.bench.compare import baseline_for, compare, is_speculative
 
     if not is_speculative(result):
         return None
-    model = (result.server or {}).get("model_path")
     try:
         runs = store.load_all(lambda message: None)
     except OSError:
         return None
-    plain = [r for r in runs if r.run_id != result.run_id and r.status == "finished" and r.measured
-             and not is_speculative(r) and r.url == result.url and (r.server or {}).get("model_path") == model
-             and not unlike_settings(result, r)]
-    return compare(result, max(plain, key=lambda r: r.started_at)) if plain else None
+    baseline = baseline_for(result, [r for r in runs if r.run_id != result.run_id])
+    return compare(result, baseline) if baseline is not None else None
 
 
 def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None,

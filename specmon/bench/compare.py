@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ class Comparison:
     unlike: list[str] = field(default_factory=list)
     """What differs from the baseline run's settings ("concurrency", "prompts", "model", ...): a speedup across
     those compares more than speculation."""
+    same_server: bool = True
+    """Whether the baseline ran against the same server (URL): another's may run on other hardware."""
 
     @property
     def flags(self) -> list[str]:
@@ -41,6 +44,7 @@ class Comparison:
             "prompts_compared": self.prompts_compared,
             "diverged": self.diverged,
             "unlike": self.unlike,
+            "same_server": self.same_server,
             "flags": self.flags,
         }
 
@@ -67,13 +71,40 @@ def is_speculative(result: BenchResult) -> bool:
     return bool(spec.get("algorithm"))
 
 
-def pick_baseline(results: Sequence[BenchResult], name: str | None = None) -> BenchResult | None:
-    """The baseline: the latest run of preset `name`, else the latest run without speculation, else None."""
-    if name:
-        named = [r for r in results if r.preset == name]
-        return named[-1] if named else None
-    plain = [r for r in results if not is_speculative(r) and r.measured]
-    return plain[-1] if plain else None
+BASELINE_RULE = ("each run's speedup is against its baseline run: of the runs without speculation (or of the "
+                 "preset --baseline names), those most like it (the same model, then the same server, then the same "
+                 "benchmark settings), the latest that started before it, else the earliest after it; settings that "
+                 "still differ are flagged unlike-baseline")
+"""The one rule for which run a speedup is against (`baseline_for`), as the commands say it."""
+
+
+def is_baseline_run(result: BenchResult, preset: str | None = None) -> bool:
+    """A run a speedup can be against: of the preset named, else one without speculation."""
+    return result.preset == preset if preset else not is_speculative(result)
+
+
+def baseline_for(result: BenchResult, runs: Sequence[BenchResult], preset: str | None = None) -> BenchResult | None:
+    """The run ``result``'s speedup is against (`BASELINE_RULE`), the same for the sweep, `specmon results`,
+    `specmon bench` and the app: among the finished runs of ``runs`` without speculation (of ``preset`` when
+    named), those most like it (the same model, then the same server, then the fewest benchmark settings that
+    differ), the latest that started before ``result``, else the earliest after it. A baseline run is its own;
+    None without one."""
+    if is_baseline_run(result, preset):
+        return result
+    candidates = [r for r in runs if r.status == "finished" and r.measured and is_baseline_run(r, preset)]
+    if not candidates:
+        return None
+
+    def unlikeness(run: BenchResult) -> tuple[bool, bool, int]:
+        unlike = unlike_settings(result, run)
+        return "model" in unlike, run.url != result.url, len(unlike)
+
+    closest = min(unlikeness(r) for r in candidates)
+    candidates = [r for r in candidates if unlikeness(r) == closest]
+    before = [r for r in candidates if r.started_at <= result.started_at]
+    if before:
+        return max(before, key=lambda r: r.started_at)
+    return min(candidates, key=lambda r: r.started_at)
 
 
 def _per_prompt(result: BenchResult) -> tuple[dict[str, float], dict[str, str]]:
@@ -102,7 +133,7 @@ def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Compar
     ours, theirs = result.settings.get("prompt_set_hash"), baseline.settings.get("prompt_set_hash")
     if ours and theirs and ours != theirs:
         return Comparison(run_id=result.run_id, baseline_run_id=baseline.run_id, speedup=None,
-                          unlike=unlike_settings(result, baseline))
+                          unlike=unlike_settings(result, baseline), same_server=result.url == baseline.url)
     speeds, outputs = _per_prompt(result)
     base_speeds, base_outputs = _per_prompt(baseline)
     shared = [p for p in speeds if p in base_speeds]
@@ -122,12 +153,36 @@ def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Compar
         prompts_compared=len(shared),
         diverged=diverged if same_settings and result.run_id != baseline.run_id else [],
         unlike=unlike_settings(result, baseline),
+        same_server=result.url == baseline.url,
     )
 
 
 def compare_all(results: Sequence[BenchResult], baseline_name: str | None = None) -> dict[str, Comparison]:
-    """A Comparison for every run (keyed by run id) against the picked baseline; empty without one."""
-    baseline = pick_baseline(results, baseline_name)
-    if baseline is None:
-        return {}
-    return {r.run_id: compare(r, baseline) for r in results if r.measured}
+    """A Comparison for every measured run (keyed by run id) against its baseline run (`baseline_for`, among
+    ``results``); a run without one is left out."""
+    out = {}
+    for result in results:
+        if result.measured and (baseline := baseline_for(result, results, baseline_name)) is not None:
+            out[result.run_id] = compare(result, baseline)
+    return out
+
+
+def baselines_text(results: Sequence[BenchResult], comparisons: dict[str, Comparison]) -> list[str]:
+    """Which baseline run each speedup shown is against, in a few lines: one per baseline with the runs against
+    it, the speculative runs without one, then the rule."""
+    by_id = {r.run_id: r for r in results}
+    against: dict[str, list[str]] = {}
+    for run_id, comparison in comparisons.items():
+        if comparison.baseline_run_id != run_id:
+            against.setdefault(comparison.baseline_run_id, []).append(run_id)
+    lines = []
+    for baseline_id, run_ids in against.items():
+        base = by_id.get(baseline_id)
+        who = f" ({base.preset}, {time.strftime('%Y-%m-%d %H:%M', time.localtime(base.started_at))})" if base else ""
+        lines.append(f"speedup against run {baseline_id}{who}: " + ", ".join(run_ids))
+    alone = [r.run_id for r in results if r.measured and is_speculative(r) and r.run_id not in comparisons]
+    if alone:
+        lines.append("no baseline run for " + ", ".join(alone))
+    if lines:
+        lines.append(f"({BASELINE_RULE})")
+    return lines

@@ -196,6 +196,61 @@ def _accept(chains: Sequence[RequestChains], m: int) -> float:
     return sum(c.tokens for c in chains) / steps if steps else 0.0
 
 
+@dataclass(frozen=True)
+class Drafting:
+    """A speculative configuration, as runs and predictions are matched by: the algorithm, its draft model, the
+    steps, the top-k and the draft tokens SGLang really runs. Two configurations with the same draft-token count
+    but another algorithm, draft model or shape (a tree: topk > 1) are different, and only a chain (topk 1) is
+    predicted from another chain of the same drafter."""
+
+    algorithm: str
+    draft_tokens: int
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    draft_model: str | None = None
+
+    @property
+    def chain(self) -> bool:
+        """Chain drafting (topk 1, or none given): one draft token a step."""
+        return self.eagle_topk is None or self.eagle_topk <= 1
+
+    @property
+    def drafter(self) -> tuple[str, str | None]:
+        """What proposes the drafts: the algorithm and its draft model."""
+        return self.algorithm.upper(), self.draft_model
+
+    def text(self) -> str:
+        if self.chain:
+            return f"{self.algorithm} chain of {self.draft_tokens}"
+        return f"{self.algorithm} tree (topk {self.eagle_topk}, steps {self.num_steps}, {self.draft_tokens} draft tokens)"
+
+    @classmethod
+    def of_flags(cls, flags: Any, draft_model: Any = None) -> Drafting | None:
+        """A preset's configuration (its `SpeculativeFlags`: the draft tokens SGLang will really run); None
+        without speculation."""
+        tokens = flags.effective_draft_tokens if flags.enabled else None
+        if not _count(tokens):
+            return None
+        return cls(str(flags.algorithm), tokens, flags.num_steps, flags.eagle_topk,
+                   draft_model if isinstance(draft_model, str) else None)
+
+    @classmethod
+    def of_run(cls, run: Any) -> Drafting | None:
+        """What a stored run's server really ran (its effective settings); None without speculation."""
+        spec = (run.server or {}).get("speculative") if isinstance(run.server, dict) else None
+        spec = spec if isinstance(spec, dict) else {}
+        algorithm, tokens = spec.get("algorithm"), spec.get("num_draft_tokens")
+        if not isinstance(algorithm, str) or not algorithm or not _count(tokens):
+            return None
+        steps, topk, model = spec.get("num_steps"), spec.get("eagle_topk"), spec.get("draft_model_path")
+        return cls(algorithm, tokens, steps if _count(steps) else None, topk if _count(topk) else None,
+                   model if isinstance(model, str) else None)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 @dataclass
 class PredictionSet:
     """What one run predicts for other chain lengths: the requests used and skipped (with why), and one
@@ -210,6 +265,8 @@ class PredictionSet:
     methods: dict[str, int] = field(default_factory=dict)
     """Requests replayed over their trace, and those read by the histogram formula."""
     note: str = GREEDY_NOTE
+    drafting: Drafting | None = None
+    """The chain it was measured with: it predicts only shorter chains of the same drafter (`prediction_for`)."""
 
     def to_json(self) -> dict[str, object]:
         """The `specmon predict --json` shape."""
@@ -346,3 +403,48 @@ def predict_run(
     return PredictionSet(
         run.run_id, measured, with_cost_model(predictions, cost_model), len(chains), skipped, methods
     )
+
+
+def predict_measured(measured: Sequence[tuple[Drafting, Any]]) -> tuple[list[PredictionSet], list[str]]:
+    """What measured presets predict, each given with its configuration and run: for each drafter, its longest
+    measured chain predicts its shorter chains, with decode tok/s from a step-cost model fitted on that drafter's
+    measured chains alone (a tree, or another drafter, says nothing of a chain's steps). Returns the prediction
+    sets and, in words, the runs that could not predict (a run whose server ran another configuration than its
+    preset, a run without usable requests)."""
+    drafters: dict[tuple[str, str | None], list[tuple[Drafting, Any]]] = {}
+    for drafting, run in measured:
+        if drafting.chain:
+            drafters.setdefault(drafting.drafter, []).append((drafting, run))
+    sets: list[PredictionSet] = []
+    notes: list[str] = []
+    for chains in drafters.values():
+        points = []
+        for drafting, run in chains:
+            decode = ((run.summary or {}).get("decode_tok_s") or {}).get("median")
+            accept = ((run.summary or {}).get("accept_length") or {}).get("token_weighted")
+            if decode and accept:
+                points.append((drafting.draft_tokens, accept, decode))
+        drafting, run = max(chains, key=lambda pair: (pair[0].draft_tokens, pair[1].started_at))
+        try:
+            ran = chain_length_of(run)
+            if ran != drafting.draft_tokens:
+                raise CannotPredict(f"run {run.run_id}'s server ran {ran} draft tokens, not its preset's "
+                                    f"{drafting.draft_tokens}")
+            predicted = predict_run(run, cost_model=fit_step_cost(points))
+        except CannotPredict as exc:
+            notes.append(f"no prediction from {drafting.text()}: {exc}")
+            continue
+        predicted.drafting = drafting
+        sets.append(predicted)
+    return sets, notes
+
+
+def prediction_for(sets: Sequence[PredictionSet], drafting: Drafting | None) -> Prediction | None:
+    """The prediction for one configuration: a chain, from the set of its drafter, at most as long as the chain
+    that set was measured with; None for a tree, another drafter, or a longer chain."""
+    if drafting is None or not drafting.chain:
+        return None
+    for predicted in sets:
+        if predicted.drafting is not None and predicted.drafting.drafter == drafting.drafter:
+            return next((p for p in predicted.predictions if p.draft_tokens == drafting.draft_tokens), None)
+    return None

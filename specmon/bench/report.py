@@ -18,7 +18,7 @@ FIGURE_COLUMNS = (
     "decode_tok_s_median", "decode_tok_s_ci95_low", "decode_tok_s_ci95_high", "decode_tok_s_p10",
     "decode_tok_s_p90", "accept_length", "accept_length_median", "accept_length_bound",
     "ttft_ms_median", "ttft_ms_p90", "itl_ms_median", "itl_ms_p90",
-    "speedup", "speedup_ci95_low", "speedup_ci95_high", "flags",
+    "speedup", "speedup_ci95_low", "speedup_ci95_high", "speedup_baseline_run_id", "flags",
 )  # fmt: skip
 
 
@@ -52,7 +52,7 @@ def accept_bound(result: BenchResult) -> int | None:
 def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[str, str]:
     """The symptoms specmon exists for, flag → what it means: a speculative server accepting about one token
     per step (the draft does nothing: the wrong draft, or its weights did not load), and speculation slower
-    than its baseline run (beyond the speedup's CI)."""
+    than its baseline run (beyond the speedup's CI; a baseline of the same server and settings)."""
     out: dict[str, str] = {}
     if not is_speculative(result):
         return out
@@ -64,7 +64,8 @@ def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[
     speedup = comparison.speedup if comparison is not None and comparison.run_id != comparison.baseline_run_id else None
     geomean = (speedup or {}).get("geomean")
     ci = (speedup or {}).get("ci95")
-    if isinstance(geomean, int | float) and geomean < 1 and (not ci or ci[1] < 1) and not comparison.unlike:
+    if (isinstance(geomean, int | float) and geomean < 1 and (not ci or ci[1] < 1) and not comparison.unlike
+            and comparison.same_server):
         out[SLOWER_THAN_BASELINE] = (f"{geomean:.2f}× the baseline run {comparison.baseline_run_id}: speculation "
                                      "costs more than it gains here")
     return out
@@ -118,6 +119,7 @@ def run_figures(result: BenchResult, comparison: Comparison | None = None) -> di
         "speedup": speedup.get("geomean"),
         "speedup_ci95_low": (speedup.get("ci95") or [None])[0],
         "speedup_ci95_high": (speedup.get("ci95") or [None, None])[1],
+        "speedup_baseline_run_id": comparison.baseline_run_id if speedup and comparison is not None else None,
         "flags": run_flags(result, comparison),
     }
 

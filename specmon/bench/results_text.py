@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Any
 
-from specmon.bench.compare import compare_all
+from specmon.bench.compare import Comparison, baselines_text, compare_all
 from specmon.bench.model import BenchResult
 from specmon.bench.report import FIGURE_COLUMNS, run_figures, run_flags, symptoms
 from specmon.serving.client import strict_json
@@ -25,10 +25,9 @@ def select_runs(runs: list[BenchResult], wanted: list[str]) -> tuple[list[BenchR
     return chosen, missing
 
 
-def table_rows(runs: list[BenchResult], baseline: str | None = None) -> list[list[str]]:
-    """Display cells, one row per run, speedup against the baseline (by default the latest run without
-    speculative decoding)."""
-    comparisons = compare_all(runs, baseline)
+def table_rows(runs: list[BenchResult], comparisons: dict[str, Comparison]) -> list[list[str]]:
+    """Display cells, one row per run, each speedup against the run's baseline run (``comparisons``, from
+    `compare_all`)."""
     rows = []
     for run in runs:
         f = run_figures(run, comparisons.get(run.run_id))
@@ -59,18 +58,24 @@ def table_rows(runs: list[BenchResult], baseline: str | None = None) -> list[lis
 
 
 def format_table(runs: list[BenchResult], baseline: str | None = None) -> str:
-    rows = [list(TABLE_HEADERS), *table_rows(runs, baseline)]
+    """The runs as a text table, then which baseline run each speedup is against."""
+    comparisons = compare_all(runs, baseline)
+    rows = [list(TABLE_HEADERS), *table_rows(runs, comparisons)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEADERS))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(lines + baselines_text(runs, comparisons))
 
 
 def format_markdown(runs: list[BenchResult], baseline: str | None = None) -> str:
+    """The runs as a markdown table, then which baseline run each speedup is against."""
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
+    comparisons = compare_all(runs, baseline)
     lines = ["| " + " | ".join(TABLE_HEADERS) + " |", "|" + "---|" * len(TABLE_HEADERS)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(runs, baseline)]
-    return "\n".join(lines)
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table_rows(runs, comparisons)]
+    said = baselines_text(runs, comparisons)
+    return "\n".join(lines + ([""] + said if said else []))
 
 
 def format_csv(runs: list[BenchResult], baseline: str | None = None) -> str:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specmon.oncall.discovery import FoundServer, find_servers
+from specmon.oncall.discovery import FoundServer, NotPicked, find_servers, not_launched_note, pick_server
+
+NAME_ONE = "specmon monitor --server {pid}"
+"""How a server is named to attach to it."""
 
 
 class NothingToAttach(Exception):
@@ -13,22 +16,22 @@ class NothingToAttach(Exception):
 
 
 def choose_server(ask: Callable[[list[FoundServer]], FoundServer | None] | None) -> FoundServer:
-    """The one running server (or the one specmon launched), else the one `ask` picks among several."""
-    alive = find_servers(with_gpus=False).alive()
-    if not alive:
+    """The one running server specmon launched, else the one `ask` picks among several (`pick_server`). A server
+    specmon did not launch is attached to only when named (`--server PID`, or picked from `ask`'s list)."""
+    inventory = find_servers(with_gpus=False)
+    try:
+        server = pick_server(inventory, None, "attach to", NAME_ONE, ask)
+    except NotPicked as exc:
+        raise NothingToAttach(str(exc)) from None
+    if server is not None:
+        return server
+    others = sorted(inventory.alive(), key=lambda s: -(s.started_at or 0))
+    if not others:
         raise NothingToAttach("no running server found (see `specmon ps`); give --url")
-    alive.sort(key=lambda s: (not s.launched_by_specmon, -(s.started_at or 0)))
-    launched = [s for s in alive if s.launched_by_specmon]
-    if len(launched) == 1:
-        return launched[0]
-    if len(alive) == 1:
-        return alive[0]
-    if ask is None:
-        names = ", ".join(f"{s.id} ({s.preset or 'pid ' + str(s.pid)}, {s.url})" for s in alive)
-        raise NothingToAttach(f"several servers are running: {names}; give --url or --server ID")
-    picked = ask(alive)
+    picked = ask(others) if ask is not None else None
     if picked is None:
-        raise NothingToAttach("no server picked")
+        raise NothingToAttach(f"nothing attached: no server specmon launched is running; "
+                              f"{not_launched_note(inventory, NAME_ONE)}")
     return picked
 
 

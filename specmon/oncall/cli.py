@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 import time
 from typing import Any
+
+from specmon import exits
+from specmon.units import format_seconds
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -130,9 +135,9 @@ def run_start(args: argparse.Namespace) -> int:
         ready_after_s=round(outcome.took_s, 3),
     )
     if outcome.state == "ready":
-        _emit(args, data, f"ready after {outcome.took_s:.1f} s")
+        _emit(args, data, f"ready after {format_seconds(outcome.took_s)}")
         return EXIT_OK
-    _emit(args, data, f"failed after {outcome.took_s:.1f} s: {outcome.error}")
+    _emit(args, data, f"failed after {format_seconds(outcome.took_s)}: {outcome.error}")
     return EXIT_FAILED
 
 
@@ -196,8 +201,6 @@ def _exports_startup_phases(url: str) -> bool:
 
 
 def _format_ps(inventory) -> str:
-    from specmon.units import format_seconds
-
     if not inventory.servers:
         return "no servers (none launched by specmon, no SGLang server running on this host)"
     rows = [("ID", "PRESET", "PID", "URL", "STATE", "BY", "GPU MiB", "STARTED", "LOG")]
@@ -278,24 +281,17 @@ def prometheus_sd(inventory) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------- stop
 
 
-def pick_server(inventory, key: str | None, what: str):
-    """The server `key` names (id, id prefix, pid), or the only one alive; UsageError otherwise."""
-    if key:
-        server = inventory.find(key)
-        if server is None:
-            raise UsageError(f"no server {key!r} (see `specmon ps`)")
-        return server
-    alive = inventory.alive()
-    if not alive:
-        raise UsageError("no running server (see `specmon ps`)")
-    launched = [s for s in alive if s.launched_by_specmon]
-    if len(launched) == 1:
-        return launched[0]
-    alive = launched or alive
-    if len(alive) > 1:
-        names = ", ".join(f"{s.id} ({s.preset or 'pid ' + str(s.pid)}, {s.url})" for s in alive)
-        raise UsageError(f"several servers are running; say which to {what}: {names}")
-    return alive[0]
+def pick_server(inventory, key: str | None, what: str, how_to_name: str):
+    """The server `key` names, else the one running server specmon launched (`discovery.pick_server`), and the
+    line on the servers it left alone (`discovery.not_launched_note`) when it picked none. UsageError otherwise."""
+    from specmon.oncall.discovery import NotPicked, not_launched_note
+    from specmon.oncall.discovery import pick_server as pick
+
+    try:
+        server = pick(inventory, key, what, how_to_name)
+    except NotPicked as exc:
+        raise UsageError(str(exc)) from None
+    return server, None if server is not None else not_launched_note(inventory, how_to_name)
 
 
 def _export_stop(args: argparse.Namespace, server, result) -> None:
@@ -323,7 +319,10 @@ def run_stop(args: argparse.Namespace) -> int:
     from specmon.oncall.discovery import find_servers
     from specmon.oncall.stopper import StopRefused, kill_leftovers, stop_server
 
-    server = pick_server(find_servers(with_gpus=False), args.server, "stop")
+    server, left_alone = pick_server(find_servers(with_gpus=False), args.server, "stop", "specmon stop {pid}")
+    if server is None:
+        raise UsageError(f"nothing stopped: no server specmon launched is running; {left_alone}" if left_alone
+                         else "no running server (see `specmon ps`)")
     if server.alive and not confirm(f"Stop {_describe(server)}? It may be serving traffic.", args.yes):
         _emit(args, {"id": server.id, "stopped": False, "error": "not confirmed"}, "not stopped")
         return EXIT_FAILED
@@ -361,11 +360,11 @@ def _stop_text(server, result) -> str:
     if result.signal is None:
         head = f"{_describe(server)} was not running"
     else:
-        head = f"stopped {_describe(server)} with {result.signal} in {result.took_s:.1f} s"
+        head = f"stopped {_describe(server)} with {result.signal} in {format_seconds(result.took_s)}"
     lines = [head]
     if result.gpus_free_s is not None:
         lines.append(
-            f"  GPUs free after {result.gpus_free_s:.1f} s"
+            f"  GPUs free after {format_seconds(result.gpus_free_s)}"
             + (f" ({result.gpu_note})" if result.gpu_note else "")
         )
     else:
@@ -386,7 +385,7 @@ def _stop_text(server, result) -> str:
 def _switch_text(report) -> str:
     lines = [f"switch {report.from_ or '(nothing running)'} -> {report.to}: {report.state}"]
     lines.extend(
-        f"  {s['name']:<10} {s['took_s'] if s['took_s'] is not None else '-':>8} s"
+        f"  {s['name']:<10} {format_seconds(s['took_s']) or '-':>8}"
         + (f"  {s['status']}" if s.get("status") else "")
         for s in report.steps
     )
@@ -430,7 +429,10 @@ def run_switch(args: argparse.Namespace) -> int:
 
     preset = _load_preset(args, args.preset)
     inventory = find_servers(with_gpus=False)
-    server = pick_server(inventory, args.server, "switch") if (args.server or inventory.alive()) else None
+    naming = f"specmon switch {preset.name} --from {{pid}}"
+    server, left_alone = pick_server(inventory, args.server, "switch", naming)
+    if left_alone:
+        _note(left_alone)
     if server is not None:
         why = server.why_not_signalable()
         if why:
@@ -452,16 +454,29 @@ def run_switch(args: argparse.Namespace) -> int:
         if status == "running":
             print(f"  {name}…", file=sys.stderr, flush=True)
         elif took_s is not None:
-            print(f"  {name} {status} ({took_s:.1f} s)", file=sys.stderr, flush=True)
+            print(f"  {name} {status} ({format_seconds(took_s)})", file=sys.stderr, flush=True)
 
-    report = switch(
-        server,
-        preset,
-        preflight=not args.no_preflight,
-        requests=args.requests,
-        ready_timeout=args.timeout,
-        on_step=progress,
-        on_line=_progress_line,
-    )
+    interrupted = threading.Event()
+
+    def stop_after_step() -> None:  # in a signal handler: os.write, for a print may be under way on stderr
+        os.write(sys.stderr.fileno(), b"specmon: Ctrl+C: stopping after the step under way, leaving the servers as "
+                 b"they are (Ctrl+C again: at once)\n")
+        interrupted.set()
+
+    with exits.first_interrupt_calls(stop_after_step):
+        report = switch(
+            server,
+            preset,
+            preflight=not args.no_preflight,
+            requests=args.requests,
+            ready_timeout=args.timeout,
+            on_step=progress,
+            on_line=_progress_line,
+            should_stop=interrupted.is_set,
+        )
+    if left_alone and args.json:
+        report.notes.append(left_alone)
     _emit(args, report.to_json(), _switch_text(report))
+    if report.state == "cancelled":
+        return exits.EXIT_SIGINT
     return EXIT_OK if report.state == "ready" and not report.alerts else EXIT_FAILED

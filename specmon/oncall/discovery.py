@@ -8,6 +8,7 @@ value that does not parse leaves SGLang's default.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,64 @@ class Inventory:
             "servers": [s.to_json() for s in self.servers],
             "problems": [{"path": str(p.path), "message": p.message} for p in self.problems],
         }
+
+
+class NotPicked(Exception):
+    """No server may be acted on without more from the user; the message says what was found and how to name
+    one, in one line."""
+
+
+MAX_NAMED = 5
+"""At most this many servers are named in one line, the newest first (then "and N more")."""
+
+
+def _label(server: FoundServer) -> str:
+    if server.launched_by_specmon:
+        return f"{server.id} ({server.preset or '?'}, pid {server.pid}, {server.url})"
+    return f"pid {server.pid} ({server.url})"
+
+
+def _listed(servers: list[FoundServer]) -> str:
+    names = ", ".join(_label(s) for s in servers[:MAX_NAMED])
+    return names + (f" and {len(servers) - MAX_NAMED} more" if len(servers) > MAX_NAMED else "")
+
+
+def not_launched_note(inventory: Inventory, how_to_name: str) -> str | None:
+    """One line on the running servers specmon did not launch, left alone because nobody named them, and how to
+    name one (``how_to_name`` with ``{pid}``); None when there are none."""
+    others = sorted((s for s in inventory.alive() if not s.launched_by_specmon), key=lambda s: -(s.started_at or 0))
+    if not others:
+        return None
+    return (f"{len(others)} running server(s) specmon did not launch, left alone: {_listed(others)}; specmon acts on "
+            f"one only when you name it: {how_to_name.format(pid=others[0].pid)}")
+
+
+def pick_server(
+    inventory: Inventory,
+    key: str | None,
+    what: str,
+    how_to_name: str,
+    ask: Callable[[list[FoundServer]], FoundServer | None] | None = None,
+) -> FoundServer | None:
+    """The server to ``what`` (stop, switch, sweep, attach to): the one ``key`` names (id, id prefix or pid),
+    launched by specmon or not; else the one running server specmon launched, or the one ``ask`` picks when
+    several run. A server specmon did not launch is never picked unless named. None when no server specmon
+    launched runs (`not_launched_note` says what else runs); NotPicked when ``key`` names none or several run
+    and none is picked. ``how_to_name`` is the command that names one, with ``{pid}``."""
+    if key:
+        server = inventory.find(key)
+        if server is None:
+            raise NotPicked(f"no server {key!r} (see `specmon ps`)")
+        return server
+    launched = sorted((s for s in inventory.alive() if s.launched_by_specmon), key=lambda s: -(s.started_at or 0))
+    if len(launched) <= 1:
+        return launched[0] if launched else None
+    picked = ask(launched) if ask is not None else None
+    if picked is None:
+        example = how_to_name.format(pid=launched[0].id)
+        raise NotPicked(f"{len(launched)} servers specmon launched are running: {_listed(launched)}; say which "
+                        f"to {what}: {example}")
+    return picked
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:

@@ -19,6 +19,7 @@ from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
 from specmon.private_files import make_private_dir
+from specmon.units import format_seconds
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
 HEALTH_LIMIT = 64 * 1024
@@ -113,7 +114,7 @@ def _record_launch(supervisor: ServerSupervisor, record: ServerRecord, log) -> N
 
 @dataclass
 class ReadyOutcome:
-    """How a wait for ready ended: "ready", "failed" (with the error) or "timeout"."""
+    """How a wait for ready ended: "ready", "failed" (with the error), "timeout" or "cancelled"."""
 
     state: str
     error: str | None = None
@@ -130,8 +131,10 @@ def wait_ready(
     poll_s: float = 0.1,
     on_state: Callable[[Any], None] | None = None,
     on_line: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ReadyOutcome:
-    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, or time runs out.
+    """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, time runs out, or
+    ``should_stop()`` (Ctrl+C) ends the wait as "cancelled" (the server is left as it is).
 
     ``on_line`` gets one line per phase change and throttled capture and weight progress, as
     `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing);
@@ -189,7 +192,9 @@ def wait_ready(
                     "failed", f"the server (pid {pid}) exited before it was ready", took, tracker.state.to_json()
                 )
             if took >= timeout:
-                return ReadyOutcome("timeout", f"not ready after {timeout:.0f} s", took, st.to_json())
+                return ReadyOutcome("timeout", f"not ready after {format_seconds(timeout)}", took, st.to_json())
+            if should_stop is not None and should_stop():
+                return ReadyOutcome("cancelled", "cancelled while it started", took, st.to_json())
             time.sleep(poll_s)
     finally:
         client.close()

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.units import format_seconds
+
 Note = tuple[str, str]
 STEP_MARKS = {"running": "…", "done": "✓", "failed": "✗"}
 HISTORY_RUNS = 200
@@ -40,7 +42,7 @@ class SwitchProgress:
         """One line of steps (the running one last, with an ellipsis), then the outcome's lines."""
         parts = []
         for name, status, took_s in self.steps:
-            took = f" {took_s:.1f}s" if took_s is not None else ""
+            took = f" {format_seconds(took_s)}" if took_s is not None else ""
             parts.append(f"{name}{took} {STEP_MARKS.get(status, status)}")
         style = "bold red" if any(s == "failed" for _, s, _ in self.steps) else "bold cyan"
         head = f"switch → {self.to}: " + (" · ".join(parts) if parts else "starting…")
@@ -143,11 +145,13 @@ def history_for(results: Sequence[Any], preset: str | None, url: str | None, mod
 
 
 def successor(servers: Sequence[Any], followed: Any) -> Any | None:
-    """The alive server that took over from ``followed`` (same port, another process), or None yet."""
+    """The alive server that took over from ``followed`` (same port, another process), or None yet. One specmon
+    did not launch never takes over from one it did: nobody named it (a server the user named by pid may be
+    followed across its own restarts)."""
     for server in servers:
         if server.alive and server.port == followed.port and (
             server.pid != followed.pid or server.create_time != followed.create_time
-        ):
+        ) and (server.launched_by_specmon or not followed.launched_by_specmon):
             return server
     return None
 
@@ -169,7 +173,8 @@ def sweep_choices(candidates: Sequence[Any], last: dict[str, Any]) -> list[tuple
     for preset in candidates:
         spec = preset.speculative
         if spec.enabled:
-            about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}", True
+            tree = f" · tree, topk {spec.eagle_topk}" if (spec.eagle_topk or 0) > 1 else ""
+            about, selected = f"{spec.algorithm} · draft tokens {spec.effective_draft_tokens}{tree}", True
         else:
             about, selected, baseline_taken = "baseline (no speculation)", not baseline_taken, True
         result = result_line(last[preset.name]) if preset.name in last else "no result yet"

@@ -83,6 +83,10 @@ class SwitchFailed(Exception):
     """A step failed; the report says which and why."""
 
 
+class SwitchCancelled(SwitchFailed):
+    """``should_stop`` said stop: the switch ended after the step under way, leaving the servers as they were."""
+
+
 def switch(
     server: FoundServer | None,
     preset: Preset,
@@ -93,24 +97,30 @@ def switch(
     stop_timeout: float = 30.0,
     on_step: StepCallback | None = None,
     on_line: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SwitchReport:
     """Replace `server` (None: nothing runs) by `preset` on the same port. Never raises for server faults.
 
     ``requests`` is the sanity benchmark's size; 0 leaves it out. ``on_line`` gets the new server's startup
-    progress (phases, captures) as it happens.
+    progress (phases, captures) as it happens. Once ``should_stop()`` is true (Ctrl+C), the switch ends after
+    the step under way, as "cancelled": it stops nothing more, launches nothing more, and a server starting is
+    left starting.
     """
     report = SwitchReport(from_=(server.preset or f"pid {server.pid}") if server else None, to=preset.name)
     steps = _Steps(report, on_step)
     try:
-        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line)
+        _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line,
+                should_stop or (lambda: False))
     except SwitchFailed as exc:
-        report.state, report.error = "failed", str(exc)
+        report.state = "cancelled" if isinstance(exc, SwitchCancelled) else "failed"
+        report.error = str(exc)
     if report.state == "running":
         report.state = "ready"
     return report
 
 
-def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line) -> None:
+def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line,
+            should_stop) -> None:
     from specmon.launch.supervisor import SupervisorError
     from specmon.oncall.launcher import launch_problems, start_detached, wait_ready
     from specmon.oncall.preflight import preflight as run_preflight
@@ -138,6 +148,9 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         steps.run("preflight", checks)
     else:
         checks()
+    if should_stop():
+        report.old_still_serving = serving
+        raise SwitchCancelled("cancelled before anything was stopped" + kept)
     if serving:
         report.before = what_served(server)
         steps.on_step("stopping", "running", None)
@@ -160,6 +173,9 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
             from specmon.oncall.state import remove
 
             remove(server.record)
+    if should_stop():
+        raise SwitchCancelled(f"cancelled after {report.from_} was stopped: {preset.name} was not started"
+                              if serving else f"cancelled: {preset.name} was not started")
     try:
         record = steps.run("launching", lambda: start_detached(preset, port))
     except SupervisorError as exc:
@@ -167,11 +183,16 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
     report.id, report.url, report.log = record.id, record.url, record.log
     steps.on_step("startup", "running", None)
     outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout,
-                         on_line=on_line)
-    steps.done("startup", outcome.took_s, "done" if outcome.state == "ready" else "failed")
+                         on_line=on_line, should_stop=should_stop)
+    steps.done("startup", outcome.took_s, {"ready": "done", "cancelled": "cancelled"}.get(outcome.state, "failed"))
+    if outcome.state == "cancelled":
+        raise SwitchCancelled(f"cancelled while {preset.name} started: it was left starting ({record.id}, "
+                              f"pid {record.pid}, {record.url})")
     if outcome.state != "ready":
         raise SwitchFailed(f"the new server did not become ready: {outcome.error}")
     report.effective = _effective(record.url)
+    if requests > 0 and should_stop():
+        raise SwitchCancelled(f"cancelled once {preset.name} was ready, before its sanity run")
     if requests > 0:  # 0: the caller measures the server itself (a sweep)
         sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
         compare_with_before(report, sanity, preset.name)

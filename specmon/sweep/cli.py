@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
-from specmon.sweep.plan import SweepError, SweepStore, plan_sweep
+from specmon import exits
+from specmon.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
 from specmon.units import format_seconds, number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class NotSwept(Exception):
+    """The server to replace may not be stopped (another user's, or the user said no): exit 1."""
 
 
 def _note(message: str) -> None:
@@ -86,46 +92,103 @@ def run_sweep(args: argparse.Namespace) -> int:
             return _predict_only(args, presets, store)
         if plan is None:
             plan = plan_sweep(list(presets.values()), requests=args.requests)
-    except SweepError as exc:
+        server = _server_to_replace(args, plan)
+    except (SweepError, NotSwept) as exc:
         _note(str(exc))
-        return EXIT_USAGE
+        return EXIT_USAGE if isinstance(exc, SweepError) else EXIT_FAILED
     options = SweepOptions(
         preflight=not args.no_preflight, leave=args.leave, skip_predicted_worse=args.skip_predicted_worse
     )
     runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note,
-                         on_startup=_startup_line)
+                         on_startup=_startup_line, server=server)
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
-    report = runner.run()
+    report = _run_until_done_or_ctrl_c(runner)
     _export(args, report)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2, allow_nan=False, default=str)
+        json.dump(report.to_json() | {"cancelled": runner.cancelled}, sys.stdout, indent=2, allow_nan=False,
+                  default=str)
         sys.stdout.write("\n")
     else:
         print(format_report(report))
+    if runner.cancelled:
+        _note(f"cancelled; the servers are as the step under way left them; resume: specmon sweep --resume "
+              f"{plan.run_id}")
+        return exits.EXIT_SIGINT
     measured = all(row["state"] == "measured" for row in report.rows)
     return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
+
+
+def _run_until_done_or_ctrl_c(runner: Any) -> SweepReport:
+    """The sweep; the first Ctrl+C cancels it after the step under way (as the app's Cancel), a second ends
+    specmon at once. Either way the servers are left as they are."""
+
+    def cancel() -> None:  # in a signal handler: os.write, for a print may be under way on stderr
+        os.write(sys.stderr.fileno(), b"specmon sweep: Ctrl+C: stopping after the step under way, leaving the "
+                 b"servers as they are (Ctrl+C again: at once)\n")
+        runner.cancel()
+
+    with exits.first_interrupt_calls(cancel):
+        return runner.run()
+
+
+def _server_to_replace(args: argparse.Namespace, plan: SweepPlan) -> Any:
+    """The server the sweep's first switch replaces: the one `--from` names, else (resuming) the one the sweep
+    launched, else the one running server specmon launched (`pick_server`: one it did not launch is replaced only
+    when named, and said left alone). Asks before it is stopped, unless --yes."""
+    from specmon.oncall.discovery import NotPicked, find_servers, not_launched_note, pick_server
+
+    inventory = find_servers(with_gpus=False)
+    again = f"--resume {plan.run_id}" if args.resume is not None else " ".join(dict.fromkeys(args.presets_to_run))
+    naming = f"specmon sweep {again} --from {{pid}}"
+    key = args.server
+    if key is None and plan.server_id and (own := inventory.find(plan.server_id)) and own.alive:
+        key = own.id
+    try:
+        server = pick_server(inventory, key, "replace", naming)
+    except NotPicked as exc:
+        raise SweepError(str(exc)) from None
+    if server is None and (left_alone := not_launched_note(inventory, naming)):
+        _note(left_alone)
+    if server is None or not server.alive:
+        return server
+    from specmon.oncall.cli import UsageError, confirm
+
+    if why := server.why_not_signalable():
+        raise NotSwept(f"not swept: {why}")
+    who = server.preset or f"pid {server.pid}"
+    question = (f"Stop server {server.id} ({who}, pid {server.pid}, {server.url}) and sweep "
+                f"{len({s.preset for s in plan.steps})} presets on its port? It may be serving traffic.")
+    try:
+        confirmed = confirm(question, args.yes)
+    except UsageError as exc:
+        raise SweepError(str(exc)) from None
+    if not confirmed:
+        raise NotSwept("not swept: not confirmed")
+    return server
 
 
 def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: SweepStore) -> int:
     """Measure the longest chain alone and print what it predicts for the shorter ones."""
     from specmon.bench.results import ResultStore
     from specmon.sweep.plan import SweepPlan, SweepStep, new_sweep_id
-    from specmon.sweep.runner import SweepOptions, SweepRunner, predictions_for
+    from specmon.sweep.runner import SweepOptions, SweepRunner, drafting_of
 
-    speculative = [p for p in presets.values() if p.speculative.enabled and p.speculative.eagle_topk in (None, 1)]
-    if not speculative:
+    chains = [(d, p) for p in presets.values() if (d := drafting_of(p)) is not None and d.chain]
+    if not chains:
         raise SweepError("--predict-only needs a chain-drafting preset (topk 1)")
-    longest = max(speculative, key=lambda p: p.speculative.effective_draft_tokens or 0)
-    draft_tokens = longest.speculative.effective_draft_tokens or 0
+    drafting, longest = max(chains, key=lambda pair: pair[0].draft_tokens)
+    draft_tokens = drafting.draft_tokens
     plan = SweepPlan(new_sweep_id(), [SweepStep(longest.name, False, draft_tokens)], requests=args.requests)
     runner = SweepRunner(plan, presets, store, ResultStore(), SweepOptions(preflight=not args.no_preflight,
                          leave="none" if args.leave == "none" else "best"), on_event=None if args.json else _note,
-                         on_startup=_startup_line)
-    runner.run()
+                         on_startup=_startup_line, server=_server_to_replace(args, plan))
+    _run_until_done_or_ctrl_c(runner)
     step = plan.steps[0]
-    run = runner._load(step.bench_run_id) if step.state == "measured" else None  # noqa: SLF001
-    predicted = predictions_for({draft_tokens: run}) if run is not None else None
+    sets, cannot = runner._predictions()  # noqa: SLF001
+    for line in cannot:
+        _note(line)
+    predicted = sets[0] if sets else None
     data = {
         "from_preset": longest.name,
         "state": step.state,
@@ -149,6 +212,10 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
         print(format_prediction(predicted))
     else:
         print(f"{longest.name}: {step.state}{f' ({step.error})' if step.error else ''}: nothing to predict from")
+    if runner.cancelled:
+        _note(f"cancelled; the servers are as the step under way left them; resume: specmon sweep --resume "
+              f"{plan.run_id}")
+        return exits.EXIT_SIGINT
     return EXIT_OK if predicted is not None and predicted.predictions else EXIT_FAILED
 
 
@@ -163,7 +230,8 @@ def format_report(report: SweepReport) -> str:
         rows.append(
             (
                 row["preset"] + (" (baseline)" if row["baseline"] else ""),
-                str(row["draft_tokens"] or "–"),
+                str(row["draft_tokens"] or "–") + (f" (tree, topk {row['eagle_topk']})"
+                                                     if (row.get("eagle_topk") or 0) > 1 else ""),
                 row["state"],
                 number(row["decode_tok_s"]),
                 f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "–",
@@ -188,6 +256,12 @@ def format_report(report: SweepReport) -> str:
     if report.baseline_drift_pct is not None:
         flag = "  DRIFT: above 3%, the comparison is suspect" if report.drift_flagged else ""
         lines.append(f"baseline drift between its first and last run: {report.baseline_drift_pct:+.1f}%{flag}")
+    against = list(dict.fromkeys(row["speedup_baseline_run_id"] for row in report.rows
+                                 if row.get("speedup_baseline_run_id")))
+    if against:
+        lines.append("speedup against the baseline's run " + ", ".join(against) + " (the latest before each "
+                     "preset's run, as `specmon results` computes it)")
+    lines += [f"τ pred from {source}" for source in report.predicted_from]
     lines += [f"note: {note}" for note in report.notes]
     lines.append(f"recommended: {report.recommended or f'none ({report.no_recommendation})'}")
     lines.append(f"left serving: {report.left_serving or 'nothing'}")

@@ -19,7 +19,9 @@ from specmon.private_files import make_private_dir, open_private_file
 if TYPE_CHECKING:
     from specmon.launch.presets import Preset
 
-STEP_STATES = ("pending", "measured", "failed", "skipped")
+STEP_STATES = ("pending", "measured", "failed", "skipped", "cancelled")
+TO_DO = ("pending", "cancelled")
+"""The states of the steps a resume runs."""
 MAX_PLAN_BYTES = 4 * MIB
 
 
@@ -58,10 +60,14 @@ class SweepPlan:
     runner_pid: int | None = None
     runner_started: float | None = None
     """The process running the sweep (pid and start time): gone while unfinished means interrupted."""
+    server_id: str | None = None
+    """The server the sweep launched last (its id in `specmon ps`): the only one it replaces from then on."""
+    cancelled: bool = False
+    """Cancelled (Ctrl+C, the app's Cancel) and not resumed since."""
 
     @property
     def next_step(self) -> SweepStep | None:
-        return next((s for s in self.steps if s.state == "pending"), None)
+        return next((s for s in self.steps if s.state in TO_DO), None)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +88,8 @@ class SweepPlan:
                 recommended=_text(data.get("recommended")),
                 runner_pid=_number(data.get("runner_pid"), int),
                 runner_started=_number(data.get("runner_started"), float),
+                server_id=_text(data.get("server_id")),
+                cancelled=data.get("cancelled") is True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SweepError(f"not a sweep state file: {exc}") from None

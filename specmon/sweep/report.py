@@ -1,6 +1,6 @@
-"""A sweep's result from its benchmark runs: per preset tok/s with its CI, acceptance, speedup against the
-baseline paired per prompt, the baseline's drift between its first and last run, and a recommendation.
-Pure: no I/O."""
+"""A sweep's result from its benchmark runs: per preset tok/s with its CI, acceptance, speedup against its baseline
+run (`baseline_for`: the rule `specmon results` uses too) paired per prompt, the baseline's drift between its first
+and last run, and a recommendation. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.bench.compare import compare
+from specmon.bench.compare import baseline_for, compare
 from specmon.bench.model import BenchResult
+from specmon.bench.predict import Drafting
 from specmon.bench.report import symptoms
 from specmon.bench.results import skipped_note
 
@@ -34,6 +35,8 @@ class PresetOutcome:
     measure_s: float | None = None
     error: str | None = None
     baseline: bool = False
+    drafting: Drafting | None = None
+    """Its speculative configuration (algorithm, steps, topk, draft tokens; None for the baseline)."""
 
 
 def conservative_tok_s(run: BenchResult) -> float | None:
@@ -64,6 +67,8 @@ class SweepReport:
     """Why nothing is recommended (None when a preset is)."""
     notes: list[str] = field(default_factory=list)
     """What the report left out and why (stored records skipped by the reader)."""
+    predicted_from: list[str] = field(default_factory=list)
+    """The runs the τ pred column comes from, one per drafter: "run ID (EAGLE3 chain of 16)"."""
     left_serving: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -75,6 +80,7 @@ class SweepReport:
             "recommended": self.recommended,
             "no_recommendation": self.no_recommendation,
             "notes": self.notes,
+            "predicted_from": self.predicted_from,
             "left_serving": self.left_serving,
         }
 
@@ -87,7 +93,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
     """The report of a sweep's outcomes (baseline runs first and last, speculative ones between)."""
     report = SweepReport(run_id)
     baselines = [o for o in outcomes if o.baseline and o.state == "measured" and o.run is not None]
-    first_baseline = baselines[0].run if baselines else None
+    measured = [o.run for o in outcomes if o.state == "measured" and o.run is not None]
     if len(baselines) >= 2:
         first = _finite(_decode(baselines[0].run).get("median"))
         last = _finite(_decode(baselines[-1].run).get("median"))
@@ -98,8 +104,9 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
         run = outcome.run
         decode = _decode(run)
         speedup = comparison = None
-        if run is not None and first_baseline is not None and not outcome.baseline:
-            comparison = compare(run, first_baseline)
+        against = baseline_for(run, measured) if run is not None and not outcome.baseline else None
+        if against is not None and against is not run:
+            comparison = compare(run, against)
             speedup = comparison.speedup
         accept = (run.summary.get("accept_length") or {}) if run is not None else {}
         report.rows.append(
@@ -107,6 +114,8 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "preset": outcome.preset,
                 "baseline": outcome.baseline,
                 "draft_tokens": outcome.draft_tokens,
+                "eagle_topk": outcome.drafting.eagle_topk if outcome.drafting is not None else None,
+                "drafting": outcome.drafting.text() if outcome.drafting is not None else None,
                 "state": outcome.state,
                 "run_id": run.run_id if run is not None else None,
                 "decode_tok_s": _finite(decode.get("median")),
@@ -116,6 +125,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "accept_profile": accept.get("profile"),
                 "speedup": _finite((speedup or {}).get("geomean")),
                 "speedup_ci95": (speedup or {}).get("ci95"),
+                "speedup_baseline_run_id": comparison.baseline_run_id if comparison is not None else None,
                 "startup_s": outcome.startup_s,
                 "measure_s": outcome.measure_s,
                 "error": outcome.error,

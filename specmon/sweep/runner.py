@@ -14,15 +14,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from specmon.bench.predict import PredictionSet, fit_step_cost, predict_run
+from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
 from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
+from specmon.units import format_seconds
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchProgress, BenchResult
     from specmon.bench.results import ResultStore
     from specmon.bench.run import BenchRun
     from specmon.launch.presets import Preset
+    from specmon.oncall.discovery import FoundServer
 
 Event = Callable[[str], None]
 LEAVE_CHOICES = ("best", "baseline", "none")
@@ -38,20 +40,11 @@ class SweepOptions:
     skip_predicted_worse: bool = False
 
 
-def predictions_for(runs: dict[int, BenchResult]) -> PredictionSet | None:
-    """What the longest measured chain predicts for every shorter one (`specmon predict`'s code), with tok/s
-    once two or more speculative presets are measured (the step-cost model); ``runs`` maps draft tokens to a
-    measured run. None without a run."""
-    if not runs:
+def drafting_of(preset: Preset | None) -> Drafting | None:
+    """A preset's speculative configuration (`Drafting`: what steps are matched by); None without speculation."""
+    if preset is None:
         return None
-    longest = max(runs)
-    measured = []
-    for draft_tokens, run in runs.items():
-        decode = (run.summary.get("decode_tok_s") or {}).get("median")
-        accept = (run.summary.get("accept_length") or {}).get("token_weighted")
-        if decode and accept:
-            measured.append((draft_tokens, accept, decode))
-    return predict_run(runs[longest], draft_tokens=longest, cost_model=fit_step_cost(measured))
+    return Drafting.of_flags(preset.speculative, preset.args.get("speculative-draft-model-path"))
 
 
 def _own_start_time() -> float | None:
@@ -76,8 +69,12 @@ class SweepRunner:
         on_event: Event | None = None,
         on_progress: Callable[[BenchProgress], None] | None = None,
         on_startup: Event | None = None,
+        server: FoundServer | None = None,
     ) -> None:
         self.plan = plan
+        self._server = server
+        """The server the next switch replaces until the sweep launches its own (`plan.server_id`): the one the
+        user named or `pick_server` picked; None: no server specmon launched runs."""
         self.presets = presets
         self.store = store
         self.results = results
@@ -103,10 +100,22 @@ class SweepRunner:
         return self._stop.is_set()
 
     def run(self) -> SweepReport:
-        """Run every pending step, then report and leave the chosen preset serving."""
+        """Run every step to do, then report and leave the chosen preset serving. Cancelled, it returns after the
+        step under way (that step "cancelled"), leaving the servers as they are; the plan says it was cancelled
+        and that no process runs it any more."""
         self.plan.leave = self.options.leave
         self.plan.runner_pid, self.plan.runner_started = os.getpid(), _own_start_time()
+        self.plan.cancelled = False
         self.store.save(self.plan)
+        try:
+            return self._run()
+        finally:
+            if not self.plan.finished:  # cancelled, or an error: nothing runs it now (a kill leaves its pid)
+                self.plan.runner_pid = self.plan.runner_started = None
+                self.plan.cancelled = self.cancelled
+                self.store.save(self.plan)
+
+    def _run(self) -> SweepReport:
         while not self.cancelled and (step := self.plan.next_step) is not None:
             if self._predicted_worse(step):
                 step.state, step.error = "skipped", "predicted clearly worse than the best measured preset"
@@ -116,7 +125,7 @@ class SweepRunner:
             self.plan.recommended = self.report().recommended
             self.store.save(self.plan)
         report = self.report()
-        if self.cancelled and self.plan.next_step is not None:
+        if self.cancelled:
             return report  # unfinished: `specmon sweep --resume` goes on
         if not self.plan.finished:
             self.plan.left_serving = self._leave(report)
@@ -130,17 +139,20 @@ class SweepRunner:
         outcomes = [
             PresetOutcome(
                 s.preset, s.draft_tokens, s.state, self._load(s.bench_run_id), s.startup_s, s.measure_s, s.error,
-                s.baseline,
+                s.baseline, self._drafting(s),
             )
             for s in self.plan.steps
         ]
         report = build_report(self.plan.run_id, outcomes)
-        predicted_set = predictions_for(self._measured_runs())
-        predicted = {p.draft_tokens: p for p in predicted_set.predictions} if predicted_set else {}
-        if predicted_set is not None and (skipped := predicted_set.skipped_text()):
-            report.notes.append(f"prediction from run {predicted_set.run_id}: {skipped}")
-        for row in report.rows:
-            guess = predicted.get(row["draft_tokens"]) if row["draft_tokens"] else None
+        predicted_sets, cannot = self._predictions()
+        report.notes += cannot
+        for predicted_set in predicted_sets:
+            source = predicted_set.drafting.text() if predicted_set.drafting else "?"
+            report.predicted_from.append(f"run {predicted_set.run_id} ({source})")
+            if skipped := predicted_set.skipped_text():
+                report.notes.append(f"prediction from run {predicted_set.run_id}: {skipped}")
+        for step, row in zip(self.plan.steps, report.rows, strict=True):
+            guess = prediction_for(predicted_sets, self._drafting(step))
             row["predicted_accept_length"] = guess.accept_length if guess else None
             row["predicted_decode_tok_s"] = guess.decode_tok_s if guess else None
         report.left_serving = self.plan.left_serving
@@ -155,26 +167,37 @@ class SweepRunner:
         self.say(f"{step.preset}: switching")
         outcome = switch(
             self._running_server(), preset, preflight=self.options.preflight, requests=0,
-            ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup,
+            ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup, should_stop=lambda: self.cancelled,
         )  # fmt: skip
         step.startup_s = round(sum(s["took_s"] or 0.0 for s in outcome.steps), 3)
+        self._switched(outcome)
+        if self.cancelled and (outcome.state != "ready" or outcome.url is None):
+            # a failure while cancelling may be the cancel's (Ctrl+C reaches the preflight's processes too)
+            self._cancel_step(step, outcome.error or "cancelled")
+            return
         if outcome.state != "ready" or outcome.url is None:
             step.state, step.error = "failed", outcome.error or "not ready"
             self.say(f"{step.preset}: failed: {step.error}")
             return
         if self.cancelled:
+            self._cancel_step(step, f"cancelled once {step.preset} was ready, before it was measured")
             return
-        self.say(f"{step.preset}: ready after {step.startup_s:.1f} s; measuring")
+        self.say(f"{step.preset}: ready after {format_seconds(step.startup_s)}; measuring")
         step.state, step.error = "pending", None
         run = self._bench(outcome.url, preset, step)
         if self.cancelled and run.status != "finished":
-            self.say(f"{step.preset}: benchmark cancelled after {step.measure_s:.1f} s")
-            return  # still pending: a resume measures it again
+            self._cancel_step(step, f"its benchmark was cancelled after {format_seconds(step.measure_s)}")
+            return
         if run.status == "finished" and (run.summary.get("decode_tok_s") or {}).get("median"):
             step.state = "measured"
         else:
             step.state, step.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
-        self.say(f"{step.preset}: {step.state} in {step.measure_s:.1f} s")
+        self.say(f"{step.preset}: {step.state} in {format_seconds(step.measure_s)}")
+
+    def _cancel_step(self, step: SweepStep, why: str) -> None:
+        """The step under way when the sweep was cancelled: a resume runs it again."""
+        step.state, step.error = "cancelled", why
+        self.say(f"{step.preset}: cancelled: {why}")
 
     def _bench(self, url: str, preset: Preset, step: SweepStep) -> BenchResult:
         from specmon.bench.run import BenchRun
@@ -205,11 +228,23 @@ class SweepRunner:
         settings = RunSettings.of(self.presets[first.preset].bench)
         return dataclasses.replace(settings, requests=self.plan.requests) if self.plan.requests else settings
 
+    def _switched(self, outcome: Any) -> None:
+        """After a switch: unless it left the old server serving, the sweep's server is the one it launched (if
+        any), and no other server is ever acted on again (saved, for a resume)."""
+        if not outcome.old_still_serving:
+            self._server = None
+            self.plan.server_id = outcome.id
+            self.store.save(self.plan)
+
     def _running_server(self) -> Any:
+        """The server the next switch replaces: the one given until the sweep launched its own, then its own while
+        it runs (None: nothing to replace)."""
+        if self._server is not None or not self.plan.server_id:
+            return self._server
         from specmon.oncall.discovery import find_servers
 
-        alive = [s for s in find_servers(with_gpus=False).alive() if s.launched_by_specmon]
-        return max(alive, key=lambda s: s.started_at or 0) if alive else None
+        own = find_servers(with_gpus=False).find(self.plan.server_id)
+        return own if own is not None and own.alive and own.id == self.plan.server_id else None
 
     def _load(self, run_id: str | None) -> BenchResult | None:
         if not run_id:
@@ -219,24 +254,28 @@ class SweepRunner:
         except (OSError, ValueError, KeyError):
             return None
 
-    def _measured_runs(self) -> dict[int, BenchResult]:
-        runs = {}
-        for step in self.plan.steps:
-            if step.state == "measured" and step.draft_tokens and (run := self._load(step.bench_run_id)):
-                runs[step.draft_tokens] = run
-        return runs
+    def _drafting(self, step: SweepStep) -> Drafting | None:
+        return None if step.baseline else drafting_of(self.presets.get(step.preset))
+
+    def _measured(self) -> list[tuple[Drafting | None, BenchResult]]:
+        """Each measured step's configuration (None: the baseline) and run."""
+        return [(self._drafting(step), run) for step in self.plan.steps
+                if step.state == "measured" and (run := self._load(step.bench_run_id)) is not None]
+
+    def _predictions(self) -> tuple[list[PredictionSet], list[str]]:
+        """What the measured chains predict (`predict_measured`), and the runs that could not predict, in words."""
+        return predict_measured([(drafting, run) for drafting, run in self._measured() if drafting is not None])
 
     def _predicted_worse(self, step: SweepStep) -> bool:
-        """With --skip-predicted-worse: a speculative preset whose predicted tok/s, even at its acceptance CI's
-        top, stays below the best measured preset's CI low end."""
-        if not self.options.skip_predicted_worse or step.baseline or not step.draft_tokens:
+        """With --skip-predicted-worse: a chain whose predicted tok/s, even at its acceptance CI's top, stays
+        below the best measured preset's CI low end (a tree is never predicted, so never skipped)."""
+        if not self.options.skip_predicted_worse or step.baseline:
             return False
-        runs = self._measured_runs()
-        predicted = predictions_for(runs)
-        guess = {p.draft_tokens: p for p in predicted.predictions}.get(step.draft_tokens) if predicted else None
+        guess = prediction_for(self._predictions()[0], self._drafting(step))
         if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
-        best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0] for r in runs.values())
+        best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0]
+                       for drafting, r in self._measured() if drafting is not None)
         return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
 
     def _leave(self, report: SweepReport) -> str | None:
@@ -261,4 +300,5 @@ class SweepRunner:
         self.say(f"leaving {wanted} serving")
         outcome = switch(server, self.presets[wanted], preflight=self.options.preflight, requests=0,
                          ready_timeout=self.options.ready_timeout_s, on_line=self.on_startup)
+        self._switched(outcome)
         return wanted if outcome.state == "ready" else None

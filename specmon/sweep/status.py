@@ -1,12 +1,13 @@
-"""The sweeps that did not finish, as `specmon ps` and attaching show them: running (its process is alive) or
-interrupted (an SSH drop, a kill), how far it got, what it would have left serving, and how to resume it."""
+"""The sweeps that did not finish, as `specmon ps` and attaching show them: running (its process is alive),
+cancelled (Ctrl+C, the app's Cancel) or interrupted (an SSH drop, a kill), how far it got, what it would have left
+serving, and how to resume it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from specmon.sweep.plan import SweepPlan, SweepStore
+from specmon.sweep.plan import TO_DO, SweepPlan, SweepStore
 
 MAX_SHOWN = 5
 """At most this many unfinished sweeps (the newest) are read and shown."""
@@ -18,7 +19,7 @@ class SweepStatus:
 
     run_id: str
     state: str
-    """"running" (its process is alive) or "interrupted"."""
+    """"running" (its process is alive), "cancelled" or "interrupted"."""
     done: int
     total: int
     next_preset: str | None
@@ -40,11 +41,12 @@ class SweepStatus:
         return f"{self.recommended} (recommended so far)" if self.recommended else "the recommended preset"
 
     def line(self) -> str:
-        head = (f"sweep {self.run_id} is running (pid {self.runner_pid})" if self.state == "running"
-                else f"sweep {self.run_id} was interrupted")
+        """One line; an unfinished sweep's resume command comes first, where a narrow screen does not cut it."""
         step = f"{self.done} of {self.total} steps done" + (f", next {self.next_preset}" if self.next_preset else "")
-        tail = "" if self.state == "running" else f"; resume: {self.resume}"
-        return f"{head}: {step}; at its end it would leave {self.would_leave} serving{tail}"
+        tail = f"{step}; at its end it would leave {self.would_leave} serving"
+        if self.state == "running":
+            return f"sweep {self.run_id} is running (pid {self.runner_pid}): {tail}"
+        return f"sweep {self.state}: {self.resume} · {tail}"
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "state": self.state, "done": self.done, "total": self.total,
@@ -60,10 +62,11 @@ def _running(plan: SweepPlan) -> bool:
 
 
 def status_of(plan: SweepPlan) -> SweepStatus:
-    done = sum(1 for step in plan.steps if step.state != "pending")
+    done = sum(1 for step in plan.steps if step.state not in TO_DO)
     upcoming = plan.next_step
-    return SweepStatus(plan.run_id, "running" if _running(plan) else "interrupted", done, len(plan.steps),
-                       upcoming.preset if upcoming else None, plan.leave, plan.recommended, plan.runner_pid)
+    state = "running" if _running(plan) else "cancelled" if plan.cancelled else "interrupted"
+    return SweepStatus(plan.run_id, state, done, len(plan.steps), upcoming.preset if upcoming else None, plan.leave,
+                       plan.recommended, plan.runner_pid)
 
 
 def unfinished_sweeps(store: SweepStore | None = None) -> list[SweepStatus]:

@@ -143,12 +143,16 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.bench.prompts import PromptError, load_prompts
-    from specmon.serving.client import resolve_api_key, strict_json
+    from specmon.serving.client import ApiKeyError, resolve_api_key, strict_json
 
     try:
         api_key = resolve_api_key(args.api_key_file)
     except OSError as exc:
-        print(f"specmon bench: cannot read the API key file {args.api_key_file}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"specmon bench: cannot read the API key file {printable(args.api_key_file)}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    except ApiKeyError as exc:
+        print(f"specmon bench: {printable(str(exc))}", file=sys.stderr)
         return 2
     settings, error = _settings(args)
     if error:

@@ -42,6 +42,20 @@ def _read_gpus() -> GpuSnapshot:
         source.close()
 
 
+def _fraction(value: object) -> float | None:
+    """--mem-fraction-static as a number the GPU memory check can use: None when absent, not a number or outside
+    (0, 1] (`check_flags` says so)."""
+    from specmon.sglang.bounds import FRACTION
+
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if FRACTION.contains(number) else None
+
+
 def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot | None = None,
                   check_machine: bool = True, replacing: Collection[int] = ()) -> PreflightReport:
     """Check `preset` before launching it. `port` overrides the preset's; `gpus` is an NVML reading (read
@@ -91,8 +105,7 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     elif check_machine:
         check_paths(preset, report)
         check_port(preset, port, report, replacing)
-        fraction = preset.args.get("mem-fraction-static", facts.table.defaults.get("mem_fraction_static"))
-        fraction = float(fraction) if isinstance(fraction, int | float) and not isinstance(fraction, bool) else None
+        fraction = _fraction(preset.args.get("mem-fraction-static", facts.table.defaults.get("mem_fraction_static")))
         check_gpus(preset, gpus if gpus is not None else _read_gpus(), facts.rules, fraction, weights, report,
                    replacing)
     report.elapsed_s = time.perf_counter() - started

@@ -7,6 +7,7 @@ from typing import Any
 
 from specmon.launch.presets import Preset
 from specmon.preflight.report import PreflightReport
+from specmon.sglang.bounds import BOUNDS, bound_problem
 from specmon.sglang.flags import FlagTable, load_shipped, shipped_versions
 
 CHAIN_KINDS = ("eagle_head", "eagle3_head", "mtp", "model")
@@ -55,6 +56,13 @@ def check_flags(preset: Preset, table: FlagTable, report: PreflightReport, emula
             problem = flag.check_value(str(item))
             if problem:
                 report.add("error", "bad-value", f"SGLang {version} refuses it: {problem}", None, option)
+                continue
+            problem = bound_problem(flag.option, str(item), float_flag=flag.type == "float")
+            if problem:
+                bound = BOUNDS.get(flag.option)
+                report.add("error", "value-out-of-bounds", f"{problem} (SGLang {version}'s parser takes it: the "
+                           "launch fails later, or runs with nonsense)", f"give a value in {bound}" if bound else
+                           "give a finite number", option)
 
 
 def _int(value: Any) -> int | None:

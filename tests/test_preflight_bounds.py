@@ -1,0 +1,129 @@
+"""Every fraction, ratio and count a preset gives SGLang is checked against what it can be, and every hint that
+works out a new value for one keeps it inside (`specmon.sglang.bounds`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+
+from specmon.launch.presets import Preset
+from specmon.logs.errors import hint_for
+from specmon.preflight import run_preflight
+from specmon.sglang.bounds import BOUNDS, FRACTION, lowered_fraction
+from specmon.sglang.flags import DATA_DIR, load_shipped, shipped_versions
+
+_FRACTIONISH = re.compile(r"fraction|ratio|threshold|watermark|prob")
+_SECONDS = re.compile(r"secs|seconds|\bms\b", re.IGNORECASE)
+
+
+def _emulated(**args) -> Preset:
+    return Preset(name="bounds", launcher=("{python}", "-m", "specmon.emulator"),
+                  args={"model-path": "demo/x", **args})
+
+
+def _problems(preset: Preset) -> dict[str, list[str]]:
+    report = run_preflight(preset, check_machine=False)
+    found: dict[str, list[str]] = {}
+    for problem in report.problems:
+        found.setdefault(problem.code, []).append(f"{problem.flag} {problem.message} {problem.hint}")
+    return found
+
+
+@pytest.mark.parametrize("version", shipped_versions())
+def test_every_fraction_ratio_or_threshold_flag_of_every_shipped_version_is_bounded(version):
+    """A float flag named as a share of something (not a time) has a bound: a new version's new one fails here."""
+    table = json.loads((DATA_DIR / f"sglang-{version}.json").read_text())
+    unbounded = [flag["option_strings"][0] for flag in table["flags"]
+                 if flag["type"] == "float" and _FRACTIONISH.search(flag["dest"])
+                 and not _SECONDS.search(flag["dest"] + " " + (flag["help"] or "")[:160])
+                 and flag["option_strings"][0] not in BOUNDS]
+    assert not unbounded
+
+
+def _outside(bound) -> list[str]:
+    values = ["nan", "inf", "-inf"]
+    values.append(f"{bound.low:g}" if bound.low_open else f"{bound.low - 0.5:g}")
+    if math.isfinite(bound.high):
+        values.append(f"{bound.high:g}" if bound.high_open else f"{bound.high + 0.5:g}")
+    return values
+
+
+def _inside(bound) -> str:
+    if math.isfinite(bound.high):
+        return f"{(bound.low + bound.high) / 2:g}"
+    return f"{bound.low + 1:g}"
+
+
+BOUNDED_0_5_16 = [option for option in BOUNDS if load_shipped("0.5.16").get(option) is not None]
+
+
+@pytest.mark.parametrize("option", BOUNDED_0_5_16)
+def test_each_bounded_flag_refuses_values_outside_and_takes_one_inside(option):
+    bound = BOUNDS[option]
+    key = option.removeprefix("--")
+    for text in _outside(bound):
+        value: object = float(text) if text in ("nan", "inf", "-inf") else text
+        found = _problems(_emulated(**{key: value}))
+        refused = found.get("value-out-of-bounds", []) + found.get("bad-value", [])  # an int flag: argparse's own
+        assert any(line.startswith(option) for line in refused), (text, found)
+    found = _problems(_emulated(**{key: _inside(bound)}))
+    assert not any(line.startswith(option) for line in found.get("value-out-of-bounds", [])), found
+
+
+def test_every_float_flag_refuses_a_number_that_is_not_finite():
+    """argparse's float() takes 'nan' and 'inf', and TOML has both: no float flag of SGLang means either."""
+    table = load_shipped("0.5.16")
+    floats = [flag for flag in table.flags if flag.type == "float" and flag.takes_value and flag.nargs is None
+              and not flag.option.startswith("--speculative-") and flag.option not in BOUNDS]
+    assert len(floats) > 5
+    found = _problems(_emulated(**{flag.option.removeprefix("--"): math.nan for flag in floats}))
+    named = {line.split()[0] for line in found.get("value-out-of-bounds", [])}
+    assert named == {flag.option for flag in floats}
+
+
+def test_check_refuses_mem_fraction_1_5_in_one_command(tmp_path):
+    (tmp_path / "over.toml").write_text('extends = "demo-eagle3-16"\n[server.args]\nmem-fraction-static = 1.5\n')
+    done = subprocess.run([sys.executable, "-m", "specmon", "check", "over", "--presets", str(tmp_path), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    problems = json.loads(done.stdout)["problems"]
+    assert [(p["code"], p["flag"]) for p in problems] == [("value-out-of-bounds", "--mem-fraction-static")]
+    assert "(0, 1]" in problems[0]["message"] and problems[0]["hint"] == "give a value in (0, 1]"
+
+
+FRACTIONS = [1.5, 1.0, 0.995, 0.85, 0.5, 0.2, 0.1, 0.06, 0.01, 0.001, 0.0, -0.3, math.nan, math.inf]
+_ADVISED = re.compile(r"mem-fraction-static (?:\([^)]*?e\.g\. |is \S+, which is no fraction in \(0, 1\] of the GPU's "
+                      r"memory: set it inside, e\.g\. )(-?[\d.]+)")
+
+
+@pytest.mark.parametrize("now", FRACTIONS)
+@pytest.mark.parametrize(("kind", "phase"), [("cuda_oom", "capture_target"), ("cuda_oom", "capture_draft"),
+                                             ("cuda_oom", "attention_backend"), ("cuda_oom", None),
+                                             ("not_enough_memory", "kv_cache")])
+def test_every_advised_mem_fraction_is_a_fraction_and_goes_the_way_the_hint_says(kind, phase, now):
+    message = f"Not enough memory. Current value: mem_fraction_static={now}" if kind == "not_enough_memory" else ""
+    hint = hint_for(kind, message, phase, mem_fraction=now)
+    advice = [float(v) for v in _ADVISED.findall(hint)]
+    if phase in ("capture_target", "capture_draft") and FRACTION.contains(now) and now >= 0.01:
+        assert advice, hint  # a value is worked out: the checks below see it
+    for advised in advice:
+        assert FRACTION.contains(advised), hint
+        if "lower --mem-fraction-static" in hint and FRACTION.contains(now):
+            assert advised < now, hint
+    if not FRACTION.contains(now):
+        assert "no fraction in (0, 1]" in hint, hint
+        assert "lower --mem-fraction-static" not in hint and "raise --mem-fraction-static" not in hint, hint
+
+
+@pytest.mark.parametrize("now", FRACTIONS)
+def test_a_lowered_fraction_is_lower_and_still_a_fraction(now):
+    lowered = lowered_fraction(now)
+    if lowered is not None:
+        assert FRACTION.contains(lowered) and lowered < now
+    else:
+        assert not FRACTION.contains(now) or now < 0.01

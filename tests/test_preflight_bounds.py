@@ -127,3 +127,52 @@ def test_a_lowered_fraction_is_lower_and_still_a_fraction(now):
         assert FRACTION.contains(lowered) and lowered < now
     else:
         assert not FRACTION.contains(now) or now < 0.01
+
+
+def _tree_offers(steps: int, topk: int) -> int:
+    """The draft tree's candidates, built as SGLang's draft builds its score_list: the first step's (b, 1, topk)
+    block, then one (b, topk, topk) block per later step, flattened (eagle_worker_v2.draft_forward)."""
+    blocks = [[[0.0] * topk]] + [[[0.0] * topk for _ in range(topk)] for _ in range(steps - 1)]
+    return sum(len(row) for block in blocks for row in block)
+
+
+def _tree(steps: int, topk: int, draft: int) -> Preset:
+    return _emulated(**{"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "demo/d",
+                        "speculative-num-steps": steps, "speculative-eagle-topk": topk,
+                        "speculative-num-draft-tokens": draft})
+
+
+TREES = [(steps, topk, draft) for steps in (1, 2, 3, 5) for topk in (2, 3, 4, 8) for draft in (2, 4, 7, 8, 16, 37, 64)]
+
+
+@pytest.mark.parametrize(("steps", "topk", "draft"), TREES)
+def test_a_draft_tree_is_refused_exactly_when_it_offers_fewer_candidates_than_sglangs_topk_picks(steps, topk, draft):
+    """torch.topk(score_list, draft - 1) raises 'selected index k out of range' when the tree holds fewer;
+    the preflight and `specmon presets` (SpeculativeFlags.problems) say so on the same presets, and only there."""
+    crashes = draft - 1 > _tree_offers(steps, topk)
+    found = _problems(_tree(steps, topk, draft))
+    assert ("spec-draft-tokens-too-many" in found) == crashes, found
+    said = [p for p in _tree(steps, topk, draft).speculative.problems() if "draft tree" in p]
+    assert bool(said) == crashes, said
+    if crashes:
+        advised = int(re.search(r"at most (\d+)", found["spec-draft-tokens-too-many"][0]).group(1))
+        assert "spec-draft-tokens-too-many" not in _problems(_tree(steps, topk, advised))
+        assert "spec-draft-tokens-too-many" in _problems(_tree(steps, topk, advised + 1))
+
+
+def test_the_3x4_tree_with_16_draft_tokens_that_real_sglang_0_5_16_ran_passes():
+    """Real SGLang 0.5.16 on the H200 served the trained EAGLE-3 head as a 3 x 4 tree with 16 draft tokens, with
+    the best acceptance of its sweep (tau 2.01; shared/tools/sglang-h200/trained/eagle3/README.md); the
+    preflight warned that it would crash (steps x topk + 1 = 13 < 16)."""
+    report = run_preflight(_tree(3, 4, 16), check_machine=False)
+    assert not [p for p in report.problems if p.code.startswith("spec-")], report.problems
+    assert report.effective["speculative-num-draft-tokens"] == 16
+    assert not _tree(3, 4, 16).speculative.problems()
+
+
+@pytest.mark.parametrize("draft", [1, 2, 5])
+def test_the_topk_1_hint_never_asks_for_fewer_than_one_step(draft):
+    found = _problems(_tree(3, 1, draft))
+    steps = [int(v) for v in re.findall(r"--speculative-num-steps (-?\d+)", " ".join(found.get(
+        "spec-draft-tokens-rewritten", [])))]
+    assert steps and all(value >= 1 for value in steps), found

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BOUNDS", "FRACTION", "Bound", "bound_problem", "lowered_fraction"]
+__all__ = ["BOUNDS", "FRACTION", "Bound", "bound_problem", "lowered_fraction", "tree_candidates"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,11 @@ def lowered_fraction(value: float | None, step: float = 0.05) -> float | None:
         return None
     lowered = round(value - step, 2) if value - step >= 0.1 else round(value / 2, 3)
     return lowered if 0 < lowered < value else None
+
+
+def tree_candidates(steps: int, topk: int) -> int:
+    """The draft tokens an EAGLE tree of `steps` x `topk` offers besides its root: `topk` at the first step and
+    topk x topk at each later one (`select_top_k_tokens` concatenates a (b, 1, topk) score block, then (b, topk,
+    topk) ones, in every shipped version; where: the rules' `draft_tree_topk`). `--speculative-num-draft-tokens`
+    may be at most this + 1: SGLang's torch.topk picks that many - 1 of them."""
+    return topk + (steps - 1) * topk * topk

@@ -6,7 +6,8 @@
     {"version": "0.5.16",
      "speculative": {"all_or_none": "srt/arg_groups/speculative_hook.py:560",   # the bare assert, or null
                      "topk1_sets_draft_tokens": true,    # topk 1 -> draft tokens = steps + 1
-                     "draft_defaults_to_target": ["DeepseekV3ForCausalLM", ...]},  # MTP: no draft path needed
+                     "draft_defaults_to_target": ["DeepseekV3ForCausalLM", ...],  # MTP: no draft path needed
+                     "draft_tree_topk": "srt/speculative/eagle_utils.py:106"},  # draft tokens - 1 <= bounds.tree_candidates
      "custom_all_reduce": {"world_sizes": [2, 4, 6, 8], "pcie_only_max_gpus": 2},
      "algorithms": {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "STANDALONE": "model", "NGRAM": "none",
                     "NEXTN": "mtp", "DFLASH": "own", ...},            # what kind of draft each one loads
@@ -78,7 +79,23 @@ def _speculative(root: Path) -> dict[str, Any]:
                 for arch in archs:
                     if arch not in found["draft_defaults_to_target"]:
                         found["draft_defaults_to_target"].append(arch)
+    found["draft_tree_topk"] = _draft_tree_topk(root)
     return found
+
+
+_TREE_FILES = ("srt/speculative/eagle_utils.py", "srt/speculative/build_eagle_tree.py")
+
+
+def _draft_tree_topk(root: Path) -> str | None:
+    """Where the EAGLE draft tree picks its `num_draft_tokens - 1` best candidates (`torch.topk(score_list, n -
+    1)`): the topk that raises 'selected index k out of range' when the tree has fewer (see `bounds.tree_candidates`)."""
+    for relative in _TREE_FILES:
+        tree = _parse(root, relative)
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.topk" and len(node.args) >= 2
+                    and ast.unparse(node.args[0]) == "score_list" and re.fullmatch(r"\w+ - 1", ast.unparse(node.args[1]))):
+                return f"{relative}:{node.lineno}"
+    return None
 
 
 def _custom_all_reduce(root: Path) -> dict[str, Any] | None:

@@ -306,3 +306,49 @@ def test_the_supervisor_refuses_to_launch_a_preset_that_fails_preflight(tmp_path
         supervisor.start()
     assert supervisor.pid is None and not (tmp_path / "run.log").exists()
     assert supervisor.last_preflight is not None and not supervisor.last_preflight.ok
+
+
+def _with_sglang(site: Path) -> dict[str, str]:
+    """The environment of a user whose `python3` sees the SGLang installed in `site`."""
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+@pytest.mark.parametrize("how", ["python3 sees it", "--preset"])
+def test_fix_draft_keys_checks_the_copy_against_the_installed_sglang(sites, tmp_path, how):
+    """A layers.0 copy loads on the newest shipped SGLang but 0.5.9 drops every layer key: when 0.5.9 is what is
+    installed, the copy is checked against 0.5.9, as the doctor checks, and fails."""
+    src = make_draft(tmp_path, "midlayer.")
+    args = ["fix-draft-keys", str(src), str(tmp_path / "fixed"), "--to", "layers.0"]
+    env = _with_sglang(sites["0.5.9"])
+    if how == "--preset":
+        presets = tmp_path / "presets"
+        presets.mkdir()
+        (presets / "old.toml").write_text(
+            f'[server]\nlauncher = ["python3", "-m", "sglang.launch_server"]\n[server.env]\nPYTHONPATH = '
+            f'"{sites["0.5.9"]}"\n[server.args]\nmodel-path = "{make_target(tmp_path)}"\n')
+        args += ["--preset", "old", "--presets", str(presets)]
+        env.pop("PYTHONPATH")
+    done = subprocess.run([sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    checked = [line for line in done.stdout.splitlines() if line.startswith("doctor (")]
+    assert len(checked) == 1 and checked[0].startswith("doctor (SGLang 0.5.9, package source): "), done.stdout
+    assert "silently drops" in checked[0]
+    doctor = subprocess.run([sys.executable, "-m", "specmon", "doctor", str(tmp_path / "fixed"), *args[5:]],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert doctor.returncode == 1 and "checked against SGLang 0.5.9 (package source)" in doctor.stdout, doctor.stdout
+
+
+def test_fix_draft_keys_without_an_installed_sglang_says_it_checked_shipped_rules(tmp_path):
+    import os
+
+    env = {**os.environ, "PATH": str(tmp_path / "no-python")}  # no python3 to ask
+    src = make_draft(tmp_path, "layers.0.")
+    done = subprocess.run([sys.executable, "-m", "specmon", "fix-draft-keys", str(src), str(tmp_path / "fixed")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "note: no installed SGLang found" in done.stdout
+    assert [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("doctor (")] == [
+        "doctor (SGLang 0.5.9 rules)", "doctor (SGLang 0.5.23 rules)"]

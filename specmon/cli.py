@@ -249,10 +249,12 @@ def _add_doctor(sub: argparse._SubParsersAction) -> None:
 def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fix-draft-keys",
-        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0)",
+        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0) and a "
+        "speculators config.json made SGLang's",
         description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
         "`midlayer.*` (or back with --to layers.0), without torch; SRC is never written. The copy is then "
-        "checked by the doctor against the SGLang that will load it (--preset's, else the one `python3` sees).",
+        "checked by the doctor against the SGLang that will load it (--preset's, else the one `python3` sees). A "
+        "config.json written the speculators library's way (Eagle3Speculator) is rewritten as SGLang reads it.",
     )
     p.add_argument("src", help="the draft checkpoint folder")
     p.add_argument("dst", help="the new folder")

@@ -56,7 +56,8 @@ def make_draft(root: Path, layer_prefix: str, arch: str = "LlamaForCausalLMEagle
     draft = root / f"draft-{layer_prefix.strip('.') or 'none'}-{arch}"
     draft.mkdir()
     (draft / "config.json").write_text(json.dumps({
-        "architectures": [arch], "hidden_size": HIDDEN, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB,
+        "architectures": [arch], "model_type": "llama", "hidden_size": HIDDEN, "vocab_size": VOCAB,
+        "draft_vocab_size": DRAFT_VOCAB,
         "num_hidden_layers": 1, "tie_word_embeddings": False}))
     names = [layer_prefix + key for key in LAYER_KEYS] + ["fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"]
     write_safetensors(draft / "model.safetensors", names)
@@ -67,7 +68,7 @@ def make_target(root: Path) -> Path:
     target = root / "target"
     target.mkdir()
     (target / "config.json").write_text(json.dumps(
-        {"architectures": ["LlamaForCausalLM"], "hidden_size": HIDDEN, "vocab_size": VOCAB}))
+        {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN, "vocab_size": VOCAB}))
     write_safetensors(target / "model.safetensors", ["model.embed_tokens.weight"])
     return target
 
@@ -352,3 +353,25 @@ def test_fix_draft_keys_without_an_installed_sglang_says_it_checked_shipped_rule
     assert "note: no installed SGLang found" in done.stdout
     assert [line.split(":")[0] for line in done.stdout.splitlines() if line.startswith("doctor (")] == [
         "doctor (SGLang 0.5.9 rules)", "doctor (SGLang 0.5.23 rules)"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_what_each_real_source_captures_for_an_eagle3_head(sites, version):
+    """Read from each version's models (llama.py's set_eagle3_layers_to_capture and its kin): the default
+    [2, L // 2, L - 3] (0.5.16 captured [2, 3, 3] on the trained 6-layer target), given ids + 1 since 0.5.x
+    (0.4.6 takes none), and a multimodal wrapper captures as its language model (Kimi-K2.5: DeepSeek's rule)."""
+    from specmon.sglang.captures import capture_rule
+
+    data = read_rules(sites[version] / "sglang")["eagle3_captures"]
+    llama = capture_rule(data, "LlamaForCausalLM")
+    assert llama is not None and llama.where.startswith("srt/models/llama.py:")
+    assert llama.captured(None, 6) == ([2, 3, 3], "default")
+    assert capture_rule(data, "MistralForCausalLM") == llama  # a subclass in another file inherits it
+    if version == "0.4.6.post5":
+        assert llama.captured([1, 3, 4], 6) == ([2, 3, 3], "default")
+        return
+    assert llama.captured([1, 3, 4], 6) == ([2, 4, 5], "given")
+    if version in ("0.5.16", "0.5.23"):
+        kimi = capture_rule(data, "KimiK25ForConditionalGeneration")
+        assert kimi is not None and kimi.where.startswith("srt/models/deepseek_v2.py:")
+        assert kimi.captured([2, 30, 59], 61) == ([2, 30, 59], "given")  # as is unless the first id is 1

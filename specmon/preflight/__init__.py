@@ -63,7 +63,7 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     the launch replaces (a switch checks before it stops it): their port and GPU memory count as free.
     Never raises for what it checks."""
     from specmon.preflight.checks import check_algorithm_vs_draft, check_flags, check_speculative
-    from specmon.preflight.draft import CheckpointError, examine_draft, read_config
+    from specmon.preflight.draft import NO_MODEL_TYPE, CheckpointError, examine_draft, read_config
     from specmon.preflight.locate import find_sglang
     from specmon.preflight.machine import (
         check_gpus,
@@ -84,8 +84,12 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     target_arch = None
     if target_dir is not None and target_dir.is_dir():
         try:
-            archs = read_config(target_dir).get("architectures")
+            target_config = read_config(target_dir)
+            archs = target_config.get("architectures")
             target_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+            if "model_type" not in target_config:
+                report.add("error", "target-no-model-type", f"{target_dir}/config.json has no model_type: "
+                           f"{NO_MODEL_TYPE}", "add the model_type of the model it was saved as", "--model-path")
         except CheckpointError as error:
             report.add("error", "target-config", str(error), None, "--model-path")
     algorithm = check_speculative(preset, facts, report, target_arch)

@@ -134,9 +134,14 @@ def run_fix_draft_keys(args: argparse.Namespace) -> int:
     except (CheckpointError, FileExistsError, OSError) as error:
         print(f"specmon fix-draft-keys: {printable(error)}", file=sys.stderr)
         return EXIT_PROBLEMS
+    from specmon.preflight.fixkeys import CONFIG_FILE, CONVERTED
+
+    converted = changed.pop(CONFIG_FILE, None) == CONVERTED
     for old, new in changed.items():
         print(printable(f"{old} -> {new}"))
     print(f"{len(changed)} keys renamed into {printable(args.dst)}")
+    if converted:
+        print(f"config.json: the speculators library's, written as SGLang reads it into {printable(args.dst)}")
     if found.installed or getattr(args, "preset", None) or getattr(args, "sglang_version", None):
         checks = [(f"SGLang {found.version}, {found.source}", found.rules)]
     else:  # midlayer loads on every version; layers.0 only where the loader builds `layers` (0.5.16+).

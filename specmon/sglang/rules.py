@@ -11,7 +11,8 @@
      "custom_all_reduce": {"world_sizes": [2, 4, 6, 8], "pcie_only_max_gpus": 2},
      "algorithms": {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "STANDALONE": "model", "NGRAM": "none",
                     "NEXTN": "mtp", "DFLASH": "own", ...},            # what kind of draft each one loads
-     "eagle3_draft": {... read_draft_loader ...}}
+     "eagle3_draft": {... read_draft_loader ...},
+     "eagle3_captures": {... read_captures: what each target architecture captures for an EAGLE-3 head ...}}
 
 The draft kinds (`algorithms`), from the `is_*` predicates of that version's `SpeculativeAlgorithm`, which choose
 its worker: "eagle_head" (an EAGLE/EAGLE-2 head on the target's hidden states, sharing its embedding and lm
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.sglang._evaluate import parse_module
+from specmon.sglang.captures import CaptureRule, capture_rule, read_captures
 from specmon.sglang.draft_loader import DraftLoader, read_draft_loader
 from specmon.sglang.flags import DATA_DIR, SHIPPED, SOURCE, version_key
 from specmon.sglang.source import SGLangSourceError, read_version, source_stamp
@@ -195,6 +197,7 @@ def read_rules(package_dir: str | Path) -> dict[str, Any]:
         "custom_all_reduce": _custom_all_reduce(root),
         "algorithms": _algorithms(root),
         "eagle3_draft": draft,
+        "eagle3_captures": read_captures(root),
     }
 
 
@@ -224,6 +227,16 @@ class SGLangRules:
             return kind if kind in DRAFT_KINDS else None
         return {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "NEXTN": "mtp", "STANDALONE": "model",
                 "NGRAM": "none"}.get(algorithm)
+
+    def capture_rule(self, architecture: str | None) -> CaptureRule | None:
+        """Which hidden states a target of `architecture` captures for an EAGLE-3 head (`captures` module doc);
+        None when these rules hold no capture facts or none for that architecture."""
+        return capture_rule(self.data.get("eagle3_captures"), architecture)
+
+    @property
+    def knows_captures(self) -> bool:
+        """Whether these rules hold the capture facts at all (read from a source that has them)."""
+        return bool(self.data.get("eagle3_captures"))
 
     @property
     def draft_loader(self) -> DraftLoader | None:

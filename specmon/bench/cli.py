@@ -49,6 +49,16 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     return RunSettings(**values), None
 
 
+def _asked(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The SGLang arguments of --preset (what the server was asked to run), None without one."""
+    if not args.preset:
+        return None
+    from specmon.launch.presets import load_presets
+
+    preset = load_presets(args.presets or ()).get(args.preset)
+    return dict(preset.args) if preset is not None else None
+
+
 def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparison | None:
     """`result` against the latest stored run without speculation of the same server (URL) and model, with the
     same benchmark settings (None without one): the run the on-call flow measured before switching."""
@@ -167,7 +177,7 @@ def run_bench(args: argparse.Namespace) -> int:
     sampler = _gpu_sampler()
     bench = BenchRun(
         args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler,
-        stall_timeout_s=args.stall_timeout, deadline_s=args.deadline,
+        stall_timeout_s=args.stall_timeout, deadline_s=args.deadline, asked=_asked(args),
     )
     interrupted = False
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ from specmon.serving.client import (
     SGLangClient,
     SGLangError,
     SpecSettings,
+    not_as_asked,
     spec_settings,
 )
 from specmon.serving.metrics import MetricsSnapshot, delta
@@ -130,12 +130,12 @@ def _check_settings(report: CheckReport, info: dict[str, Any], asked: dict[str, 
         report.add("speculation", "info", "off (no --speculative-algorithm)")
         return
     report.add("speculation", "ok", _settings_line(spec))
-    launch_command = info.get("launch_command")  # 0.5.23+
-    if asked is not None:
-        for difference in spec.requested_vs_effective(asked):
+    who, differences = not_as_asked(spec, info, asked)
+    if who == "the preset":
+        for difference in differences:
             report.add("preset", "warn", f"{difference}: the server does not run what the preset asks")
-    elif isinstance(launch_command, str) and launch_command:
-        for difference in spec.requested_vs_effective(shlex.split(launch_command)):
+    elif who is not None:
+        for difference in differences:
             report.add("rewritten", "info", f"{difference} (SGLang adjusted the launch flag)")
     elif spec.topk1_rewrite_possible:
         report.add(

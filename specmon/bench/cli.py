@@ -78,8 +78,8 @@ def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparis
 
 
 def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None,
-                  found: dict[str, str] | None = None) -> str:
-    """The human-readable summary of one run."""
+                  found: dict[str, str] | None = None, comparison: Comparison | None = None) -> str:
+    """The human-readable summary of one run (with `comparison`: how far its outputs agree with the baseline's)."""
     s = result.summary
     lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
     server = result.server or {}
@@ -136,6 +136,9 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
         lines.append(f"error ×{count}: {error}")
     for note in result.notes:
         lines.append(f"note: {note}")
+    agreement = comparison.describe_agreement() if comparison is not None else None
+    if agreement:
+        lines.append(f"{agreement} (baseline run {comparison.baseline_run_id})")
     details = {**(s.get("flag_details") or {}), **(found or {})}
     flags = [*s.get("flags", []), *(f for f in found or {} if f not in s.get("flags", []))]
     if flags:
@@ -208,7 +211,7 @@ def run_bench(args: argparse.Namespace) -> int:
                                               "baseline_run_id": comparison.baseline_run_id if comparison else None},
                           indent=2))
     else:
-        print(printable(format_result(result, saved_to, bench.save_error, found), newlines=True))
+        print(printable(format_result(result, saved_to, bench.save_error, found, comparison), newlines=True))
     if interrupted:
         return 130
     ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved and not found

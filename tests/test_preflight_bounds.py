@@ -176,3 +176,16 @@ def test_the_topk_1_hint_never_asks_for_fewer_than_one_step(draft):
     steps = [int(v) for v in re.findall(r"--speculative-num-steps (-?\d+)", " ".join(found.get(
         "spec-draft-tokens-rewritten", [])))]
     assert steps and all(value >= 1 for value in steps), found
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("emulator-accept-prob", 1.5, "must be within [0, 1]"), ("emulator-accept-prob", math.nan, "within [0, 1]"),
+    ("emulator-speed", 0, "must be > 0"), ("emulator-speed", math.inf, "not a finite number"),
+    ("emulator-decode-speed", -1, "must be > 0"), ("emulator-warmup-delay", math.nan, "not a finite number"),
+    ("emulator-fail", "nope", "invalid choice"), ("emulator-gpus", "two", "invalid value"),
+])
+def test_an_emulator_presets_own_values_are_checked_by_the_emulators_parser(key, value, says):
+    """A demo preset's fractions and speeds were skipped by the preflight, then refused at launch."""
+    found = _problems(_emulated(**{key: value}))
+    assert any(line.startswith(f"--{key}") and says in line for line in found.get("bad-value", [])), found
+    assert not _problems(_emulated(**{key: {"emulator-fail": "oom-during-capture", "emulator-gpus": 2}.get(key, 0.5)}))

@@ -26,7 +26,14 @@ def check_flags(preset: Preset, table: FlagTable, report: PreflightReport, emula
     version = report.sglang.version or table.version
     for key, value in preset.args.items():
         option = f"--{key}"
-        if value is False or (emulator and key.startswith("emulator-")):
+        if value is False:
+            continue
+        if emulator and key.startswith("emulator-"):
+            from specmon.emulator.launch_args import emulator_flag_problem
+
+            problem = emulator_flag_problem(option, value)
+            if problem:
+                report.add("error", "bad-value", f"the emulator refuses it: {problem}", None, option)
             continue
         flag = table.get(option)
         if flag is None:

@@ -180,8 +180,9 @@ def test_the_topk_1_hint_never_asks_for_fewer_than_one_step(draft):
 
 @pytest.mark.parametrize(("key", "value", "says"), [
     ("emulator-accept-prob", 1.5, "must be within [0, 1]"), ("emulator-accept-prob", math.nan, "within [0, 1]"),
-    ("emulator-speed", 0, "must be > 0"), ("emulator-speed", math.inf, "not a finite number"),
-    ("emulator-decode-speed", -1, "must be > 0"), ("emulator-warmup-delay", math.nan, "not a finite number"),
+    ("emulator-speed", 0, "must be a finite number > 0"), ("emulator-speed", math.inf, "must be a finite number > 0"),
+    ("emulator-speed", math.nan, "must be a finite number > 0"),
+    ("emulator-decode-speed", -1, "must be a finite number > 0"), ("emulator-warmup-delay", math.nan, "not a finite number"),
     ("emulator-fail", "nope", "invalid choice"), ("emulator-gpus", "two", "invalid value"),
 ])
 def test_an_emulator_presets_own_values_are_checked_by_the_emulators_parser(key, value, says):

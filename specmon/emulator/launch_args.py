@@ -119,8 +119,8 @@ class SpeculativeArgsError(Exception):
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text}")
     return value
 
 

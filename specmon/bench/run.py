@@ -273,7 +273,8 @@ class BenchRun:
             self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
-        from specmon.serving.client import SGLangClient, not_as_asked, spec_settings, why_adjusted
+        from specmon.serving.check import not_as_asked, why_adjusted
+        from specmon.serving.client import SGLangClient, spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)

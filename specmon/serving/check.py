@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,10 +19,10 @@ from specmon.serving.client import (
     GenerateResult,
     HealthStatus,
     ServerUnreachable,
+    SettingDifference,
     SGLangClient,
     SGLangError,
     SpecSettings,
-    not_as_asked,
     spec_settings,
 )
 from specmon.serving.metrics import MetricsSnapshot, delta
@@ -106,6 +108,36 @@ class CheckReport:
             "generation": None if self.generation is None else self.generation.to_json(),
             "metrics_accept_length": self.metrics_accept_length,
         }
+
+
+MAX_LAUNCH_COMMAND = 64 * 1024
+
+
+def not_as_asked(spec: SpecSettings, server_info: Mapping[str, Any],
+                 asked: Mapping[str, Any] | None) -> tuple[str | None, list[SettingDifference]]:
+    """The speculative settings the server runs otherwise than asked, and who asked: "the preset" (its args,
+    when known), else "its launch command" (/server_info's `launch_command`, 0.5.23+); (None, []) when nobody's
+    ask is known or speculation is off."""
+    if not spec.enabled:
+        return None, []
+    if asked is not None:
+        return "the preset", spec.requested_vs_effective(asked)
+    launch = server_info.get("launch_command")
+    if not isinstance(launch, str) or not launch or len(launch) > MAX_LAUNCH_COMMAND:
+        return None, []
+    try:
+        words = shlex.split(launch)
+    except ValueError:
+        return None, []
+    return "its launch command", spec.requested_vs_effective(words)
+
+
+def why_adjusted(difference: SettingDifference, spec: SpecSettings) -> str:
+    """Why SGLang runs a setting otherwise than asked, where its rules say (topk 1: num_steps + 1 draft tokens)."""
+    if (difference.name == "speculative_num_draft_tokens" and spec.eagle_topk == 1 and spec.num_steps is not None
+            and difference.effective == spec.num_steps + 1):
+        return f"with topk 1 SGLang runs num_steps + 1 = {difference.effective} draft tokens"
+    return "SGLang adjusted it at launch"
 
 
 def _settings_line(spec: SpecSettings) -> str:

@@ -10,7 +10,6 @@ import asyncio
 import errno
 import json
 import os
-import shlex
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -144,36 +143,6 @@ class SpecSettings:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-MAX_LAUNCH_COMMAND = 64 * KIB
-
-
-def not_as_asked(spec: SpecSettings, server_info: Mapping[str, Any],
-                 asked: Mapping[str, Any] | None) -> tuple[str | None, list[SettingDifference]]:
-    """The speculative settings the server runs otherwise than asked, and who asked: "the preset" (its args,
-    when known), else "its launch command" (/server_info's `launch_command`, 0.5.23+); (None, []) when nobody's
-    ask is known or speculation is off."""
-    if not spec.enabled:
-        return None, []
-    if asked is not None:
-        return "the preset", spec.requested_vs_effective(asked)
-    launch = server_info.get("launch_command")
-    if not isinstance(launch, str) or not launch or len(launch) > MAX_LAUNCH_COMMAND:
-        return None, []
-    try:
-        words = shlex.split(launch)
-    except ValueError:
-        return None, []
-    return "its launch command", spec.requested_vs_effective(words)
-
-
-def why_adjusted(difference: SettingDifference, spec: SpecSettings) -> str:
-    """Why SGLang runs a setting otherwise than asked, where its rules say (topk 1: num_steps + 1 draft tokens)."""
-    if (difference.name == "speculative_num_draft_tokens" and spec.eagle_topk == 1 and spec.num_steps is not None
-            and difference.effective == spec.num_steps + 1):
-        return f"with topk 1 SGLang runs num_steps + 1 = {difference.effective} draft tokens"
-    return "SGLang adjusted it at launch"
 
 
 def spec_settings(server_info: Mapping[str, Any]) -> SpecSettings:

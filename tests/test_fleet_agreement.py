@@ -29,6 +29,8 @@ SHAPES = {
     "plain": Shape(speculative=False),
     "restarted": Shape(restart_at=0.9),
     "stalled": Shape(stalled_s=120),
+    "fast-ttft": Shape(ttft="fast"),
+    "slow-ttft": Shape(ttft="slow"),
 }
 
 
@@ -97,6 +99,17 @@ def test_the_snapshots_are_the_same_and_show_each_shape(readings):
     assert by_shape["token-usage"].kv_used_ratio == pytest.approx(0.4)
     assert by_shape["tp2"].kv_used_ratio == pytest.approx(0.4)
     assert by_shape["plain"].accept_length is None and by_shape["plain"].draft_tokens is None
+    # its spec gauges say 0: no speculative figure at all, in the records the dashboard draws either
+    plain = instance(list(SHAPES).index("plain"))
+    for key in ("accept_length", "accept_gauge", "draft_tokens", "num_steps"):
+        for reading in (readings["inline"][1], readings["recorded"][1]):
+            assert not [s for s in reading.columns[key] if s.labels.get("instance") == plain], key
     assert by_shape["restarted"].state == "restarted"
+    # TTFT p99 by the Live view's rule, in PromQL (recorded) as in Python (inline): a bound, never a made-up figure
+    from specmon.live.quantiles import Quantile
+
+    assert by_shape["tp2"].ttft_p99.value is not None and by_shape["tp2"].ttft_p99.value > 0.1
+    assert by_shape["fast-ttft"].ttft_p99 == Quantile(below=pytest.approx(0.1))
+    assert by_shape["slow-ttft"].ttft_p99 == Quantile(above=400.0)
     assert by_shape["stalled"].state == "stalled" and by_shape["stalled"].decode_tok_s == 0
 

@@ -11,13 +11,13 @@ from specmon.fleet.figures import figures
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, format_duration, host_of, parse_duration
 from specmon.fleet.promql import GAUGES_PART, FleetQueries, valid_selector, window_for
-from specmon.fleet.text import columns_for, snapshot_lines, sparkline
+from specmon.fleet.text import COLUMNS, columns_for, snapshot_lines, sparkline
 from specmon.fleet.tracker import FleetReading, FleetTracker, Record, Worker
 from specmon.live import rules
 
 JSON_KEYS = ["server", "host", "role", "state", "restarts", "nodes_up", "preset", "algorithm", "draft_tokens",
              "decode_tok_s", "accept_length", "accept_source", "running", "queued", "kv_used_ratio", "ttft_p99_s",
-             "gpu_memory_used_ratio", "gpu_util_min", "alerts"]
+             "ttft_p99_below_s", "ttft_p99_above_s", "gpu_memory_used_ratio", "gpu_util_min_ratio", "alerts"]
 NOW = 1_800_000_000.0
 
 
@@ -45,6 +45,22 @@ def test_rows_have_the_issue_s_json_keys_and_nulls_where_unknown():
     assert row["server"] == "a:1" and row["host"] == "a" and row["state"] == "idle"
     assert row["decode_tok_s"] is None and row["accept_length"] is None and row["alerts"] == []
     assert list(snap.to_json()) == ["prometheus", "window_s", "servers"]
+
+
+def test_every_json_figure_says_its_unit_and_every_fraction_is_a_ratio():
+    """One unit per kind: fractions (KV, GPU memory, GPU utilization, which DCGM gives in percent) as 0..1 in keys
+    ending `_ratio`, times in seconds (`_s`), rates in tokens per second (`_tok_s`); counts need none."""
+    from tests.support.fleet_harness import fleet_snapshot
+
+    counts = {"restarts", "nodes_up", "draft_tokens", "running", "queued", "accept_length"}
+    rows = fleet_snapshot().to_json()["servers"]
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                assert key in counts or key.endswith(("_ratio", "_s")), key
+                if key.endswith("_ratio"):
+                    assert 0 <= value <= 1.5, (key, value)
+    assert {row["server"]: row["gpu_util_min_ratio"] for row in rows}["node-a:30000"] == 0.88
 
 
 def test_down_server_keeps_its_row_with_last_seen_and_sorts_first():
@@ -82,7 +98,28 @@ def test_every_value_is_checked_and_a_skipped_one_is_said(value, why):
 
 def test_nan_ttft_of_an_idle_server_is_no_data_not_a_skipped_value():
     snap = tracker().update(reading([up("a:1")], {"ttft_p99_s": [per("a:1", math.nan)]}))
-    assert snap.rows[0].ttft_p99_s is None and snap.notes == ()
+    assert not snap.rows[0].ttft_p99.known and snap.notes == ()
+
+
+@pytest.mark.parametrize(("p99", "cell", "json"), [
+    (0.0995, "<100ms", {"ttft_p99_s": None, "ttft_p99_below_s": 0.1, "ttft_p99_above_s": None}),
+    (0.1, "<100ms", {"ttft_p99_s": None, "ttft_p99_below_s": 0.1, "ttft_p99_above_s": None}),
+    (0.3818, "382ms", {"ttft_p99_s": 0.3818, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
+    (0.4, ">400ms", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": 0.4}),
+    (math.nan, "—", {"ttft_p99_s": None, "ttft_p99_below_s": None, "ttft_p99_above_s": None}),
+])
+def test_ttft_p99_in_the_first_or_the_inf_bucket_is_its_bound_in_the_table_and_json(p99, cell, json):
+    """histogram_quantile interpolates inside the first bucket (every fast server's p99 would read 99 ms) and
+    answers the highest finite bound for +Inf: read with the server's bounds (0.1 and 0.4 here), the fleet says
+    only the bound, by the Live view's rule."""
+    parts = {"ttft_quantile": [Sample({"instance": "a:1"}, p99)],
+             "ttft_first_bound": [Sample({"instance": "a:1"}, 0.1)],
+             "ttft_last_bound": [Sample({"instance": "a:1"}, 0.4)]}
+    snap = tracker().update(reading([up("a:1")], figures(FleetQueries(), parts)))
+    row = snap.to_json()["servers"][0]
+    assert {key: row[key] for key in json} == pytest.approx(json)
+    ttft = next(column for column in COLUMNS if column.key == "ttft")
+    assert ttft.cell(snap.rows[0]) == cell and f" {cell} " in snapshot_lines(snap)[3]
 
 
 def test_acceptance_from_counters_else_the_gauge_marked_as_such():
@@ -166,8 +203,8 @@ def test_dcgm_series_belong_to_a_server_by_hostname_or_host_and_absence_is_said(
                "gpu_util_min": [Sample({"Hostname": "dcgm-pod", "instance": "other:9400"}, 12.0)]}
     snap = tracker().update(reading(ups, columns))
     rows = {r.server: r for r in snap.rows}
-    assert rows["gpuhost:30000"].gpu_memory_used_ratio == 0.8 and rows["gpuhost:30000"].gpu_util_min is None
-    assert rows["other:30000"].gpu_util_min == 12.0 and snap.gpu_note is None
+    assert rows["gpuhost:30000"].gpu_memory_used_ratio == 0.8 and rows["gpuhost:30000"].gpu_util_min_ratio is None
+    assert rows["other:30000"].gpu_util_min_ratio == 0.12 and snap.gpu_note is None
     bare = tracker().update(reading(ups))
     assert "no DCGM series" in bare.gpu_note and bare.rows[0].gpu_memory_used_ratio is None
 

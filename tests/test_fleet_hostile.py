@@ -100,6 +100,26 @@ def test_the_good_answer_exits_0_so_the_cases_below_can_fail(fake, capsys):
     assert out["servers"][0]["server"] == "10.0.0.1:30000" and out["window_s"] == 60
 
 
+def test_piped_text_is_never_cut_to_a_width(fake, capsys, monkeypatch):
+    """Piped (not a terminal), `fleet --once` prints every column and every cell whole: a long server name and
+    the alert in words, whatever COLUMNS says."""
+    long_name = "gpu-node-with-a-long-name.cluster.internal:30000"
+    down = {**UP_SAMPLE, "metric": {**UP_SAMPLE["metric"], "instance": long_name}, "value": [1, "0"]}
+
+    def script(path, query, headers):
+        if path == "/api/v1/query" and "label_replace(up{" in query:
+            return 200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [down]}}).encode()
+        return good(path, query)
+
+    _, url = fake(script)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["fleet", "--prometheus", url, "--once"]) == 1
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith(long_name))
+    assert "…" not in out and row.endswith("down, not up in the last hour: no target answers Prometheus' scrapes")
+    assert all(header in out for header in ("TTFT99", "GPU min", "preset · algorithm · draft", "alerts"))
+
+
 @pytest.mark.parametrize(("name", "answer", "said"), [
     ("401", (401, b"Unauthorized"), "answered HTTP 401 (check the credentials)"),
     ("html", (200, b"<html>login</html>"), "with no API answer (is it Prometheus?)"),

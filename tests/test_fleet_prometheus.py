@@ -164,7 +164,10 @@ def test_fleet_once_json_reads_every_server_from_the_real_prometheus(fleet):
     eagle3 = rows["eagle3-5"]
     assert eagle3["state"] == "serving" and eagle3["decode_tok_s"] > 0 and eagle3["running"] >= 1
     assert eagle3["accept_source"] == "counters" and 1.5 < eagle3["accept_length"] < 5.5
-    assert eagle3["ttft_p99_s"] is not None and eagle3["role"] == "unified" and eagle3["nodes_up"] == 1
+    assert eagle3["role"] == "unified" and eagle3["nodes_up"] == 1
+    # TTFT p99: a value between two finite bounds, else the bound of the first (0-100 ms) or the +Inf bucket
+    ttft = [eagle3[key] for key in ("ttft_p99_s", "ttft_p99_below_s", "ttft_p99_above_s")]
+    assert sum(value is not None for value in ttft) == 1 and (ttft[0] is None or ttft[0] > 0.1), ttft
     # preset · algorithm · draft tokens: the target's preset label, that preset's algorithm, the server's gauge
     assert (eagle3["preset"], eagle3["algorithm"], eagle3["draft_tokens"]) == ("demo-eagle3-5", "EAGLE3", 5)
     # no label at all: its sglang:spec_num_draft_tokens gauge alone says 4 draft tokens
@@ -240,10 +243,11 @@ def test_dcgm_stand_ins_by_hostname_or_hostname_and_their_absence_is_said(fleet)
 
     assert min(memory("gpu-a")) > max(memory("gpu-b"))  # 20 GiB held under load, none idle: hosts cannot mix
     for name, host in (("eagle3-5", "gpu-a"), ("plain", "gpu-b"), ("dp2tp2-emulated", "gpu-b")):
-        utilization = {reading[0]["DCGM_FI_DEV_GPU_UTIL"] for reading in dcgm[host][1].readings}
+        utilization = {round(reading[0]["DCGM_FI_DEV_GPU_UTIL"] / 100, 4) for reading in dcgm[host][1].readings
+                       if reading[0]["DCGM_FI_DEV_GPU_UTIL"] is not None}  # DCGM's percent: the JSON's ratio
         assert rows[name]["host"] == host
         assert rows[name]["gpu_memory_used_ratio"] in memory(host), (name, memory(host))
-        assert rows[name]["gpu_util_min"] in utilization, (name, utilization)
+        assert rows[name]["gpu_util_min_ratio"] in utilization, (name, utilization)
     _, bare, err = fleet_json(prom, "--gpu-selector", 'job="no-such-dcgm"')
     assert rows_by_name(bare, address)["eagle3-5"]["gpu_memory_used_ratio"] is None
     assert 'no DCGM series match {job="no-such-dcgm"}' in err
@@ -409,14 +413,16 @@ def test_every_dashboard_query_answers_from_prometheus_with_the_rules_loaded(fle
         every_server = {address["eagle3-5"], address["plain"], address["real"]}
 
         def answered():  # each server's rate needs two of its scrapes: the servers' series come one by one
-            empty = [title for title, expr in queries if not second.query(expr) and "alerts" not in title]
+            # a panel answers when one of its queries does (TTFT's bound series have data only for a p99 there)
+            answering = {title for title, expr in queries if second.query(expr)}
+            empty = [title for title, _ in queries if title not in answering and "alerts" not in title]
             decoding = {r["metric"]["instance"] for r in second.query(queries[0][1])}
             return (not empty and decoding == every_server) or print("waiting for", empty, every_server - decoding)
 
         wait_for(answered, timeout=90, what="every panel to have data, decode from every server (rules every 1 s)")
         decode = second.query(queries[0][1])
         assert {r["metric"]["instance"] for r in decode} == every_server, "no server's series went away"
-        per_preset = second.query(next(expr for title, expr in queries if "per preset" in title))
+        per_preset = second.query(next(expr for title, expr in queries if "by preset" in title))
         assert {r["metric"]["preset"] for r in per_preset} == {"demo-eagle3-5", "demo-plain"}
     finally:
         second.stop()
@@ -471,6 +477,34 @@ async def test_drill_down_through_prometheus_shows_the_live_view_and_dcgm_gpus(f
         assert "Prometheus (its sglang:* samples)" in shown()
     done = specmon("fleet", "--prometheus", prom.url, "--server", "nowhere:1", "--headless", "--duration", "1")
     assert done.returncode == 2 and "no server 'nowhere:1' in Prometheus" in done.stderr
+
+
+async def test_a_down_server_s_drill_down_says_at_once_what_its_row_says(fleet, capsys):
+    """Opening a server that is down: each slow step is said as it begins, and its screen (at 80x24, on its
+    Live view, a server read through Prometheus has no log) shows no less than its fleet row: down since when,
+    its preset · algorithm · draft, nodes up, host."""
+    from specmon.cli import build_parser
+    from specmon.fleet.cli import options_from
+    from specmon.tui.app import SpecmonApp
+    from specmon.tui.cli import fleet_server_config
+    from tests.support.app_harness import screen_text
+    from tests.support.app_harness import wait_for as app_wait_for
+
+    prom, servers, address, dcgm = fleet
+    args = build_parser().parse_args(["fleet", "--prometheus", prom.url, "--window", "4", "--interval", "10",
+                                      "--server", address["killed"]])
+    config = await asyncio.to_thread(fleet_server_config, args, options_from(args))
+    said = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 2)[-1] for line in said[:2]] == [
+        "reading its row from Prometheus…", "asking its address whether it answers from here…"], said
+    app = SpecmonApp(config)
+    async with app.run_test(size=(80, 24)) as pilot:
+        def shown() -> str:
+            return screen_text(app)
+
+        assert await app_wait_for(pilot, lambda: "down, last seen" in shown() and "fleet row:" in shown(), 60), \
+            shown()
+        assert app.main.active_pane == "live" and "nodes 0/1 · 127.0.0.1" in shown(), shown()
 
 
 async def test_fleet_app_against_the_real_prometheus(fleet):

@@ -100,6 +100,22 @@ def test_dcgm_hosts_are_named_by_hostname_or_hostname_as_dcgm_exporter_renamed_i
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_dashboard_s_per_preset_figure_is_the_mean_per_server_not_the_sum_of_replicas(tmp_path):
+    """Two replicas of preset a (100 and 300 tok/s) and one of b (200): each preset reads 200 tok/s per server."""
+    from specmon.fleet.dashboard import dashboard, panel_queries
+
+    expr = next(e for title, e in panel_queries(dashboard()) if "by preset" in title).replace("$server", ".*")
+    inputs = []
+    for instance, preset, per_step in (("a:1", "a", 1500), ("a:2", "a", 4500), ("b:1", "b", 3000)):
+        inputs += [series("up", "1x10", instance=instance, preset=preset),
+                   series("sglang:realtime_tokens_total", f"0+{per_step}x10", instance=instance, mode="decode")]
+    tests = [{"interval": "15s", "input_series": inputs, "promql_expr_test": [
+        {"expr": expr, "eval_time": "90s", "exp_samples": [sample("", 200, preset="a"), sample("", 200, preset="b")]},
+    ]}]
+    done = run_promtool_test(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_a_plain_sum_would_double_count_so_the_test_above_can_fail(tmp_path):
     inputs = [series("sglang:num_running_reqs", "3x10", instance="a:1", dp_rank="0", tp_rank=tp) for tp in "01"]
     tests = [{"interval": "15s", "input_series": inputs, "promql_expr_test": [

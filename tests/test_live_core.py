@@ -4,13 +4,14 @@ log-only figures, alerts, hostile input, and finding the last startup of a big l
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from specmon.live.attach import plan_attach, read_range
 from specmon.live.loglines import parse_batch_line
-from specmon.live.quantiles import bucket_delta, quantile
+from specmon.live.quantiles import Quantile, bucket_delta, estimate
 from specmon.live.tracker import LiveTracker
 from specmon.serving.prom import parse_scrape
 
@@ -55,10 +56,45 @@ def test_quantile_from_bucket_deltas_not_cumulative():
     after = ((0.1, 100.0), (0.2, 150.0), (0.4, 200.0), (float("inf"), 200.0))
     delta = bucket_delta(before, after)
     assert delta == ((0.1, 0.0), (0.2, 50.0), (0.4, 100.0), (float("inf"), 100.0))
-    assert quantile(0.5, delta) == pytest.approx(0.2)  # all 100 new ones are above 0.1
-    assert quantile(0.99, delta) == pytest.approx(0.2 + 0.2 * 49 / 50)
-    assert quantile(0.5, after) == pytest.approx(0.1)  # the cumulative answer would hide the slowdown
+    assert estimate(0.5, delta).value == pytest.approx(0.2)  # all 100 new ones are above 0.1
+    assert estimate(0.99, delta).value == pytest.approx(0.2 + 0.2 * 49 / 50)
+    assert estimate(0.5, after) == Quantile(below=0.1)  # the cumulative answer would hide the slowdown
     assert bucket_delta(after, before) is None  # went down: a restart, no delta
+
+
+def _histogram_quantile(q: float, buckets) -> float:
+    """Prometheus' bucketQuantile (promql/quantile.go), for classic buckets as they arrive: its own answer."""
+    total = buckets[-1][1]
+    if len(buckets) < 2 or not total > 0:
+        return math.nan
+    rank = q * total
+    b = next((i for i, (_, count) in enumerate(buckets[:-1]) if count >= rank), len(buckets) - 1)
+    if b == len(buckets) - 1:
+        return buckets[-2][0]
+    start, count = (0.0, buckets[0][1]) if b == 0 else (buckets[b - 1][0], buckets[b][1] - buckets[b - 1][1])
+    rank -= 0.0 if b == 0 else buckets[b - 1][1]
+    return start + (buckets[b][0] - start) * rank / count
+
+
+def test_one_quantile_rule_for_bucket_counts_and_for_histogram_quantile_s_answer():
+    """The Live view reads quantiles from bucket counts (`estimate`), the fleet from PromQL's histogram_quantile
+    and the histogram's first and highest bounds (`Quantile.of_interpolated`): the same answers, bounds and all,
+    for any histogram."""
+    import random
+
+    rng = random.Random(11)
+    bounds = (0.1, 0.2, 0.4, 0.8, 2.0, float("inf"))
+    for _ in range(3000):
+        counts, total = [], 0.0
+        for _ in bounds:
+            total += rng.choice((0.0, 0.0, rng.uniform(0, 5)))
+            counts.append(total)
+        if not total:
+            continue
+        buckets = tuple(zip(bounds, counts, strict=True))
+        for q in (0.5, 0.9, 0.99):
+            expected = estimate(q, buckets)
+            assert Quantile.of_interpolated(_histogram_quantile(q, buckets), 0.1, 2.0) == expected, (q, buckets)
 
 
 def _scrape_text(gen: float, verify: float, running: float = 1, decode: float | None = None,
@@ -92,12 +128,12 @@ def _tracker(**kwargs) -> LiveTracker:
 def test_windows_from_counter_deltas():
     tracker = _tracker()
     for t in range(0, 61):
-        tracker.add_scrape(parse_scrape(_scrape_text(1000 + 300 * t, 500 + 100 * t, ttft=(t, 2 * t, 2 * t)), t))
+        tracker.add_scrape(parse_scrape(_scrape_text(1000 + 300 * t, 500 + 100 * t, ttft=(t, 4 * t, 4 * t)), t))
     snap = tracker.snapshot(60, 60)
     assert snap.source == "metrics" and snap.state == "serving"
     assert snap.decode_tok_s == pytest.approx(300)
     assert snap.accept_length == pytest.approx(3.0)  # Δgen / Δverify, not the lifetime 1000+/500+
-    assert snap.ttft_ms.p50 == pytest.approx(100.0)
+    assert snap.ttft_ms.p50.value == pytest.approx(100.0 + 100.0 * (120 - 60) / 180)  # Δbuckets (60, 240, 240)
     assert snap.max_running == 48 and snap.effective["algorithm"] == "EAGLE3"
     assert (snap.window_from, snap.window_to) == (0, 60)  # the scrapes the deltas are taken between
     short = tracker.snapshot(10, 60)

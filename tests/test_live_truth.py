@@ -5,6 +5,8 @@ histogram bucket are a bound, not a figure (item 14)."""
 
 from __future__ import annotations
 
+import pytest
+
 from specmon.launch.presets import load_presets
 from specmon.logs.model import StartupState
 from specmon.serving.client import SpecSettings
@@ -182,10 +184,92 @@ def test_percentiles_inside_one_bucket_are_a_bound_not_a_figure() -> None:
     from specmon.live.text import percentiles_text
 
     first = percentiles_ms(((0.1, 40.0), (0.25, 40.0), (float("inf"), 40.0)))  # every TTFT below 100 ms
-    assert (first.p50, first.p90, first.p99) == (None, None, None) and first.within_ms == (0.0, 100.0)
+    assert not any(q.known for _, q in first.quantiles) and first.within_ms == (0.0, 100.0)
     assert percentiles_text(first) == "< 100 ms"
     assert first.to_json() == {"p50": None, "p90": None, "p99": None, "within_ms": [0.0, 100.0]}
     middle = percentiles_ms(((0.1, 0.0), (0.25, 12.0), (float("inf"), 12.0)))
     assert percentiles_text(middle) == "100–250 ms"
     spread = percentiles_ms(((0.1, 10.0), (0.25, 40.0), (float("inf"), 40.0)))  # two buckets: interpolated
-    assert spread.within_ms is None and spread.p50 is not None and "/" in percentiles_text(spread)
+    assert spread.within_ms is None and spread.p90.value is not None and "/" in percentiles_text(spread)
+
+
+def test_a_quantile_in_the_first_or_the_inf_bucket_is_a_bound_not_a_figure() -> None:
+    """Not only when every observation is in one bucket: any quantile that falls in the first bucket is only
+    below its bound, one in +Inf only above the highest finite bound (histogram_quantile would say 99 ms and
+    0.25 s), in the text and in --once's JSON."""
+    from specmon.live.quantiles import Quantile, percentiles_ms
+    from specmon.live.text import percentiles_text
+
+    fast = percentiles_ms(((0.1, 95.0), (0.25, 100.0), (float("inf"), 100.0)))  # p50, p90 under 100 ms; p99 not
+    assert (fast.p50, fast.p90) == (Quantile(below=100.0), Quantile(below=100.0)) and fast.p99.value is not None
+    assert percentiles_text(fast) == "< 100 / < 100 / 220 ms"
+    assert fast.to_json() == {"p50": None, "p50_below": 100.0, "p90": None, "p90_below": 100.0, "p99": 220.0}
+    slow = percentiles_ms(((0.1, 10.0), (0.25, 90.0), (float("inf"), 100.0)))  # p99 past the highest bound
+    assert slow.p99 == Quantile(above=250.0) and percentiles_text(slow).endswith("/ > 250 ms")
+    assert slow.to_json()["p99"] is None and slow.to_json()["p99_above"] == 250.0
+
+
+def _stored_run(store, preset: str, accept: float, started_at: float, finish: str | None):
+    """A run of `preset` in `store` whose requests accepted `accept` tokens per verify step; `finish`: its final
+    status, or None for a run still going (no summary record yet)."""
+    from specmon.bench.model import BenchResult, RequestResult
+    from specmon.bench.run import new_run_id
+    from specmon.bench.summary import summarize
+
+    run = BenchResult(run_id=new_run_id(), preset=preset, url="http://127.0.0.1:30000", started_at=started_at)
+    store.start_run(run)
+    for i in range(6):
+        request = RequestResult(index=i, prompt_id=f"p{i}", ok=True, completion_tokens=100,
+                                spec_verify_ct=round(100 / accept), decode_tok_s=200.0, ttft_s=0.05, e2e_s=0.6)
+        run.requests.append(request)
+        store.add_request(run.run_id, request)
+    if finish is not None:
+        run.status, run.summary = finish, summarize(run.requests, 100, True)
+        store.finish_run(run)
+    return run
+
+
+def test_the_bench_acceptance_beside_the_live_one_is_the_last_finished_run_s(tmp_path) -> None:
+    """Never a run still going (read back from the store mid-run: a sweep in another terminal), cancelled or
+    failed: in the app (its own results) and from the store alike."""
+    from specmon.bench.report import last_finished_accept
+    from specmon.bench.results import ResultStore
+    from specmon.live.once import baseline_accept
+
+    store = ResultStore(tmp_path)
+    runs = [_stored_run(store, "eagle3-5", 2.5, 1000.0, "finished"),
+            _stored_run(store, "eagle3-5", 1.25, 2000.0, "cancelled"),
+            _stored_run(store, "eagle3-5", 1.0, 3000.0, None)]  # still going
+    assert baseline_accept("eagle3-5", str(tmp_path)) == 2.5
+    assert last_finished_accept(runs, "eagle3-5") == 2.5
+    assert last_finished_accept(runs, "other") is None
+
+
+def test_acceptance_rate_and_length_are_over_the_same_window() -> None:
+    """SGLang's spec_accept_rate gauge is its last 40-step window's: beside a τ over the window it was a 0.1 s
+    figure. Both are now over the window (the gauge's mean at the scrapes with traffic); idle scrapes, where the
+    gauge keeps its last value, say nothing; without the verify counter τ is the gauge's mean the same way."""
+    from specmon.live.tracker import LiveTracker
+    from specmon.serving.prom import parse_scrape
+
+    def scrape(t: int, decode: float, rate: float, accept: float, verify: bool = True):
+        text = (f"# TYPE sglang:realtime_tokens_total counter\nsglang:realtime_tokens_total{{mode=\"decode\"}} {decode}\n"
+                f"# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total {decode}\n"
+                + (f"# TYPE sglang:spec_verify_calls_total counter\nsglang:spec_verify_calls_total {decode / 3}\n"
+                   if verify else "")
+                + f"# TYPE sglang:spec_accept_rate gauge\nsglang:spec_accept_rate {rate}\n"
+                f"# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length {accept}\n"
+                "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n")
+        return parse_scrape(text, float(t))
+
+    for verify in (True, False):
+        tracker = LiveTracker()
+        tracker.set_server_info(EAGLE5_INFO)
+        for t in range(0, 11):  # 10 s of traffic: the rate gauge 0.6, then 0.8, per decode window
+            tracker.add_scrape(scrape(t, 300.0 * t, 0.6 if t <= 5 else 0.8, 2.6 if t <= 5 else 3.4, verify))
+        snap = tracker.snapshot(10, 10)
+        assert snap.accept_rate == pytest.approx(0.7), snap  # 5 scrapes at 0.6, 5 at 0.8: not the last's 0.8
+        assert snap.accept_length == pytest.approx(3.0), snap  # Δgen / Δverify, or the gauge's 2.6 and 3.4
+        tracker.add_scrape(scrape(11, 3000.0, 0.1, 1.1, verify))  # idle: gauges not refreshed by traffic
+        idle = tracker.snapshot(10, 11)  # over 1..11 s: 4 scrapes at 0.6, 5 at 0.8, the idle one not at all
+        assert idle.accept_rate == pytest.approx((4 * 0.6 + 5 * 0.8) / 9), idle

@@ -21,7 +21,7 @@ from specmon.tui.driver import SETTLE_S, QuietLinuxDriver
 from specmon.tui.fleet import FleetApp
 
 APP = r'''
-import json, sys
+import json, subprocess, sys
 from textual.app import App
 from textual.widgets import Static
 from specmon.tui.driver import QuietTerminal
@@ -29,7 +29,7 @@ from specmon.tui.driver import QuietTerminal
 class Probe(QuietTerminal, App):
     def __init__(self, report):
         super().__init__()
-        self.report, self.keys, self.ticks = report, [], 0
+        self.report, self.keys, self.ticks, self.resumed = report, [], 0, False
 
     def compose(self):
         yield Static("probe")
@@ -40,7 +40,7 @@ class Probe(QuietTerminal, App):
 
     def write(self, extra):
         data = {"driver": type(self._driver).__name__, "wakeups": getattr(self._driver, "input_wakeups", None),
-                "keys": self.keys, "ticks": self.ticks, **extra}
+                "keys": self.keys, "ticks": self.ticks, "resumed": self.resumed, **extra}
         with open(self.report, "w") as out:
             json.dump(data, out)
 
@@ -53,6 +53,11 @@ class Probe(QuietTerminal, App):
         self.write({})
         if event.key == "q":
             self.exit()
+        if event.key == "s":  # as the fleet opens a server's screen: another program has the terminal meanwhile
+            with self.suspend():
+                subprocess.run([sys.executable, "-c", "pass"], check=True)
+            self.resumed = True
+            self.write({})
 
 Probe(sys.argv[1]).run()
 '''
@@ -127,6 +132,23 @@ def test_keys_arrive_a_lone_escape_too_and_the_input_thread_sleeps_between_them(
         app.send(b"q")  # the exit wakes the sleeping thread: the app ends at once
         app.wait(lambda r: r["keys"][-1:] == ["q"])
         assert app.proc.wait(15) == 0
+    finally:
+        app.close()
+
+
+def test_after_a_suspension_keys_still_arrive_and_the_app_quits(tmp_path):
+    """The fleet's Enter suspends the app while a server's screen runs: the driver's input thread starts again
+    after it (its wake pipe, closed with the suspension, was used again: the app died on its way back)."""
+    app = PtyApp(tmp_path)
+    try:
+        app.wait(lambda r: r.get("ready"))
+        app.send(b"s")
+        app.wait(lambda r: r.get("resumed"))
+        app.send(b"x")
+        app.wait(lambda r: r["keys"] == ["s", "x"])
+        app.send(b"q")
+        app.wait(lambda r: r["keys"][-1:] == ["q"])
+        assert app.proc.wait(15) == 0, (tmp_path / "stderr.txt").read_text()[-2000:]
     finally:
         app.close()
 

@@ -100,6 +100,8 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.sources.start_gpu_sampler()
             self._pace_gpus()  # then at each change of the header's state, and as a benchmark starts and ends
         self.live.start()
+        if self.config.live_source is not None and not self.log_path:
+            self.main.show_pane("live")  # a server read through Prometheus: no log, its Live view is all there is
         self.oncall.start()
         if self.config.read_only:
             self.main.show_bench_note(READ_ONLY_BENCH_NOTE)

@@ -324,7 +324,8 @@ def fleet_server_config(args: argparse.Namespace, options):
     from specmon.gpu.nvml import NvmlSource
     from specmon.tui.config import AppConfig
 
-    snapshot = asyncio.run(snapshot_once(options, records={}))
+    print(f"specmon fleet: {printable(args.server)}: reading its row from Prometheus…", file=sys.stderr, flush=True)
+    snapshot = asyncio.run(snapshot_once(options, records={}, history=False))
     if snapshot.error:
         print(f"specmon fleet: {snapshot.error}", file=sys.stderr)
         return EXIT_PROMETHEUS
@@ -334,14 +335,18 @@ def fleet_server_config(args: argparse.Namespace, options):
               file=sys.stderr)
         return EXIT_PROMETHEUS
     dcgm = DcgmGpuSource(functools.partial(_dcgm_series, options, row.host))
+    print(f"specmon fleet: {printable(args.server)}: asking its address whether it answers from here…",
+          file=sys.stderr, flush=True)
     url = reachable_url(row.targets)
     if url is not None:
         from specmon.ports import is_loopback_host
 
         return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback_host(row.host or "") else dcgm, read_only=True)
+    last_up_at = None if row.last_seen_s is None or snapshot.taken_at is None else snapshot.taken_at - row.last_seen_s
     config = AppConfig(
         url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
-        live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor),
+        live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor,
+                                                    row=row, last_up_at=last_up_at),
         sanity_check=False, watched_through="Prometheus",
     )
     print(f"specmon fleet: {printable(args.server)} does not answer from here: reading it through Prometheus",

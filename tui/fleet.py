@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Footer
 
 from specmon.fleet.model import FleetSnapshot
+from specmon.text import printable
 from specmon.tui import shots
 from specmon.tui.driver import QuietTerminal
 from specmon.widgets.fleet_table import FleetView
@@ -112,6 +113,8 @@ class FleetApp(QuietTerminal, App):
         argv = self.drill_argv(server)
         try:
             with self.suspend():
+                # said at once: the server's screen takes a few seconds to read Prometheus and start
+                print(f"specmon fleet: opening {printable(server)}…", file=sys.stderr, flush=True)
                 subprocess.run(argv, check=False)  # noqa: S603 - an argv list, never a shell
         except Exception as exc:  # SuspendNotSupported (headless, the browser): say how to open it instead
             self.notify(f"Cannot open it here ({type(exc).__name__}): run specmon {' '.join(argv[3:])}",

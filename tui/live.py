@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -11,7 +10,6 @@ from specmon.live.tracker import LiveTracker
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
-    from specmon.bench.run import BenchRun
     from specmon.tui.config import AppConfig
     from specmon.tui.screens.main import MainScreen
     from specmon.view.log_feed import LogFeed
@@ -22,14 +20,13 @@ WINDOW_S = 60.0
 
 
 class LiveHost(Protocol):
-    """What the Live view's wiring uses of the app: its settings, log feed, preset and benchmarks, a timer, and
-    the main screen to show snapshots on."""
+    """What the Live view's wiring uses of the app: its settings, log feed, preset and benchmark results, a
+    timer, and the main screen to show snapshots on."""
 
     config: AppConfig
     feed: LogFeed
     watch: MonitorState
     bench_results: list[BenchResult]
-    bench_run: BenchRun | None
 
     @property
     def main(self) -> MainScreen: ...
@@ -44,10 +41,7 @@ class LiveWiring:
         self.app = app
         self.monitor = LiveMonitor(LiveTracker())
         self.sampler: Any = None
-        self._preset_name: str | None = None
-        self._bench_id: int | None = None
-        self._own_base = 0.0
-        self._own_now = 0.0
+        self._followed: tuple[str | None, int] | None = None
 
     def start(self) -> None:
         app = self.app
@@ -66,9 +60,8 @@ class LiveWiring:
             self.sampler.stop()
 
     def refresh(self) -> None:
-        """Follow the preset, the server's process and specmon's own benchmark, then show a snapshot."""
+        """Follow the preset and the server's process, then show a snapshot."""
         self._follow_preset()
-        self._note_bench()
         supervisor = self.app.config.supervisor
         gone = self.app.watch.exited or (supervisor is not None and supervisor.returncode is not None)
         with self.monitor.lock:
@@ -76,32 +69,19 @@ class LiveWiring:
         self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
 
     def _follow_preset(self) -> None:
+        """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""
         preset = self.app.watch.serving_preset
         name = preset.name if preset is not None else None
-        if name == self._preset_name:
+        followed = (name, len(self.app.bench_results))
+        if followed == self._followed:
             return
-        self._preset_name = name
-        baseline = None
-        for result in reversed(self.app.bench_results):
-            accept = result.summary.get("accept_length") if isinstance(result.summary, dict) else None
-            if result.preset == name and isinstance(accept, dict) and accept.get("token_weighted"):
-                baseline = float(accept["token_weighted"])
-                break
+        self._followed = followed
+        from specmon.bench.report import last_finished_accept
+
+        baseline = last_finished_accept(self.app.bench_results, name)
         if baseline is None and name is not None:
             from specmon.live.once import baseline_accept
 
             baseline = baseline_accept(name)
         with self.monitor.lock:
             self.monitor.tracker.set_preset(name, dict(preset.args) if preset is not None else None, baseline)
-
-    def _note_bench(self) -> None:
-        bench = self.app.bench_run
-        if bench is None:
-            return
-        if id(bench) != self._bench_id:
-            self._bench_id = id(bench)
-            self._own_base = self._own_now
-        tokens = sum(r.completion_tokens for r in list(bench.result.requests))
-        self._own_now = self._own_base + tokens
-        with self.monitor.lock:
-            self.monitor.tracker.note_own_tokens(time.time(), self._own_now)

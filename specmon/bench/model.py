@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -131,3 +132,32 @@ class BenchResult:
             "gpus": self.gpus,
             "skipped_records": self.skipped_records,
         }
+
+
+class OwnTokens:
+    """specmon's own generated tokens in this process (every benchmark: warmups, sweeps, a switch's sanity run),
+    so the Live view can leave them out of the server's traffic. Cumulative: `streamed` as they arrive (as the
+    server's `realtime_tokens_total` counts them), `finished` when their request ends (as its
+    `generation_tokens_total` counts them). Added to on benchmark threads, read from any."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.streamed = 0
+        self.finished = 0
+
+    def stream(self, tokens: int) -> None:
+        with self._lock:
+            self.streamed += tokens
+
+    def finish(self, tokens: int) -> None:
+        with self._lock:
+            self.finished += tokens
+
+    def now(self) -> tuple[int, int]:
+        """(streamed, finished) so far."""
+        with self._lock:
+            return self.streamed, self.finished
+
+
+OWN_TOKENS = OwnTokens()
+"""This process's own generation: every BenchRun adds to it unless given another."""

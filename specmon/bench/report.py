@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from specmon.bench.compare import Comparison, is_speculative
@@ -19,6 +20,26 @@ FIGURE_COLUMNS = (
     "ttft_ms_median", "ttft_ms_p90", "itl_ms_median", "itl_ms_p90",
     "speedup", "speedup_ci95_low", "speedup_ci95_high", "flags",
 )  # fmt: skip
+
+
+def finished_accept_length(result: BenchResult) -> float | None:
+    """A run's token-weighted acceptance length, only once it finished: never from a run still going (its store
+    file read back mid-run), cancelled, failed or cut short."""
+    if result.status != "finished":
+        return None
+    accept = (result.summary or {}).get("accept_length") if isinstance(result.summary, dict) else None
+    if isinstance(accept, dict):  # {"token_weighted", "median", "ci95", ...}
+        accept = accept.get("token_weighted")
+    return float(accept) if isinstance(accept, int | float) and not isinstance(accept, bool) and accept > 0 else None
+
+
+def last_finished_accept(runs: Iterable[BenchResult], preset: str | None) -> float | None:
+    """The acceptance length of `preset`'s last finished run among `runs` (oldest first), else None."""
+    found = None
+    for run in runs:
+        if preset and run.preset == preset:
+            found = finished_accept_length(run) or found
+    return found
 
 
 def accept_bound(result: BenchResult) -> int | None:

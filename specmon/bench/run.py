@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from specmon.bench.h1 import H1Client
-from specmon.bench.model import BenchProgress, BenchResult, RequestResult
+from specmon.bench.model import OWN_TOKENS, BenchProgress, BenchResult, OwnTokens, RequestResult
 from specmon.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
 from specmon.bench.results import ResultStore
 from specmon.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference
@@ -104,6 +104,7 @@ class BenchRun:
         deadline_s: float | None = DEFAULT_DEADLINE_S,
         flush_retries: int = 5,
         flush_delay_s: float = 0.5,
+        own_tokens: OwnTokens = OWN_TOKENS,
         asked: Mapping[str, Any] | None = None,
     ) -> None:
         from specmon.serving.client import normalize_base_url
@@ -126,6 +127,8 @@ class BenchRun:
         self.fatal: str | None = None
         # ... and when a result could not be written (then it is not "saved").
         self.save_error: str | None = None
+        self.own_tokens = own_tokens
+        """Where the tokens this run generates are counted, as they stream and as requests end."""
         self._flush_retries = flush_retries
         self._asked = asked  # the preset's SGLang arguments: what SGLang runs otherwise is noted
         self._flush_delay_s = flush_delay_s
@@ -385,10 +388,11 @@ class BenchRun:
                 try:
                     request = await stream_generate(
                         http, payload, index, prompt.id, warmup=warmup, stall_timeout_s=self._stall_timeout_s,
-                        deadline=self._deadline,
+                        deadline=self._deadline, on_tokens=self.own_tokens.stream,
                     )
                 finally:
                     self._in_flight -= 1
+                self.own_tokens.finish(request.completion_tokens)
                 self.result.requests.append(request)
                 self._save(self.store.add_request, self.result.run_id, request)
                 consecutive_failures = 0 if request.ok else consecutive_failures + 1

@@ -14,6 +14,7 @@ import json
 import math
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -103,8 +104,10 @@ def _show(value: Any) -> str:
 class _StreamState:
     """Folds SSE events into a RequestResult; SGLang's text and completion_tokens are cumulative."""
 
-    def __init__(self, result: RequestResult, t_send: float, max_new_tokens: int) -> None:
+    def __init__(self, result: RequestResult, t_send: float, max_new_tokens: int,
+                 on_tokens: Callable[[int], None] | None = None) -> None:
         self.result = result
+        self.on_tokens = on_tokens
         self.t_send = t_send
         self.max_tokens = max_new_tokens + MAX_TOKEN_OVERSHOOT
         self.max_text = EVENT_BYTES_BASE + TEXT_CHARS_PER_TOKEN * max_new_tokens
@@ -177,6 +180,8 @@ class _StreamState:
         if tokens == self.tokens:
             return
         new = tokens - self.tokens
+        if self.on_tokens is not None:
+            self.on_tokens(new)
         if self.t_first is None:
             self.t_first = at
             self.first_tokens = new
@@ -264,15 +269,17 @@ async def stream_generate(
     *,
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
     deadline: float | None = None,
+    on_tokens: Callable[[int], None] | None = None,
 ) -> RequestResult:
     """Send one streamed `/generate` request and measure it; failures come back as `ok=False` with `error`.
 
-    `deadline` is a `time.perf_counter()` value the request may not outlive (the run's deadline).
+    `deadline` is a `time.perf_counter()` value the request may not outlive (the run's deadline); `on_tokens`
+    is called with the new tokens of each chunk that brings some, as it arrives.
     """
     result = RequestResult(index=index, prompt_id=prompt_id, warmup=warmup)
     max_new = (payload.get("sampling_params") or {}).get("max_new_tokens") or 0
     t_send = time.perf_counter()
-    state = _StreamState(result, t_send, max_new)
+    state = _StreamState(result, t_send, max_new, on_tokens)
     watchdog = _Watchdog(stall_timeout_s, deadline)
     try:
         async with asyncio.timeout_at(watchdog.next_expiry()) as timer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 
@@ -87,12 +88,14 @@ def run_fleet(args: argparse.Namespace) -> int:
     else:
         from specmon.fleet.text import snapshot_lines
 
-        print("\n".join(snapshot_lines(snapshot)))
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # piped: nothing cut
+        print("\n".join(snapshot_lines(snapshot, width)))
     return EXIT_ALERTING if snapshot.alerting else EXIT_OK
 
 
-async def snapshot_once(options: FleetOptions, records=None) -> FleetSnapshot:
-    """One FleetSnapshot (its `error` set when Prometheus could not be read)."""
+async def snapshot_once(options: FleetOptions, records=None, history: bool = True) -> FleetSnapshot:
+    """One FleetSnapshot (its `error` set when Prometheus could not be read); without the 15-minute tok/s
+    history when `history` is False (one server's drill-down needs only the rows)."""
     from specmon.fleet.reader import FleetReader
     from specmon.fleet.records import own_presets, own_records
     from specmon.fleet.tracker import FleetTracker
@@ -102,6 +105,7 @@ async def snapshot_once(options: FleetOptions, records=None) -> FleetSnapshot:
     try:
         async with options.client() as client:
             reader = FleetReader(client, options.queries, options.window_s, options.routers)
+            reader.with_history = history
             tracker.queries = await reader.configure()
             return tracker.update(await reader.read())
     except PromError as exc:

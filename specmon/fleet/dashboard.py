@@ -39,8 +39,8 @@ def dashboard(queries: FleetQueries | None = None) -> dict[str, Any]:
     each = f"{{{{{s}}}}}"
     up = q.up()
     with_preset = q.up('preset!=""')
-    per_preset = (f"sum by (preset) ({rec['decode_tok_s']}{pick} * on ({s}) group_left (preset) "
-                  f"max by ({s}, preset) ({with_preset}))")
+    per_preset = (f"avg by (preset) ({rec['decode_tok_s']}{pick} * on ({s}) group_left (preset) "
+                  f"group by ({s}, preset) ({with_preset}))")
     host = q.host_label or "instance"
     panels = [
         _panel("Decode tok/s per server", [(rec["decode_tok_s"] + pick, each)], 0, 0, "tok/s"),
@@ -49,15 +49,21 @@ def dashboard(queries: FleetQueries | None = None) -> dict[str, Any]:
                 (f"{rec['accept_gauge']}{pick} unless on ({s}) {rec['accept_length']}", each + " (gauge)")],
                12, 0, description="Before SGLang 0.5.16 only the spec_accept_length gauge exists (it keeps its last "
                "value when idle): those servers show as '(gauge)'."),
-        _panel("Decode tok/s per preset", [(per_preset, "{{preset}}")], 0, 8, "tok/s",
-               description="Live decode tok/s summed per preset (the targets' `preset` label, as "
-               "`specmon ps --prometheus-sd` writes it)."),
+        _panel("Decode tok/s per server, mean by preset", [(per_preset, "{{preset}}")], 0, 8, "tok/s",
+               description="Each server's live decode tok/s, averaged over the servers of a preset (a sum would "
+               "grow with the number of replicas, not with the preset's speed). The preset is the targets' `preset` "
+               "label, as `specmon ps --prometheus-sd` writes it."),
         _panel("Draft tokens per server", [(rec["draft_tokens"] + pick, each),
                                            (rec["num_steps"] + pick, each + " steps")], 12, 8),
         _panel("Running and queued requests per server", [(running + pick, each + " running"),
                                                           (rec["queued"] + pick, each + " queued")], 0, 16),
         _panel("KV cache used per server", [(rec["kv_used_ratio"] + pick, each)], 12, 16, "percentunit"),
-        _panel("TTFT p99 per server", [(rec["ttft_p99_s"] + pick, each)], 0, 24, "s"),
+        _panel("TTFT p99 per server", [(rec["ttft_p99_s"] + pick, each),
+                                       (rec["ttft_p99_below_s"] + pick, each + " < (first bucket's bound)"),
+                                       (rec["ttft_p99_above_s"] + pick, each + " > (highest bucket bound)")],
+               0, 24, "s", description="A p99 that falls in the histogram's first bucket is only known to be "
+               "below that bucket's bound (SGLang's first TTFT bucket is 0-100 ms), one in the +Inf bucket only "
+               "above the highest finite bound: those show as that bound, in a series of their own."),
         _panel("Restarts per server (15 min)", [(rec["restarts"] + pick, each)], 12, 24),
         _panel("GPU memory used per host (DCGM)", [(rec["gpu_memory_used_ratio"], f"{{{{{host}}}}}")], 0, 32,
                "percentunit"),

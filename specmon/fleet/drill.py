@@ -8,11 +8,16 @@ import threading
 import time
 from collections.abc import Iterable
 
+from specmon.fleet.model import FleetRow
 from specmon.fleet.promapi import PromClient, PromError, Sample
 from specmon.fleet.promql import FleetQueries
+from specmon.fleet.text import MISSING
+from specmon.fleet.tracker import ago
+from specmon.live.model import Alert
 from specmon.live.sampler import LiveMonitor
 from specmon.loop_thread import LoopThread
 from specmon.serving.prom import parse_scrape
+from specmon.text import printable
 
 TARGET_LABELS = frozenset({"instance", "job", "__name__"})
 """Labels Prometheus adds per target: left out, so a multi-node server's ranks merge as one /metrics would."""
@@ -39,8 +44,11 @@ class PromLiveSampler:
     Same `start()`/`stop()` as LiveSampler; Prometheus failing marks the server unreachable."""
 
     def __init__(self, client_factory, queries: FleetQueries, server: str, monitor: LiveMonitor,
-                 interval_s: float = 2.0) -> None:
+                 interval_s: float = 2.0, row: FleetRow | None = None, last_up_at: float | None = None) -> None:
         self.client_factory = client_factory
+        self.row = row
+        """The server's row in the fleet when the drill-down began: said while Prometheus has no samples of it."""
+        self.last_up_at = last_up_at
         self.queries = queries
         self.server = server
         self.monitor = monitor
@@ -70,9 +78,11 @@ class PromLiveSampler:
                 self.monitor.tracker.set_reachable(False)
             return
         self.error = None
-        scrape = parse_scrape(samples_text(samples, frozenset(drop)), time.time())
+        now = time.time()
+        scrape = parse_scrape(samples_text(samples, frozenset(drop)), now)
+        why = () if samples or self.row is None else row_alerts(self.row, self.last_up_at, now)
         with self.monitor.lock:
-            self.monitor.tracker.set_reachable(bool(samples))
+            self.monitor.tracker.set_reachable(bool(samples), why)
             if samples:
                 self.monitor.tracker.add_scrape(scrape)
 
@@ -82,6 +92,21 @@ class PromLiveSampler:
                 started = time.monotonic()
                 await self.read_once(client)
                 await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+
+def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Alert, ...]:
+    """What the fleet's row says of a server Prometheus holds no samples of now (a drill-down shows no less
+    than its row): down since when, then its preset · algorithm · draft tokens, role, nodes up and host."""
+    if last_up_at is not None:
+        down = Alert("down", "error", f"down, last seen {ago(now - last_up_at)} ago: no target answers "
+                                      "Prometheus' scrapes")
+    else:
+        down = next((a for a in row.alerts if a.kind == "down"),
+                    Alert("down", "error", "no samples in Prometheus now: no target answers its scrapes"))
+    draft = f"{row.draft_tokens} draft" if row.draft_tokens else f"{MISSING} draft"
+    facts = " · ".join([row.preset or MISSING, row.algorithm or MISSING, draft, *([row.role] if row.role else []),
+                        f"nodes {row.nodes_up}/{row.nodes_total}", row.host or MISSING])
+    return down, Alert("fleet", "info", printable(f"fleet row: {facts}"))
 
 
 def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> str | None:

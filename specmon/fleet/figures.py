@@ -13,7 +13,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from specmon.fleet.promapi import Sample
-from specmon.fleet.promql import GAUGES_PART, FleetQueries
+from specmon.fleet.promql import GAUGES_PART, TTFT_BOUNDS, FleetQueries
+from specmon.live.quantiles import Quantile
 
 Values = dict[str, float]
 
@@ -23,6 +24,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
     computed from the parts it reads."""
     s = queries.server_label
     gauges = _by_metric(parts.get(GAUGES_PART, ()))
+    ttft = _ttft_p99(parts, s)
     out: dict[str, list[Sample]] = {}
     for column in queries.columns():
         if column.inline_only:
@@ -36,7 +38,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
         if column.key == "gpu_memory_used_ratio":
             out[column.key] = _framebuffer_ratio(parts.get("dcgm_framebuffer", ()))
             continue
-        values = _server_figure(column.key, s, parts, gauges)
+        values = ttft[column.key] if column.key in ttft else _server_figure(column.key, s, parts, gauges)
         out[column.key] = [Sample({s: name}, value) for name, value in values.items()]
     return out
 
@@ -51,15 +53,34 @@ def _server_figure(key: str, s: str, parts: Mapping[str, Sequence[Sample]],
         return _ratio(_per_server(parts.get("generation_tok_s", ()), s), _per_server(parts.get("verify_per_s", ()), s))
     if key == "queued":
         return _dedup(gauges.get("sglang:num_queue_reqs", ()), s, _sum)
-    if key == "accept_gauge":
-        return _dedup(gauges.get("sglang:spec_accept_length", ()), s, _avg)
+    if key == "accept_gauge":  # ... > 0: a server that does not speculate reports 0
+        return _above_0(_dedup(gauges.get("sglang:spec_accept_length", ()), s, _avg))
     if key == "kv_used_ratio":  # (used / (total > 0)) or avg(token_usage)
         used = _dedup(gauges.get("sglang:num_used_tokens", ()), s, _sum)
         total = _dedup(gauges.get("sglang:max_total_num_tokens", ()), s, _sum)
         return _or(_ratio(used, total), _dedup(gauges.get("sglang:token_usage", ()), s, _avg))
-    if key in ("draft_tokens", "num_steps"):  # max by (server)
-        return _dedup(gauges.get(f"sglang:spec_num_{key.removeprefix('num_')}", ()), s, _max)
+    if key in ("draft_tokens", "num_steps"):  # max by (server) > 0
+        return _above_0(_dedup(gauges.get(f"sglang:spec_num_{key.removeprefix('num_')}", ()), s, _max))
     raise KeyError(f"no inline computation for the column {key!r}")
+
+
+def _ttft_p99(parts: Mapping[str, Sequence[Sample]], s: str) -> dict[str, Values]:
+    """The TTFT p99 columns (`FleetQueries.ttft_p99`) from histogram_quantile's p99 and each server's first and
+    highest finite bucket bound (TTFT_BOUNDS, from the reader), by the Live view's rule
+    (`Quantile.of_interpolated`): a value between the two, else only the bound. NaN where histogram_quantile is
+    NaN (no observation)."""
+    quantile = _per_server(parts.get("ttft_quantile", ()), s)
+    first, last = (_per_server(parts.get(key, ()), s) for key in TTFT_BOUNDS)
+    out: dict[str, Values] = {"ttft_p99_s": {}, "ttft_p99_below_s": {}, "ttft_p99_above_s": {}}
+    for name, value in quantile.items():
+        q = Quantile.of_interpolated(value, first.get(name), last.get(name))
+        if q.below is not None:
+            out["ttft_p99_below_s"][name] = q.below
+        elif q.above is not None:
+            out["ttft_p99_above_s"][name] = q.above
+        else:
+            out["ttft_p99_s"][name] = value
+    return out
 
 
 def _unnamed(samples: Iterable[Sample]) -> list[Sample]:
@@ -119,6 +140,11 @@ def _sum(values: Sequence[float]) -> float:
 
 def _avg(values: Sequence[float]) -> float:
     return sum(values) / len(values)
+
+
+def _above_0(values: Values) -> Values:
+    """`x > 0`: only the values above 0 (NaN is not)."""
+    return {name: value for name, value in values.items() if value > 0}
 
 
 def _or(first: Values, second: Values) -> Values:

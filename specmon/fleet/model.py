@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specmon.live.model import Alert
+from specmon.live.quantiles import Quantile
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -36,9 +37,11 @@ class FleetRow:
     running: float | None = None
     queued: float | None = None
     kv_used_ratio: float | None = None
-    ttft_p99_s: float | None = None
+    ttft_p99: Quantile = Quantile()
+    """TTFT p99 in seconds: a value, or only the bound of the first or the +Inf bucket it fell in."""
     gpu_memory_used_ratio: float | None = None
-    gpu_util_min: float | None = None
+    gpu_util_min_ratio: float | None = None
+    """The lowest GPU utilization of the server's hosts, 0..1 (DCGM says percent)."""
     alerts: tuple[Alert, ...] = ()
     history: tuple[float | None, ...] = ()
     targets: tuple[str, ...] = ()
@@ -66,9 +69,11 @@ class FleetRow:
             "running": _int(self.running),
             "queued": _int(self.queued),
             "kv_used_ratio": _r(self.kv_used_ratio, 4),
-            "ttft_p99_s": _r(self.ttft_p99_s, 4),
+            "ttft_p99_s": _r(self.ttft_p99.value, 4),
+            "ttft_p99_below_s": _r(self.ttft_p99.below, 4),
+            "ttft_p99_above_s": _r(self.ttft_p99.above, 4),
             "gpu_memory_used_ratio": _r(self.gpu_memory_used_ratio, 4),
-            "gpu_util_min": _r(self.gpu_util_min, 1),
+            "gpu_util_min_ratio": _r(self.gpu_util_min_ratio, 4),
             "alerts": [{"kind": a.kind, "message": a.text} for a in self.alerts],
         }
 

@@ -31,6 +31,10 @@ HISTORY_S = 900.0
 """The tok/s sparkline's span: 15 minutes."""
 RESTART_LOOKBACK = "15m"
 LAST_SEEN_LOOKBACK = "1h"
+TTFT_QUANTILE = 0.99
+TTFT_BOUNDS = ("ttft_first_bound", "ttft_last_bound")
+"""Each server's first and highest finite TTFT bucket bound: what the TTFT columns are computed with inline
+(beside histogram_quantile's p99), asked by the reader once per server (`FleetQueries.ttft_bucket_bounds`)."""
 COLUMN_LABEL = "specmon_column"
 """The label that tells the parts apart in the requests that ask them all (`FleetQueries.combined`)."""
 GAUGES_PART = "gauges"
@@ -160,6 +164,48 @@ class FleetQueries:
     def verify_rate(self) -> str:
         return f"sum by ({self.server_label}) (rate(sglang:spec_verify_calls_total{self._sel()}[{self.window}]))"
 
+    @property
+    def ttft_buckets_record(self) -> str:
+        return f"{self.server_label}_le:sglang_time_to_first_token_seconds_bucket:rate{self.window}"
+
+    def ttft_buckets(self) -> str:
+        """TTFT's bucket rates per server and bound (SGLang's tokenizer series: summed)."""
+        return (f"sum by ({self.server_label}, le) "
+                f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{self.window}]))")
+
+    def ttft_quantile(self, buckets: str | None = None) -> str:
+        """histogram_quantile's own p99 (interpolated in the first bucket, the highest bound for +Inf)."""
+        return f"histogram_quantile({TTFT_QUANTILE:g}, {buckets or self.ttft_buckets()})"
+
+    def ttft_bounds(self) -> tuple[str, str]:
+        """Each server's first and highest finite TTFT bucket bound, from its bucket series now (no rate: cheap):
+        histogram_quantile(1) of every bucket counting 1 is the first bound; with +Inf counting 2, the highest."""
+        s, name = self.server_label, "sglang:time_to_first_token_seconds_bucket"
+        finite_le, inf_le = 'le!="+Inf"', 'le="+Inf"'
+        every = f"group by ({s}, le) ({name}{self._sel()})"
+        finite = f"group by ({s}, le) ({name}{self._sel(finite_le)})"
+        inf = f"group by ({s}, le) ({name}{self._sel(inf_le)})"
+        return f"histogram_quantile(1, {every})", f"histogram_quantile(1, {finite} or 2 * {inf})"
+
+    def ttft_bucket_bounds(self, servers: list[str]) -> str:
+        """The TTFT bucket bounds (`le`) of `servers` (all with an empty list), from their series now: asked once
+        per server (they are its launch's configuration), not with every refresh."""
+        s = self.server_label
+        extra = (f"{s}=~{_quote(_alternatives(servers))}",) if servers else ()
+        return f"group by ({s}, le) (sglang:time_to_first_token_seconds_bucket{self._sel(*extra)})"
+
+    def ttft_p99(self) -> dict[str, str]:
+        """TTFT p99 per server by the quantile rule (`specmon.live.quantiles`): "ttft_p99_s" where
+        histogram_quantile's answer lies between the first and the highest finite bound, else only the bound:
+        "ttft_p99_below_s" (it fell in the first bucket) or "ttft_p99_above_s" (in the +Inf one). Written on the
+        bucket rates' record (the rules file records it first)."""
+        s = self.server_label
+        p99 = self.ttft_quantile(self.ttft_buckets_record)
+        first, last = self.ttft_bounds()
+        return {"ttft_p99_s": f"{p99} unless on ({s}) ({p99} <= {first} or {p99} >= {last})",
+                "ttft_p99_below_s": f"{first} and on ({s}) ({p99} <= {first})",
+                "ttft_p99_above_s": f"{last} and on ({s}) ({p99} >= {last})"}
+
     def dcgm_framebuffer(self) -> str:
         """FB_USED and FB_FREE summed per host in one pass (the series keep their metric name)."""
         return (f'sum by (__name__, {self.host_group}) '
@@ -179,7 +225,7 @@ class FleetQueries:
                    f"{self.generation_rate()} / ({self.verify_rate()} > 0)", 0.5, 64,
                    reads=("generation_tok_s", "verify_per_s")),
             Column("accept_gauge", f"{s}:sglang_spec_accept_length:avg",
-                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:spec_accept_length{self._sel()}))", 0, 64,
+                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:spec_accept_length{self._sel()})) > 0", 0, 64,
                    reads=("sglang:spec_accept_length",)),
             Column("running_per_dp", f"{level_dp}:sglang_num_running_reqs:max",
                    f"max by ({s}, dp_rank, engine_type) (sglang:num_running_reqs{self._sel()})", high=1e7,
@@ -190,14 +236,15 @@ class FleetQueries:
                    f"({kv_used} / ({kv_total} > 0)) or "
                    f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5,
                    reads=("sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage")),
-            Column("ttft_p99_s", f"{s}:sglang_time_to_first_token_seconds:p99_rate{w}",
-                   f"histogram_quantile(0.99, sum by ({s}, le) "
-                   f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{w}])))", high=86400),
+            *(Column(key, f"{s}:sglang_time_to_first_token_seconds:{key.removeprefix('ttft_').removesuffix('_s')}"
+                     f"_rate{w}", expr, high=86400, reads=("ttft_quantile",))
+              for key, expr in self.ttft_p99().items()),
             Column("draft_tokens", f"{s}:sglang_spec_num_draft_tokens:max",
-                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()})", high=1024,
+                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()}) > 0", high=1024,
                    reads=("sglang:spec_num_draft_tokens",)),
             Column("num_steps", f"{s}:sglang_spec_num_steps:max",
-                   f"max by ({s}) (sglang:spec_num_steps{self._sel()})", high=1024, reads=("sglang:spec_num_steps",)),
+                   f"max by ({s}) (sglang:spec_num_steps{self._sel()}) > 0", high=1024,
+                   reads=("sglang:spec_num_steps",)),
             Column("restarts", f"{s}:sglang_restarts:resets{RESTART_LOOKBACK}",
                    f"max by ({s}) (resets(sglang:num_requests_total{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
@@ -223,6 +270,7 @@ class FleetQueries:
         base = {"realtime_tok_s": Part("realtime_tok_s", self.realtime_rate(self.window), weight=2),
                 "generation_tok_s": Part("generation_tok_s", self.generation_rate()),
                 "verify_per_s": Part("verify_per_s", self.verify_rate()),
+                "ttft_quantile": Part("ttft_quantile", self.ttft_quantile(), weight=20),
                 "dcgm_framebuffer": Part("dcgm_framebuffer", self.dcgm_framebuffer(), weight=4)}
         parts = [Part("up", self.up())]
         wanted: list[str] = []
@@ -233,7 +281,7 @@ class FleetQueries:
             if column.key in self.recorded:
                 parts.append(Part(column.key, column.record))
             elif not column.reads:
-                parts.append(Part(column.key, column.expr, weight=20 if column.key == "ttft_p99_s" else 2))
+                parts.append(Part(column.key, column.expr, weight=2))
             for read in column.reads if column.key not in self.recorded else ():
                 target = gauges if read.startswith("sglang:") else wanted
                 if read not in target:
@@ -335,8 +383,9 @@ class FleetQueries:
 
     def rules_file(self) -> str:
         """The Prometheus rules file (YAML): the columns as recording rules, then the alerting rules."""
-        recording = [{"record": column.record, "expr": column.expr} for column in self.columns()
-                     if not column.inline_only]
+        recording = [{"record": self.ttft_buckets_record, "expr": self.ttft_buckets()}]
+        recording += [{"record": column.record, "expr": column.expr} for column in self.columns()
+                      if not column.inline_only]
         recording.append({"record": f"{self.server_label}:sglang_num_running_reqs:sum",
                           "expr": self.dedup("sglang:num_running_reqs")})
         document = {"groups": [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -14,7 +15,14 @@ import httpx
 
 from specmon.fleet.figures import figures
 from specmon.fleet.promapi import PromClient, PromError, Sample, ScrapeConfig
-from specmon.fleet.promql import COLUMN_LABEL, HISTORY_S, FleetQueries, recorded_columns, window_for
+from specmon.fleet.promql import (
+    COLUMN_LABEL,
+    HISTORY_S,
+    TTFT_BOUNDS,
+    FleetQueries,
+    recorded_columns,
+    window_for,
+)
 from specmon.fleet.tracker import FleetReading, Worker
 
 QUERY_GROUPS = 2
@@ -43,8 +51,13 @@ class FleetReader:
         self.notes: list[str] = []
         self.groups = QUERY_GROUPS
         self.history_at: float | None = None
+        self.with_history = True
+        """Whether refreshes read the 15-minute tok/s history (one snapshot for a drill-down does not)."""
         self.last_up: dict[str, float | None] = {}
         """When each target seen down was last up (None: not in the last hour), asked once per target."""
+        self.ttft_bounds: dict[str, tuple[float, float] | None] = {}
+        """Each server's first and highest finite TTFT bucket bound (None: it has none), asked once per server
+        (again with the history)."""
         self.names: dict[str, str | None] = {}
         """The server label of targets whose `up` lacks it, from their metrics (None: not found), asked once per
         target (again with the history, for those not found)."""
@@ -80,7 +93,7 @@ class FleetReader:
         now = self.clock()
         started = time.perf_counter()
         interval = self.scrape.interval_for()
-        history_due = self.history_at is None or now - self.history_at >= HISTORY_EVERY_S
+        history_due = self.with_history and (self.history_at is None or now - self.history_at >= HISTORY_EVERY_S)
         asks = [self.client.query(expr, at=now) for expr in self.queries.combined(self.groups)]
         if history_due:
             asks.append(self.client.query_range(self.queries.history(), now - HISTORY_S, now,
@@ -95,6 +108,8 @@ class FleetReader:
         if history_due:
             self.names = {target: name for target, name in self.names.items() if name is not None}
         await self._name_targets(up, now)
+        if "ttft_quantile" in parts:
+            parts.update(await self._ttft_bounds(parts["ttft_quantile"], now, history_due))
         columns = figures(self.queries, parts)
         columns["last_up"] = await self._last_up(up, now)
         columns["stall_samples"] = await self._stall_samples(columns, now)
@@ -136,6 +151,35 @@ class FleetReader:
             name = self.names.get(sample.labels["instance"])
             if name:
                 sample.labels[label] = name
+
+    async def _ttft_bounds(self, quantiles: list[Sample], now: float, again: bool) -> dict[str, list[Sample]]:
+        """Each server's first and highest finite TTFT bucket bound, as samples (TTFT_BOUNDS): one query for the
+        servers not asked before (every server `again`, with the history), kept."""
+        label = self.queries.server_label
+        servers = sorted({name for s in quantiles if (name := s.labels.get(label))})
+        if again:
+            self.ttft_bounds = {}
+        new = [name for name in servers if name not in self.ttft_bounds]
+        if new:
+            named = new if len(new) <= MAX_ASKED and not again else []  # [] asks every server's
+            found: dict[str, list[float]] = {}
+            for sample in await self.client.query(self.queries.ttft_bucket_bounds(named), at=now):
+                try:
+                    bound = float(sample.labels.get("le", "nan"))
+                except ValueError:
+                    continue
+                if math.isfinite(bound):
+                    found.setdefault(sample.labels.get(label, ""), []).append(bound)
+            for name in new:
+                bounds = found.get(name)
+                self.ttft_bounds[name] = (min(bounds), max(bounds)) if bounds else None
+        out: dict[str, list[Sample]] = {key: [] for key in TTFT_BOUNDS}
+        for name in servers:
+            bounds = self.ttft_bounds.get(name)
+            if bounds is not None:
+                for key, bound in zip(TTFT_BOUNDS, bounds, strict=True):
+                    out[key].append(Sample({label: name}, bound))
+        return out
 
     async def _last_up(self, up: list[Sample], now: float) -> list[Sample]:
         """When the servers that are down now were last up (one query, only for targets newly seen down)."""

@@ -12,6 +12,7 @@ from specmon.fleet.tracker import Record
 def own_records(results_dir: str | None = None, preset_dirs: list[str] | None = None,
                 warn: Callable[[str], None] | None = None) -> dict[str, Record]:
     """The newest finished benchmark per server address in specmon's result store (empty when none)."""
+    from specmon.bench.report import finished_accept_length
     from specmon.bench.results import ResultStore
     from specmon.launch.presets import load_presets
 
@@ -25,16 +26,14 @@ def own_records(results_dir: str | None = None, preset_dirs: list[str] | None = 
         if not isinstance(run.url, str) or run.status != "finished":
             continue
         address = run.url.split("://", 1)[-1].split("/", 1)[0]
-        accept = run.summary.get("accept_length") if isinstance(run.summary, dict) else None
-        if isinstance(accept, dict):
-            accept = accept.get("token_weighted")
+        accept = finished_accept_length(run)
         preset = presets.get(run.preset) if run.preset else None
         spec = preset.speculative if preset is not None else None
         records[address] = Record(
             preset=run.preset,
             algorithm=spec.algorithm if spec is not None and spec.enabled else None,
             draft_tokens=spec.effective_draft_tokens if spec is not None and spec.enabled else None,
-            accept_length=float(accept) if isinstance(accept, int | float) and accept > 0 else None,
+            accept_length=accept,
         )
     return records
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
+from specmon.live.quantiles import Quantile
 from specmon.text import printable
 
 MISSING = "—"
@@ -79,6 +80,16 @@ def accept_text(row: FleetRow) -> str:
     return f"{row.accept_length:.2f}" + ("g" if row.accept_source == "gauge" else "")
 
 
+def latency_text(seconds: Quantile) -> str:
+    """A latency quantile in a few cells by the Live view's rule: "85ms", "<100ms" (the first bucket's bound),
+    ">400s" (the highest finite bound), in seconds from 10 s."""
+    known = next((v for v in (seconds.value, seconds.below, seconds.above) if v is not None), None)
+    if known is None:
+        return MISSING
+    text = seconds.scaled(1000.0).text("ms", ".0f") if known < 10 else seconds.text("s", ".0f")
+    return text.replace(" ", "")
+
+
 def spec_text(row: FleetRow) -> str:
     parts = [row.preset or MISSING, row.algorithm or MISSING, str(row.draft_tokens) if row.draft_tokens else MISSING]
     return " · ".join(parts)
@@ -98,11 +109,9 @@ COLUMNS: tuple[TableColumn, ...] = (
     TableColumn("load", "run/q", 7, lambda r: MISSING if r.running is None else
                 f"{r.running:.0f}/{_num(r.queued, '.0f')}", right=True),
     TableColumn("kv", "KV", 4, lambda r: _pct(r.kv_used_ratio), right=True),
-    TableColumn("ttft", "TTFT99", 7, lambda r: MISSING if r.ttft_p99_s is None else
-                f"{r.ttft_p99_s * 1000:.0f}ms" if r.ttft_p99_s < 10 else f"{r.ttft_p99_s:.0f}s", right=True),
+    TableColumn("ttft", "TTFT99", 7, lambda r: latency_text(r.ttft_p99), right=True),
     TableColumn("gpu_mem", "GPU mem", 7, lambda r: _pct(r.gpu_memory_used_ratio), right=True),
-    TableColumn("gpu_util", "GPU min", 7, lambda r: MISSING if r.gpu_util_min is None else f"{r.gpu_util_min:.0f}%",
-                right=True),
+    TableColumn("gpu_util", "GPU min", 7, lambda r: _pct(r.gpu_util_min_ratio), right=True),
     TableColumn("role", "role", 8, lambda r: printable(r.role or MISSING)),
     TableColumn("nodes", "nodes", 5, lambda r: f"{r.nodes_up}/{r.nodes_total}", right=True),
     TableColumn("host", "host", 14, lambda r: printable(r.host or MISSING)),
@@ -153,9 +162,16 @@ def error_line(snapshot: FleetSnapshot) -> str:
     return ("last snapshot kept: " if snapshot.stale else "") + printable(error)
 
 
-def snapshot_lines(snapshot: FleetSnapshot, width: int = 200) -> list[str]:
-    """The snapshot as a header line and a table (for `fleet --once` without --json)."""
-    columns = columns_for(width)
+def snapshot_lines(snapshot: FleetSnapshot, width: int | None = None) -> list[str]:
+    """The snapshot as a header line and a table (for `fleet --once` without --json): the columns that fit in
+    `width` (a terminal's), or with `width` None (piped, to a file) every column and every cell whole, each
+    column as wide as its longest cell, the alerts in words last."""
+    if width is None:
+        fixed = [c for c in COLUMNS if c.key != "alert"]
+        columns = tuple(replace(c, width=max([c.width, len(c.header)] + [len(c.cell(r)) for r in snapshot.rows]))
+                        for c in (*fixed, MESSAGE))
+    else:
+        columns = columns_for(width)
     lines = [header_line(snapshot), ""]
     lines.append(" ".join(_fit(c.header, c) for c in columns).rstrip())
     for row in snapshot.rows:

@@ -16,6 +16,7 @@ from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
 from specmon.fleet.promql import HOST_NAME_LABELS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
+from specmon.live.quantiles import Quantile
 
 MAX_SERVERS = 2000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
@@ -292,22 +293,23 @@ class FleetTracker:
             decode_tok_s=decode if nodes_up else None, accept_length=accept if nodes_up else None,
             accept_source=source if nodes_up else None, running=running if nodes_up else None,
             queued=queued if nodes_up else None, kv_used_ratio=kv if nodes_up else None,
-            ttft_p99_s=v("ttft_p99_s") if nodes_up else None,
+            ttft_p99=Quantile(v("ttft_p99_s"), v("ttft_p99_below_s"), v("ttft_p99_above_s")) if nodes_up
+            else Quantile(),
             gpu_memory_used_ratio=_pick(gpus[0], self._hosts(server), max),
-            gpu_util_min=_pick(gpus[1], self._hosts(server), min),
+            gpu_util_min_ratio=_ratio(_pick(gpus[1], self._hosts(server), min)),
             alerts=tuple(alerts), history=history.get(name, ()),
             targets=tuple(t.instance for t in server.targets),
         )
 
     def _down_alert(self, name: str, now: float) -> Alert:
         last_up = self._last_up.get(name)
-        seen = f"last seen {_ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
+        seen = f"last seen {ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
         return Alert("down", "error", f"down, {seen}: no target answers Prometheus' scrapes")
 
     def _down(self, row: FleetRow, now: float, last_up: float | None) -> FleetRow:
         """A server whose targets left Prometheus: kept as down, its last figures dropped."""
         alert = Alert("down", "error", "gone from Prometheus' targets"
-                      + (f" (last seen {_ago(now - last_up)} ago)" if last_up is not None else ""))
+                      + (f" (last seen {ago(now - last_up)} ago)" if last_up is not None else ""))
         return FleetRow(server=row.server, host=row.host, role=row.role, role_source=row.role_source, state="down",
                         restarts=row.restarts, nodes_up=0, nodes_total=row.nodes_total,
                         last_seen_s=None if last_up is None else max(0.0, now - last_up), preset=row.preset,
@@ -357,6 +359,10 @@ class FleetTracker:
         return out
 
 
+def _ratio(percent: float | None) -> float | None:
+    return None if percent is None else percent / 100.0
+
+
 def _pick(by_host: dict[str, list[float]], hosts: Sequence[str], pick) -> float | None:
     """The highest memory use or the lowest utilization over the server's hosts' DCGM figures."""
     mine = [value for host in hosts for value in by_host.get(host, ())]
@@ -398,7 +404,8 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _ago(seconds: float) -> str:
+def ago(seconds: float) -> str:
+    """`42 s`, `5 min`, `3 h`."""
     seconds = max(0.0, seconds)
     if seconds < 120:
         return f"{seconds:.0f} s"

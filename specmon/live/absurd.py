@@ -89,8 +89,9 @@ def _check_latencies(snap: dict[str, Any], absurd: dict[str, str]) -> None:
 
     def sane(p: Percentiles, name: str) -> Percentiles:
         figures = Figures()
-        for q in ("p50", "p90", "p99"):
-            figures.amount(f"{name} {q} (ms)", getattr(p, q), maximum=MAX_LATENCY_MS)
+        for q_name, q in p.quantiles:
+            for value in (q.value, q.below, q.above):
+                figures.amount(f"{name} {q_name} (ms)", value, maximum=MAX_LATENCY_MS)
         if p.within_ms is not None:  # every observation in one bucket: its bound is all the histogram says
             figures.amount(f"{name} bucket bound (ms)", p.within_ms[1], maximum=MAX_LATENCY_MS)
         if figures.absurd:

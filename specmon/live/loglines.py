@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -47,6 +47,8 @@ class BatchLine:
     new_seq: float | None = None
     new_tokens: float | None = None
     cached_tokens: float | None = None
+    at: float | None = None
+    """When the line arrived (wall time), when the reader says."""
 
 
 def _timestamp(text: str | None) -> float | None:
@@ -150,6 +152,8 @@ class LogFigures:
     cache_hit_rate: float | None
     lines: int
     newest_ts: float | None
+    own_tok_s: float | None = None
+    """specmon's own generation over the same lines' intervals, already left out of `decode_tok_s`."""
 
 
 class BatchLog:
@@ -186,6 +190,7 @@ class BatchLog:
             parsed = parse_batch_line(line)
             if parsed is None:
                 continue
+            parsed.at = arrived_at
             self._lines.append(parsed)
             self._latest[parsed.dp] = parsed
             self._last_line = line
@@ -226,19 +231,30 @@ class BatchLog:
                 return line.ts
         return None
 
-    def figures(self, window_s: float, now: float | None = None) -> LogFigures:
+    def figures(self, window_s: float, now: float | None = None,
+                own: Callable[[float, float], float] | None = None) -> LogFigures:
         """Figures over the lines of the last `window_s` seconds of log time, ending at `now` (default: the
-        newest line's timestamp); lines without a timestamp count as recent."""
+        newest line's timestamp); lines without a timestamp count as recent.
+
+        `own(start, end)`: specmon's own tokens generated between two wall times. Each decode line's rate is
+        over the steps since its DP rank's line before, so specmon's own rate is taken over the same span (the
+        two lines' arrival times) and left out: `own_tok_s` apart."""
         self._parse_unparsed()
         newest = self.newest_ts()
         end = now if now is not None else newest
         start = None if end is None else end - window_s
         count = decoded = prefilled = 0
         tok_by_dp: dict[int, list[float]] = {}  # per DP rank: [sum of tok/s, lines]
+        own_by_dp: dict[int, list[float]] = {}  # per DP rank: [sum of specmon's own tok/s over its lines, lines]
+        arrived: dict[int, float] = {}  # per DP rank: when its last decode line arrived
         accept_sum = accept_weight = rate_sum = 0.0
         accepts = rates = 0
         new = cached = 0.0
         for ln in self.lines:  # one pass, no intermediate lists: this runs every refresh over up to 4096 lines
+            since = None
+            if own is not None and ln.kind == "decode" and ln.at is not None:
+                since = arrived.get(ln.dp)
+                arrived[ln.dp] = ln.at
             if ln.ts is not None and start is not None and ln.ts < start:
                 continue
             count += 1
@@ -248,6 +264,10 @@ class BatchLog:
                     pair = tok_by_dp.setdefault(ln.dp, [0.0, 0])
                     pair[0] += ln.tok_s
                     pair[1] += 1
+                    if since is not None and ln.at is not None and ln.at > since and own is not None:
+                        pair = own_by_dp.setdefault(ln.dp, [0.0, 0])
+                        pair[0] += own(since, ln.at) / (ln.at - since)
+                        pair[1] += 1
                 if ln.accept_len is not None:
                     weight = ln.tok_s or 1.0
                     accept_sum += ln.accept_len * weight
@@ -261,6 +281,10 @@ class BatchLog:
                 new += ln.new_tokens or 0.0
                 cached += ln.cached_tokens or 0.0
         decode_tok_s = sum(total / n for total, n in tok_by_dp.values()) if tok_by_dp else None
+        # every DP rank's lines span the same time: each rank's mean is specmon's whole own rate over it
+        own_tok_s = sum(total / n for total, n in own_by_dp.values()) / len(own_by_dp) if own_by_dp else None
+        if decode_tok_s is not None and own_tok_s is not None:
+            decode_tok_s = max(0.0, decode_tok_s - own_tok_s)
         accept_length = accept_sum / accept_weight if accepts and accept_weight > 0 else None
         latest = list(self.latest.values())
         return LogFigures(
@@ -274,6 +298,7 @@ class BatchLog:
             cache_hit_rate=cached / (new + cached) if prefilled and new + cached > 0 else None,
             lines=count,
             newest_ts=newest,
+            own_tok_s=own_tok_s,
         )
 
 

@@ -14,7 +14,8 @@ WINDOWS_S = (60.0, 300.0, 900.0)
 @dataclass(frozen=True)
 class Alert:
     """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
-    "kv_full", "restart", "metrics", "server_info", "absurd"), `severity` ("error", "warning", "info") and one line of text."""
+    "kv_full", "restart", "metrics", "server_info", "absurd", "down", "fleet"), `severity` ("error", "warning",
+    "info") and one line of text."""
 
     kind: str
     severity: str

@@ -18,19 +18,14 @@ def baseline_accept(preset: str | None, results_dir: str | None = None) -> float
     """The acceptance length of the preset's last finished benchmark (specmon's result store), if any."""
     if not preset:
         return None
+    from specmon.bench.report import last_finished_accept
     from specmon.bench.results import ResultStore
 
     try:
         runs = ResultStore(results_dir).load_all()
     except OSError:
         return None
-    for run in reversed(runs):
-        accept = run.summary.get("accept_length") if isinstance(run.summary, dict) else None
-        if isinstance(accept, dict):  # {"token_weighted", "median", "ci95", ...}
-            accept = accept.get("token_weighted")
-        if run.preset == preset and isinstance(accept, int | float) and accept > 0:
-            return float(accept)
-    return None
+    return last_finished_accept(runs, preset)
 
 
 def feed_log_tail(tracker: LiveTracker, path: str) -> None:

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from specmon.bench.model import OWN_TOKENS, OwnTokens
 from specmon.live.model import LiveSnapshot
 from specmon.live.scrape import read_metrics, read_server_info
 from specmon.live.tracker import LiveTracker
@@ -18,16 +19,21 @@ ABSENT_RECHECK_S = 30.0
 
 
 class LiveMonitor:
-    """Thread-safe front of a LiveTracker: sources feed it, the UI asks for snapshots."""
+    """Thread-safe front of a LiveTracker: sources feed it, the UI asks for snapshots. With each scrape and each
+    batch of log lines it notes specmon's own generation so far (`own`: this process's benchmarks), which the
+    tracker leaves out of the server's traffic over exactly the same spans."""
 
-    def __init__(self, tracker: LiveTracker | None = None) -> None:
+    def __init__(self, tracker: LiveTracker | None = None, own: OwnTokens = OWN_TOKENS) -> None:
         self.lock = threading.Lock()
         self.tracker = tracker or LiveTracker()
+        self.own = own
 
     def feed_lines(self, lines: Sequence[str]) -> None:
         """Log lines as the LogFeed hands them over, on its thread."""
         now = time.time()
+        streamed, finished = self.own.now()
         with self.lock:
+            self.tracker.note_own_tokens(now, streamed, finished)
             self.tracker.feed_lines(lines, now)
 
     def snapshot(self, window_s: float = 60.0) -> LiveSnapshot:
@@ -88,9 +94,12 @@ class LiveSampler:
                     self._info_at = started  # asked again in info_s, not every scrape
                     self.monitor.tracker.server_info_unreadable(reading.error)
         if self._absent_at is None or started - self._absent_at >= ABSENT_RECHECK_S:
-            reading = await read_metrics(http, time.time(), self._parser)
+            taken_at = time.time()
+            own = self.monitor.own.now()  # what specmon had generated when the server was asked
+            reading = await read_metrics(http, taken_at, self._parser)
             with self.monitor.lock:
                 tracker = self.monitor.tracker
+                tracker.note_own_tokens(taken_at, *own)
                 tracker.set_reachable(not reading.unreachable)
                 if reading.unreachable:
                     self._info_at = None  # read the settings again when it is back (maybe restarted)

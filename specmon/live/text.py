@@ -22,13 +22,14 @@ def _of(value: float | None, total: float | None, fmt: str = ",.0f") -> str:
 
 
 def percentiles_text(p: Percentiles) -> str:
-    """"50 / 90 / 120 ms", or the one bucket every observation fell in: "< 100 ms", "100–250 ms"."""
+    """"50 / 90 / 120 ms"; a quantile in the first or the +Inf bucket as its bound ("< 100 / 180 / > 8,000 ms");
+    the one bucket every observation fell in: "< 100 ms", "100–250 ms"."""
     if p.within_ms is not None:
         low, high = p.within_ms
         return f"< {high:,.0f} ms" if low <= 0 else f"{low:,.0f}–{high:,.0f} ms"
-    if p.p50 is None:
+    if not p.p50.known:
         return "—"
-    return f"{p.p50:,.0f} / {_num(p.p90)} / {_num(p.p99)} ms"
+    return " / ".join(q.text("ms").removesuffix(" ms") for _, q in p.quantiles) + " ms"
 
 
 def window_text(seconds: float) -> str:

@@ -6,8 +6,9 @@ series; nothing is mixed across runs.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,23 +91,50 @@ class Run:
             self.presets.append((preset, asked))
 
 
-@dataclass
+OWN_KEEP = 8192
+OWN_MIN_GAP_S = 0.05
+"""Own-token readings closer than this to the last are not kept (a log read in many small batches)."""
+
+
 class _Own:
-    """specmon's own generation (benchmarks, checks): cumulative tokens at a time, to subtract from traffic."""
+    """specmon's own generation (its benchmarks), to leave out of the server's traffic: cumulative tokens,
+    `streamed` (as they arrive: what `realtime_tokens_total` and the log's batch lines count) and `finished`
+    (when their request ends: what `generation_tokens_total` counts), read when each scrape is taken and each
+    batch of log lines arrives; between two readings they are interpolated."""
 
-    samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=2048))
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, float, float]] = deque(maxlen=OWN_KEEP)
 
-    def add(self, at: float, tokens: float) -> None:
-        self.samples.append((at, tokens))
+    def add(self, at: float, streamed: float, finished: float) -> None:
+        samples = self.samples
+        if samples:
+            last = samples[-1]
+            if at < last[0] + OWN_MIN_GAP_S:
+                return
+            if len(samples) > 1 and samples[-2][1:] == last[1:] == (streamed, finished):
+                samples[-1] = (at, streamed, finished)  # a flat stretch keeps its two ends only
+                return
+        samples.append((at, streamed, finished))
 
-    def between(self, start: float, end: float) -> float:
-        before = after = 0.0
-        for at, tokens in self.samples:
-            if at <= start:
-                before = tokens
-            if at <= end:
-                after = tokens
-        return max(0.0, after - before)
+    def reader(self, finished: bool = False) -> Callable[[float, float], float] | None:
+        """Tokens between two wall times (None when specmon generated nothing while these readings were
+        taken)."""
+        if not self.samples or self.samples[0][1:] == self.samples[-1][1:]:
+            return None
+        column = 2 if finished else 1
+        times = [sample[0] for sample in self.samples]
+        values = [sample[column] for sample in self.samples]
+
+        def at(t: float) -> float:
+            i = bisect.bisect_right(times, t)
+            if i == 0:
+                return values[0]
+            if i == len(times):
+                return values[-1]
+            t0, t1 = times[i - 1], times[i]
+            return values[i - 1] + (values[i] - values[i - 1]) * (t - t0) / (t1 - t0)
+
+        return lambda start, end: max(0.0, at(end) - at(start))
 
 
 class LiveTracker:
@@ -131,6 +159,7 @@ class LiveTracker:
         self.info_error: str | None = None  # why the last /server_info could not be used
         self.identity: Any = None
         self.reachable = True
+        self.unreachable_why: tuple[Alert, ...] = ()
         self.metrics_source = "metrics"
         """What the scrapes come from: "metrics" (the server's /metrics) or "prometheus" (its samples there)."""
         self.process_alive: bool | None = None
@@ -210,8 +239,10 @@ class LiveTracker:
             self.new_run()
         self.run.identity = self.identity = identity
 
-    def set_reachable(self, reachable: bool) -> None:
+    def set_reachable(self, reachable: bool, why: Sequence[Alert] = ()) -> None:
+        """Whether the server answers; `why`: what else is known of it while it does not (shown as alerts)."""
         self.reachable = reachable
+        self.unreachable_why = tuple(why) if not reachable else ()
 
     def set_process_alive(self, alive: bool | None) -> None:
         """Whether the server's own process runs (None: specmon does not know its pid)."""
@@ -240,9 +271,10 @@ class LiveTracker:
         if last is not None:
             self.last_log_line = last[:400]
 
-    def note_own_tokens(self, at: float, cumulative_tokens: float) -> None:
-        """specmon's own generated tokens so far (its benchmark's finished requests), at wall time `at`."""
-        self._own.add(at, cumulative_tokens)
+    def note_own_tokens(self, at: float, streamed: float, finished: float) -> None:
+        """specmon's own generated tokens so far, at wall time `at`: streamed, and those of finished requests
+        (`specmon.bench.model.OwnTokens`)."""
+        self._own.add(at, streamed, finished)
 
     # ----- output
 
@@ -262,6 +294,7 @@ class LiveTracker:
             alerts.clear()
         elif not self.reachable:
             snap["state"] = "unreachable"
+            alerts.extend(self.unreachable_why)
         stale_for = snap.pop("stale_for", None)
         absurd = drop_absurd(snap, effective, self._max_running())
         if stale_for is not None:
@@ -319,12 +352,20 @@ class LiveTracker:
         own = None
         decode = figures.decode_tok_s if figures else None
         if figures is not None and decode is not None:
-            own_tokens = self._own.between(latest.taken_at - figures.elapsed_s, latest.taken_at)
-            own = own_tokens / figures.elapsed_s
-            decode = max(0.0, decode - own)
+            between = self._own.reader(finished=figures.decode_at_finish)
+            if between is not None:
+                own = between(figures.taken_from, latest.taken_at) / figures.elapsed_s
+                decode = max(0.0, decode - own)
+        # acceptance length and rate over the same span: the window (Δcounters, else SGLang's gauges over its
+        # scrapes with traffic), or with no traffic in it both as of SGLang's last decode window
         accept = figures.accept_length if figures else None
-        if accept is None and g.get("sglang:spec_accept_length") and effective.get("algorithm"):
-            accept = g["sglang:spec_accept_length"]
+        rate = figures.accept_rate if figures else None
+        if accept is None and figures is not None:
+            accept = figures.accept_gauge
+        if accept is None and rate is None:
+            if g.get("sglang:spec_accept_length") and effective.get("algorithm"):
+                accept = g["sglang:spec_accept_length"]
+            rate = g.get("sglang:spec_accept_rate")
         kv_total = g.get("sglang:max_total_num_tokens")
         if kv_total is None:
             kv_total = self._spec.max_total_num_tokens
@@ -332,7 +373,7 @@ class LiveTracker:
         queued = g.get("sglang:num_queue_reqs")
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
             "sglang:cache_hit_rate")
-        state = "serving" if rules.serving(running, decode) else "idle"
+        state = "serving" if rules.serving(running, decode) or own else "idle"
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
         quiet_for = latest.taken_at - (run.tokens_at if run.tokens_at is not None else latest.taken_at)
@@ -361,7 +402,7 @@ class LiveTracker:
             "kv_used": g.get("sglang:num_used_tokens"),
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
             "accept_length": accept if effective.get("algorithm") or figures and figures.accept_length else None,
-            "accept_rate": g.get("sglang:spec_accept_rate") if effective.get("algorithm") else None,
+            "accept_rate": rate if effective.get("algorithm") else None,
             "ttft_ms": window_latency.ttft,
             "itl_ms": window_latency.itl,
             "e2e_ms": window_latency.e2e,
@@ -384,7 +425,7 @@ class LiveTracker:
         newest = run.batches.newest_ts()
         stale = now is not None and newest is not None and now - newest > window_s
         end = newest if now is None or newest is None or stale else max(now, newest)
-        fig: LogFigures = run.batches.figures(window_s, end)
+        fig: LogFigures = run.batches.figures(window_s, end, own=self._own.reader())
         last = self._last_batch_at(run, now)
         quiet_after = max(QUIET_S, 3.0 * run.batches.usual_gap_s())
         quiet_for = now - last if now is not None and last is not None else 0.0
@@ -395,10 +436,10 @@ class LiveTracker:
             kv_used = fig.kv_usage * kv_total
         if not isinstance(kv_total, int | float) and fig.kv_used is not None and fig.kv_usage:
             kv_total = fig.kv_used / fig.kv_usage
-        running, queued, decode = fig.running, fig.queued, fig.decode_tok_s
-        state = "serving" if rules.serving(running, decode) else "idle"
+        running, queued, decode, own = fig.running, fig.queued, fig.decode_tok_s, fig.own_tok_s
+        state = "serving" if rules.serving(running, decode) or own else "idle"
         if quiet:  # batch lines are traffic only while they arrive
-            state, decode = "idle", 0.0
+            state, decode, own = "idle", 0.0, None
             text = (f"no batch line for {_ago(quiet_for)}: no traffic now (SGLang logs one every 40 decode steps);"
                     " acceptance as of the last one")
             alerts.append(Alert("quiet", "info", text))
@@ -411,6 +452,7 @@ class LiveTracker:
             "state": state,
             "source": "log",
             "decode_tok_s": decode,
+            "own_tok_s": own,
             "running": running,
             "queued": queued,
             "max_running": self._max_running(),

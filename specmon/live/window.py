@@ -32,8 +32,16 @@ class WindowFigures:
     taken_from: float
     """When the window's first scrape was taken (Unix time); its last is `taken_from + elapsed_s`."""
     decode_tok_s: float | None
+    decode_at_finish: bool
+    """Whether `decode_tok_s` counts a request's tokens when it ends (`generation_tokens_total`, before SGLang
+    0.5.9), not as they are generated (`realtime_tokens_total`)."""
     generated: float | None
     accept_length: float | None
+    accept_gauge: float | None
+    """SGLang's own acceptance length over the window: the mean of its `spec_accept_length` gauge (each a
+    decode-log window of 40 steps) at the scrapes where tokens were generated since the scrape before."""
+    accept_rate: float | None
+    """The same mean of its `spec_accept_rate` gauge (no counter says the rate: SGLang keeps it per window)."""
     cache_hit_rate: float | None
     requests: float | None
     ttft: Percentiles
@@ -51,6 +59,15 @@ def counters_went_down(before: Scrape, after: Scrape) -> bool:
         b_hist, a_hist = before.histograms.get(name), after.histograms.get(name)
         if b_hist and a_hist and a_hist[-1][1] < b_hist[-1][1]:
             return True
+    return False
+
+
+def _generated(before: Scrape, after: Scrape) -> bool:
+    """Whether tokens were generated between two scrapes (realtime decode tokens, else finished requests')."""
+    for name in (DECODE_TOKENS, GEN):
+        b, a = before.counters.get(name), after.counters.get(name)
+        if b is not None and a is not None:
+            return a > b
     return False
 
 
@@ -97,6 +114,7 @@ class ScrapeWindow:
 
         gen, verify = d(GEN), d(VERIFY)
         decode = d(DECODE_TOKENS)
+        accept_gauge, accept_rate = self._gauge_means(base, ("sglang:spec_accept_length", "sglang:spec_accept_rate"))
         produced = decode if decode is not None else gen
         prompt, cached = d(PROMPT), d(CACHED)
         return WindowFigures(
@@ -104,14 +122,35 @@ class ScrapeWindow:
             elapsed_s=elapsed,
             taken_from=base.taken_at,
             decode_tok_s=None if produced is None else produced / elapsed,
+            decode_at_finish=decode is None,
             generated=gen,
             accept_length=gen / verify if gen and verify else None,
+            accept_gauge=accept_gauge,
+            accept_rate=accept_rate,
             cache_hit_rate=cached / prompt if cached is not None and prompt else None,
             requests=d(REQUESTS),
             ttft=self._percentiles(TTFT, base, latest),
             itl=self._percentiles(ITL, base, latest),
             e2e=self._percentiles(E2E, base, latest),
         )
+
+    def _gauge_means(self, base: Scrape, names: tuple[str, ...]) -> list[float | None]:
+        """Each gauge's mean over the scrapes after `base` that saw tokens generated since the one before (a gauge
+        SGLang sets per decode-log window keeps its last value while idle: those readings say nothing new)."""
+        ring = self.recent if self.recent and self.recent[0].taken_at <= base.taken_at else self.coarse
+        sums, counts = [0.0] * len(names), [0] * len(names)
+        before: Scrape | None = None
+        for scrape in ring:
+            if scrape.taken_at < base.taken_at:
+                continue
+            if before is not None and _generated(before, scrape):
+                for i, name in enumerate(names):
+                    value = scrape.gauges.get(name)
+                    if value is not None:
+                        sums[i] += value
+                        counts[i] += 1
+            before = scrape
+        return [total / n if n else None for total, n in zip(sums, counts, strict=True)]
 
     @staticmethod
     def _percentiles(name: str, base: Scrape, latest: Scrape) -> Percentiles:

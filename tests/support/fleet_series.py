@@ -48,6 +48,8 @@ class Shape:
     """The counters start again from 0 this far into the span (0 to 1)."""
     stalled_s: int = 0
     """No decode progress over the span's last this-many seconds, with requests running."""
+    ttft: str = "spread"
+    """TTFT's p99: "spread" between two finite bounds, "fast" in the first bucket, "slow" in the +Inf one."""
     dcgm: str | None = None
     """This server's host has DCGM series, its host named by this label (`Hostname`, or `hostname` since
     dcgm-exporter#655)."""
@@ -96,7 +98,8 @@ def openmetrics(shapes: list[Shape], end: int, seed: int = 7) -> str:
             add("sglang:spec_verify_calls_total", "sglang:spec_verify_calls_total", _labels(**tokenizer),
                 counter(tok_s / accept))
         for le in TTFT_BUCKETS:
-            share = min(1.0, 0.3 + le / 4) if le != float("inf") else 1.0
+            share = 1.0 if le == float("inf") else {"fast": min(1.0, 0.995 + (le - 0.1)),
+                                                    "slow": min(0.97, 0.3 + le / 4)}.get(shape.ttft, min(1.0, 0.3 + le / 4))
             add("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_bucket",
                 _labels(**tokenizer, le="+Inf" if le == float("inf") else f"{le}"), counter(tok_s / 256 * share))
         for dp in range(shape.dp):
@@ -112,9 +115,10 @@ def openmetrics(shapes: list[Shape], end: int, seed: int = 7) -> str:
                           ("sglang:token_usage", 0.4)]
                 if shape.kv_tokens:
                     gauges += [("sglang:num_used_tokens", 40000), ("sglang:max_total_num_tokens", 100000)]
-                if shape.speculative:
-                    gauges += [("sglang:spec_accept_length", accept), ("sglang:spec_num_draft_tokens", 4),
-                               ("sglang:spec_num_steps", 3)]
+                # a server that does not speculate reports its spec gauges as 0 (SGLang 0.5.16, as captured)
+                gauges += [("sglang:spec_accept_length", accept if shape.speculative else 0.0),
+                           ("sglang:spec_num_draft_tokens", 4 if shape.speculative else 0),
+                           ("sglang:spec_num_steps", 3 if shape.speculative else 0)]
                 for name, value in gauges:
                     add(name, name, _labels(**rank), [value] * len(times))
         if shape.dcgm:
@@ -163,18 +167,40 @@ def fleet_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = Fal
     if not rules:
         return prom
     rules_file = tmp / "rules.yml"
-    rules_file.write_text(subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
-                                         capture_output=True, text=True).stdout)
-    try:
-        subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
-                        f"--end={end + 1}", f"--url={prom.url}", f"--eval-interval={STEP_S}s",
-                        f"--output-dir={tmp / 'recorded'}", str(rules_file)],
-                       check=True, capture_output=True, timeout=600)
-    finally:
-        prom.stop()
-    for block in (tmp / "recorded").iterdir():
-        block.rename(data / block.name)
+    rules_text = subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
+                                capture_output=True, text=True).stdout
+    # promtool evaluates every rule against the data alone: a rule reading another's record (the TTFT p99
+    # columns read the bucket rates' record) is backfilled in a second pass, once the first pass's blocks are
+    # in. Each pass is the same group in the same file, so it is evaluated at the same instants (a group's
+    # offset within the interval is a hash of its name and file) as the loaded rules are.
+    for rules_pass in _rules_passes(rules_text):
+        rules_file.write_text(rules_pass)
+        try:
+            subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
+                            f"--end={end + 1}", f"--url={prom.url}", f"--eval-interval={STEP_S}s",
+                            f"--output-dir={tmp / 'recorded'}", str(rules_file)],
+                           check=True, capture_output=True, timeout=600)
+        finally:
+            prom.stop()
+        for block in (tmp / "recorded").iterdir():
+            block.rename(data / block.name)
+        prom = Prometheus(tmp, list(prom.jobs.values()), **options)
+    prom.stop()
+    rules_file.write_text(rules_text)
     return Prometheus(tmp, list(prom.jobs.values()), rule_files=[rules_file], evaluation=f"{STEP_S}s", **options)
+
+
+def _rules_passes(rules_text: str) -> list[str]:
+    """The rules file's recording group in passes: the rules that read only series, then those that read a
+    record (each pass a rules file of that one group)."""
+    import yaml
+
+    group = next(g for g in yaml.safe_load(rules_text)["groups"] if any("record" in r for r in g["rules"]))
+    records = {rule["record"] for rule in group["rules"]}
+    later = [rule for rule in group["rules"] if any(record in rule["expr"] for record in records)]
+    first = [rule for rule in group["rules"] if rule not in later]
+    return [yaml.safe_dump({"groups": [{"name": group["name"], "rules": rules}]}, sort_keys=False)
+            for rules in (first, later) if rules]
 
 
 class _OneScrape(ThreadingHTTPServer):

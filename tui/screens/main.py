@@ -61,6 +61,7 @@ class MainScreen(Screen):
         self.active_pane = "server"
         self.composed = False
         self._pending_gpus: GpuSnapshot | None = None
+        self._pending_live: LiveSnapshot | None = None
         self._failed_panes: set[str] = set()
         self._found: dict[str, Widget] = {}
         self._gpu_shape: tuple[int, int] = (0, 0)
@@ -186,7 +187,7 @@ class MainScreen(Screen):
         return 2 + 1 + gpus * per_gpu + 1 + max(2, processes)
 
     def show_pane(self, name: str) -> None:
-        """Make ``name`` ("server", "gpus", "bench") the active pane (and tab)."""
+        """Make ``name`` ("server", "gpus", "bench", "live") the active pane (and tab)."""
         if name not in PANES:
             return
         self.active_pane = name
@@ -194,6 +195,8 @@ class MainScreen(Screen):
             self.query_one(f"#pane-{pane}").set_class(pane == name, "-active")
         if name == "gpus":
             self._flush_gpus()
+        if name == "live":
+            self._flush_live()
         tabs = self.query_one(Tabs)
         if tabs.active != f"tab-{name}":
             tabs.active = f"tab-{name}"
@@ -237,8 +240,15 @@ class MainScreen(Screen):
                 self._guarded("GPU pane", pane.show, snapshot)
 
     def show_live(self, snapshot: LiveSnapshot) -> None:
-        """Hand a live snapshot to the Live view (only while it is shown: the next one follows soon)."""
+        """Hand a live snapshot to the Live view; while it is hidden (another tab), keep only the latest, shown
+        when its tab is (not a blank view until the next one)."""
+        self._pending_live = snapshot
         if self.wide or self.active_pane == "live":
+            self._flush_live()
+
+    def _flush_live(self) -> None:
+        snapshot, self._pending_live = self._pending_live, None
+        if snapshot is not None:
             for view in self._one("#live-view"):
                 self._guarded("Live view", view.show, snapshot)
 

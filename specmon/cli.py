@@ -243,7 +243,7 @@ def _add_doctor(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", metavar="PATH", help="the target model folder (hidden size, vocabulary)")
     p.add_argument("--preset", help="use the SGLang this preset's launcher runs (and its model path as target)")
     p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: the shipped rules of this version "
-                   "(default: the newest)")
+                   "(default: the SGLang `python3` sees, else the newest shipped)")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler="specmon.preflight.cli:run_doctor")
@@ -252,15 +252,21 @@ def _add_doctor(sub: argparse._SubParsersAction) -> None:
 def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fix-draft-keys",
-        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0)",
+        help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0) and a "
+        "speculators config.json made SGLang's",
         description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
         "`midlayer.*` (or back with --to layers.0), without torch; SRC is never written. The copy is then "
-        "checked by the doctor.",
+        "checked by the doctor against the SGLang that will load it (--preset's, else the one `python3` sees). A "
+        "config.json written the speculators library's way (Eagle3Speculator) is rewritten as SGLang reads it.",
     )
     p.add_argument("src", help="the draft checkpoint folder")
     p.add_argument("dst", help="the new folder")
     p.add_argument("--to", choices=["midlayer", "layers.0"], default="midlayer",
                    help="the layout to write (default midlayer: every SGLang version loads it)")
+    p.add_argument("--preset", help="check the copy against the SGLang this preset's launcher runs (and its target)")
+    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: check against this version's shipped "
+                   "rules (default: the SGLang `python3` sees, else the shipped versions)")
+    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
     p.set_defaults(handler="specmon.preflight.cli:run_fix_draft_keys")
 
 

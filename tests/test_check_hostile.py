@@ -76,3 +76,75 @@ def test_the_good_answer_passes_so_the_cases_above_can_fail(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "[ ok ] acceptance   3.20 tokens per verify step (64/20)" in out
+
+
+BAD_KEYS = {"non-ASCII": "clé-secrète", "a control character": "abc\x07def", "a DEL": "abc\x7fdef",
+            "an inner newline": "abc\ndef"}
+
+
+def _specmon(tmp_path, env_key: str | None, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "SPECMON_STATE_DIR": str(tmp_path / "state"), "XDG_STATE_HOME": str(tmp_path / "xdg"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONIOENCODING": "utf-8"}
+    if env_key is not None:
+        env["SPECMON_API_KEY"] = env_key
+    return subprocess.run([sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=60,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+SERVER_COMMANDS = {
+    "check": ("check", "--url", "{url}"),
+    "check --json": ("check", "--url", "{url}", "--json"),
+    "bench": ("bench", "--url", "{url}", "--requests", "1", "--warmup", "0"),
+    "monitor --once": ("monitor", "--once", "--url", "{url}"),
+    "monitor": ("monitor", "--url", "{url}"),
+    "sweep": ("sweep", "demo-eagle3-5", "--json"),
+    "switch": ("switch", "demo-eagle3-5", "--yes"),
+}
+
+
+@pytest.mark.parametrize("command", list(SERVER_COMMANDS))
+@pytest.mark.parametrize("kind", list(BAD_KEYS))
+def test_an_api_key_no_header_can_carry_is_one_line_and_exit_2(tmp_path, command, kind):
+    """Whatever sends the key refuses it before it talks to a server: one line naming where the key came from
+    and what is wrong with it, never the key, never a traceback."""
+    key = BAD_KEYS[kind]
+    server = _serve(GOOD_INFO, GOOD_GENERATE)
+    try:
+        args = [a.replace("{url}", server.url) for a in SERVER_COMMANDS[command]]
+        done = _specmon(tmp_path, key, *args)
+        asked = server.paths()
+    finally:
+        server.stop()
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and "UnicodeEncodeError" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "$SPECMON_API_KEY" in lines[0], lines
+    assert ("non-ASCII" if kind == "non-ASCII" else "control character") in lines[0]
+    assert key not in done.stderr + done.stdout and "secr" not in done.stderr + done.stdout
+    assert not asked, asked
+
+
+@pytest.mark.parametrize("kind", list(BAD_KEYS))
+def test_an_api_key_file_no_header_can_carry_is_one_line_and_exit_2(tmp_path, kind):
+    key_file = tmp_path / "key"
+    key_file.write_text(BAD_KEYS[kind] + "\n", encoding="utf-8")
+    for command in ("check", "bench"):
+        done = _specmon(tmp_path, None, command, "--url", "http://127.0.0.1:9", "--api-key-file", str(key_file))
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and f"the file {key_file}" in lines[0], lines
+
+
+def test_a_good_api_key_is_sent_so_the_cases_above_can_fail(tmp_path):
+    server = _serve(GOOD_INFO, GOOD_GENERATE)
+    try:
+        done = _specmon(tmp_path, "sk-plain ASCII~key", "check", "--url", server.url)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stdout + done.stderr

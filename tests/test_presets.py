@@ -21,6 +21,7 @@ from specmon.launch.presets import (
     preset_warnings,
 )
 from specmon.presets import BUILTIN_DIR
+from specmon.sglang.bounds import tree_candidates
 
 BUILTIN_NAMES = {"kimi-k25-eagle3", "eagle3-16", "eagle3-10", "eagle3-5", "baseline"}
 DEMO_NAMES = {"demo-baseline", "demo-eagle3-16", "demo-eagle3-10", "demo-eagle3-5"}
@@ -52,7 +53,7 @@ def test_builtin_presets_load_without_errors():
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_NAMES | DEMO_NAMES))
 def test_builtin_speculative_settings_obey_sglang_rules(name):
-    """sglang-facts §4.2: all three flags together; draft <= steps*topk+1; topk 1 => draft == steps+1."""
+    """sglang-facts §4.2: all three flags together; a tree offers draft - 1 candidates; topk 1 => draft == steps+1."""
     preset = load_presets(user_dir=None).presets[name]
     spec = preset.speculative
     triple = (spec.num_steps, spec.eagle_topk, spec.num_draft_tokens)
@@ -63,7 +64,7 @@ def test_builtin_speculative_settings_obey_sglang_rules(name):
     assert spec.algorithm == "EAGLE3"
     assert all(isinstance(v, int) and v >= 1 for v in triple), triple
     steps, topk, draft = triple
-    assert steps * topk + 1 >= draft
+    assert topk == 1 or draft - 1 <= tree_candidates(steps, topk)
     if topk == 1:
         assert draft == steps + 1
     assert spec.problems() == []

@@ -99,9 +99,14 @@ def _interrupt_exits_130(handler):
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.gpu.nvml import NvmlSource
-    from specmon.serving.client import normalize_base_url, resolve_api_key
+    from specmon.serving.client import ApiKeyError, normalize_base_url, resolve_api_key
     from specmon.tui.config import AppConfig
 
+    try:
+        api_key = resolve_api_key(None)
+    except ApiKeyError as exc:
+        print(f"specmon: {printable(str(exc))}", file=sys.stderr)
+        return 2
     found = None
     sweep_lines: list[str] = []
     if getattr(args, "web", False):
@@ -156,7 +161,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         preset=preset,
         presets=presets,
         gpu_source=gpu_source,
-        api_key=resolve_api_key(None),
+        api_key=api_key,
         emulator=bool(found and found.emulator),
         attached=found,
         read_only=getattr(args, "read_only", False),

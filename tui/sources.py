@@ -80,6 +80,7 @@ class AppSources:
             api_key=self._config.api_key,
             on_update=on_update,
             gpu_sampler=self.gpu_sampler,
+            asked=dict(preset.args) if preset is not None else None,
         )
         bench.start()
         return bench

@@ -49,6 +49,16 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     return RunSettings(**values), None
 
 
+def _asked(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The SGLang arguments of --preset (what the server was asked to run), None without one."""
+    if not args.preset:
+        return None
+    from specmon.launch.presets import load_presets
+
+    preset = load_presets(args.presets or ()).get(args.preset)
+    return dict(preset.args) if preset is not None else None
+
+
 def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparison | None:
     """`result` against its baseline run among the stored runs (`baseline_for`: the latest run without
     speculation of the same model and benchmark settings before it, on the same server when one is); None for
@@ -66,8 +76,8 @@ def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparis
 
 
 def format_result(result: BenchResult, saved_to: str | None, save_error: str | None = None,
-                  found: dict[str, str] | None = None) -> str:
-    """The human-readable summary of one run."""
+                  found: dict[str, str] | None = None, comparison: Comparison | None = None) -> str:
+    """The human-readable summary of one run (with `comparison`: how far its outputs agree with the baseline's)."""
     s = result.summary
     lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
     server = result.server or {}
@@ -124,6 +134,9 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
         lines.append(f"error ×{count}: {error}")
     for note in result.notes:
         lines.append(f"note: {note}")
+    agreement = comparison.describe_agreement() if comparison is not None else None
+    if agreement:
+        lines.append(f"{agreement} (baseline run {comparison.baseline_run_id})")
     details = {**(s.get("flag_details") or {}), **(found or {})}
     flags = [*s.get("flags", []), *(f for f in found or {} if f not in s.get("flags", []))]
     if flags:
@@ -141,12 +154,16 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.bench.prompts import PromptError, load_prompts
-    from specmon.serving.client import resolve_api_key, strict_json
+    from specmon.serving.client import ApiKeyError, resolve_api_key, strict_json
 
     try:
         api_key = resolve_api_key(args.api_key_file)
     except OSError as exc:
-        print(f"specmon bench: cannot read the API key file {args.api_key_file}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"specmon bench: cannot read the API key file {printable(args.api_key_file)}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    except ApiKeyError as exc:
+        print(f"specmon bench: {printable(str(exc))}", file=sys.stderr)
         return 2
     settings, error = _settings(args)
     if error:
@@ -161,7 +178,7 @@ def run_bench(args: argparse.Namespace) -> int:
     sampler = _gpu_sampler()
     bench = BenchRun(
         args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler,
-        stall_timeout_s=args.stall_timeout, deadline_s=args.deadline,
+        stall_timeout_s=args.stall_timeout, deadline_s=args.deadline, asked=_asked(args),
     )
     interrupted = False
     try:
@@ -192,7 +209,7 @@ def run_bench(args: argparse.Namespace) -> int:
                                               "baseline_run_id": comparison.baseline_run_id if comparison else None},
                           indent=2))
     else:
-        print(printable(format_result(result, saved_to, bench.save_error, found), newlines=True))
+        print(printable(format_result(result, saved_to, bench.save_error, found, comparison), newlines=True))
     if interrupted:
         return 130
     ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved and not found

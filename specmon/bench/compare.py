@@ -1,4 +1,12 @@
-"""Comparing runs with a baseline: paired speedup per prompt and output divergence (greedy outputs must match)."""
+"""Comparing runs with a baseline: paired speedup per prompt, and how far the greedy outputs agree.
+
+Greedy outputs of the same settings should match; with other speculative settings they legitimately part:
+real SGLang 0.5.16 gave the same text with and without speculation on 2-3 of 24 prompts of the trained pair,
+some parting within their first words, at a healthy acceptance of 1.78 (bf16 numerics change with the verify
+width). So across speculative settings the divergence is information (`agreement`: how many texts are identical,
+and how far into the baseline's text the others agree), and the "diverged" flag is raised only where it points at
+a broken draft: outputs that degenerate into repetition where the baseline's do not, or texts that part at once
+while the draft is almost never accepted."""
 
 from __future__ import annotations
 
@@ -11,8 +19,11 @@ from typing import Any
 
 from specmon.bench.model import BenchResult
 from specmon.bench.stats import paired_speedup
+from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
 
 DIVERGENCE_TOLERANCE_WORDS = 4
+EARLY_SHARE = 0.1
+"""Texts that part within the first tenth of the baseline's text part "at once"."""
 
 
 @dataclass
@@ -24,18 +35,36 @@ class Comparison:
     speedup: dict[str, Any] | None
     prompts_compared: int = 0
     diverged: list[str] = field(default_factory=list)
+    """The prompts whose outputs differ from the baseline's beyond the last few words (temperature 0 only)."""
     unlike: list[str] = field(default_factory=list)
     """What differs from the baseline run's settings ("concurrency", "prompts", "model", ...): a speedup across
     those compares more than speculation."""
     same_server: bool = True
     """Whether the baseline ran against the same server (URL): another's may run on other hardware."""
+    agreement: dict[str, Any] | None = None
+    """How far the outputs agree (`agreement_of`), None where they are not compared (temperature above 0)."""
+    alarm: str | None = None
+    """Why the divergence points at a broken draft (then the run is flagged "diverged"), else None."""
 
     @property
     def flags(self) -> list[str]:
-        flags = ["diverged"] if self.diverged else []
+        flags = ["diverged"] if self.alarm else []
         if self.unlike:
             flags.append("unlike-baseline:" + ",".join(self.unlike))
         return flags
+
+    def describe_agreement(self) -> str | None:
+        """One line on how far the outputs agree with the baseline's, None where not compared."""
+        agreed = self.agreement
+        if not agreed or not agreed.get("compared"):
+            return None
+        text = f"outputs: {agreed['identical']} of {agreed['compared']} identical to the baseline run's"
+        if agreed.get("median_share") is not None and agreed["identical"] < agreed["compared"]:
+            text += (f"; the others agree for a median {agreed['median_share']:.0%} of its text (least "
+                     f"{agreed['min_share']:.0%}) before they part")
+        if agreed.get("expected"):
+            text += " (other speculative settings change greedy numerics: expected, not an error)"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +72,8 @@ class Comparison:
             "speedup": self.speedup,
             "prompts_compared": self.prompts_compared,
             "diverged": self.diverged,
+            "agreement": self.agreement,
+            "alarm": self.alarm,
             "unlike": self.unlike,
             "same_server": self.same_server,
             "flags": self.flags,
@@ -128,6 +159,59 @@ def words_after_common_prefix(a: str, b: str) -> int:
     return max(len(wa), len(wb)) - common
 
 
+def common_share(text: str, baseline: str) -> float:
+    """The share of `baseline` (characters) that `text` repeats before the first difference: 1.0 when identical."""
+    if text == baseline:
+        return 1.0
+    common = 0
+    for a, b in zip(text, baseline, strict=False):
+        if a != b:
+            break
+        common += 1
+    return common / max(1, len(baseline))
+
+
+def _speculation(result: BenchResult) -> tuple:
+    spec = (result.server or {}).get("speculative") or {}
+    return tuple(spec.get(k) for k in ("algorithm", "draft_model_path", "num_steps", "eagle_topk", "num_draft_tokens"))
+
+
+def _repeating(result: BenchResult) -> set[str]:
+    return {r.prompt_id for r in result.measured if r.ok and "repetition" in (r.flags or [])}
+
+
+def agreement_of(result: BenchResult, baseline: BenchResult, outputs: dict[str, str],
+                 base_outputs: dict[str, str], diverged: list[str]) -> tuple[dict[str, Any], str | None]:
+    """How far `result`'s outputs agree with `baseline`'s over the prompts both ran, and the alarm (None when
+    the divergence is no sign of a broken draft; see the module doc). `diverged` are the prompts that differ
+    beyond the last few words."""
+    shared = [p for p in outputs if p in base_outputs]
+    shares = [common_share(outputs[p], base_outputs[p]) for p in shared]
+    parted = sorted(share for share in shares if share < 1.0)
+    expected = _speculation(result) != _speculation(baseline)
+    agreement = {"compared": len(shares), "identical": len(shares) - len(parted),
+                 "median_share": statistics.median(parted) if parted else None,
+                 "min_share": parted[0] if parted else None, "expected": expected and bool(parted)}
+    if not parted:
+        return agreement, None
+    garbage = sorted((_repeating(result) - _repeating(baseline)) & set(shared))
+    if garbage:
+        return agreement, (f"{len(garbage)} output(s) degenerate into repetition where the baseline run's do not "
+                           f"({', '.join(garbage[:5])}): a broken draft or verify step, not numerics; check the "
+                           "draft checkpoint (specmon doctor) and serve without speculation until it is fixed")
+    accept = ((result.summary or {}).get("accept_length") or {}).get("token_weighted")
+    at_once = statistics.median(shares) < EARLY_SHARE
+    if expected and at_once and isinstance(accept, int | float) and accept < MIN_USEFUL_ACCEPT_LENGTH:
+        return agreement, (f"the outputs part from the baseline's at once (median {statistics.median(shares):.0%} "
+                           f"of its text agrees) while acceptance is {accept:.2f}: the draft is almost never right "
+                           "and the text changed; check the draft against the target (specmon doctor --preset)")
+    if not expected and diverged:
+        return agreement, (f"{len(diverged)} of {len(shares)} outputs differ from the baseline run's with the same "
+                           "speculative settings at temperature 0: the server's numerics changed between the runs "
+                           "(another batch size, concurrency, or build)")
+    return agreement, None
+
+
 def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Comparison:
     """`result` against `baseline`, paired over the prompts both ran (none when the prompt sets differ)."""
     ours, theirs = result.settings.get("prompt_set_hash"), baseline.settings.get("prompt_set_hash")
@@ -146,14 +230,18 @@ def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Compar
         result.settings.get("temperature", 0) == 0 and baseline.settings.get("temperature", 0) == 0
         and result.settings.get("max_new_tokens") == baseline.settings.get("max_new_tokens")
     )
+    compared = same_settings and result.run_id != baseline.run_id
+    agreement, alarm = agreement_of(result, baseline, outputs, base_outputs, diverged) if compared else (None, None)
     return Comparison(
         run_id=result.run_id,
         baseline_run_id=baseline.run_id,
         speedup=paired_speedup([(speeds[p], base_speeds[p]) for p in shared], seed=seed),
         prompts_compared=len(shared),
-        diverged=diverged if same_settings and result.run_id != baseline.run_id else [],
+        diverged=diverged if compared else [],
         unlike=unlike_settings(result, baseline),
         same_server=result.url == baseline.url,
+        agreement=agreement,
+        alarm=alarm,
     )
 
 

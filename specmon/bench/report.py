@@ -51,9 +51,12 @@ def accept_bound(result: BenchResult) -> int | None:
 
 def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[str, str]:
     """The symptoms specmon exists for, flag → what it means: a speculative server accepting about one token
-    per step (the draft does nothing: the wrong draft, or its weights did not load), and speculation slower
-    than its baseline run (beyond the speedup's CI; a baseline of the same server and settings)."""
+    per step (the draft does nothing: the wrong draft, or its weights did not load), speculation slower
+    than its baseline run (beyond the speedup's CI; a baseline of the same server and settings), and outputs
+    that diverge from the baseline's in a way that points at a broken draft (`Comparison.alarm`)."""
     out: dict[str, str] = {}
+    if comparison is not None and comparison.alarm:
+        out["diverged"] = comparison.alarm
     if not is_speculative(result):
         return out
     algorithm = ((result.server or {}).get("speculative") or {}).get("algorithm")

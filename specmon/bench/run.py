@@ -13,7 +13,7 @@ import secrets
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,8 @@ class BenchRun:
     benchmark's thread, coalesced, so it must only hand the progress on (e.g. `post_message`).
     With `gpu_sampler` (a running `specmon.gpu.sampler.GpuSampler`) the GPUs' clocks and slowdowns over the
     measured window are stored and a slowdown flags the run "throttled"; `note_gpu_throttle()` does the same
-    by hand.
+    by hand. With `asked` (the preset's SGLang arguments) a speculative setting SGLang runs otherwise (16 draft
+    tokens asked, 2 run with topk 1) is noted; without, the server's own launch command (0.5.23+) stands in.
     """
 
     def __init__(
@@ -104,6 +105,7 @@ class BenchRun:
         flush_retries: int = 5,
         flush_delay_s: float = 0.5,
         own_tokens: OwnTokens = OWN_TOKENS,
+        asked: Mapping[str, Any] | None = None,
     ) -> None:
         from specmon.serving.client import normalize_base_url
 
@@ -128,6 +130,7 @@ class BenchRun:
         self.own_tokens = own_tokens
         """Where the tokens this run generates are counted, as they stream and as requests end."""
         self._flush_retries = flush_retries
+        self._asked = asked  # the preset's SGLang arguments: what SGLang runs otherwise is noted
         self._flush_delay_s = flush_delay_s
         self.result = BenchResult(
             run_id=new_run_id(), preset=self.preset, url=self.url, started_at=time.time(),
@@ -273,6 +276,7 @@ class BenchRun:
             self.note_gpu_throttle(f"GPU {throttle.gpu_index} {throttle.reason}")
 
     async def _run(self) -> None:
+        from specmon.serving.check import not_as_asked, why_adjusted
         from specmon.serving.client import SGLangClient, spec_settings
 
         result = self.result
@@ -284,6 +288,9 @@ class BenchRun:
             spec = spec_settings(info)
             result.server = _server_record(info, spec)
             result.notes.extend(f"/server_info: {absurd}" for absurd in spec.absurd)
+            who, differences = not_as_asked(spec, info, self._asked)
+            result.notes.extend(f"SGLang runs {d.name} {d.effective}, not the {d.requested} {who} asked "
+                                f"({why_adjusted(d, spec)}): these figures are for what it runs" for d in differences)
             if self._auto_label:
                 self.preset = result.preset = server_label(spec)
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -118,8 +119,8 @@ class SpeculativeArgsError(Exception):
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {text}")
     return value
 
 
@@ -157,6 +158,28 @@ def _add_emulator_flags(parser: argparse.ArgumentParser, shown: bool = False) ->
     add("--emulator-fail", choices=FAIL_KINDS, default=None)
     add("--emulator-seed", type=int, default=0)
     add("--emulator-warmup-delay", type=float, default=None)
+
+
+def emulator_flag_problem(option: str, value: object) -> str | None:
+    """Why the emulator refuses `value` for its own flag `option` (an unknown flag, a speed of 0, an
+    acceptance probability of 1.5, a number that is not finite), or None: its own parser's check."""
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    _add_emulator_flags(parser)
+    action = next((a for a in parser._actions if option in a.option_strings), None)
+    if action is None:
+        return f"the emulator has no {option}"
+    text = str(value)
+    try:
+        parsed = action.type(text) if callable(action.type) else text
+    except argparse.ArgumentTypeError as error:
+        return f"argument {option}: {error}"
+    except (TypeError, ValueError):
+        return f"argument {option}: invalid value: {text!r}"
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        return f"argument {option}: not a finite number: {text!r}"
+    if action.choices is not None and parsed not in action.choices:
+        return f"argument {option}: invalid choice: {text!r} (choose from {', '.join(map(str, action.choices))})"
+    return None
 
 
 def emulator_help() -> str:

@@ -23,6 +23,7 @@ from specmon.inputs import KIB, InputError, parse_toml, read_text
 from specmon.ports import is_loopback_host
 from specmon.presets import BUILTIN_DIR
 from specmon.redact import is_secret_assignment, is_secret_env_name, is_secret_flag, is_secret_name
+from specmon.sglang.bounds import tree_candidates
 
 ArgValue = str | int | float | bool | list[str | int | float]
 
@@ -106,9 +107,10 @@ class SpeculativeFlags:
             ]
         steps, topk, draft = triple
         out = []
-        if steps * topk + 1 < draft:
+        if topk > 1 and draft - 1 > tree_candidates(steps, topk):
             out.append(
-                f"speculative-num-draft-tokens {draft} exceeds steps x topk + 1 = {steps * topk + 1}"
+                f"speculative-num-draft-tokens {draft} exceeds what a {steps} x {topk} draft tree offers + 1 = "
+                f"{tree_candidates(steps, topk) + 1} (SGLang's draft raises 'selected index k out of range')"
             )
         if topk == 1 and draft != steps + 1:
             out.append(

@@ -10,10 +10,16 @@ import sys
 
 def run_once(args: argparse.Namespace) -> int:
     """Print one snapshot; exit 0, or 1 when the server is unreachable or an alert is an error (a stall,
-    acceptance about 1 or far below the preset's benchmark), 2 for an unknown preset."""
+    acceptance about 1 or far below the preset's benchmark), 2 for an unknown preset or an unusable API key."""
     from specmon.live.once import baseline_accept, collect, describe
-    from specmon.serving.client import resolve_api_key
+    from specmon.serving.client import ApiKeyError, resolve_api_key
+    from specmon.text import printable
 
+    try:
+        api_key = resolve_api_key(None)
+    except ApiKeyError as exc:
+        print(f"specmon: {printable(str(exc))}", file=sys.stderr)
+        return 2
     asked = preset_name = None
     if args.preset:
         from specmon.launch.presets import load_presets
@@ -25,7 +31,6 @@ def run_once(args: argparse.Namespace) -> int:
         asked, preset_name = dict(preset.args), preset.name
     if args.log:
         from specmon.logs.follower import check_followable
-        from specmon.text import printable
 
         try:
             check_followable(args.log)
@@ -35,7 +40,7 @@ def run_once(args: argparse.Namespace) -> int:
     window = max(1.0, float(args.window))
     try:
         snapshot = asyncio.run(collect(
-            args.url, window, log_path=args.log, api_key=resolve_api_key(None), preset=preset_name, asked=asked,
+            args.url, window, log_path=args.log, api_key=api_key, preset=preset_name, asked=asked,
             baseline=baseline_accept(preset_name),
         ))
     except KeyboardInterrupt:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from specmon.logs.model import ERROR_KINDS
 from specmon.logs.patterns import BIND_PORT, MEM_FRACTION, suggest_flag
+from specmon.sglang.bounds import FRACTION, lowered_fraction
 from specmon.sglang.flags import router_flag
 
 _RANK = {kind: i for i, kind in enumerate(ERROR_KINDS)}
@@ -130,6 +133,31 @@ def unrecognized_flags(what: str) -> list[str]:
     return [token.split("=", 1)[0] for token in rest.split() if token.startswith("-")][:20]
 
 
+def _lower_fraction(mem_fraction: float | None) -> str | None:
+    """"now 0.85; e.g. 0.8": the value a log showed and a lower one still inside (0, 1] (`lowered_fraction`);
+    None without a value."""
+    if mem_fraction is None:
+        return None
+    lowered = lowered_fraction(mem_fraction)
+    return f"now {mem_fraction:g}" + (f"; e.g. {lowered:g}" if lowered is not None else "")
+
+
+def _number(value: str | float) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return math.nan
+
+
+def _no_fraction(value: str | float | None) -> str | None:
+    """The hint for a --mem-fraction-static that is no fraction in (0, 1] (lowering or raising it from there
+    means nothing), else None."""
+    if value is None or FRACTION.contains(_number(value)):
+        return None
+    return (f"--mem-fraction-static is {value}, which is no fraction in {FRACTION} of the GPU's memory: set it "
+            "inside, e.g. 0.8, and start again.")
+
+
 def hint_for(
     kind: str,
     message: str,
@@ -169,17 +197,17 @@ def hint_for(
             f"Something else listens on {port}: choose another --port or stop it. Any ready line after this "
             "came from the other server answering the warmup request."
         )
+    if kind == "cuda_oom" and _no_fraction(mem_fraction):
+        return _no_fraction(mem_fraction) or ""
     if kind == "cuda_oom":
         if phase is not None and phase.startswith("capture"):
-            lower = "e.g. 0.8 -> 0.7"
-            if mem_fraction is not None:
-                lower = f"now {mem_fraction:g}; e.g. {max(0.5, round(mem_fraction - 0.05, 2)):g}"
+            lower = _lower_fraction(mem_fraction) or "e.g. 0.8 -> 0.7"
             return (
                 f"CUDA ran out of memory while capturing graphs: lower --mem-fraction-static ({lower}) "
                 f"or {cuda_graph_flag} (e.g. 16) to leave room for the graphs."
             )
         if phase == "attention_backend":
-            now = f" (now {mem_fraction:g})" if mem_fraction is not None else ""
+            now = f" ({_lower_fraction(mem_fraction)})" if mem_fraction is not None else ""
             return (
                 "CUDA ran out of memory while the attention backend set up its buffers, before any graph was "
                 f"captured: lower --mem-fraction-static{now} to leave it room outside the KV cache, lower "
@@ -199,6 +227,13 @@ def hint_for(
         m = MEM_FRACTION.search(message)
         value = m.group(1) if m else (f"{mem_fraction:g}" if mem_fraction is not None else None)
         current = f" (now {value})" if value else ""
+        if _no_fraction(value):
+            return _no_fraction(value) or ""
+        if value is not None and FRACTION.contains(_number(value)) and _number(value) >= 1:
+            return (
+                "The KV cache does not fit although --mem-fraction-static is already 1: use more GPUs, a quantized "
+                "checkpoint or a shorter --context-length."
+            )
         return (
             f"The KV cache does not fit in what is left: raise --mem-fraction-static{current}, "
             "or use more GPUs or a shorter --context-length."

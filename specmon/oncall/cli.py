@@ -426,7 +426,12 @@ def run_switch(args: argparse.Namespace) -> int:
     """`specmon switch PRESET`: replace the running server, then compare a sanity benchmark with the last."""
     from specmon.oncall.discovery import find_servers
     from specmon.oncall.switch import switch
+    from specmon.serving.client import ApiKeyError, resolve_api_key
 
+    try:
+        resolve_api_key(None)  # the sanity benchmark sends it: refused before anything is stopped
+    except ApiKeyError as exc:
+        raise UsageError(str(exc)) from None
     preset = _load_preset(args, args.preset)
     inventory = find_servers(with_gpus=False)
     naming = f"specmon switch {preset.name} --from {{pid}}"

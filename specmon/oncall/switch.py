@@ -223,7 +223,8 @@ def sanity_bench(url: str, preset: Preset, requests: int):
 
     settings = dataclasses.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
     run = BenchRun(
-        url, preset.name, settings, api_key=resolve_api_key(None), store=ResultStore(state_dir() / "sanity")
+        url, preset.name, settings, api_key=resolve_api_key(None), store=ResultStore(state_dir() / "sanity"),
+        asked=dict(preset.args),
     )
     return run.run_blocking()
 

@@ -42,6 +42,20 @@ def _read_gpus() -> GpuSnapshot:
         source.close()
 
 
+def _fraction(value: object) -> float | None:
+    """--mem-fraction-static as a number the GPU memory check can use: None when absent, not a number or outside
+    (0, 1] (`check_flags` says so)."""
+    from specmon.sglang.bounds import FRACTION
+
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if FRACTION.contains(number) else None
+
+
 def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot | None = None,
                   check_machine: bool = True, replacing: Collection[int] = ()) -> PreflightReport:
     """Check `preset` before launching it. `port` overrides the preset's; `gpus` is an NVML reading (read
@@ -49,7 +63,7 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     the launch replaces (a switch checks before it stops it): their port and GPU memory count as free.
     Never raises for what it checks."""
     from specmon.preflight.checks import check_algorithm_vs_draft, check_flags, check_speculative
-    from specmon.preflight.draft import CheckpointError, examine_draft, read_config
+    from specmon.preflight.draft import NO_MODEL_TYPE, CheckpointError, examine_draft, read_config
     from specmon.preflight.locate import find_sglang
     from specmon.preflight.machine import (
         check_gpus,
@@ -70,8 +84,12 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     target_arch = None
     if target_dir is not None and target_dir.is_dir():
         try:
-            archs = read_config(target_dir).get("architectures")
+            target_config = read_config(target_dir)
+            archs = target_config.get("architectures")
             target_arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+            if "model_type" not in target_config:
+                report.add("error", "target-no-model-type", f"{target_dir}/config.json has no model_type: "
+                           f"{NO_MODEL_TYPE}", "add the model_type of the model it was saved as", "--model-path")
         except CheckpointError as error:
             report.add("error", "target-config", str(error), None, "--model-path")
     algorithm = check_speculative(preset, facts, report, target_arch)
@@ -91,8 +109,7 @@ def run_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnapshot 
     elif check_machine:
         check_paths(preset, report)
         check_port(preset, port, report, replacing)
-        fraction = preset.args.get("mem-fraction-static", facts.table.defaults.get("mem_fraction_static"))
-        fraction = float(fraction) if isinstance(fraction, int | float) and not isinstance(fraction, bool) else None
+        fraction = _fraction(preset.args.get("mem-fraction-static", facts.table.defaults.get("mem_fraction_static")))
         check_gpus(preset, gpus if gpus is not None else _read_gpus(), facts.rules, fraction, weights, report,
                    replacing)
     report.elapsed_s = time.perf_counter() - started

@@ -7,6 +7,7 @@ from typing import Any
 
 from specmon.launch.presets import Preset
 from specmon.preflight.report import PreflightReport
+from specmon.sglang.bounds import BOUNDS, bound_problem, tree_candidates
 from specmon.sglang.flags import FlagTable, load_shipped, shipped_versions
 
 CHAIN_KINDS = ("eagle_head", "eagle3_head", "mtp", "model")
@@ -25,7 +26,14 @@ def check_flags(preset: Preset, table: FlagTable, report: PreflightReport, emula
     version = report.sglang.version or table.version
     for key, value in preset.args.items():
         option = f"--{key}"
-        if value is False or (emulator and key.startswith("emulator-")):
+        if value is False:
+            continue
+        if emulator and key.startswith("emulator-"):
+            from specmon.emulator.launch_args import emulator_flag_problem
+
+            problem = emulator_flag_problem(option, value)
+            if problem:
+                report.add("error", "bad-value", f"the emulator refuses it: {problem}", None, option)
             continue
         flag = table.get(option)
         if flag is None:
@@ -55,6 +63,13 @@ def check_flags(preset: Preset, table: FlagTable, report: PreflightReport, emula
             problem = flag.check_value(str(item))
             if problem:
                 report.add("error", "bad-value", f"SGLang {version} refuses it: {problem}", None, option)
+                continue
+            problem = bound_problem(flag.option, str(item), float_flag=flag.type == "float")
+            if problem:
+                bound = BOUNDS.get(flag.option)
+                report.add("error", "value-out-of-bounds", f"{problem} (SGLang {version}'s parser takes it: the "
+                           "launch fails later, or runs with nonsense)", f"give a value in {bound}" if bound else
+                           "give a finite number", option)
 
 
 def _int(value: Any) -> int | None:
@@ -109,17 +124,16 @@ def check_speculative(preset: Preset, facts, report: PreflightReport, target_arc
                        f"{' and '.join(present)} without {' and '.join(missing)}: {why}",
                        f"give all three of {_STEPS}, {_TOPK} and {_DRAFT}, or none (SGLang then picks them)",
                        missing[0])
-        if steps is not None and topk is not None and draft is not None:
+        if steps is not None and topk is not None and draft is not None and min(steps, topk, draft) >= 1:
             runs = draft
             if topk == 1 and draft != steps + 1 and rules.get("topk1_sets_draft_tokens", True):
                 runs = steps + 1
                 report.add("warning", "spec-draft-tokens-rewritten",
                            f"with {_TOPK} 1 SGLang {version} runs {_STEPS} + 1 = {runs} draft tokens, not {draft}",
-                           f"for {draft} draft tokens with topk 1 set {_STEPS} {draft - 1}", _DRAFT)
-            elif draft > steps * topk + 1:
-                report.add("warning", "spec-draft-tokens-too-many",
-                           f"{_DRAFT} {draft} exceeds steps x topk + 1 = {steps * topk + 1}: the draft tree has "
-                           "fewer candidates (torch raises 'k out of range' at runtime)", None, _DRAFT)
+                           f"for {draft} draft tokens with topk 1 set {_STEPS} {draft - 1}" if draft >= 2 else
+                           f"with topk 1 at least 2 draft tokens run ({_STEPS} 1)", _DRAFT)
+            elif topk > 1:
+                _check_tree(steps, topk, draft, rules, version, report)
             effective.update({"speculative-num-steps": steps, "speculative-eagle-topk": topk,
                               "speculative-num-draft-tokens": runs})
         elif not missing or len(missing) == 3:
@@ -128,6 +142,25 @@ def check_speculative(preset: Preset, facts, report: PreflightReport, target_arc
         _check_draft_path(preset, rules, report, algorithm, target_arch, kind)
     report.effective.update(effective)
     return algorithm
+
+
+def _check_tree(steps: int, topk: int, draft: int, rules, version: str, report: PreflightReport) -> None:
+    """The draft tree of `steps` x `topk` must offer the `draft - 1` candidates SGLang's torch.topk picks."""
+    where = rules.get("draft_tree_topk")
+    candidates = tree_candidates(steps, topk)
+    if not where:
+        report.notes.append(f"draft tree {steps} x {topk}: SGLang {version}'s source shows no tree topk; the "
+                            f"{_DRAFT} limit ({candidates} + 1) was not checked")
+        return
+    if draft - 1 <= candidates:
+        report.notes.append(f"draft tree {steps} x {topk}: {candidates} candidates for the {draft - 1} draft tokens "
+                            f"verified besides the root (SGLang {version}, {where})")
+        return
+    report.add("error", "spec-draft-tokens-too-many",
+               f"{_DRAFT} {draft} needs {draft - 1} candidates from the draft tree, but {steps} steps x topk {topk} "
+               f"give {candidates} ({topk} + {steps - 1} x {topk}x{topk}): SGLang {version}'s torch.topk ({where}) "
+               "raises 'selected index k out of range' once the draft runs",
+               f"lower {_DRAFT} to at most {candidates + 1}, or raise {_STEPS} or {_TOPK}", _DRAFT)
 
 
 def _check_draft_path(preset: Preset, rules, report: PreflightReport, algorithm: str, arch: str | None,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.inputs import MIB, InputError, load_json_file, parse_json, read_file
+from specmon.preflight.heads import check_captures, is_speculators, layer_config, sglang_config
 from specmon.preflight.report import Problem
 from specmon.preflight.safetensors import CheckpointError, read_header
 from specmon.sglang.draft_loader import MAX_DRAFT_LAYERS, LoadOutcome, draft_layers
@@ -33,6 +34,8 @@ class DraftReport:
     problems: list[Problem] = field(default_factory=list)
     config: dict[str, Any] | None = None
     names: list[str] = field(default_factory=list)
+    shapes: dict[str, Any] = field(default_factory=dict)
+    """Each tensor's shape as its safetensors header gives it."""
     total_bytes: int = 0
     outcome: LoadOutcome | None = None
     kind: str | None = None
@@ -114,10 +117,11 @@ def _read_shards(report: DraftReport) -> None:
             report.add("error", "draft-shard-unreadable", str(error), "re-copy or re-save the checkpoint")
             continue
         report.total_bytes += header.file_size
-        for name in header.tensors:
+        for name, entry in header.tensors.items():
             if name in seen:
                 report.add("error", "draft-duplicate-key", f"{name} is in both {seen[name]} and {shard.name}")
             seen[name] = shard.name
+            report.shapes[name] = entry.get("shape") if isinstance(entry, dict) else None
     report.names = list(seen)
     if index_names is not None and set(seen) != index_names:
         missing, extra = sorted(index_names - set(seen)), sorted(set(seen) - index_names)
@@ -141,23 +145,86 @@ def guess_kind(architectures: list[str]) -> str:
     return "eagle_head" if "eagle" in names else "model"
 
 
+NO_MODEL_TYPE = ("SGLang reads a checkpoint's config through transformers, which refuses it at start-up (\"Should "
+                 "have a `model_type` key in its config.json\"), or guesses the type from a model name in the "
+                 "folder's path")
+
+
+def target_view(target: dict[str, Any]) -> dict[str, Any]:
+    """What the draft is checked against in a target's config: its text model's hidden size, layer count and
+    vocabulary (a multimodal target, e.g. Kimi-K2.5, keeps them in `text_config`, as SGLang reads them), and
+    its architecture."""
+    text = target.get("text_config")
+    view = dict(text) if isinstance(text, dict) else {}
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        if view.get(key) is None and target.get(key) is not None:
+            view[key] = target[key]
+    archs = target.get("architectures")
+    view["architecture"] = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    return view
+
+
+def _check_format(report: DraftReport, config: dict[str, Any], rules: SGLangRules, kind: str) -> None:
+    """What transformers' AutoConfig needs before SGLang reads anything: a model_type."""
+    if is_speculators(config):
+        archs = ", ".join(report.architectures) or "no architectures"
+        try:
+            sglang_config(config)
+            to = "layers.0" if rules.draft_loader is None or rules.draft_loader.data.get("layer_list") else "midlayer"
+            fix = (f"specmon fix-draft-keys {report.path} {report.path}-sglang --to {to} (writes the copy's "
+                   "config.json as SGLang reads it)")
+        except ValueError as error:
+            fix = f"write config.json as SGLang reads it by hand: {error}"
+        report.add("error", "draft-speculators-format",
+                   f"config.json is the speculators library's ({archs}, the layer's settings nested in "
+                   "transformer_layer_config, no model_type): SGLang reads a draft's config through transformers, "
+                   "which refuses it at start-up (\"Should have a `model_type` key in its config.json\")", fix)
+    elif "model_type" not in config:
+        report.add("error", "draft-no-model-type", f"config.json has no model_type: {NO_MODEL_TYPE}",
+                   'add the model_type of the model it was saved as ("llama" for an EAGLE-3 head)'
+                   if kind in HEAD_KINDS else
+                   "add the model_type of the model it was saved as")
+
+
+def _said(value: Any) -> str:
+    """A config value as a message shows it: an integer as written, anything else bounded and escaped."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else shown(value)
+
+
+def _compare_sizes(report: DraftReport, layer: dict[str, Any], target: dict[str, Any] | None, kind: str) -> None:
+    """Hidden size (a head's) and vocabulary against the target's; a comparison that cannot be made is said."""
+    if target is None:
+        report.notes.append("hidden size, vocabulary and captured layers not compared: no target (give --target "
+                            "or --preset)")
+        return
+    pairs = [("vocab_size", layer.get("vocab_size"))]
+    if kind in HEAD_KINDS:
+        pairs.insert(0, ("hidden_size", layer.get("target_hidden_size") or layer.get("hidden_size")))
+    for key, ours in pairs:
+        theirs = target.get(key)
+        if ours is None or theirs is None:
+            whose = "the draft's config.json" if ours is None else "the target's config.json"
+            report.add("warning", "draft-config-unchecked", f"{key} not compared with the target's: {whose} gives "
+                       "none (transformers then takes its model type's default)", f"add {key} to {whose}")
+        elif ours != theirs and key == "hidden_size":
+            report.add("error", "draft-hidden-size", f"the draft head expects target hidden size {_said(ours)}, "
+                       f"the target has {_said(theirs)}", "this draft was trained for another target model")
+        elif ours != theirs:
+            report.add("error", "draft-vocab-size", f"draft vocab_size {_said(ours)} differs from the target's "
+                       f"{_said(theirs)}", "this draft was trained for another tokenizer")
+
+
 def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGLangRules, kind: str,
                   target_dir: Path | None) -> None:
     config = report.config or {}
+    layer = dict(layer_config(config))
+    _check_format(report, config, rules, kind)
     if not report.architectures:
         report.add("error", "draft-no-architectures", "config.json has no architectures list",
                    'add "architectures": ["LlamaForCausalLMEagle3"] for an EAGLE-3 draft'
                    if kind == "eagle3_head" else "copy the architectures list of the model the draft was saved as")
-    if target is not None:
-        draft_hidden = config.get("target_hidden_size", config.get("hidden_size"))
-        if kind in HEAD_KINDS and draft_hidden is not None and draft_hidden != target.get("hidden_size"):
-            report.add("error", "draft-hidden-size",
-                       f"the draft head expects target hidden size {draft_hidden}, the target has "
-                       f"{target.get('hidden_size')}", "this draft was trained for another target model")
-        if config.get("vocab_size") is not None and config.get("vocab_size") != target.get("vocab_size"):
-            report.add("error", "draft-vocab-size",
-                       f"draft vocab_size {config.get('vocab_size')} differs from the target's "
-                       f"{target.get('vocab_size')}", "this draft was trained for another tokenizer")
+    view = target_view(target) if target is not None else None
+    _compare_sizes(report, {**config, **layer}, view, kind)
     if kind == "model" and target_dir is not None:
         _check_tokenizer(report, target_dir)
     if not report.is_eagle3:
@@ -168,8 +235,8 @@ def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGL
                    "(AttributeError at load)", "set draft_vocab_size (the lm_head rows), or null to use the target's head")
     elif config["draft_vocab_size"] is None and loader is not None and not loader.data.get("draft_vocab_null_ok"):
         report.add("error", "draft-vocab-null", f"draft_vocab_size null is not understood by SGLang {rules.version}")
-    layers = config.get("num_hidden_layers", 1)
-    if draft_layers(config) is None:
+    layers = layer.get("num_hidden_layers", 1)
+    if draft_layers(layer) is None:
         report.add("error", "draft-layers", f"num_hidden_layers {shown(layers)} cannot be a draft's layer count "
                    f"(1 to {MAX_DRAFT_LAYERS}); the keys are checked as for one layer")
     elif loader is not None and loader.data.get("max_layers") == 1 and layers != 1:
@@ -177,12 +244,19 @@ def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGL
                    "'EAGLE3 currently only supports 1 layer'")
     names = set(report.names)
     if report.names:
-        vocab, draft_vocab = config.get("vocab_size"), config.get("draft_vocab_size")
+        vocab, draft_vocab = layer.get("vocab_size"), config.get("draft_vocab_size")
         if "d2t" not in names and isinstance(draft_vocab, int) and draft_vocab != vocab:
             report.add("error", "draft-no-d2t", f"no d2t tensor, but the draft vocabulary ({draft_vocab}) is not "
                        f"the target's ({vocab}): draft tokens would map to the wrong target ids")
         if "t2d" not in names and isinstance(draft_vocab, int) and draft_vocab != vocab:
             report.add("warning", "draft-no-t2d", "no t2d tensor (SGLang ignores it, but training tools expect it)")
+    if view is not None:
+        try:  # a speculators config is checked as the SGLang config it converts to
+            as_read = sglang_config(config) if is_speculators(config) else config
+        except ValueError:
+            report.notes.append("captured target layers not checked: config.json is not SGLang's (see above)")
+        else:
+            check_captures(as_read, report.shapes, view, rules, report.add, report.notes.append)
 
 
 def _tokenizer_files(path: Path) -> dict[str, Path]:

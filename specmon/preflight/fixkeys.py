@@ -1,8 +1,9 @@
 """`specmon fix-draft-keys SRC DST --to midlayer|layers.0`: a corrected copy of an EAGLE-3 draft.
 
 Safetensors headers are rewritten without torch (tensor bytes copied as they are), the index's weight_map
-renamed to match, every other file copied; SRC is never written; DST must not exist (the copy is built in
-a sibling temporary folder and renamed into place at the end)."""
+renamed to match, a config.json written the speculators library's way rewritten as SGLang reads it
+(`heads.sglang_config`), every other file copied; SRC is never written; DST must not exist (the copy is built
+in a sibling temporary folder and renamed into place at the end)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import tempfile
 from pathlib import Path
 
 from specmon.inputs import InputError, load_json_file, open_regular
-from specmon.preflight.draft import INDEX_FILE, MAX_INDEX_BYTES
+from specmon.preflight.draft import INDEX_FILE, MAX_CONFIG_BYTES, MAX_INDEX_BYTES
+from specmon.preflight.heads import is_speculators, sglang_config
 from specmon.preflight.safetensors import CheckpointError, rewrite
 
 LAYOUTS = ("midlayer", "layers.0")
@@ -37,8 +39,14 @@ def renamer(to: str):
     return rename
 
 
+CONFIG_FILE = "config.json"
+CONVERTED = "config.json (the speculators library's, written as SGLang reads it)"
+"""The entry `fix_draft_keys` returns for a converted config.json."""
+
+
 def fix_draft_keys(src: str | Path, dst: str | Path, to: str = "midlayer") -> dict[str, str]:
-    """Write the corrected copy; returns {old key: new key}. Raises CheckpointError or FileExistsError."""
+    """Write the corrected copy; returns {old key: new key}, and {"config.json": CONVERTED} when its config was
+    converted. Raises CheckpointError or FileExistsError."""
     src, dst = Path(src), Path(dst)
     rename = renamer(to)
     if not src.is_dir():
@@ -60,6 +68,8 @@ def fix_draft_keys(src: str | Path, dst: str | Path, to: str = "midlayer") -> di
                 changed.update(rewrite(item, work / item.name, rename))
             elif item.name == INDEX_FILE:
                 _rename_index(item, work / item.name, rename)
+            elif item.name == CONFIG_FILE and _convert_config(item, work / item.name):
+                changed[CONFIG_FILE] = CONVERTED
             else:
                 _copy_file(item, work / item.name)
         work.rename(dst)
@@ -93,6 +103,23 @@ def _copy_folder(src: Path, dst: Path) -> None:
                 raise InputError(f"{here / name}: a link to a folder, not copied (copy the folder itself)")
         for name in files:
             _copy_file(here / name, dst / here.relative_to(src) / name)
+
+
+def _convert_config(src: Path, dst: Path) -> bool:
+    """Write a speculators config.json as SGLang reads it; False (nothing written) for any other config."""
+    try:
+        config = load_json_file(src, MAX_CONFIG_BYTES, what="config.json")
+    except (InputError, OSError, UnicodeDecodeError, ValueError):
+        return False  # copied as it is; the doctor says what is wrong with it
+    if not isinstance(config, dict) or not is_speculators(config):
+        return False
+    try:
+        converted = sglang_config(config)
+    except ValueError as error:
+        raise CheckpointError(f"{src}: a speculators config that cannot be written as SGLang's: {error}") from None
+    with dst.open("x", encoding="utf-8") as out:
+        out.write(json.dumps(converted, indent=2) + "\n")
+    return True
 
 
 def _rename_index(src: Path, dst: Path, rename) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import math
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from specmon.serving.client import (
     GenerateResult,
     HealthStatus,
     ServerUnreachable,
+    SettingDifference,
     SGLangClient,
     SGLangError,
     SpecSettings,
@@ -107,6 +109,36 @@ class CheckReport:
         }
 
 
+MAX_LAUNCH_COMMAND = 64 * 1024
+
+
+def not_as_asked(spec: SpecSettings, server_info: Mapping[str, Any],
+                 asked: Mapping[str, Any] | None) -> tuple[str | None, list[SettingDifference]]:
+    """The speculative settings the server runs otherwise than asked, and who asked: "the preset" (its args,
+    when known), else "its launch command" (/server_info's `launch_command`, 0.5.23+); (None, []) when nobody's
+    ask is known or speculation is off."""
+    if not spec.enabled:
+        return None, []
+    if asked is not None:
+        return "the preset", spec.requested_vs_effective(asked)
+    launch = server_info.get("launch_command")
+    if not isinstance(launch, str) or not launch or len(launch) > MAX_LAUNCH_COMMAND:
+        return None, []
+    try:
+        words = shlex.split(launch)
+    except ValueError:
+        return None, []
+    return "its launch command", spec.requested_vs_effective(words)
+
+
+def why_adjusted(difference: SettingDifference, spec: SpecSettings) -> str:
+    """Why SGLang runs a setting otherwise than asked, where its rules say (topk 1: num_steps + 1 draft tokens)."""
+    if (difference.name == "speculative_num_draft_tokens" and spec.eagle_topk == 1 and spec.num_steps is not None
+            and difference.effective == spec.num_steps + 1):
+        return f"with topk 1 SGLang runs num_steps + 1 = {difference.effective} draft tokens"
+    return "SGLang adjusted it at launch"
+
+
 def _settings_line(spec: SpecSettings) -> str:
     return (
         f"{spec.algorithm}, draft {spec.draft_model_path or '(in the target checkpoint)'}, "
@@ -129,12 +161,12 @@ def _check_settings(report: CheckReport, info: dict[str, Any], asked: dict[str, 
         report.add("speculation", "info", "off (no --speculative-algorithm)")
         return
     report.add("speculation", "ok", _settings_line(spec))
-    launch_command = info.get("launch_command")  # 0.5.23+
-    if asked is not None:
-        for difference in spec.requested_vs_effective(asked):
+    who, differences = not_as_asked(spec, info, asked)
+    if who == "the preset":
+        for difference in differences:
             report.add("preset", "warn", f"{difference}: the server does not run what the preset asks")
-    elif isinstance(launch_command, str) and launch_command:
-        for difference in spec.requested_vs_effective(shlex.split(launch_command)):
+    elif who is not None:
+        for difference in differences:
             report.add("rewritten", "info", f"{difference} (SGLang adjusted the launch flag)")
     elif spec.topk1_rewrite_possible:
         report.add(

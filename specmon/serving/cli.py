@@ -9,8 +9,10 @@ import sys
 
 from specmon.serving.check import EXIT_FAILED, format_report
 from specmon.serving.check import run_check as check_server
-from specmon.serving.client import resolve_api_key, strict_json
+from specmon.serving.client import ApiKeyError, resolve_api_key, strict_json
 from specmon.text import printable
+
+EXIT_USAGE = 2
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -18,7 +20,7 @@ def run_check(args: argparse.Namespace) -> int:
     if (args.preset_name is None) == (args.url is None):
         print("specmon check: give exactly one of PRESET (preflight) and --url URL (a running server)",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.preset_name is not None:
         from specmon.preflight.cli import run_check_preset
 
@@ -31,6 +33,11 @@ def run_check(args: argparse.Namespace) -> int:
             print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
         print(f"specmon check: {printable(message)}", file=sys.stderr)
         return EXIT_FAILED
+    except ApiKeyError as exc:
+        if args.json:
+            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_USAGE, "error": str(exc)}))
+        print(f"specmon check: {printable(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
     asked = None
     if args.preset:
         from specmon.launch.presets import host_warning, load_presets

@@ -327,10 +327,26 @@ def generate_payload(
     }
 
 
+class ApiKeyError(ValueError):
+    """An API key that no HTTP header can carry; the message names where it came from, never the key."""
+
+
+def check_api_key(key: str, source: str) -> str:
+    """`key` when an HTTP header can carry it (visible ASCII, inner spaces allowed), else ApiKeyError naming
+    `source` (the file or the variable) and the first bad character's position, never the key itself."""
+    for position, char in enumerate(key, 1):
+        if not " " <= char <= "~":
+            what = "a non-ASCII character" if ord(char) > 127 else "a control character"
+            raise ApiKeyError(f"the API key in {source} holds {what} (character {position} of {len(key)}): an "
+                              "HTTP header carries only ASCII; give the key the server was started with")
+    return key
+
+
 def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
     """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
 
-    Raises OSError when the file cannot be read (the message names the file, never its content).
+    Raises OSError when the file cannot be read (the message names the file, never its content), and
+    ApiKeyError when the key cannot go in an HTTP header (`check_api_key`).
     """
     if api_key_file:
         try:
@@ -339,8 +355,9 @@ def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str |
             raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
         except UnicodeDecodeError:
             raise OSError(errno.EINVAL, "not UTF-8 text") from None
-        return key or None
-    return os.environ.get(API_KEY_ENV, "").strip() or None
+        return check_api_key(key, f"the file {os.fspath(api_key_file)}") if key else None
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    return check_api_key(key, f"${API_KEY_ENV}") if key else None
 
 
 @dataclass

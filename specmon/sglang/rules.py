@@ -6,11 +6,13 @@
     {"version": "0.5.16",
      "speculative": {"all_or_none": "srt/arg_groups/speculative_hook.py:560",   # the bare assert, or null
                      "topk1_sets_draft_tokens": true,    # topk 1 -> draft tokens = steps + 1
-                     "draft_defaults_to_target": ["DeepseekV3ForCausalLM", ...]},  # MTP: no draft path needed
+                     "draft_defaults_to_target": ["DeepseekV3ForCausalLM", ...],  # MTP: no draft path needed
+                     "draft_tree_topk": "srt/speculative/eagle_utils.py:106"},  # draft tokens - 1 <= bounds.tree_candidates
      "custom_all_reduce": {"world_sizes": [2, 4, 6, 8], "pcie_only_max_gpus": 2},
      "algorithms": {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "STANDALONE": "model", "NGRAM": "none",
                     "NEXTN": "mtp", "DFLASH": "own", ...},            # what kind of draft each one loads
-     "eagle3_draft": {... read_draft_loader ...}}
+     "eagle3_draft": {... read_draft_loader ...},
+     "eagle3_captures": {... read_captures: what each target architecture captures for an EAGLE-3 head ...}}
 
 The draft kinds (`algorithms`), from the `is_*` predicates of that version's `SpeculativeAlgorithm`, which choose
 its worker: "eagle_head" (an EAGLE/EAGLE-2 head on the target's hidden states, sharing its embedding and lm
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.sglang._evaluate import parse_module
+from specmon.sglang.captures import CaptureRule, capture_rule, read_captures
 from specmon.sglang.draft_loader import DraftLoader, read_draft_loader
 from specmon.sglang.flags import DATA_DIR, SHIPPED, SOURCE, version_key
 from specmon.sglang.source import SGLangSourceError, read_version, source_stamp
@@ -78,7 +81,23 @@ def _speculative(root: Path) -> dict[str, Any]:
                 for arch in archs:
                     if arch not in found["draft_defaults_to_target"]:
                         found["draft_defaults_to_target"].append(arch)
+    found["draft_tree_topk"] = _draft_tree_topk(root)
     return found
+
+
+_TREE_FILES = ("srt/speculative/eagle_utils.py", "srt/speculative/build_eagle_tree.py")
+
+
+def _draft_tree_topk(root: Path) -> str | None:
+    """Where the EAGLE draft tree picks its `num_draft_tokens - 1` best candidates (`torch.topk(score_list, n -
+    1)`): the topk that raises 'selected index k out of range' when the tree has fewer (see `bounds.tree_candidates`)."""
+    for relative in _TREE_FILES:
+        tree = _parse(root, relative)
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.topk" and len(node.args) >= 2
+                    and ast.unparse(node.args[0]) == "score_list" and re.fullmatch(r"\w+ - 1", ast.unparse(node.args[1]))):
+                return f"{relative}:{node.lineno}"
+    return None
 
 
 def _custom_all_reduce(root: Path) -> dict[str, Any] | None:
@@ -178,6 +197,7 @@ def read_rules(package_dir: str | Path) -> dict[str, Any]:
         "custom_all_reduce": _custom_all_reduce(root),
         "algorithms": _algorithms(root),
         "eagle3_draft": draft,
+        "eagle3_captures": read_captures(root),
     }
 
 
@@ -207,6 +227,16 @@ class SGLangRules:
             return kind if kind in DRAFT_KINDS else None
         return {"EAGLE": "eagle_head", "EAGLE3": "eagle3_head", "NEXTN": "mtp", "STANDALONE": "model",
                 "NGRAM": "none"}.get(algorithm)
+
+    def capture_rule(self, architecture: str | None) -> CaptureRule | None:
+        """Which hidden states a target of `architecture` captures for an EAGLE-3 head (`captures` module doc);
+        None when these rules hold no capture facts or none for that architecture."""
+        return capture_rule(self.data.get("eagle3_captures"), architecture)
+
+    @property
+    def knows_captures(self) -> bool:
+        """Whether these rules hold the capture facts at all (read from a source that has them)."""
+        return bool(self.data.get("eagle3_captures"))
 
     @property
     def draft_loader(self) -> DraftLoader | None:

@@ -70,6 +70,16 @@ def _export(args: argparse.Namespace, report: SweepReport) -> None:
     export(directory, _note, set_=samples)
 
 
+def _usable_api_key() -> None:
+    """SweepError when $SPECMON_API_KEY cannot be sent (checked before any server is stopped or started)."""
+    from specmon.serving.client import ApiKeyError, resolve_api_key
+
+    try:
+        resolve_api_key(None)
+    except ApiKeyError as exc:
+        raise SweepError(str(exc)) from None
+
+
 def run_sweep(args: argparse.Namespace) -> int:
     """The `sweep` handler: 0 when every preset was measured, 1 when one failed or was skipped, 2 bad usage."""
     from specmon.bench.results import ResultStore
@@ -77,6 +87,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
+        _usable_api_key()
         if args.resume is not None:
             plan = store.load(args.resume) if args.resume else store.latest_unfinished()
             if plan is None:

@@ -205,7 +205,7 @@ class SweepRunner:
 
         settings = self._settings()
         bench = BenchRun(url, preset.name, settings, api_key=resolve_api_key(None), on_update=self.on_progress,
-                         store=self.results)
+                         store=self.results, asked=dict(preset.args))
         step.bench_run_id = bench.result.run_id
         self.store.save(self.plan)  # a kill now keeps the partial run's id (the run itself is saved as it goes)
         started = time.monotonic()

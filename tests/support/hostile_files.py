@@ -13,7 +13,7 @@ DRAFT_NAMES = [f"midlayer.{key}" for key in (
     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight",
     "post_attention_layernorm.weight", "hidden_norm.weight")] + ["fc.weight", "norm.weight", "lm_head.weight",
                                                                   "d2t", "t2d"]
-DRAFT_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 8, "vocab_size": 32,
+DRAFT_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 8, "vocab_size": 32,
                 "draft_vocab_size": 16, "num_hidden_layers": 1, "tie_word_embeddings": False}
 
 

@@ -497,13 +497,16 @@ def test_gpu_memory_rises_during_startup(tmp_path):
     readings = []
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                data = httpx.get(emu.gpu_url, timeout=2).json()
-                readings.append(data["gpus"][0]["memory_used_mib"])
-                if httpx.get(emu.url + "/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.05)
+        # One client for every read: httpx.get builds a client (and an SSL context) per call, which on a busy
+        # host took most of a second, so a phase's level could pass between two reads.
+        with httpx.Client(timeout=2) as client:
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError):
+                    data = client.get(emu.gpu_url).json()
+                    readings.append(data["gpus"][0]["memory_used_mib"])
+                    if client.get(emu.url + "/health").status_code == 200:
+                        break
+                time.sleep(0.05)
     finally:
         emu.stop()
     assert len(data["gpus"]) == 2

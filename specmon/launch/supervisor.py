@@ -113,6 +113,8 @@ class ServerSupervisor:
     With `lifeline`, the server gets the read end of a pipe whose write end only this process holds
     (`$SPECMON_LIFELINE_FD`): when specmon ends, by any signal, SIGKILL included, the server reads EOF and
     exits (the emulator does; `specmon demo` uses it so that a demo never leaves an orphan).
+
+    `env` is added to every launch's environment, over the preset's (`specmon start`'s launch token).
     """
 
     def __init__(
@@ -124,8 +126,10 @@ class ServerSupervisor:
         run_dir: str | Path | None = None,
         preflight: bool = True,
         lifeline: bool = False,
+        env: dict[str, str] | None = None,
     ):
         self._preset = preset
+        self._env = dict(env or {})
         self.preflight = preflight
         self.last_preflight = None
         self._port_override = port
@@ -219,7 +223,7 @@ class ServerSupervisor:
             if preflight:
                 self._run_preflight()
             argv = self._preset.argv(self._port_override)
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env, **self._env}
             try:
                 log_path, fd = self._create_log()
             except OSError as exc:

@@ -52,14 +52,16 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     """Launch `preset` detached and record it. Raises `SupervisorError` (or `PortInUseError`).
 
     The launch is recorded before it happens (a pending file: specmon killed between launch and record, the
-    next look-up adopts the server), and a record that cannot be written after the launch stops the server:
-    a server is never left running with no record. The caller runs the preflight (it says its warnings and
+    next look-up adopts the server, found by the token it was launched with), and a record that cannot be
+    written after the launch stops the server: a server is never left running with no record. The caller runs the preflight (it says its warnings and
     honours --no-preflight), so the supervisor does not.
     """
     real_port = port if port is not None else preset.port
     gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
-    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False)
+    token = state.new_launch_token()
+    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False,
+                                  env={state.LAUNCH_TOKEN_ENV: token})
     record = ServerRecord(
         id=state.new_server_id(),
         preset=preset.name,
@@ -75,6 +77,7 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
         demo=preset.demo,
         gpu_url=gpu_url,
         gpu_baseline_mib=baseline,
+        launch_token=token,
     )
     try:
         state.save_pending(record)

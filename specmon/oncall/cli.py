@@ -86,7 +86,7 @@ def _guarded(handler):
 def run_start(args: argparse.Namespace) -> int:
     """`specmon start PRESET`: preflight, launch detached, record; `--wait` for ready or failure."""
     from specmon.launch.supervisor import SupervisorError
-    from specmon.oncall.launcher import start_detached, wait_ready
+    from specmon.oncall.launcher import gone, start_detached, wait_ready
     from specmon.oncall.preflight import preflight
 
     preset = _load_preset(args, args.preset)
@@ -126,13 +126,13 @@ def run_start(args: argparse.Namespace) -> int:
     exporter.finished(preset.name, outcome)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",
-        error=outcome.error,
+        error=None if outcome.state == "ready" else gone(record, "its startup", stopped_only=True) or outcome.error,
         ready_after_s=round(outcome.took_s, 3),
     )
     if outcome.state == "ready":
         _emit(args, data, f"ready after {outcome.took_s:.1f} s")
         return EXIT_OK
-    _emit(args, data, f"failed after {outcome.took_s:.1f} s: {outcome.error}")
+    _emit(args, data, f"failed after {outcome.took_s:.1f} s: {data['error']}")
     return EXIT_FAILED
 
 

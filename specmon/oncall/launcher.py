@@ -114,6 +114,18 @@ def _record_launch(supervisor: ServerSupervisor, record: ServerRecord, log) -> N
                               f"written in {state.servers_dir()}: {exc.strerror or exc}") from None
 
 
+def gone(record: ServerRecord, during: str, what: str = "the server", *, stopped_only: bool = False) -> str | None:
+    """None while the recorded server runs (pid, start time and command line); else how it ended, in one line.
+    With `stopped_only`, only when `specmon stop` stopped it (else the caller knows better why it ended)."""
+    if record.is_alive():
+        return None
+    stopped = state.was_stopped(record)
+    if stopped_only and not stopped:
+        return None
+    how = f"was stopped (`specmon stop {record.id}`)" if stopped else "exited"
+    return f"{what} (pid {record.pid}) {how} during {during}; nothing serves at {record.url}"
+
+
 @dataclass
 class ReadyOutcome:
     """How a wait for ready ended: "ready", "failed" (with the error) or "timeout"."""

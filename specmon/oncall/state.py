@@ -67,7 +67,7 @@ class ServerRecord:
     demo: bool = False
     gpu_url: str | None = None  # the emulator's simulated GPUs (demo presets)
     gpu_baseline_mib: dict[str, float] = field(default_factory=dict)  # per GPU index, before launch
-    stopped_at: float | None = None
+    stopped_at: float | None = None  # when `specmon stop` began to stop it (written before its first signal)
     launch_token: str = ""  # what the launched process has in $SPECMON_LAUNCH_TOKEN (a pending launch's key)
 
     def to_json(self) -> dict[str, Any]:
@@ -250,6 +250,14 @@ def read(path: Path) -> ServerRecord:
     if path.stem != record.id:
         raise ValueError(f"the file name does not match its id {record.id!r}")
     return record
+
+
+def was_stopped(record: ServerRecord) -> bool:
+    """Whether `specmon stop` began to stop the recorded server: its state file, read now, says so."""
+    try:
+        return read(servers_dir() / f"{record.id}.json").stopped_at is not None
+    except ValueError:
+        return False
 
 
 def stdout_log(pid: int) -> str | None:

@@ -112,7 +112,7 @@ def switch(
 
 def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line) -> None:
     from specmon.launch.supervisor import SupervisorError
-    from specmon.oncall.launcher import launch_problems, start_detached, wait_ready
+    from specmon.oncall.launcher import gone, launch_problems, start_detached, wait_ready
     from specmon.oncall.preflight import preflight as run_preflight
     from specmon.oncall.stopper import StopRefused, stop_server
 
@@ -170,11 +170,20 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
                          on_line=on_line)
     steps.done("startup", outcome.took_s, "done" if outcome.state == "ready" else "failed")
     if outcome.state != "ready":
-        raise SwitchFailed(f"the new server did not become ready: {outcome.error}")
+        raise SwitchFailed(gone(record, "its startup", "the new server", stopped_only=True)
+                           or f"the new server did not become ready: {outcome.error}")
     report.effective = _effective(record.url)
     if requests > 0:  # 0: the caller measures the server itself (a sweep)
-        sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
-        compare_with_before(report, sanity, preset.name)
+
+        def sanity_run():
+            result = sanity_bench(record.url, preset, requests)
+            if ended := gone(record, "the sanity run", "the new server"):  # its failed requests measured nothing
+                raise SwitchFailed(ended)
+            return result
+
+        compare_with_before(report, steps.run("sanity", sanity_run), preset.name)
+    if ended := gone(record, "the switch, after it was ready", "the new server"):
+        raise SwitchFailed(ended)
 
 
 def _effective(url: str) -> dict[str, Any]:

@@ -155,6 +155,7 @@ def wait_ready(
 
     from specmon.bounded_http import BlockingFetcher
     from specmon.logs.follower import LogFollower
+    from specmon.logs.model import ServerBecameReady
     from specmon.logs.summary import ChangePrinter
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
@@ -168,7 +169,9 @@ def wait_ready(
     def read_log() -> None:
         while follower is not None and (items := follower.poll()):
             tracker.feed_items(items)
-        events = tracker.drain_events()
+        # The log's own "READY after" (first log line to ready line, in the log's whole seconds) is left out:
+        # the caller says when the server was ready, as measured here from the launch (one figure per fact).
+        events = [event for event in tracker.drain_events() if not isinstance(event, ServerBecameReady)]
         if on_line is not None:
             for line in printer.lines(events, tracker.state):
                 on_line(line)

@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from specmon.launch.marks import LAUNCH_TOKEN_ENV, SERVER_ID_ENV
 from specmon.launch.presets import Preset
 from specmon.launch.supervisor import ServerSupervisor, SupervisorError, launcher_problem
 from specmon.oncall import state
@@ -59,11 +60,11 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     real_port = port if port is not None else preset.port
     gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
-    token = state.new_launch_token()
+    token, server_id = state.new_launch_token(), state.new_server_id()
     supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False,
-                                  env={state.LAUNCH_TOKEN_ENV: token})
+                                  env={LAUNCH_TOKEN_ENV: token, SERVER_ID_ENV: server_id})
     record = ServerRecord(
-        id=state.new_server_id(),
+        id=server_id,
         preset=preset.name,
         argv=preset.argv(port),
         pid=0,

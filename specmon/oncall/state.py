@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from specmon.inputs import InputError, kind_of, parse_json
+from specmon.launch.marks import LAUNCH_TOKEN_ENV
 from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 MAX_STATE_BYTES = 256 * 1024
@@ -27,9 +28,6 @@ START_TIME_TOLERANCE_S = 0.5
 PENDING_SUFFIX = ".launching"
 PENDING_GRACE_S = 30.0
 """A pending launch with no process after this long started nothing (its launch failed); its file goes."""
-LAUNCH_TOKEN_ENV = "SPECMON_LAUNCH_TOKEN"
-"""The environment variable a detached launch is started with: its record's `launch_token`, which tells the
-process of that launch from any other (see `_launched_by`)."""
 
 
 def servers_dir() -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 import socket
@@ -119,19 +120,43 @@ def fixture_chunks(name: str) -> list[dict]:
 # --- flags ---------------------------------------------------------------------------------------
 
 
-def run_flags(*flags: str) -> subprocess.CompletedProcess:
+def run_flags(*flags: str, columns: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run(
-        [sys.executable, "-m", "specmon.emulator", *flags], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "specmon.emulator", *flags], capture_output=True, text=True, timeout=30, env=env
     )
 
 
-def test_unknown_flag_fails_with_sglangs_exact_usage_and_exit_2():
-    done = run_flags("--model-path", "/m", "--num-speculative-tokens", "16")
+USAGE_PART = re.compile(r"\(.*?\)+(?=\s|$)|\[.*?\]+(?=\s|$)|\S+")
+"""How argparse cuts a usage into the parts it wraps (argparse's own pattern)."""
+
+
+# The recording's SGLang wrote to a file, so argparse wrapped its usage at 80 columns; with COLUMNS set, SGLang's
+# argparse wraps the same parts at that width, and so must the emulator.
+@pytest.mark.parametrize("columns", [None, "80", "200", "300"])
+def test_unknown_flag_fails_with_sglangs_exact_usage_and_exit_2(columns):
+    done = run_flags("--model-path", "/m", "--num-speculative-tokens", "16", columns=columns)
     assert done.returncode == 2
     real = (FIXTURES / "logs/h200-0.5.16-unrecognized-num-speculative-tokens.log").read_text()
     expected = real[real.index("usage: sglang serve"):]
-    assert done.stderr.endswith(expected)
     assert "'python -m sglang.launch_server' is still supported" in done.stderr
+    if columns in (None, "80"):
+        assert done.stderr.endswith(expected)
+        return
+    ours = done.stderr[done.stderr.index("usage: sglang serve"):]
+    assert ours.split() == expected.split()
+    *usage, error = ours.splitlines()
+    assert error == expected.splitlines()[-1]
+    width, indent = int(columns) - 2, " " * len("usage: sglang serve ")
+    assert len(usage) < len(expected.splitlines()) - 1, "wrapped wider than the recording"
+    for line, following in zip(usage, [*usage[1:], None], strict=True):
+        parts = USAGE_PART.findall(line.removeprefix("usage: sglang serve"))
+        assert len(line) <= width or len(parts) == 1, line
+        if following is not None:
+            assert following.startswith(indent) and not following.startswith(indent + " "), following
+            assert len(line) + 1 + len(USAGE_PART.match(following.lstrip()).group()) > width, (line, following)
 
 
 def test_unknown_flag_in_legacy_family_names_launch_server():
@@ -472,13 +497,16 @@ def test_gpu_memory_rises_during_startup(tmp_path):
     readings = []
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                data = httpx.get(emu.gpu_url, timeout=2).json()
-                readings.append(data["gpus"][0]["memory_used_mib"])
-                if httpx.get(emu.url + "/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.05)
+        # One client for every read: httpx.get builds a client (and an SSL context) per call, which on a busy
+        # host took most of a second, so a phase's level could pass between two reads.
+        with httpx.Client(timeout=2) as client:
+            while time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError):
+                    data = client.get(emu.gpu_url).json()
+                    readings.append(data["gpus"][0]["memory_used_mib"])
+                    if client.get(emu.url + "/health").status_code == 200:
+                        break
+                time.sleep(0.05)
     finally:
         emu.stop()
     assert len(data["gpus"]) == 2

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -163,6 +164,64 @@ def test_specmon_killed_between_launch_and_record_leaves_a_recorded_server(oc, t
             assert wait_for(lambda p=port: not servers_on(p), 20, "the server to stop")
         finally:
             kill_all(servers_on(port))
+
+
+def killed_in_launch(monkeypatch, oc, where: str, port: int) -> Path:
+    """`start_detached` run here, cut short by a SIGTERM's SystemExit(143) landing at `where`: "before" the
+    process starts (its pending file written) or "after" it (the process runs, its record not yet written).
+    Returns the pending file left behind."""
+    from specmon.launch.presets import load_presets
+    from specmon.launch.supervisor import ServerSupervisor
+    from specmon.oncall import launcher
+
+    monkeypatch.setenv("SPECMON_STATE_DIR", str(oc.state))
+    preset = load_presets([oc.presets]).get("fast-a")
+
+    def sigterm(*args, **kwargs):
+        raise SystemExit(143)
+
+    if where == "before":
+        monkeypatch.setattr(ServerSupervisor, "start", sigterm)
+    else:
+        monkeypatch.setattr(launcher, "_record_launch", sigterm)
+    with pytest.raises(SystemExit):
+        launcher.start_detached(preset, port)
+    monkeypatch.undo()
+    [pending] = (oc.state / "servers").glob("*.launching")
+    return pending
+
+
+def test_a_pending_launch_is_never_adopted_by_a_later_launch_of_the_same_command(oc, monkeypatch):
+    """A launch cut short before its process started leaves its pending file; a later `start` of the same
+    preset on the same port (the same command line) is its own server, listed once, under its own id."""
+    port = free_port_pair()
+    try:
+        pending = killed_in_launch(monkeypatch, oc, "before", port)
+        started = oc.json("start", "fast-a", "--port", str(port), "--no-preflight")
+        listed = [s for s in oc.json("ps")["servers"] if s["alive"] and s["pid"] == started["pid"]]
+        assert [s["id"] for s in listed] == [started["id"]], listed
+        assert pending.exists(), "the cut-short launch started nothing: nothing adopts it"
+    finally:
+        kill_all(servers_on(port))
+
+
+def test_a_pending_launch_is_adopted_by_its_process_whatever_the_clocks_say(oc, monkeypatch):
+    """psutil's start times count from the boot second, so they read up to a second before the wall clock
+    (the launch's `started_at`): a launched process must be found by what it is, not by when it seems to have
+    started. Here the pending file says the launch began 1 s after psutil's start time of its process."""
+    port = free_port_pair()
+    try:
+        pending = killed_in_launch(monkeypatch, oc, "after", port)
+        [server] = wait_for(lambda: servers_on(port), 30, "the launched server")
+        data = json.loads(pending.read_text())
+        pending.write_text(json.dumps({**data, "started_at": server.create_time() + 1.0}))
+        mine = [s for s in oc.json("ps")["servers"] if s["alive"] and s["launched_by_specmon"]]
+        assert [(s["id"], s["pid"]) for s in mine] == [(data["id"], server.pid)], mine
+        assert not pending.exists()
+        stopped = oc.json("stop", data["id"], "--yes")
+        assert stopped["stopped"] and stopped["signal"] == "SIGTERM", stopped
+    finally:
+        kill_all(servers_on(port))
 
 
 def test_a_record_that_cannot_be_written_after_the_launch_stops_the_server(oc, monkeypatch):

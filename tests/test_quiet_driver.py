@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pty
+import signal
 import struct
 import subprocess
 import sys
@@ -29,35 +30,40 @@ from specmon.tui.driver import QuietTerminal
 class Probe(QuietTerminal, App):
     def __init__(self, report):
         super().__init__()
-        self.report, self.keys, self.ticks, self.resumed = report, [], 0, False
+        self.report, self.keys, self.ticks, self.mounted, self.resumed = report, [], 0, False, False
 
     def compose(self):
         yield Static("probe")
 
     def on_mount(self):
+        self.mounted = True
         self.set_interval(0.1, self.tick)
-        self.write({"ready": True})
+        self.write()
 
-    def write(self, extra):
+    def write(self):
         data = {"driver": type(self._driver).__name__, "wakeups": getattr(self._driver, "input_wakeups", None),
-                "keys": self.keys, "ticks": self.ticks, "resumed": self.resumed, **extra}
+                "keys": self.keys, "ticks": self.ticks, "size": [self.size.width, self.size.height],
+                "ready": self.mounted, "resumed": self.resumed}
         with open(self.report, "w") as out:
             json.dump(data, out)
 
     def tick(self):
         self.ticks += 1
-        self.write({})
+        self.write()
+
+    def on_resize(self, event):
+        self.write()
 
     def on_key(self, event):
         self.keys.append(event.key)
-        self.write({})
+        self.write()
         if event.key == "q":
             self.exit()
         if event.key == "s":  # as the fleet opens a server's screen: another program has the terminal meanwhile
             with self.suspend():
                 subprocess.run([sys.executable, "-c", "pass"], check=True)
             self.resumed = True
-            self.write({})
+            self.write()
 
 Probe(sys.argv[1]).run()
 '''
@@ -66,13 +72,14 @@ Probe(sys.argv[1]).run()
 class PtyApp:
     """A Textual app on the slave side of a pty, its output read (and dropped) so that it never blocks."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
         self.report = tmp / "report.json"
         script = tmp / "probe_app.py"
         script.write_text(APP)
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+               **(env or {})}
         env.pop("TEXTUAL_DRIVER", None)
         with open(tmp / "stderr.txt", "wb") as stderr:
             self.proc = subprocess.Popen([sys.executable, str(script), str(self.report)], stdin=slave, stdout=slave,
@@ -104,6 +111,10 @@ class PtyApp:
                 return report
             time.sleep(0.02)
         raise AssertionError(f"timed out; last report {self.read()}")
+
+    def resize(self, columns: int, lines: int) -> None:
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        os.kill(self.proc.pid, signal.SIGWINCH)  # the pty is not its controlling terminal: no signal of its own
 
     def send(self, data: bytes) -> None:
         os.write(self.master, data)
@@ -149,6 +160,18 @@ def test_after_a_suspension_keys_still_arrive_and_the_app_quits(tmp_path):
         app.send(b"q")
         app.wait(lambda r: r["keys"][-1:] == ["q"])
         assert app.proc.wait(15) == 0, (tmp_path / "stderr.txt").read_text()[-2000:]
+    finally:
+        app.close()
+
+
+def test_the_app_lays_out_for_the_terminal_it_is_on_whatever_columns_and_lines_say(tmp_path):
+    # Stale $COLUMNS/$LINES (readline exports them, so does a tool that started the shell) made Textual's driver
+    # lay the app out for another terminal's size and ignore every resize.
+    app = PtyApp(tmp_path, env={"COLUMNS": "200", "LINES": "50"})
+    try:
+        app.wait(lambda r: r.get("ready") and r["size"] == [80, 24])
+        app.resize(100, 30)
+        app.wait(lambda r: r["size"] == [100, 30])
     finally:
         app.close()
 

@@ -37,7 +37,7 @@ def test_an_expired_benchmark_toast_is_not_left_on_the_terminal(tmp_path):
     try:
         assert wait(lambda: "ready" in screen(), 60), screen()
         subprocess.run([*tmux, "send-keys", "-t", "t", "3"], check=True)
-        time.sleep(0.5)
+        assert wait(lambda: "press b to benchmark" in screen(), 30), screen()
         subprocess.run([*tmux, "send-keys", "-t", "t", "b"], check=True)
         assert wait(lambda: "Benchmark finished" in screen(), 60), screen()
         shown = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import sys
 import threading
 import time
 from codecs import getincrementaldecoder
@@ -62,6 +63,19 @@ class QuietLinuxDriver(LinuxDriver):
         if self._wake_r < 0:
             self._open_wake_pipe()
         super().start_application_mode()
+
+    def _get_terminal_size(self) -> tuple[int, int]:
+        """The size of the terminal the app draws on, asked of the terminal itself (its output, then its input).
+
+        Textual's own asks ``shutil.get_terminal_size()``, which prefers ``$COLUMNS`` and ``$LINES``: exported
+        once (by readline, a tool that launched the shell, a user's rc file) they are stale, so the app laid out
+        for a terminal it was not on and ignored every resize. They are used only where no terminal answers."""
+        for stream in (self._file, sys.__stdout__, sys.__stdin__):
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                columns, lines = os.get_terminal_size(stream.fileno())  # type: ignore[union-attr]
+                if columns > 0 and lines > 0:
+                    return columns, lines
+        return super()._get_terminal_size()
 
     def run_input_thread(self) -> None:
         """Wait for input and dispatch events (Textual's loop, with the timeout above)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 
+from specmon.launch.marks import LAUNCH_MARKS, PRESET_ENV, PortHolders
 from specmon.launch.presets import Preset, host_warning
 from specmon.ports import PortCheckError, ProcessInfo, port_holders, port_is_free
 from specmon.private_files import make_private_dir, open_private_file, state_dir
@@ -47,17 +48,14 @@ class PreflightFailed(SupervisorError):
 
 
 class PortInUseError(SupervisorError):
-    """The server's port is taken; `holders` are the listening processes psutil could see."""
+    """The server's port is taken; `holders` are the listening processes psutil could see. One held by a server
+    `specmon start` launched is named as that server, with the switch to `preset` that replaces it."""
 
-    def __init__(self, host: str, port: int, holders: Iterable[ProcessInfo]):
+    def __init__(self, host: str, port: int, holders: Iterable[ProcessInfo], preset: str | None = None):
         self.host = host
         self.port = port
         self.holders = tuple(holders)
-        if self.holders:
-            who = "by " + ", ".join(str(h) for h in self.holders)
-        else:
-            who = "by a process specmon cannot see (another user's?)"
-        super().__init__(f"port {port} on {host} is already in use {who}")
+        super().__init__(PortHolders.of(host, port, self.holders).refusal(preset))
 
 
 @dataclass(frozen=True)
@@ -83,10 +81,10 @@ def _port_free(port: int, host: str) -> bool:
         raise SupervisorError(str(exc)) from exc
 
 
-def check_port_free(port: int, host: str = "127.0.0.1") -> None:
-    """Raise `PortInUseError` (naming the holders) when host:port is taken."""
+def check_port_free(port: int, host: str = "127.0.0.1", preset: str | None = None) -> None:
+    """Raise `PortInUseError` (naming the holders) when host:port is taken; `preset` is the one to launch."""
     if not _port_free(port, host):
-        raise PortInUseError(host, port, port_holders(port))
+        raise PortInUseError(host, port, port_holders(port), preset)
 
 
 def group_members(pgid: int) -> list[ProcessInfo]:
@@ -113,6 +111,9 @@ class ServerSupervisor:
     With `lifeline`, the server gets the read end of a pipe whose write end only this process holds
     (`$SPECMON_LIFELINE_FD`): when specmon ends, by any signal, SIGKILL included, the server reads EOF and
     exits (the emulator does; `specmon demo` uses it so that a demo never leaves an orphan).
+
+    `env` is added to every launch's environment, over the preset's (`specmon start`'s server id and launch
+    token); every launch also carries its preset's name (`specmon.launch.marks`).
     """
 
     def __init__(
@@ -124,8 +125,10 @@ class ServerSupervisor:
         run_dir: str | Path | None = None,
         preflight: bool = True,
         lifeline: bool = False,
+        env: dict[str, str] | None = None,
     ):
         self._preset = preset
+        self._env = dict(env or {})
         self.preflight = preflight
         self.last_preflight = None
         self._port_override = port
@@ -215,11 +218,13 @@ class ServerSupervisor:
                 self._preset = preset
             if port is not None:
                 self._port_override = port
-            check_port_free(self.port, self.host)
+            check_port_free(self.port, self.host, self._preset.name)
             if preflight:
                 self._run_preflight()
             argv = self._preset.argv(self._port_override)
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
+            inherited = {**os.environ, "PYTHONUNBUFFERED": "1", **self._preset.env}
+            env = {**{k: v for k, v in inherited.items() if k not in LAUNCH_MARKS}, **self._env,
+                   PRESET_ENV: self._preset.name}
             try:
                 log_path, fd = self._create_log()
             except OSError as exc:
@@ -310,7 +315,7 @@ class ServerSupervisor:
                         raise SupervisorError(
                             "the old server's processes are still alive: " + ", ".join(map(str, leftovers))
                         )
-                    raise PortInUseError(self.host, self.port, port_holders(self.port))
+                    raise PortInUseError(self.host, self.port, port_holders(self.port), preset.name)
                 time.sleep(_POLL_S)
             return self._start(preflight=False)  # checked above, before the stop
 

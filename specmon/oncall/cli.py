@@ -91,7 +91,7 @@ def _guarded(handler):
 def run_start(args: argparse.Namespace) -> int:
     """`specmon start PRESET`: preflight, launch detached, record; `--wait` for ready or failure."""
     from specmon.launch.supervisor import SupervisorError
-    from specmon.oncall.launcher import start_detached, wait_ready
+    from specmon.oncall.launcher import gone, start_detached, wait_ready
     from specmon.oncall.preflight import preflight
 
     preset = _load_preset(args, args.preset)
@@ -131,13 +131,13 @@ def run_start(args: argparse.Namespace) -> int:
     exporter.finished(preset.name, outcome)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",
-        error=outcome.error,
+        error=None if outcome.state == "ready" else gone(record, "its startup", stopped_only=True) or outcome.error,
         ready_after_s=round(outcome.took_s, 3),
     )
     if outcome.state == "ready":
         _emit(args, data, f"ready after {format_seconds(outcome.took_s)}")
         return EXIT_OK
-    _emit(args, data, f"failed after {format_seconds(outcome.took_s)}: {outcome.error}")
+    _emit(args, data, f"failed after {format_seconds(outcome.took_s)}: {data['error']}")
     return EXIT_FAILED
 
 

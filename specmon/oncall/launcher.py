@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from specmon.launch.marks import LAUNCH_TOKEN_ENV, SERVER_ID_ENV
 from specmon.launch.presets import Preset
 from specmon.launch.supervisor import ServerSupervisor, SupervisorError, launcher_problem
 from specmon.oncall import state
@@ -53,16 +54,18 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     """Launch `preset` detached and record it. Raises `SupervisorError` (or `PortInUseError`).
 
     The launch is recorded before it happens (a pending file: specmon killed between launch and record, the
-    next look-up adopts the server), and a record that cannot be written after the launch stops the server:
-    a server is never left running with no record. The caller runs the preflight (it says its warnings and
+    next look-up adopts the server, found by the token it was launched with), and a record that cannot be
+    written after the launch stops the server: a server is never left running with no record. The caller runs the preflight (it says its warnings and
     honours --no-preflight), so the supervisor does not.
     """
     real_port = port if port is not None else preset.port
     gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
-    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False)
+    token, server_id = state.new_launch_token(), state.new_server_id()
+    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False,
+                                  env={LAUNCH_TOKEN_ENV: token, SERVER_ID_ENV: server_id})
     record = ServerRecord(
-        id=state.new_server_id(),
+        id=server_id,
         preset=preset.name,
         argv=preset.argv(port),
         pid=0,
@@ -76,6 +79,7 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
         demo=preset.demo,
         gpu_url=gpu_url,
         gpu_baseline_mib=baseline,
+        launch_token=token,
     )
     try:
         state.save_pending(record)
@@ -112,6 +116,18 @@ def _record_launch(supervisor: ServerSupervisor, record: ServerRecord, log) -> N
                               f"written in {state.servers_dir()}: {exc.strerror or exc}") from None
 
 
+def gone(record: ServerRecord, during: str, what: str = "the server", *, stopped_only: bool = False) -> str | None:
+    """None while the recorded server runs (pid, start time and command line); else how it ended, in one line.
+    With `stopped_only`, only when `specmon stop` stopped it (else the caller knows better why it ended)."""
+    if record.is_alive():
+        return None
+    stopped = state.was_stopped(record)
+    if stopped_only and not stopped:
+        return None
+    how = f"was stopped (`specmon stop {record.id}`)" if stopped else "exited"
+    return f"{what} (pid {record.pid}) {how} during {during}; nothing serves at {record.url}"
+
+
 @dataclass
 class ReadyOutcome:
     """How a wait for ready ended: "ready", "failed" (with the error), "timeout" or "cancelled"."""
@@ -143,6 +159,7 @@ def wait_ready(
 
     from specmon.bounded_http import BlockingFetcher
     from specmon.logs.follower import LogFollower
+    from specmon.logs.model import ServerBecameReady
     from specmon.logs.summary import ChangePrinter
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
@@ -156,7 +173,9 @@ def wait_ready(
     def read_log() -> None:
         while follower is not None and (items := follower.poll()):
             tracker.feed_items(items)
-        events = tracker.drain_events()
+        # The log's own "READY after" (first log line to ready line, in the log's whole seconds) is left out:
+        # the caller says when the server was ready, as measured here from the launch (one figure per fact).
+        events = [event for event in tracker.drain_events() if not isinstance(event, ServerBecameReady)]
         if on_line is not None:
             for line in printer.lines(events, tracker.state):
                 on_line(line)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import stat
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import psutil
 
 from specmon.inputs import InputError, kind_of, parse_json
+from specmon.launch.marks import LAUNCH_TOKEN_ENV
 from specmon.private_files import make_private_dir, open_private_file, state_dir
 
 MAX_STATE_BYTES = 256 * 1024
@@ -41,6 +43,10 @@ def new_server_id() -> str:
     return secrets.token_hex(3)
 
 
+def new_launch_token() -> str:
+    return secrets.token_hex(16)
+
+
 @dataclass
 class ServerRecord:
     """A server specmon launched: enough to find it again, check it is the same process, and stop it."""
@@ -59,7 +65,8 @@ class ServerRecord:
     demo: bool = False
     gpu_url: str | None = None  # the emulator's simulated GPUs (demo presets)
     gpu_baseline_mib: dict[str, float] = field(default_factory=dict)  # per GPU index, before launch
-    stopped_at: float | None = None
+    stopped_at: float | None = None  # when `specmon stop` began to stop it (written before its first signal)
+    launch_token: str = ""  # what the launched process has in $SPECMON_LAUNCH_TOKEN (a pending launch's key)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +104,7 @@ class ServerRecord:
             raise ValueError("'gpu_baseline_mib' must map GPU indexes to numbers")
         gpu_url = data.get("gpu_url")
         stopped_at = data.get("stopped_at")
+        token = data.get("launch_token")
         return cls(
             id=data["id"],
             preset=data["preset"],
@@ -113,6 +121,7 @@ class ServerRecord:
             gpu_url=gpu_url if isinstance(gpu_url, str) else None,
             gpu_baseline_mib={str(k): float(v) for k, v in baseline.items()},
             stopped_at=float(stopped_at) if isinstance(stopped_at, int | float) else None,
+            launch_token=token if isinstance(token, str) and re.fullmatch(r"[0-9a-f]{32}", token) else "",
         )
 
     def is_alive(self) -> bool:
@@ -241,6 +250,14 @@ def read(path: Path) -> ServerRecord:
     return record
 
 
+def was_stopped(record: ServerRecord) -> bool:
+    """Whether `specmon stop` began to stop the recorded server: its state file, read now, says so."""
+    try:
+        return read(servers_dir() / f"{record.id}.json").stopped_at is not None
+    except ValueError:
+        return False
+
+
 def stdout_log(pid: int) -> str | None:
     """The file the process's stdout goes to, when it is a regular file."""
     try:
@@ -269,19 +286,28 @@ def _pending(path: Path) -> ServerRecord:
 
 
 def _launched_by(record: ServerRecord) -> psutil.Process | None:
-    """The process a pending launch started: the user's, the launched command line, started after the launch
-    began (the earliest, so not one of its workers)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "create_time", "uids", "status"]):
+    """The process a pending launch started, and no other: the one started with the launch's token in its
+    environment (`LAUNCH_TOKEN_ENV`, random per launch) that leads its own session (the launch made it one; its
+    workers inherit the token but not the lead), the user's, running the launched command line.
+
+    No clock is compared: psutil's start times count from the boot second, up to a second before the wall
+    clock's, so "started after the launch began" missed the launched process on some hosts; and a command
+    line alone also matched a later launch of the same preset and port, which was then listed twice."""
+    if not record.launch_token:
+        return None
+    for proc in psutil.process_iter(["cmdline", "uids", "status"]):
         info = proc.info
         uids = info.get("uids")
         if uids is None or uids.real != os.getuid() or info.get("status") == psutil.STATUS_ZOMBIE:
             continue
-        created = info.get("create_time") or 0.0
-        if created >= record.started_at - START_TIME_TOLERANCE_S and cmdline_matches(record.argv,
-                                                                                       info.get("cmdline") or []):
-            found.append((created, proc))
-    return min(found, key=lambda item: item[0])[1] if found else None
+        if not cmdline_matches(record.argv, info.get("cmdline") or []):
+            continue
+        try:
+            if os.getsid(proc.pid) == proc.pid and proc.environ().get(LAUNCH_TOKEN_ENV) == record.launch_token:
+                return proc
+        except (OSError, psutil.Error):
+            continue
+    return None
 
 
 def _adopt_pending(directory: Path, problems: list[StateProblem]) -> None:

@@ -186,6 +186,7 @@ def stop_server(
     pgid, procs = _targets(server)
     sent = None
     if procs:
+        _record_the_stop(server)
         sent = "SIGTERM"
         _send(pgid, procs, signal.SIGTERM)
         if _wait(lambda: not any(_alive(p) for p in procs), timeout) is None:
@@ -221,11 +222,16 @@ def stop_server(
         gpu_note=gpu_note,
         leftovers=find_leftovers(server, procs, snapshot),
     )
-    if server.record is not None and stopped:
+    return result
+
+
+def _record_the_stop(server: FoundServer) -> None:
+    """The server's state file says it is being stopped, before any signal: whoever sees it gone (a switch
+    waiting on it) knows it was stopped, not that it died."""
+    if server.record is not None:
         server.record.stopped_at = time.time()
         with contextlib.suppress(OSError):
             state.save(server.record)
-    return result
 
 
 def find_leftovers(server: FoundServer, procs: list[psutil.Process], snapshot) -> list[Leftover]:

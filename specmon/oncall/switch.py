@@ -122,7 +122,7 @@ def switch(
 def _switch(server, preset, report, steps, preflight, requests, ready_timeout, stop_timeout, on_line,
             should_stop) -> None:
     from specmon.launch.supervisor import SupervisorError
-    from specmon.oncall.launcher import launch_problems, start_detached, wait_ready
+    from specmon.oncall.launcher import gone, launch_problems, start_detached, wait_ready
     from specmon.oncall.preflight import preflight as run_preflight
     from specmon.oncall.stopper import StopRefused, stop_server
 
@@ -189,13 +189,22 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         raise SwitchCancelled(f"cancelled while {preset.name} started: it was left starting ({record.id}, "
                               f"pid {record.pid}, {record.url})")
     if outcome.state != "ready":
-        raise SwitchFailed(f"the new server did not become ready: {outcome.error}")
+        raise SwitchFailed(gone(record, "its startup", "the new server", stopped_only=True)
+                           or f"the new server did not become ready: {outcome.error}")
     report.effective = _effective(record.url)
     if requests > 0 and should_stop():
         raise SwitchCancelled(f"cancelled once {preset.name} was ready, before its sanity run")
     if requests > 0:  # 0: the caller measures the server itself (a sweep)
-        sanity = steps.run("sanity", lambda: sanity_bench(record.url, preset, requests))
-        compare_with_before(report, sanity, preset.name)
+
+        def sanity_run():
+            result = sanity_bench(record.url, preset, requests)
+            if ended := gone(record, "the sanity run", "the new server"):  # its failed requests measured nothing
+                raise SwitchFailed(ended)
+            return result
+
+        compare_with_before(report, steps.run("sanity", sanity_run), preset.name)
+    if ended := gone(record, "the switch, after it was ready", "the new server"):
+        raise SwitchFailed(ended)
 
 
 def _effective(url: str) -> dict[str, Any]:

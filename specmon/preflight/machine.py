@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.gpu.model import MIB, GpuReading, GpuSnapshot
+from specmon.launch.marks import PortHolders
 from specmon.launch.presets import Preset
 from specmon.ports import PortCheckError, port_holders, port_is_free
 from specmon.preflight.report import PreflightReport
@@ -68,9 +69,10 @@ def check_port(preset: Preset, port: int | None, report: PreflightReport, replac
         if holders and all(h.pid in replacing for h in holders):
             report.notes.append(f"port {port}: held by the server this launch replaces (freed when it stops)")
             return
-        who = ", ".join(str(h) for h in holders) or "a process specmon cannot see (another user's?)"
-        report.add("error", "port-in-use", f"port {port} on {preset.host} is taken by {who}; SGLang would find out "
-                   "only after loading the whole model", "stop that server or pick another --port", "--port")
+        taken = PortHolders.of(preset.host, port, holders)
+        report.add("error", "port-in-use", f"port {port} on {preset.host} is taken by {taken.who()}; SGLang would "
+                   "find out only after loading the whole model",
+                   taken.switch_advice(preset.name) or "stop that server or pick another --port", "--port")
 
 
 def _arg_int(preset: Preset, *keys: str, default: int = 1) -> int:

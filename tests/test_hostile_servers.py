@@ -370,11 +370,13 @@ APP_CASES = {
         info=Answer(SGLANG_INFO, drip_s=0.05),
         metrics=Answer.text(SGLANG_METRICS.replace(b"sglang:num_running_reqs{", b"sglang:num_running_reqs{x=\"9080022\",")
                             + b'sglang:num_running_reqs{tp_rank="7"} 9080022\n')),
+    "HTTP 500 on /metrics": routes_of(metrics=Answer(b"oops", status=500, content_type="text/plain")),
 }
 
 
 APP_SAYS = {"gzip, gzip bombs": "once decoded", "Infinity and NaN in /server_info": "not finite",
-            "absurd /metrics, dripped /server_info": "absurd"}
+            "absurd /metrics, dripped /server_info": "absurd",
+            "HTTP 500 on /metrics": "HTTP 500 (Internal Server Error: oops)"}
 
 
 @pytest.mark.parametrize("name", list(APP_CASES))
@@ -467,3 +469,76 @@ async def test_a_blocking_fetcher_works_from_a_thread_that_runs_an_event_loop():
         snapshot = source.read()  # the app's thread runs Textual's loop: the read goes to a worker thread
         source.close()
     assert snapshot.available and snapshot.gpus[0].memory_used_mib == 1000.0
+
+
+# ----- a /metrics answer that is no success, or no Prometheus text, is said: a state and an alert
+
+UNREADABLE_METRICS = {
+    "HTTP 500": (Answer(b"Internal Server Error", status=500, content_type="text/plain"),
+                 "GET /metrics: HTTP 500 (Internal Server Error)"),
+    "HTTP 503, a JSON body": (Answer.json({"detail": "scheduler \x1b[2Jdown"}, status=503),
+                              'HTTP 503 (Service Unavailable: {"detail": "scheduler \\u001b[2Jdown"})'),
+    "HTTP 401": (Answer(b"", status=401), "GET /metrics: HTTP 401 (Unauthorized)"),
+    "HTTP 302": (Answer(b"", status=302, headers=(("Location", "/login"),)), "GET /metrics: HTTP 302 (Found)"),
+    "HTTP 599": (Answer(b"\x1b]0;pwned\x07", status=599), "GET /metrics: HTTP 599 (\\x1b]0;pwned\\x07)"),
+    "an HTML page": (Answer(b"<html><body>login</body></html>", content_type="text/html"), "no Prometheus sample"),
+    "binary": (Answer.text(b"\x00\x01\x02 {{{\n"), "no Prometheus sample"),
+    "a gzip bomb": (bomb_answer(BOMB, "gzip", "gzip", content_type="text/plain"), "once decoded"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE_METRICS))
+def test_monitor_once_says_a_metrics_answer_it_cannot_read(name, tmp_path):
+    answer, says = UNREADABLE_METRICS[name]
+    with HostileServer(routes_of(metrics=answer)) as server:
+        as_json, _ = _specmon("monitor", "--once", "--url", server.url, "--window", "1", "--json", tmp_path=tmp_path)
+        as_text, _ = _specmon("monitor", "--once", "--url", server.url, "--window", "1", tmp_path=tmp_path)
+    snapshot = json.loads(as_json.stdout)
+    assert snapshot["state"] == "unreadable", snapshot
+    assert [a["severity"] for a in snapshot["alerts"] if says in a["text"]] == ["error"], snapshot["alerts"]
+    assert as_json.returncode == as_text.returncode == 1
+    assert as_text.stdout.startswith("state unreadable,"), as_text.stdout
+    assert any(line.startswith("! error: ") and says in line for line in as_text.stdout.splitlines()), as_text.stdout
+    assert "\x1b" not in as_text.stdout + as_json.stdout and "\x07" not in as_text.stdout
+
+
+def test_the_live_view_says_each_unreadable_metrics_answer_and_reads_the_good_one_after():
+    server = HostileServer(routes_of()).start()
+    monitor = LiveMonitor()
+    sampler = LiveSampler(server.url, monitor, interval_s=0.05, info_s=60)
+
+    def wait_for(check) -> object:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            snap = monitor.snapshot()
+            if check(snap):
+                return snap
+            time.sleep(0.02)
+        return snap
+
+    try:
+        sampler.start()
+        assert wait_for(lambda s: s.source == "metrics").state in ("idle", "serving")
+        for name, (answer, says) in UNREADABLE_METRICS.items():
+            server.route("/metrics", answer)
+            snap = wait_for(lambda s, says=says: any(says in a.text for a in s.alerts))
+            assert snap.state == "unreadable", (name, snap.state, snap.alerts)
+            assert [a.severity for a in snap.alerts if says in a.text] == ["error"], (name, snap.alerts)
+            server.route("/metrics", Answer.text(SGLANG_METRICS))
+            assert wait_for(lambda s: s.source == "metrics").state in ("idle", "serving"), name
+    finally:
+        sampler.stop()
+        server.stop()
+
+
+def test_no_metrics_or_none_of_sglangs_series_is_said_not_shown_as_idle(tmp_path):
+    cases = {"HTTP 404": (Answer(b'{"detail":"Not Found"}', status=404), "info", "without --enable-metrics"),
+             "empty": (Answer.text(b""), "warning", "none of the sglang:* series specmon reads"),
+             "another program's": (Answer.text(b"# TYPE up gauge\nup 1\n"), "warning", "none of the sglang:*")}
+    for name, (answer, severity, says) in cases.items():
+        with HostileServer(routes_of(metrics=answer)) as server:
+            done, _ = _specmon("monitor", "--once", "--url", server.url, "--window", "1", "--json",
+                               tmp_path=tmp_path)
+        snapshot = json.loads(done.stdout)
+        assert snapshot["state"] == "waiting", (name, snapshot)
+        assert [a["severity"] for a in snapshot["alerts"] if says in a["text"]] == [severity], (name, snapshot)

@@ -6,8 +6,10 @@ File names, server answers, log lines and process names come from outside: a con
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -35,3 +37,33 @@ def shown(value: Any) -> str:
     if abs(value) >= 10**15:  # an int of any size (str() refuses over 4,300 digits)
         return f"{float(value):.3g}" if isinstance(value, float) else f"about 1e{int(math.log10(abs(value)))}"
     return f"{int(value):,}" if isinstance(value, int) or value == int(value) else f"{value:,.4g}"
+
+
+QUOTED_CHARS = 60
+"""Outside text quoted in a message is cut after this many characters: a 150,000-character key is named, not
+printed."""
+
+
+def quoted(text: object, limit: int = QUOTED_CHARS) -> str:
+    """Outside text quoted in a message: printable, in quotes, cut at ``limit`` characters with its length said
+    (``'aaaa…' (150,000 characters)``)."""
+    text = str(text)
+    if len(text) <= limit:
+        return f"'{printable(text)}'"
+    return f"'{printable(text[:limit])}…' ({len(text):,} characters)"
+
+
+MAX_SUGGESTION_CHOICES = 5_000
+"""More choices than this are not searched for a suggestion (difflib compares the word with each)."""
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, quote: bool = True) -> str:
+    """`` (did you mean 'bench'?)`` when one or more of ``choices`` is close to ``word`` (difflib), else ""."""
+    options = [choice for choice in choices if choice != word]
+    if not word or len(word) > QUOTED_CHARS or len(options) > MAX_SUGGESTION_CHOICES:
+        return ""
+    close = difflib.get_close_matches(word, options, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    named = [f"'{printable(c)}'" if quote else printable(c) for c in close]
+    return f" (did you mean {' or '.join(named)}?)"

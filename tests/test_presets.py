@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -214,6 +215,37 @@ def test_missing_parent_and_cycles_are_errors_that_hide_nothing(tmp_path):
     assert any("cycle" in by_file[f].message for f in ("a.toml", "b.toml"))
     assert "extends itself" in by_file["self.toml"].message
     assert str(by_file["orphan.toml"]) == f"{tmp_path / 'orphan.toml'}:3: {by_file['orphan.toml'].message}"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", ["root first", "deepest first", "a cycle", "a same-name chain"])
+def test_an_extends_chain_of_any_length_is_bounded_and_each_preset_past_it_is_one_error(tmp_path, shape):
+    from specmon.launch.presets import MAX_EXTENDS_DEPTH
+
+    count = 2_000
+    names = [f"p{i:04d}" if shape != "deepest first" else f"p{count - i:04d}" for i in range(count)]
+    if shape == "a same-name chain":  # one preset, overridden in each of 2,000 --presets directories
+        dirs = [write(tmp_path / f"d{i:04d}", "same.toml", 'extends = "same"\n' if i else 'description = "x"\n')
+                .parent for i in range(count)]
+    else:
+        for i, name in enumerate(names):
+            parent = names[i - 1] if i else (names[-1] if shape == "a cycle" else None)
+            write(tmp_path, f"{name}.toml", f'name = "{name}"\n' + (f'extends = "{parent}"\n' if parent else ""))
+        dirs = [tmp_path]
+    started = time.monotonic()
+    loaded = load_only(*dirs)
+    assert time.monotonic() - started < 20
+    ours = set(loaded.presets) - BUILTIN_NAMES - DEMO_NAMES
+    if shape == "a cycle":
+        assert not ours and len(loaded.errors) == count
+    elif shape == "a same-name chain":
+        assert ours == {"same"} and loaded.presets["same"].source.parent == dirs[MAX_EXTENDS_DEPTH - 1]
+    else:
+        assert ours == set(names[:MAX_EXTENDS_DEPTH])
+        assert sorted(e.preset for e in loaded.errors) == sorted(names[MAX_EXTENDS_DEPTH:])
+    for error in loaded.errors:
+        assert "\n" not in str(error) and len(error.message) < 200, error
+    assert any(f"more than {MAX_EXTENDS_DEPTH} presets" in e.message for e in loaded.errors)
 
 
 # --------------------------------------------------------------------------------------------- precedence

@@ -23,6 +23,7 @@ from specmon.inputs import KIB, InputError, parse_toml, read_text
 from specmon.ports import is_loopback_host
 from specmon.presets import BUILTIN_DIR
 from specmon.redact import is_secret_assignment, is_secret_env_name, is_secret_flag, is_secret_name
+from specmon.text import did_you_mean, quoted
 
 ArgValue = str | int | float | bool | list[str | int | float]
 
@@ -517,13 +518,36 @@ def _check_bench(bench: Any) -> None:
             raise _Invalid(keypath, f"'bench.{key}' must be at least {minimum}, not {value}")
 
 
+MAX_EXTENDS_DEPTH = 32
+"""Presets in one `extends` chain, the preset itself included (the built-in ones: 2). A longer chain is refused
+with one error per preset beyond the limit: resolving it costs no deeper recursion than this."""
+
+
+class _TooDeep(Exception):
+    """The chain being resolved passed MAX_EXTENDS_DEPTH presets: `chain`, the names on the resolver's stack and
+    the parent the last of them extends."""
+
+    def __init__(self, chain: list[str]) -> None:
+        super().__init__()
+        self.chain = chain
+
+
+def _chain_text(names: list[str], limit: int = 6) -> str:
+    """`a -> b -> c`, a long chain cut in its middle (`a -> b -> ... (1,994 more) -> y -> z`)."""
+    if len(names) <= limit:
+        return " -> ".join(names)
+    half = limit // 2
+    return " -> ".join([*names[:half], f"... ({len(names) - 2 * half:,} more)", *names[-half:]])
+
+
 class _Resolver:
-    """Resolves `extends` chains; every definition that fails adds one error."""
+    """Resolves `extends` chains; every definition that fails adds one error. A chain is at most
+    MAX_EXTENDS_DEPTH presets long, so the recursion is bounded whatever the files say."""
 
     def __init__(self, defs: dict[str, list[_RawPreset]], errors: list[PresetError]):
         self.defs = defs
         self.errors = errors
-        self.resolved: dict[tuple[str, int], tuple[Preset, dict[str, Any]] | None] = {}
+        self.resolved: dict[tuple[str, int], tuple[Preset, dict[str, Any], int] | None] = {}
         self.effective_index: dict[str, int | None] = {}
         self.stack: list[tuple[str, int]] = []
 
@@ -531,7 +555,7 @@ class _Resolver:
         found = self._effective(name)
         return found[0] if found else None
 
-    def _effective(self, name: str) -> tuple[Preset, dict[str, Any]] | None:
+    def _effective(self, name: str) -> tuple[Preset, dict[str, Any], int] | None:
         if name in self.effective_index:
             idx = self.effective_index[name]
             return None if idx is None else self.resolved[(name, idx)]
@@ -546,23 +570,33 @@ class _Resolver:
     def _fail(self, raw: _RawPreset, message: str) -> None:
         self.errors.append(PresetError(raw.path, _key_line(raw.text, ("extends",)), message, raw.name))
 
-    def _resolve(self, name: str, idx: int) -> tuple[Preset, dict[str, Any]] | None:
+    def _resolve(self, name: str, idx: int) -> tuple[Preset, dict[str, Any], int] | None:
         key = (name, idx)
         if key in self.resolved:
             return self.resolved[key]
         raw = self.defs[name][idx]
+        position = len(self.stack)
         self.stack.append(key)
         try:
             result = self._build(raw, idx)
+        except _TooDeep as deep:
+            if len(deep.chain) - position <= MAX_EXTENDS_DEPTH:
+                raise  # this preset's own chain may be short: resolved again from it when asked
+            self._fail(raw, f"extends a chain of more than {MAX_EXTENDS_DEPTH} presets "
+                            f"({_chain_text(deep.chain[position:])})")
+            result = None
         finally:
             self.stack.pop()
         self.resolved[key] = result
         return result
 
-    def _build(self, raw: _RawPreset, idx: int) -> tuple[Preset, dict[str, Any]] | None:
+    def _build(self, raw: _RawPreset, idx: int) -> tuple[Preset, dict[str, Any], int] | None:
         parent_name = raw.doc.get("extends")
         base: dict[str, Any] = {}
+        depth = 1
         if parent_name:
+            if len(self.stack) >= MAX_EXTENDS_DEPTH:
+                raise _TooDeep([*(n for n, _ in self.stack), parent_name])
             if parent_name == raw.name:
                 if idx == 0:
                     self._fail(
@@ -571,18 +605,24 @@ class _Resolver:
                     return None
                 parent = self._resolve(raw.name, idx - 1)
             elif parent_name not in self.defs:
-                self._fail(raw, f"extends '{parent_name}', which is not a known preset")
+                self._fail(raw, f"extends {quoted(parent_name)}, which is not a known preset"
+                                + did_you_mean(parent_name, self.defs))
                 return None
             elif any(n == parent_name for n, _ in self.stack):
-                chain = " -> ".join([n for n, _ in self.stack] + [parent_name])
-                self._fail(raw, f"extends cycle: {chain}")
+                names = [n for n, _ in self.stack]
+                chain = names[names.index(parent_name):] + [parent_name]
+                self._fail(raw, f"extends cycle: {_chain_text(chain)}")
                 return None
             else:
                 parent = self._effective(parent_name)
             if parent is None:
-                self._fail(raw, f"extends '{parent_name}', which could not be loaded (see its error)")
+                self._fail(raw, f"extends {quoted(parent_name)}, which could not be loaded (see its error)")
                 return None
-            base = parent[1]
+            base, depth = parent[1], parent[2] + 1
+            if depth > MAX_EXTENDS_DEPTH:
+                self._fail(raw, f"extends a chain of more than {MAX_EXTENDS_DEPTH} presets "
+                                f"({_chain_text([raw.name, parent_name, '...'])})")
+                return None
         merged = merge_tables(base, {k: raw.doc[k] for k in _RESOLVED_KEYS if k in raw.doc})
         server = merged.get("server", {})
         bench = {_BENCH_KEYS[k][0]: v for k, v in merged.get("bench", {}).items()}
@@ -601,7 +641,7 @@ class _Resolver:
             origin=raw.origin,
             overrides=self.defs[raw.name][idx - 1].path if idx > 0 else None,
         )
-        return preset, merged
+        return preset, merged, depth
 
 
 _HEADER = re.compile(r"^\[\[?([^\]]*)\]\]?\s*(?:#.*)?$")

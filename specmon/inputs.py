@@ -105,14 +105,17 @@ def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH, fin
     return value
 
 
-_TOML_MULTILINE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
-_TOML_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
+# Each pattern matches from where it starts to where it must end, never failing after a long scan: finditer would
+# scan again from the next character, and a 150,000-character line would cost seconds (quadratic).
+_TOML_MULTILINE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|\'\'\'[\s\S]*?(?:\'\'\'|\Z)')
+_TOML_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?')
 _TOML_COMMENT = re.compile(r"#[^\n]*")
-_TOML_DOTTED = re.compile(r"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+)+")
+_TOML_DOTTED = re.compile(r"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+)*")
 
 
 def _longest_dotted_key(text: str) -> int:
-    """The most parts of a dotted key (`a.b.c`: 3) outside strings and comments (a float has one dot)."""
+    """The most parts of a dotted key (`a.b.c`: 3) outside strings and comments (a float has one dot). Linear in
+    the text's length, whatever it holds."""
     bare = _TOML_COMMENT.sub("", _TOML_STRING.sub("s", _TOML_MULTILINE.sub("s", text)))
     return max((match.group().count(".") + 1 for match in _TOML_DOTTED.finditer(bare)), default=1)
 
@@ -128,6 +131,10 @@ def parse_toml(text: str, *, where: str, max_depth: int = MAX_DEPTH) -> dict[str
         value = tomllib.loads(text)
     except RecursionError:
         raise InputError(f"{where}: nested deeper than {max_depth} levels") from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError:  # tomllib's int() of a number past Python's 4,300 digits
+        raise InputError(f"{where}: a number too long to read (more than 4,300 digits)") from None
     check_depth(value, where=where, max_depth=max_depth)
     return value
 

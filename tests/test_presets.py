@@ -324,6 +324,42 @@ BAD_FILES = [
 ]
 
 
+LONG = 150_000
+LONG_LINES = {
+    "a bare key": "a" * LONG + " = 1",
+    "a quoted key": '"' + "a" * LONG + '" = 1',
+    "a table header": "[" + "a" * LONG + "]",
+    "a string": 'description = "' + "a" * LONG + '"',
+    "escaped quotes, unterminated": 'x = "' + '\\"' * (LONG // 2),
+    "quotes": '"' * LONG,
+    "triple quotes, unterminated": 'x = """' + "a" * LONG,
+    "spaces, then a word": "a" + " " * LONG + "b = 1",
+    "dots": "." * LONG,
+    "brackets": "[" * LONG,
+    "a comment": "# " + "a" * LONG,
+    "a long number": "x = " + "1" * LONG,
+    "an array": "x = [" + "1," * (LONG // 2) + "]",
+    "a long flag": "[server.args]\n" + "a" * LONG + "_b = 1",
+    "a long env name": "[server.env]\n" + '"' + "a b" * (LONG // 3) + '" = "1"',
+    "a long port": '[server.args]\nport = "' + "9" * LONG + '"',
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", list(LONG_LINES))
+def test_a_bad_preset_with_a_150k_character_line_is_said_fast_and_short(tmp_path, shape):
+    write(tmp_path, "good.toml", 'description = "good"\n')
+    for error in ("bogus = 1", "[bench]\nrequests = 0", "[server.args]\nport = 'x'"):
+        write(tmp_path, "bad.toml", f'name = "bad"\n{LONG_LINES[shape]}\n{error}\n')
+        started = time.monotonic()
+        loaded = load_only(tmp_path)
+        took = time.monotonic() - started
+        assert took < 5, (error, took)  # was 20 s and more: quadratic scans of the long line
+        assert "good" in loaded.presets and [e.path.name for e in loaded.errors] == ["bad.toml"], loaded.errors
+        message = loaded.errors[0].message
+        assert len(message) < 300 and "\n" not in message, message[:400]
+
+
 @pytest.mark.parametrize(("text", "line", "message"), BAD_FILES)
 def test_bad_file_gives_one_error_with_file_and_line(tmp_path, text, line, message):
     write(tmp_path, "good.toml", 'description = "good"\n')

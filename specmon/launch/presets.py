@@ -23,7 +23,7 @@ from specmon.inputs import KIB, InputError, parse_toml, read_text
 from specmon.ports import is_loopback_host
 from specmon.presets import BUILTIN_DIR
 from specmon.redact import is_secret_assignment, is_secret_env_name, is_secret_flag, is_secret_name
-from specmon.text import did_you_mean, quoted
+from specmon.text import did_you_mean, quoted, shown
 
 ArgValue = str | int | float | bool | list[str | int | float]
 
@@ -415,9 +415,9 @@ def _type_name(value: Any) -> str:
 
 def _require(value: Any, types: tuple[type, ...], keypath: tuple[str, ...], expected: str) -> None:
     if isinstance(value, bool) and bool not in types:
-        raise _Invalid(keypath, f"'{'.'.join(keypath)}' must be {expected}, not a boolean")
+        raise _Invalid(keypath, f"{quoted('.'.join(keypath))} must be {expected}, not a boolean")
     if not isinstance(value, types):
-        raise _Invalid(keypath, f"'{'.'.join(keypath)}' must be {expected}, not {_type_name(value)}")
+        raise _Invalid(keypath, f"{quoted('.'.join(keypath))} must be {expected}, not {_type_name(value)}")
 
 
 def _unknown(table: Mapping[str, Any], allowed: set[str], prefix: tuple[str, ...]) -> None:
@@ -426,7 +426,8 @@ def _unknown(table: Mapping[str, Any], allowed: set[str], prefix: tuple[str, ...
             where = f"[{'.'.join(prefix)}]" if prefix else "the top level"
             raise _Invalid(
                 (*prefix, key),
-                f"unknown key '{key}' in {where} (expected one of: {', '.join(sorted(allowed))})",
+                f"unknown key {quoted(key)} in {where}{did_you_mean(key, allowed)} "
+                f"(expected one of: {', '.join(sorted(allowed))})",
             )
 
 
@@ -435,7 +436,7 @@ def _check_schema(doc: dict[str, Any]) -> None:
     if "name" in doc:
         _require(doc["name"], (str,), ("name",), "a string")
         if not _PRESET_NAME.match(doc["name"]):
-            raise _Invalid(("name",), f"preset name {doc['name']!r} must be letters, digits, '.', '_' or '-'")
+            raise _Invalid(("name",), f"preset name {quoted(doc['name'])} must be letters, digits, '.', '_' or '-'")
     for key in ("description", "extends"):
         if key in doc:
             _require(doc[key], (str,), (key,), "a string")
@@ -468,7 +469,7 @@ def _check_server(server: Any) -> None:
         for key, value in server["env"].items():
             keypath = ("server", "env", key)
             if not _ENV_NAME.match(key):
-                raise _Invalid(keypath, f"{key!r} is not a valid environment variable name")
+                raise _Invalid(keypath, f"{quoted(key)} is not a valid environment variable name")
             _require(value, (str,), keypath, 'a string (quote numbers: "0")')
 
 
@@ -478,30 +479,30 @@ def _check_arg(key: str, value: Any) -> None:
     if is_secret_name(key) or any(isinstance(v, str) and is_secret_flag(v) for v in values):
         raise _Invalid(keypath, _secret_message(key))
     if key.startswith("-"):
-        raise _Invalid(keypath, f"write the flag {key!r} without its leading dashes")
+        raise _Invalid(keypath, f"write the flag {quoted(key)} without its leading dashes")
     if "_" in key:
-        raise _Invalid(keypath, f"write the flag {key!r} in dash form: {key.replace('_', '-')!r}")
+        raise _Invalid(keypath, f"write the flag {quoted(key)} in dash form: {quoted(key.replace('_', '-'))}")
     if not _ARG_NAME.match(key):
-        raise _Invalid(keypath, f"{key!r} is not a flag name")
+        raise _Invalid(keypath, f"{quoted(key)} is not a flag name")
     if isinstance(value, list):
         for item in value:
             if isinstance(item, bool) or not isinstance(item, str | int | float):
                 raise _Invalid(
-                    keypath, f"the values of '{key}' must be strings or numbers, not {_type_name(item)}"
+                    keypath, f"the values of {quoted(key)} must be strings or numbers, not {_type_name(item)}"
                 )
         return
     if not isinstance(value, str | int | float | bool):
         raise _Invalid(
-            keypath, f"'{key}' must be a string, a number, true/false or an array, not {_type_name(value)}"
+            keypath, f"{quoted(key)} must be a string, a number, true/false or an array, not {_type_name(value)}"
         )
     if key == "port" and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
-        shown = f"{value!r}" if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else value
-        raise _Invalid(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {shown}")
+        said = quoted(value) if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else shown(value)
+        raise _Invalid(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {said}")
 
 
 def _secret_message(where: str) -> str:
     return (
-        f"'{where}' would put a secret on the command line (visible to every user in ps); "
+        f"{quoted(where)} would put a secret on the command line (visible to every user in ps); "
         "keep secrets out of presets: set SPECMON_API_KEY or use --api-key-file"
     )
 

@@ -10,6 +10,7 @@ nested deeper than `MAX_DEPTH` levels is refused with the reason instead of a Re
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -89,14 +90,23 @@ def _refuse_constant(name: str) -> Any:
     raise InputError("a number that is not finite (strict JSON has none)")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: a literal too large for a float reads as infinity
+        raise InputError(f"a number too large to be finite ({text[:20]})")
+    return value
+
+
 def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH, finite: bool = False) -> Any:
     """The JSON value of `text`; InputError when it is nested deeper than `max_depth` (`where` names it).
 
-    With `finite`, NaN and Infinity (which Python's json takes by default) are refused too. Malformed JSON
-    raises ValueError (json.JSONDecodeError, or UnicodeDecodeError for bytes that are not UTF-8).
+    With `finite`, NaN and Infinity (which Python's json takes by default) are refused too, and so is a number too
+    large to be a finite float (1e400). Malformed JSON raises ValueError (json.JSONDecodeError, or
+    UnicodeDecodeError for bytes that are not UTF-8).
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant if finite else None)
+        value = json.loads(text, parse_constant=_refuse_constant if finite else None,
+                           parse_float=_finite_float if finite else None)
     except RecursionError:
         raise InputError(f"{where}: nested deeper than {max_depth} levels") from None
     except InputError as error:

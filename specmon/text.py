@@ -1,4 +1,4 @@
-"""Outside text made safe to print to a terminal (no Textual here).
+"""Outside text made safe to print to a terminal, and JSON made strict for scripts (no Textual here).
 
 File names, server answers, log lines and process names come from outside: a control character in them
 (ESC, CR, BEL, C1 codes, bidirectional overrides) could rewrite the terminal or hide what is printed.
@@ -7,6 +7,7 @@ File names, server answers, log lines and process names come from outside: a con
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -67,3 +68,23 @@ def did_you_mean(word: str, choices: Iterable[str], *, quote: bool = True) -> st
         return ""
     named = [f"'{printable(c)}'" if quote else printable(c) for c in close]
     return f" (did you mean {' or '.join(named)}?)"
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as strict JSON can hold it: None for a NaN or infinite float and for an int too long for Python
+    to print (over 4,300 digits), string keys, lists for tuples (recursively)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value.bit_length() < 14_000 else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """The one way specmon writes JSON for others to read (every `--json`): strict (null where a number is NaN or
+    infinite, never NaN or Infinity, which other tools refuse), anything else JSON has no type for as its text."""
+    return json.dumps(json_safe(value), allow_nan=False, default=str, **options)

@@ -13,7 +13,7 @@ from specmon.bench.report import accept_bound, describe_progress, symptoms
 from specmon.bench.results import ResultStore, skipped_note
 from specmon.bench.results_text import FORMATTERS, select_runs
 from specmon.bench.run import BenchRun, RunSettings
-from specmon.text import printable
+from specmon.text import printable, strict_json
 from specmon.units import number, number_range
 
 
@@ -143,7 +143,7 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.bench.prompts import PromptError, load_prompts
-    from specmon.serving.client import resolve_api_key, strict_json
+    from specmon.serving.client import resolve_api_key
 
     try:
         api_key = resolve_api_key(args.api_key_file)
@@ -297,10 +297,7 @@ def run_predict(args: argparse.Namespace) -> int:
     if skipped := predicted.skipped_text():
         say(skipped)
     if args.json:
-        import json
-
-        json.dump(predicted.to_json(), sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
+        print(strict_json(predicted.to_json(), indent=2))
         say(predicted.note)
     else:
         print(format_prediction(predicted))

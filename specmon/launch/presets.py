@@ -10,6 +10,7 @@ This module is UI-free (no Textual).
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import sys
@@ -420,6 +421,12 @@ def _require(value: Any, types: tuple[type, ...], keypath: tuple[str, ...], expe
         raise _Invalid(keypath, f"{quoted('.'.join(keypath))} must be {expected}, not {_type_name(value)}")
 
 
+def _require_finite(value: Any, keypath: tuple[str, ...], what: str) -> None:
+    """TOML's nan and inf are no setting: refused, so nothing downstream (a command line, `--json`) meets one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Invalid(keypath, f"{what} must be a finite number, not {value}")
+
+
 def _unknown(table: Mapping[str, Any], allowed: set[str], prefix: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
@@ -490,11 +497,13 @@ def _check_arg(key: str, value: Any) -> None:
                 raise _Invalid(
                     keypath, f"the values of {quoted(key)} must be strings or numbers, not {_type_name(item)}"
                 )
+            _require_finite(item, keypath, f"the values of {quoted(key)}")
         return
     if not isinstance(value, str | int | float | bool):
         raise _Invalid(
             keypath, f"{quoted(key)} must be a string, a number, true/false or an array, not {_type_name(value)}"
         )
+    _require_finite(value, keypath, quoted(key))
     if key == "port" and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
         said = quoted(value) if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else shown(value)
         raise _Invalid(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {said}")
@@ -515,6 +524,7 @@ def _check_bench(bench: Any) -> None:
         keypath = ("bench", key)
         expected = "a string" if types == (str,) else "an integer" if types == (int,) else "a number"
         _require(value, types, keypath, expected)
+        _require_finite(value, keypath, f"'bench.{key}'")
         if minimum is not None and value < minimum:
             raise _Invalid(keypath, f"'bench.{key}' must be at least {minimum}, not {value}")
 

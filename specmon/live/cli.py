@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
+
+from specmon.text import strict_json
 
 
 def run_once(args: argparse.Namespace) -> int:
@@ -41,7 +42,7 @@ def run_once(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     if args.json:
-        print(json.dumps(snapshot.to_json(), indent=2))
+        print(strict_json(snapshot.to_json(), indent=2))
     else:
         print(describe(snapshot))
     failing = snapshot.state == "unreachable" or any(alert.severity == "error" for alert in snapshot.alerts)

@@ -9,7 +9,6 @@ or failure (1). Headless: no Textual.
 from __future__ import annotations
 
 import io
-import json
 import re
 import shutil
 import textwrap
@@ -30,7 +29,7 @@ from specmon.logs.model import (
     WeightsProgressed,
 )
 from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
-from specmon.text import printable
+from specmon.text import printable, strict_json
 from specmon.units import format_seconds
 
 PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model
@@ -390,7 +389,7 @@ def _batch_sizes(sizes: list[int]) -> str:
 
 def print_state(state: StartupState, as_json: bool, out: TextIO, compact: bool = False) -> None:
     if as_json:
-        out.write(json.dumps(state.to_json(), indent=None if compact else 2) + "\n")
+        out.write(strict_json(state.to_json(), indent=None if compact else 2) + "\n")
     else:
         out.write(printable(format_summary(state), newlines=True))
     out.flush()

@@ -7,10 +7,11 @@ is a line, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
+
+from specmon.text import strict_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -21,8 +22,7 @@ class UsageError(Exception):
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
     if getattr(args, "json", False):
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(strict_json(data, indent=2))
     elif text:
         print(text)
     sys.stdout.flush()
@@ -231,7 +231,7 @@ def run_ps(args: argparse.Namespace) -> int:
     for problem in inventory.problems:
         _note(f"ignored state file {problem}")
     if getattr(args, "prometheus_sd", False):
-        print(json.dumps(prometheus_sd(inventory), indent=2))
+        print(strict_json(prometheus_sd(inventory), indent=2))
         return EXIT_OK
     pruned = []
     if getattr(args, "prune", False):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from specmon.text import printable
+from specmon.text import printable, strict_json
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -29,7 +28,7 @@ def run_check_preset(args: argparse.Namespace) -> int:
     if preset is None:
         return EXIT_USAGE
     report = run_preflight(preset, port=getattr(args, "port", None))
-    print(json.dumps(report.to_json(), indent=2) if args.json else printable(report.format_text(), newlines=True))
+    print(strict_json(report.to_json(), indent=2) if args.json else printable(report.format_text(), newlines=True))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
@@ -61,7 +60,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     errors = [p for p in report.problems if p.severity == "error"]
     if args.json:
         outcome = report.outcome
-        print(json.dumps({
+        print(strict_json({
             "ok": not errors, "draft": str(report.path), "sglang": {"version": version, "source": source,
                                                                     "rules": rules.version},
             "architectures": report.architectures, "kind": report.kind, "keys": len(report.names),

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
 from specmon.serving.check import EXIT_FAILED, format_report
 from specmon.serving.check import run_check as check_server
-from specmon.serving.client import resolve_api_key, strict_json
-from specmon.text import printable
+from specmon.serving.client import resolve_api_key
+from specmon.text import printable, strict_json
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -28,7 +27,7 @@ def run_check(args: argparse.Namespace) -> int:
     except OSError as exc:
         message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
         if args.json:
-            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
+            print(strict_json({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
         print(f"specmon check: {printable(message)}", file=sys.stderr)
         return EXIT_FAILED
     asked = None

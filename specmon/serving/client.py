@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import time
 import urllib.request
@@ -638,19 +637,3 @@ def _raise_for_generate(response: Answer) -> None:
     except ValueError:
         detail = response.text[:200]
     raise SGLangError(f"POST /generate: HTTP {response.status_code}: {detail}", response.status_code)
-
-
-def json_safe(value: Any) -> Any:
-    """`value` with every NaN or infinite float replaced by None (recursively), for strict JSON output."""
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def strict_json(value: Any, **options: Any) -> str:
-    """JSON text that other tools can read: null where a number is NaN or infinite, never NaN/Infinity."""
-    return json.dumps(json_safe(value), allow_nan=False, default=str, **options)

@@ -4,12 +4,12 @@ the acceptance it predicts for shorter ones."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from specmon.sweep.plan import SweepError, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
+from specmon.text import strict_json
 from specmon.units import format_seconds, number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -99,8 +99,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     report = runner.run()
     _export(args, report)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2, allow_nan=False, default=str)
-        sys.stdout.write("\n")
+        print(strict_json(report.to_json(), indent=2))
     else:
         print(format_report(report))
     measured = all(row["state"] == "measured" for row in report.rows)
@@ -138,8 +137,7 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
     if predicted is not None and (skipped := predicted.skipped_text()):
         _note(skipped)
     if args.json:
-        json.dump(data, sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
+        print(strict_json(data, indent=2))
         if predicted is not None:
             _note(predicted.note)
     elif predicted is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import subprocess
 import sys
 import time
@@ -371,12 +372,18 @@ APP_CASES = {
         metrics=Answer.text(SGLANG_METRICS.replace(b"sglang:num_running_reqs{", b"sglang:num_running_reqs{x=\"9080022\",")
                             + b'sglang:num_running_reqs{tp_rank="7"} 9080022\n')),
     "HTTP 500 on /metrics": routes_of(metrics=Answer(b"oops", status=500, content_type="text/plain")),
+    "terminal escapes in /server_info and /metrics": routes_of(
+        info=Answer.json(json.loads(SGLANG_INFO) | {"version": "0.5.16\x1b[2J\u202e", "speculative_algorithm":
+                                                    "EAGLE3\x1b]0;pwned\x07\x9b"}),
+        metrics=Answer(b"\x1b[2Joops", status=500)),
 }
 
 
 APP_SAYS = {"gzip, gzip bombs": "once decoded", "Infinity and NaN in /server_info": "not finite",
             "absurd /metrics, dripped /server_info": "absurd",
-            "HTTP 500 on /metrics": "HTTP 500 (Internal Server Error: oops)"}
+            "HTTP 500 on /metrics": "HTTP 500 (Internal Server Error: oops)",
+            "terminal escapes in /server_info and /metrics": "EAGLE3\\x1b]0;pwned\\x07\\x9b"}
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @pytest.mark.parametrize("name", list(APP_CASES))
@@ -391,6 +398,7 @@ def test_the_app_stays_up_and_small_whatever_the_server_sends(tmp_path, name):
     assert peak < 250, peak
     screen = (tmp_path / "shot.svg").read_text().replace("&#160;", " ")
     assert APP_SAYS[name] in screen, screen[-3000:]
+    assert CONTROL.search(screen) is None, "a server's control characters reached the terminal"
 
 
 def test_ps_reads_a_demo_servers_dripping_gpu_feed_within_its_deadline(tmp_path, monkeypatch):

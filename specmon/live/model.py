@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.live.quantiles import Percentiles
+from specmon.text import printable
 
 WINDOWS_S = (60.0, 300.0, 900.0)
 """The latency windows: 1, 5 and 15 minutes."""
@@ -14,11 +15,16 @@ WINDOWS_S = (60.0, 300.0, 900.0)
 @dataclass(frozen=True)
 class Alert:
     """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
-    "kv_full", "restart", "metrics", "server_info", "absurd"), `severity` ("error", "warning", "info") and one line of text."""
+    "kv_full", "restart", "metrics", "server_info", "absurd"), `severity` ("error", "warning", "info") and one line of text
+    (its control characters shown as escapes)."""
 
     kind: str
     severity: str
     text: str
+
+    def __post_init__(self) -> None:
+        # An alert quotes what servers and logs said: shown safe wherever it is shown (the app, --once, the fleet).
+        object.__setattr__(self, "text", printable(self.text))
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "severity": self.severity, "text": self.text}

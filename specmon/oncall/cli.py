@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from specmon.text import strict_json
+from specmon.text import printable, strict_json
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -21,20 +21,22 @@ class UsageError(Exception):
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    """The command's result on stdout: JSON (`strict_json`), or text with its control characters shown as escapes
+    (state files, presets, logs and servers fill it)."""
     if getattr(args, "json", False):
         print(strict_json(data, indent=2))
     elif text:
-        print(text)
+        print(printable(text, newlines=True))
     sys.stdout.flush()
 
 
 def _note(message: str) -> None:
-    print(f"specmon: {message}", file=sys.stderr)
+    print(f"specmon: {printable(message, newlines=True)}", file=sys.stderr)
 
 
 def _progress_line(line: str) -> None:
     """A starting server's phase or capture progress, on stderr (stdout keeps the result, JSON or text)."""
-    print(f"    {line}", file=sys.stderr, flush=True)
+    print(f"    {printable(line)}", file=sys.stderr, flush=True)
 
 
 def confirm(question: str, assume_yes: bool) -> bool:
@@ -117,7 +119,7 @@ def run_start(args: argparse.Namespace) -> int:
         _emit(args, data, text)
         return EXIT_OK
     if not args.json:
-        print(text, flush=True)
+        print(printable(text, newlines=True), flush=True)
     from specmon.textfile import textfile_dir
 
     exporter = _StartExporter(textfile_dir(args.textfile_dir), record.url)

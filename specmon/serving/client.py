@@ -22,6 +22,7 @@ from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.ports import is_loopback_host
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
+from specmon.text import printable
 
 API_KEY_ENV = "SPECMON_API_KEY"
 MAX_API_KEY_FILE_BYTES = 64 * KIB
@@ -162,7 +163,7 @@ def spec_settings(server_info: Mapping[str, Any]) -> SpecSettings:
     def text(key: str) -> str | None:
         value = server_info.get(key)
         if value is None or isinstance(value, str) and len(value) <= _MAX_TEXT:
-            return value or None
+            return printable(value) if value else None  # shown in the app's header, the Live view, every command
         figures.absurd.append(Absurd(key, value, "not a short string"))
         return None
 

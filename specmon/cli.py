@@ -476,6 +476,14 @@ def _main(argv: Sequence[str] | None) -> int:
         return exits.EXIT_SIGINT
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        from specmon.private_files import PrivatePathRefused
+        from specmon.text import printable
+
+        if not isinstance(exc, PrivatePathRefused):
+            raise
+        print(f"specmon {args.command}: {printable(exc.filename)}: {exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

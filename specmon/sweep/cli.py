@@ -9,19 +9,19 @@ from typing import Any
 
 from specmon.sweep.plan import SweepError, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
-from specmon.text import strict_json
+from specmon.text import printable, strict_json
 from specmon.units import format_seconds, number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _note(message: str) -> None:
-    print(f"specmon sweep: {message}", file=sys.stderr, flush=True)
+    print(f"specmon sweep: {printable(message, newlines=True)}", file=sys.stderr, flush=True)
 
 
 def _startup_line(line: str) -> None:
     """A starting server's phase or capture progress, on stderr (with --json too: stdout keeps the JSON)."""
-    print(f"    {line}", file=sys.stderr, flush=True)
+    print(f"    {printable(line)}", file=sys.stderr, flush=True)
 
 
 def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
@@ -67,6 +67,7 @@ def _export(args: argparse.Namespace, report: SweepReport) -> None:
 def run_sweep(args: argparse.Namespace) -> int:
     """The `sweep` handler: 0 when every preset was measured, 1 when one failed or was skipped, 2 bad usage."""
     from specmon.bench.results import ResultStore
+    from specmon.private_files import PrivatePathRefused
     from specmon.sweep.runner import SweepOptions, SweepRunner
 
     store = _store()
@@ -94,9 +95,19 @@ def run_sweep(args: argparse.Namespace) -> int:
     )
     runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note,
                          on_startup=_startup_line)
+    try:
+        store.save(plan)  # before it is announced as resumable, and before any server is touched
+    except OSError as exc:
+        _note(f"cannot keep the sweep's state in {store.directory}: {exc.strerror or exc}")
+        return EXIT_USAGE
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
-    report = runner.run()
+    try:
+        report = runner.run()
+    except OSError as exc:  # its state could not be saved after a step: stopped there, servers as they are
+        _note(f"stopped: the sweep's state could not be saved in {store.directory}: {exc.strerror or exc}; "
+              f"the server is left as it is (resume: --resume {plan.run_id})")
+        return EXIT_USAGE if isinstance(exc, PrivatePathRefused) else EXIT_FAILED
     _export(args, report)
     if args.json:
         print(strict_json(report.to_json(), indent=2))

@@ -476,13 +476,17 @@ def _main(argv: Sequence[str] | None) -> int:
         return exits.EXIT_SIGINT
     except BrokenPipeError:
         return 0
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # outside input refused where no handler said it: one line, exit 2
+        from specmon.inputs import InputError
         from specmon.private_files import PrivatePathRefused
         from specmon.text import printable
 
-        if not isinstance(exc, PrivatePathRefused):
+        if isinstance(exc, PrivatePathRefused):
+            print(f"specmon {args.command}: {printable(exc.filename)}: {exc.strerror}", file=sys.stderr)
+        elif isinstance(exc, InputError):
+            print(f"specmon {args.command}: {printable(exc)}", file=sys.stderr)
+        else:
             raise
-        print(f"specmon {args.command}: {printable(exc.filename)}: {exc.strerror}", file=sys.stderr)
         return 2
 
 

@@ -19,6 +19,8 @@ from tests.support.hostile_files import DRAFT_CONFIG, make_draft
 from tests.support.hostile_http import SGLANG_INFO, SGLANG_METRICS, Answer, HostileServer, routes_of
 
 ROOT = Path(__file__).resolve().parents[1]
+NEVER = "/nonexistent/specmon-test-never"
+"""The launcher of the presets a command here could launch had it taken a hostile value: nothing starts."""
 ESC = "\x1b[2J\x1b]0;pwned\x07\u202e\x9b"
 """Clears the screen, retitles the terminal, rings the bell, reverses the text after it, a C1 CSI."""
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -67,9 +69,9 @@ def _state(state: Path) -> None:
     (servers / "e5c000.json").write_text(json.dumps(record | {
         "id": "e5c000", "started_at": 1.0, "gpu_baseline_mib": {}, "preset": "p" + ESC, "argv": ["sleep" + ESC],
         "url": "http://127.0.0.1:9/" + ESC, "log": "/tmp/" + ESC + ".log", "gpu_url": ESC}))
-    plan = {"run_id": "20260101-000000-nan0", "steps": [
-        {"preset": "demo-baseline", "baseline": True, "draft_tokens": None, "startup_s": float("nan")},
-        {"preset": "demo-eagle3-10", "baseline": False, "draft_tokens": 11, "measure_s": float("inf")}],
+    plan = {"run_id": "20260101-000000-nan0", "steps": [  # presets that cannot launch, whatever goes wrong
+        {"preset": "never-base", "baseline": True, "draft_tokens": None, "startup_s": float("nan")},
+        {"preset": "never-spec", "baseline": False, "draft_tokens": 11, "measure_s": float("inf")}],
         "created_at": float("nan"), "runner_pid": 99999, "runner_started": float("-inf")}
     (sweeps / "20260101-000000-nan0.json").write_text(json.dumps(plan))
     escaped = {"run_id": "20260101-000001-esc0", "steps": [
@@ -99,6 +101,9 @@ def world(tmp_path_factory):
     (presets / "inf-list.toml").write_text('name = "inf-list"\n[server.args]\ncuda-graph-bs = [1, -inf]\n')
     (presets / "evil.toml").write_text('name = "evil"\nextends = "demo-eagle3-10"\n'
                                        f'description = {json.dumps(ESC)}\n[server.env]\nX = {json.dumps(ESC)}\n')
+    for name, spec in (("never-base", ""), ("never-spec", 'speculative-algorithm = "NGRAM"\n')):
+        (presets / f"{name}.toml").write_text(f'name = "{name}"\n[server]\nlauncher = ["{NEVER}"]\n'
+                                              f'[server.args]\nmodel-path = "m"\nport = 9\n{spec}')
     (presets / "typo.toml").write_text(f'name = "typo"\nextends = {json.dumps("nowhere" + ESC)}\n')
     (presets / f"{ESC}.toml").write_text(f'bogus{json.dumps(ESC)} = 1\n')
     _state(root / "state")
@@ -143,7 +148,7 @@ COMMANDS = {
     "start": (["start", "nan-args", "--presets", "{presets}"], "must be a finite number"),
     "stop": (["stop", "abc123"], "abc123"),
     "switch": (["switch", "inf-list", "--presets", "{presets}"], "must be a finite number, not -inf"),
-    "sweep --resume, NaN": (["sweep", "--resume", "20260101-000000-nan0"], "not finite"),
+    "sweep --resume, NaN": (["sweep", "--resume", "20260101-000000-nan0", "--presets", "{presets}"], "not finite"),
     "sweep --resume, escapes": (["sweep", "--resume", "20260101-000001-esc0", "--presets", "{presets}",
                                  "--leave", "none"], None),
     "fleet --once": (["fleet", "--prometheus", "{prometheus}", "--once"], "NaN"),

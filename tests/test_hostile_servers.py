@@ -550,3 +550,76 @@ def test_no_metrics_or_none_of_sglangs_series_is_said_not_shown_as_idle(tmp_path
         snapshot = json.loads(done.stdout)
         assert snapshot["state"] == "waiting", (name, snapshot)
         assert [a["severity"] for a in snapshot["alerts"] if says in a["text"]] == [severity], (name, snapshot)
+
+
+# ----- a header value from a file or the environment that cannot be sent: refused in one line, nothing sent
+
+BAD_KEYS = {"non-ASCII": "sk-SECRET-caf\u00e9", "beyond Latin-1": "sk-SECRET-\u0100\u4e2d",
+            "a newline": "sk-SECRET\nX-Evil: 1", "a control character": "sk-SECRET\x1b[2J", "DEL": "sk-SECRET\x7f"}
+KEYED = {
+    "check --url": ["check", "--url", "{url}"],
+    "monitor --once": ["monitor", "--once", "--url", "{url}", "--window", "1"],
+    "monitor (the app)": ["monitor", "--url", "{url}", "--headless", "--duration", "2"],
+    "bench": ["bench", "--url", "{url}", "--requests", "1", "--warmup", "0", "--deadline", "10"],
+    "sweep": ["sweep", "never-base", "never-spec", "--requests", "1", "--presets", "{presets}"],
+    "switch": ["switch", "never-spec", "--from", "nothing-running", "--presets", "{presets}"],
+}
+NEVER_PRESETS = {"never-base": "", "never-spec": 'speculative-algorithm = "NGRAM"\n'}
+"""Presets a sweep or switch here may name: their launcher does not exist, so nothing starts whatever goes wrong."""
+
+
+KEY_SOURCES = [(command, "env") for command in KEYED] + [("check --url", "file"), ("bench", "file")]
+
+
+@pytest.mark.parametrize("bad", list(BAD_KEYS))
+@pytest.mark.parametrize(("command", "source"), KEY_SOURCES)
+def test_an_api_key_that_cannot_go_in_a_header_is_refused_in_one_line(tmp_path, command, source, bad):
+    key = BAD_KEYS[bad]
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    for name, spec in NEVER_PRESETS.items():
+        (presets / f"{name}.toml").write_text(f'name = "{name}"\n[server]\nlauncher = ["/nonexistent/never"]\n'
+                                              f'[server.args]\nmodel-path = "m"\nport = 9\n{spec}')
+    argv = [part.replace("{presets}", str(presets)) for part in KEYED[command]]
+    env = {"SPECMON_STATE_DIR": str(tmp_path / "state"), "XDG_STATE_HOME": str(tmp_path / "xdg"),
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if source == "file":
+        (tmp_path / "key").write_text(key + "\n")
+        argv += ["--api-key-file", str(tmp_path / "key")]
+        where = f"the API key file {tmp_path / 'key'}"
+    else:
+        env["SPECMON_API_KEY"] = key
+        where = "$SPECMON_API_KEY"
+    with HostileServer(routes_of()) as server:
+        done = subprocess.run([sys.executable, "-m", "specmon", *(a.replace("{url}", server.url) for a in argv)],
+                              capture_output=True, text=True, timeout=60, env=env)
+        asked = server.paths()
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and done.stdout == "", done.stdout
+    assert done.stderr.count("\n") == 1 and where in done.stderr and "printable ASCII only" in done.stderr
+    assert "SECRET" not in done.stderr  # the key itself is never printed
+    assert asked == [], asked  # nothing was sent without it, or with it cut
+
+
+def test_a_bearer_token_file_that_cannot_go_in_a_header_is_refused(tmp_path, capsys):
+    from specmon.cli import main
+
+    with HostileServer({}) as prometheus:
+        for bad, token in BAD_KEYS.items():
+            (tmp_path / "token").write_text(token)
+            assert main(["fleet", "--prometheus", prometheus.url, "--bearer-token-file", str(tmp_path / "token"),
+                         "--once"]) == 2, bad
+            err = capsys.readouterr().err
+            assert "printable ASCII only" in err and str(tmp_path / "token") in err, err
+        assert prometheus.paths() == []
+
+
+def test_the_one_header_builder_takes_printable_ascii_only():
+    from specmon.bounded_http import HeaderRefused, auth_headers
+
+    assert auth_headers(None) == {} and auth_headers("") == {}
+    assert auth_headers("sk-abc_DEF.123~+/=") == {"Authorization": "Bearer sk-abc_DEF.123~+/="}
+    for bad in BAD_KEYS.values():
+        with pytest.raises(HeaderRefused, match="the API key holds") as refused:
+            auth_headers(bad)
+        assert bad not in str(refused.value)

@@ -429,8 +429,10 @@ def run_switch(args: argparse.Namespace) -> int:
     """`specmon switch PRESET`: replace the running server, then compare a sanity benchmark with the last."""
     from specmon.oncall.discovery import find_servers
     from specmon.oncall.switch import switch
+    from specmon.serving.client import resolve_api_key
 
     preset = _load_preset(args, args.preset)
+    resolve_api_key(None)  # the sanity run's key: one that cannot be sent is refused before a server is touched
     inventory = find_servers(with_gpus=False)
     server = pick_server(inventory, args.server, "switch") if (args.server or inventory.alive()) else None
     if server is not None:

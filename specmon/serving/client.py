@@ -17,7 +17,16 @@ from typing import Any, Literal
 
 import httpx
 
-from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, DirectGets, decoded_pieces, fetch
+from specmon.bounded_http import (
+    Answer,
+    AnswerRefused,
+    AnswerTooSlow,
+    DirectGets,
+    auth_headers,
+    decoded_pieces,
+    fetch,
+    header_value,
+)
 from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.ports import is_loopback_host
@@ -288,8 +297,8 @@ def is_loopback(base_url: str) -> bool:
 
 def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
     """An httpx client of one server: the API key as a Bearer header, no proxy for loopback URLs."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return httpx.AsyncClient(base_url=base_url, headers=headers, trust_env=not is_loopback(base_url), **options)
+    return httpx.AsyncClient(base_url=base_url, headers=auth_headers(api_key), trust_env=not is_loopback(base_url),
+                             **options)
 
 
 def direct_http(base_url: str) -> bool:
@@ -308,7 +317,7 @@ def direct_http(base_url: str) -> bool:
 def reading_client(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> httpx.AsyncClient | DirectGets:
     """What polls one server's GETs (`bounded_http.fetch`): `DirectGets` where `direct_http` allows, else httpx."""
     if direct_http(base_url):
-        return DirectGets(base_url, {"Authorization": f"Bearer {api_key}"} if api_key else None, timeout)
+        return DirectGets(base_url, auth_headers(api_key), timeout)
     return http_client(base_url, api_key, timeout=timeout)
 
 
@@ -330,7 +339,8 @@ def generate_payload(
 def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
     """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
 
-    Raises OSError when the file cannot be read (the message names the file, never its content).
+    Raises OSError when the file cannot be read (the message names the file, never its content), and
+    HeaderRefused (an InputError) when the key cannot go in a request's header (`bounded_http.header_value`).
     """
     if api_key_file:
         try:
@@ -339,8 +349,8 @@ def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str |
             raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
         except UnicodeDecodeError:
             raise OSError(errno.EINVAL, "not UTF-8 text") from None
-        return key or None
-    return os.environ.get(API_KEY_ENV, "").strip() or None
+        return header_value(key, f"the API key file {api_key_file}") or None
+    return header_value(os.environ.get(API_KEY_ENV, "").strip(), f"${API_KEY_ENV}") or None
 
 
 @dataclass

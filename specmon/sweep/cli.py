@@ -68,8 +68,10 @@ def run_sweep(args: argparse.Namespace) -> int:
     """The `sweep` handler: 0 when every preset was measured, 1 when one failed or was skipped, 2 bad usage."""
     from specmon.bench.results import ResultStore
     from specmon.private_files import PrivatePathRefused
+    from specmon.serving.client import resolve_api_key
     from specmon.sweep.runner import SweepOptions, SweepRunner
 
+    resolve_api_key(None)  # the benchmarks' key: one that cannot be sent is refused before a server is touched
     store = _store()
     try:
         if args.resume is not None:

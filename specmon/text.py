@@ -58,12 +58,17 @@ MAX_SUGGESTION_CHOICES = 5_000
 """More choices than this are not searched for a suggestion (difflib compares the word with each)."""
 
 
-def did_you_mean(word: str, choices: Iterable[str], *, quote: bool = True) -> str:
-    """`` (did you mean 'bench'?)`` when one or more of ``choices`` is close to ``word`` (difflib), else ""."""
+def close_to(word: str, choices: Iterable[str]) -> list[str]:
+    """Up to three of ``choices`` close to ``word`` (difflib), the closest first: what a typo meant."""
     options = [choice for choice in choices if choice != word]
     if not word or len(word) > QUOTED_CHARS or len(options) > MAX_SUGGESTION_CHOICES:
-        return ""
-    close = difflib.get_close_matches(word, options, n=3, cutoff=0.6)
+        return []
+    return difflib.get_close_matches(word, options, n=3, cutoff=0.6)
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, quote: bool = True) -> str:
+    """`` (did you mean 'bench'?)`` when one or more of ``choices`` is close to ``word``, else ""."""
+    close = close_to(word, choices)
     if not close:
         return ""
     named = [f"'{printable(c)}'" if quote else printable(c) for c in close]

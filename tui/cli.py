@@ -77,7 +77,7 @@ def _named_preset(preset_set, name: str):
     """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
     preset = preset_set.get(name)
     if preset is None:
-        print(f"specmon: no preset named {printable(name)!r} (see `specmon presets`)", file=sys.stderr)
+        print(f"specmon: {preset_set.missing(name)}", file=sys.stderr)
     return preset
 
 

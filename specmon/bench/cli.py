@@ -23,9 +23,10 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     if args.preset:
         from specmon.launch.presets import load_presets
 
-        preset = load_presets(args.presets or ()).get(args.preset)
+        preset_set = load_presets(args.presets or ())
+        preset = preset_set.get(args.preset)
         if preset is None:
-            return base, f"no preset named {args.preset!r} (see `specmon presets`)"
+            return base, preset_set.missing(args.preset)
         base = RunSettings.of(preset.bench)
     overrides = {
         "requests": args.requests,

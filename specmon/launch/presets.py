@@ -261,6 +261,14 @@ class PresetSet:
     def get(self, name: str) -> Preset | None:
         return self.presets.get(name)
 
+    def missing(self, name: str) -> str:
+        """Why ``name`` gives no preset, in one line for every command that takes one: its file's errors when a
+        file defines it but is not usable, else the names closest to it (a typo)."""
+        bad = [str(error) for error in self.errors if error.preset == name]
+        if bad:
+            return f"preset {quoted(name)} is not usable: " + "; ".join(bad)
+        return f"no preset named {quoted(name)}{did_you_mean(name, self.presets)} (see `specmon presets`)"
+
     def demo_presets(self) -> list[Preset]:
         """The presets `specmon demo` may launch (they run the emulator), by name."""
         return sorted((p for p in self.presets.values() if p.demo), key=lambda p: p.name)

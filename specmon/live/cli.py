@@ -19,9 +19,10 @@ def run_once(args: argparse.Namespace) -> int:
     if args.preset:
         from specmon.launch.presets import load_presets
 
-        preset = load_presets(args.presets).get(args.preset)
+        preset_set = load_presets(args.presets)
+        preset = preset_set.get(args.preset)
         if preset is None:
-            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            print(f"specmon: {preset_set.missing(args.preset)}", file=sys.stderr)
             return 2
         asked, preset_name = dict(preset.args), preset.name
     if args.log:

@@ -59,11 +59,7 @@ def _load_preset(args: argparse.Namespace, name: str):
     preset_set = load_presets(getattr(args, "presets", None) or ())
     preset = preset_set.get(name)
     if preset is None:
-        bad = [str(e) for e in preset_set.errors if e.preset == name]
-        if bad:
-            raise UsageError(f"preset {name!r} is not usable: " + "; ".join(bad))
-        known = ", ".join(preset_set.presets) or "none"
-        raise UsageError(f"no preset named {name!r} (known: {known})")
+        raise UsageError(preset_set.missing(name))
     return with_speed(preset, getattr(args, "speed", None))
 
 

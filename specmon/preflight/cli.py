@@ -14,9 +14,10 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 def _preset(name: str, dirs: list[str]):
     from specmon.launch.presets import load_presets
 
-    preset = load_presets(dirs).get(name)
+    preset_set = load_presets(dirs)
+    preset = preset_set.get(name)
     if preset is None:
-        print(f"specmon: no preset named {name!r} (see `specmon presets`)", file=sys.stderr)
+        print(f"specmon: {preset_set.missing(name)}", file=sys.stderr)
     return preset
 
 

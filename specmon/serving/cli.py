@@ -34,9 +34,10 @@ def run_check(args: argparse.Namespace) -> int:
     if args.preset:
         from specmon.launch.presets import host_warning, load_presets
 
-        preset = load_presets(args.presets).get(args.preset)
+        preset_set = load_presets(args.presets)
+        preset = preset_set.get(args.preset)
         if preset is None:
-            print(f"specmon check: no preset named {printable(args.preset)!r} (see `specmon presets`)", file=sys.stderr)
+            print(f"specmon check: {preset_set.missing(args.preset)}", file=sys.stderr)
             return EXIT_FAILED
         if host_warning(preset):
             print(f"specmon check: warning: preset {preset.name}: {host_warning(preset)}", file=sys.stderr)

@@ -33,7 +33,7 @@ def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     for name in names:
         preset = preset_set.get(name)
         if preset is None:
-            raise SweepError(f"no preset named {name!r} (see `specmon presets`)")
+            raise SweepError(preset_set.missing(name))
         found[name] = with_speed(preset, args.speed)
     return found
 

@@ -27,9 +27,34 @@ from urllib.parse import urlsplit
 import httpx
 
 from specmon.h1_connection import H1Connection
-from specmon.inputs import parse_json, size_text
+from specmon.inputs import InputError, parse_json, size_text
 
 T = TypeVar("T")
+
+
+class HeaderRefused(InputError):
+    """A header value from a file or the environment (an API key, a bearer token) that cannot go in a request:
+    the message names where it came from, never the value (a secret)."""
+
+
+def header_value(value: str, source: str) -> str:
+    """`value` as it may go in an HTTP header: printable ASCII only. A non-ASCII character (httpx cannot encode
+    it), a control character or a newline (which would begin another header) is refused: HeaderRefused."""
+    for position, char in enumerate(value, 1):
+        if not " " <= char <= "~":
+            kind = ("a newline" if char in "\r\n" else "a non-ASCII character" if char > "~"
+                    else "a control character")
+            raise HeaderRefused(f"{source} holds {kind} (character {position} of {len(value)}); an HTTP header takes "
+                                "printable ASCII only, so it is not sent")
+    return value
+
+
+def auth_headers(token: str | None, source: str = "the API key") -> dict[str, str]:
+    """The one place a request's secret header is built: `Authorization: Bearer TOKEN` (none without a token),
+    the token checked by `header_value`."""
+    return {"Authorization": f"Bearer {header_value(token, source)}"} if token else {}
+
+
 MAX_LAYERS = 2
 """Content-Encoding layers decoded at most ("gzip, gzip" is already more than any real server sends)."""
 

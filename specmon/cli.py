@@ -8,12 +8,66 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Callable, Sequence
 
 from specmon import exits
 
 Handler = str  # "package.module:function", imported lazily
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors say "did you mean" for a mistyped subcommand, flag or choice (difflib), each said by
+    the parser of the (sub)command it belongs to, with that command's own usage."""
+
+    commands: dict[str, argparse.ArgumentParser] = {}
+    _given: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        super().error(message + self._suggestions(message))
+
+    def unknown_options(self) -> list[str]:
+        """The flags given to this parser that are none of its own (nor a prefix argparse would take)."""
+        known = [o for action in self._actions for o in action.option_strings]
+        unknown = []
+        for word in self._given:
+            if word == "--" or self.commands and not word.startswith("-"):
+                break  # what follows the command (or a mistyped one) is the command's
+            name = word.split("=", 1)[0]
+            if not name.startswith("-") or name == "-" or _NEGATIVE_NUMBER.match(name) or name in known:
+                continue
+            if name.startswith("--") and sum(o.startswith(name) for o in known) == 1:
+                continue  # an abbreviation argparse takes
+            unknown.append(name)
+        return unknown
+
+    def _suggestions(self, message: str) -> str:
+        from specmon.text import did_you_mean
+
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        said = ""
+        if choice:
+            options = [c for a in self._actions if a.choices for c in a.choices if choice.group(1) not in a.choices]
+            said = did_you_mean(choice.group(1), [str(c) for c in options])
+        return said + self._flag_suggestions(message)
+
+    def _flag_suggestions(self, message: str) -> str:
+        from specmon.text import close_to
+
+        flags = [o for action in self._actions for o in action.option_strings]
+        meant = {name: close_to(name, flags) for name in self.unknown_options()}
+        hints = [(f"{name}: " if len(meant) > 1 else "") + f"did you mean {' or '.join(close)}?"
+                 for name, close in meant.items() if close]
+        said = f" ({'; '.join(hints)})" if hints else ""
+        if message.startswith("unrecognized arguments:") or not meant:
+            return said
+        return f"; and {self.prog} has no {', '.join(meant)}{said}"
 
 
 def _add_log_summary(sub: argparse._SubParsersAction) -> None:
@@ -439,13 +493,14 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with one subparser per command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="specmon",
         description="A terminal monitor for live speculative serving (SGLang with EAGLE-3 and friends).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in _COMMANDS:
         add(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 
@@ -476,7 +531,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the subcommand's own parser, with its usage, when they were given to it
+        command = parser.commands.get(getattr(args, "command", None) or "")
+        given = getattr(command, "_given", [])
+        (command if command is not None and all(word in given for word in extras) else parser).error(
+            f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
@@ -491,6 +551,18 @@ def _main(argv: Sequence[str] | None) -> int:
         return exits.EXIT_SIGINT
     except BrokenPipeError:
         return 0
+    except (OSError, ValueError) as exc:  # outside input refused where no handler said it: one line, exit 2
+        from specmon.inputs import InputError
+        from specmon.private_files import PrivatePathRefused
+        from specmon.text import printable
+
+        if isinstance(exc, PrivatePathRefused):
+            print(f"specmon {args.command}: {printable(exc.filename)}: {exc.strerror}", file=sys.stderr)
+        elif isinstance(exc, InputError):
+            print(f"specmon {args.command}: {printable(exc)}", file=sys.stderr)
+        else:
+            raise
+        return 2
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ nested deeper than `MAX_DEPTH` levels is refused with the reason instead of a Re
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -89,14 +90,23 @@ def _refuse_constant(name: str) -> Any:
     raise InputError("a number that is not finite (strict JSON has none)")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: a literal too large for a float reads as infinity
+        raise InputError(f"a number too large to be finite ({text[:20]})")
+    return value
+
+
 def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH, finite: bool = False) -> Any:
     """The JSON value of `text`; InputError when it is nested deeper than `max_depth` (`where` names it).
 
-    With `finite`, NaN and Infinity (which Python's json takes by default) are refused too. Malformed JSON
-    raises ValueError (json.JSONDecodeError, or UnicodeDecodeError for bytes that are not UTF-8).
+    With `finite`, NaN and Infinity (which Python's json takes by default) are refused too, and so is a number too
+    large to be a finite float (1e400). Malformed JSON raises ValueError (json.JSONDecodeError, or
+    UnicodeDecodeError for bytes that are not UTF-8).
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant if finite else None)
+        value = json.loads(text, parse_constant=_refuse_constant if finite else None,
+                           parse_float=_finite_float if finite else None)
     except RecursionError:
         raise InputError(f"{where}: nested deeper than {max_depth} levels") from None
     except InputError as error:
@@ -105,14 +115,17 @@ def parse_json(text: str | bytes, *, where: str, max_depth: int = MAX_DEPTH, fin
     return value
 
 
-_TOML_MULTILINE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
-_TOML_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
+# Each pattern matches from where it starts to where it must end, never failing after a long scan: finditer would
+# scan again from the next character, and a 150,000-character line would cost seconds (quadratic).
+_TOML_MULTILINE = re.compile(r'"""[\s\S]*?(?:"""|\Z)|\'\'\'[\s\S]*?(?:\'\'\'|\Z)')
+_TOML_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?')
 _TOML_COMMENT = re.compile(r"#[^\n]*")
-_TOML_DOTTED = re.compile(r"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+)+")
+_TOML_DOTTED = re.compile(r"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+)*")
 
 
 def _longest_dotted_key(text: str) -> int:
-    """The most parts of a dotted key (`a.b.c`: 3) outside strings and comments (a float has one dot)."""
+    """The most parts of a dotted key (`a.b.c`: 3) outside strings and comments (a float has one dot). Linear in
+    the text's length, whatever it holds."""
     bare = _TOML_COMMENT.sub("", _TOML_STRING.sub("s", _TOML_MULTILINE.sub("s", text)))
     return max((match.group().count(".") + 1 for match in _TOML_DOTTED.finditer(bare)), default=1)
 
@@ -128,6 +141,10 @@ def parse_toml(text: str, *, where: str, max_depth: int = MAX_DEPTH) -> dict[str
         value = tomllib.loads(text)
     except RecursionError:
         raise InputError(f"{where}: nested deeper than {max_depth} levels") from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError:  # tomllib's int() of a number past Python's 4,300 digits
+        raise InputError(f"{where}: a number too long to read (more than 4,300 digits)") from None
     check_depth(value, where=where, max_depth=max_depth)
     return value
 

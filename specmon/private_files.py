@@ -21,19 +21,24 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir("specmon"))
 
 
+class PrivatePathRefused(OSError):
+    """A private directory or file specmon will not write through: a symbolic link (ELOOP). Every command that
+    meets one says it in one line and exits 2 (`specmon.cli`), whoever did not catch it before."""
+
+
+_REFUSED = "is a symbolic link (refused: specmon's files are never written through one)"
+
+
 def _refuse_symlink(path: Path) -> None:
     if path.is_symlink():
-        raise OSError(
-            errno.ELOOP,
-            "is a symbolic link (refused: specmon's files are never written through one)",
-            str(path),
-        )
+        raise PrivatePathRefused(errno.ELOOP, _REFUSED, str(path))
 
 
 def make_private_dir(path: Path) -> Path:
     """Create `path` and any missing parents with mode 0700; an existing directory is left as it is.
 
-    A `path` that is a symbolic link is refused (OSError ELOOP), like a symlinked file in `open_private_file`.
+    A `path` that is a symbolic link is refused (PrivatePathRefused, an OSError ELOOP), like a symlinked file in
+    `open_private_file`.
     """
     _refuse_symlink(path)
     missing = []
@@ -54,11 +59,17 @@ def make_private_dir(path: Path) -> Path:
 
 
 def open_private_file(path: Path, *, append: bool = False, exclusive: bool = False) -> int:
-    """Open `path` for writing (appending, or reset), created with mode 0600; never through a symlink."""
+    """Open `path` for writing (appending, or reset), created with mode 0600; never through a symlink
+    (PrivatePathRefused)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
     if exclusive:
         flags |= os.O_EXCL
-    fd = os.open(path, flags, 0o600)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise PrivatePathRefused(errno.ELOOP, _REFUSED, str(path)) from None
+        raise
     os.fchmod(fd, 0o600)
     return fd
 

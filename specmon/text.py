@@ -1,4 +1,4 @@
-"""Outside text made safe to print to a terminal (no Textual here).
+"""Outside text made safe to print to a terminal, and JSON made strict for scripts (no Textual here).
 
 File names, server answers, log lines and process names come from outside: a control character in them
 (ESC, CR, BEL, C1 codes, bidirectional overrides) could rewrite the terminal or hide what is printed.
@@ -6,8 +6,11 @@ File names, server answers, log lines and process names come from outside: a con
 
 from __future__ import annotations
 
+import difflib
+import json
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -35,3 +38,58 @@ def shown(value: Any) -> str:
     if abs(value) >= 10**15:  # an int of any size (str() refuses over 4,300 digits)
         return f"{float(value):.3g}" if isinstance(value, float) else f"about 1e{int(math.log10(abs(value)))}"
     return f"{int(value):,}" if isinstance(value, int) or value == int(value) else f"{value:,.4g}"
+
+
+QUOTED_CHARS = 60
+"""Outside text quoted in a message is cut after this many characters: a 150,000-character key is named, not
+printed."""
+
+
+def quoted(text: object, limit: int = QUOTED_CHARS) -> str:
+    """Outside text quoted in a message: printable, in quotes, cut at ``limit`` characters with its length said
+    (``'aaaa…' (150,000 characters)``)."""
+    text = str(text)
+    if len(text) <= limit:
+        return f"'{printable(text)}'"
+    return f"'{printable(text[:limit])}…' ({len(text):,} characters)"
+
+
+MAX_SUGGESTION_CHOICES = 5_000
+"""More choices than this are not searched for a suggestion (difflib compares the word with each)."""
+
+
+def close_to(word: str, choices: Iterable[str]) -> list[str]:
+    """Up to three of ``choices`` close to ``word`` (difflib), the closest first: what a typo meant."""
+    options = [choice for choice in choices if choice != word]
+    if not word or len(word) > QUOTED_CHARS or len(options) > MAX_SUGGESTION_CHOICES:
+        return []
+    return difflib.get_close_matches(word, options, n=3, cutoff=0.6)
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, quote: bool = True) -> str:
+    """`` (did you mean 'bench'?)`` when one or more of ``choices`` is close to ``word``, else ""."""
+    close = close_to(word, choices)
+    if not close:
+        return ""
+    named = [f"'{printable(c)}'" if quote else printable(c) for c in close]
+    return f" (did you mean {' or '.join(named)}?)"
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as strict JSON can hold it: None for a NaN or infinite float and for an int too long for Python
+    to print (over 4,300 digits), string keys, lists for tuples (recursively)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value.bit_length() < 14_000 else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def strict_json(value: Any, **options: Any) -> str:
+    """The one way specmon writes JSON for others to read (every `--json`): strict (null where a number is NaN or
+    infinite, never NaN or Infinity, which other tools refuse), anything else JSON has no type for as its text."""
+    return json.dumps(json_safe(value), allow_nan=False, default=str, **options)

@@ -106,8 +106,14 @@ def test_https_and_proxied_servers_keep_the_httpx_path(monkeypatch):
 
 
 async def test_a_header_value_with_a_line_break_is_refused_not_sent():
-    async with Recording(GOOD) as server, stream_client(server.url, "sk\r\nX-Injected: 1") as client:
-        result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
+    from specmon.bench import h1
+    from specmon.bounded_http import HeaderRefused
+
+    async with Recording(GOOD) as server:
+        with pytest.raises(HeaderRefused, match="holds a newline"):  # the one place headers are built
+            stream_client(server.url, "sk\r\nX-Injected: 1")
+        async with h1.H1Client(server.url, {"Authorization": "Bearer sk\r\nX-Injected: 1"}) as client:
+            result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")  # and the client itself
     assert not result.ok and "LocalProtocolError" in result.error
     assert not server.heads
 

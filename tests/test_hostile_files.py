@@ -326,3 +326,68 @@ def test_an_installed_sglangs_source_is_read_with_the_same_bounds(tmp_path, how,
         _spoil(source, how)
     with pytest.raises(SGLangSourceError, match=source.name):
         (read_installed_rules if reader == "rules" else read_draft_loader)(package)
+
+
+# ----- a private directory of specmon's that is a symbolic link: refused, in one line, never a traceback
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+SYMLINKED = {
+    "sweeps: sweep": ("sweeps", ["sweep", "demo-baseline", "demo-eagle3-5", "--speed", "50", "--no-preflight",
+                                 "--requests", "1"], 2),
+    "sweeps: sweep --predict-only": ("sweeps", ["sweep", "demo-eagle3-5", "--predict-only", "--speed", "50",
+                                                "--no-preflight", "--requests", "1"], 2),
+    "servers: start": ("servers", ["start", "demo-eagle3-5", "--speed", "50", "--no-preflight", "--port", "{port}"], 1),
+    "runs: start": ("runs", ["start", "demo-eagle3-5", "--speed", "50", "--no-preflight", "--port", "{port}"], 1),
+    "demo: demo": ("demo", ["demo", "--headless", "--duration", "1", "--no-preflight"], 1),
+}
+
+
+@pytest.mark.parametrize("name", list(SYMLINKED))
+def test_a_symlinked_state_directory_is_refused_in_one_line(tmp_path, name):
+    import psutil
+
+    folder, argv, code = SYMLINKED[name]
+    state, elsewhere = tmp_path / "state", tmp_path / "elsewhere"
+    state.mkdir(mode=0o700)
+    elsewhere.mkdir()
+    (state / folder).symlink_to(elsewhere)
+    port = str(_free_port())
+    try:
+        done = specmon(tmp_path, *(part.replace("{port}", port) for part in argv))
+    finally:  # had it launched anything despite the refusal, it is stopped here
+        for proc in psutil.process_iter(["cmdline"]):
+            if port in (proc.info["cmdline"] or []) or str(tmp_path) in " ".join(proc.info["cmdline"] or []):
+                proc.kill()
+    said = [line for line in (done.stdout + done.stderr).splitlines() if "is a symbolic link" in line]
+    assert done.returncode == code and len(said) == 1, (done.returncode, done.stdout, done.stderr)
+    assert str(state / folder) in said[0] and "PEAK_RSS" not in said[0]
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    assert "resume" not in done.stderr  # no sweep announced that was never saved
+
+
+def test_a_private_file_that_is_a_symbolic_link_is_refused_by_every_command_that_meets_it(tmp_path, capsys,
+                                                                                          monkeypatch):
+    from specmon.cli import main
+    from specmon.private_files import PrivatePathRefused, open_private_file
+
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(PrivatePathRefused):
+        open_private_file(tmp_path / "link")
+
+    def refusing(args):
+        raise PrivatePathRefused(40, "is a symbolic link (refused)", str(tmp_path / "link"))
+
+    monkeypatch.setattr("specmon.oncall.cli.run_ps", refusing)
+    assert main(["ps"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"specmon ps: {tmp_path / 'link'}: is a symbolic link (refused)\n", err

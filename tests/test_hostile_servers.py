@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import subprocess
 import sys
 import time
@@ -370,11 +371,19 @@ APP_CASES = {
         info=Answer(SGLANG_INFO, drip_s=0.05),
         metrics=Answer.text(SGLANG_METRICS.replace(b"sglang:num_running_reqs{", b"sglang:num_running_reqs{x=\"9080022\",")
                             + b'sglang:num_running_reqs{tp_rank="7"} 9080022\n')),
+    "HTTP 500 on /metrics": routes_of(metrics=Answer(b"oops", status=500, content_type="text/plain")),
+    "terminal escapes in /server_info and /metrics": routes_of(
+        info=Answer.json(json.loads(SGLANG_INFO) | {"version": "0.5.16\x1b[2J\u202e", "speculative_algorithm":
+                                                    "EAGLE3\x1b]0;pwned\x07\x9b"}),
+        metrics=Answer(b"\x1b[2Joops", status=500)),
 }
 
 
 APP_SAYS = {"gzip, gzip bombs": "once decoded", "Infinity and NaN in /server_info": "not finite",
-            "absurd /metrics, dripped /server_info": "absurd"}
+            "absurd /metrics, dripped /server_info": "absurd",
+            "HTTP 500 on /metrics": "HTTP 500 (Internal Server Error: oops)",
+            "terminal escapes in /server_info and /metrics": "EAGLE3\\x1b]0;pwned\\x07\\x9b"}
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @pytest.mark.parametrize("name", list(APP_CASES))
@@ -389,6 +398,7 @@ def test_the_app_stays_up_and_small_whatever_the_server_sends(tmp_path, name):
     assert peak < 250, peak
     screen = (tmp_path / "shot.svg").read_text().replace("&#160;", " ")
     assert APP_SAYS[name] in screen, screen[-3000:]
+    assert CONTROL.search(screen) is None, "a server's control characters reached the terminal"
 
 
 def test_ps_reads_a_demo_servers_dripping_gpu_feed_within_its_deadline(tmp_path, monkeypatch):
@@ -467,3 +477,149 @@ async def test_a_blocking_fetcher_works_from_a_thread_that_runs_an_event_loop():
         snapshot = source.read()  # the app's thread runs Textual's loop: the read goes to a worker thread
         source.close()
     assert snapshot.available and snapshot.gpus[0].memory_used_mib == 1000.0
+
+
+# ----- a /metrics answer that is no success, or no Prometheus text, is said: a state and an alert
+
+UNREADABLE_METRICS = {
+    "HTTP 500": (Answer(b"Internal Server Error", status=500, content_type="text/plain"),
+                 "GET /metrics: HTTP 500 (Internal Server Error)"),
+    "HTTP 503, a JSON body": (Answer.json({"detail": "scheduler \x1b[2Jdown"}, status=503),
+                              'HTTP 503 (Service Unavailable: {"detail": "scheduler \\u001b[2Jdown"})'),
+    "HTTP 401": (Answer(b"", status=401), "GET /metrics: HTTP 401 (Unauthorized)"),
+    "HTTP 302": (Answer(b"", status=302, headers=(("Location", "/login"),)), "GET /metrics: HTTP 302 (Found)"),
+    "HTTP 599": (Answer(b"\x1b]0;pwned\x07", status=599), "GET /metrics: HTTP 599 (\\x1b]0;pwned\\x07)"),
+    "an HTML page": (Answer(b"<html><body>login</body></html>", content_type="text/html"), "no Prometheus sample"),
+    "binary": (Answer.text(b"\x00\x01\x02 {{{\n"), "no Prometheus sample"),
+    "a gzip bomb": (bomb_answer(BOMB, "gzip", "gzip", content_type="text/plain"), "once decoded"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE_METRICS))
+def test_monitor_once_says_a_metrics_answer_it_cannot_read(name, tmp_path):
+    answer, says = UNREADABLE_METRICS[name]
+    with HostileServer(routes_of(metrics=answer)) as server:
+        as_json, _ = _specmon("monitor", "--once", "--url", server.url, "--window", "1", "--json", tmp_path=tmp_path)
+        as_text, _ = _specmon("monitor", "--once", "--url", server.url, "--window", "1", tmp_path=tmp_path)
+    snapshot = json.loads(as_json.stdout)
+    assert snapshot["state"] == "unreadable", snapshot
+    assert [a["severity"] for a in snapshot["alerts"] if says in a["text"]] == ["error"], snapshot["alerts"]
+    assert as_json.returncode == as_text.returncode == 1
+    assert as_text.stdout.startswith("state unreadable,"), as_text.stdout
+    assert any(line.startswith("! error: ") and says in line for line in as_text.stdout.splitlines()), as_text.stdout
+    assert "\x1b" not in as_text.stdout + as_json.stdout and "\x07" not in as_text.stdout
+
+
+def test_the_live_view_says_each_unreadable_metrics_answer_and_reads_the_good_one_after():
+    server = HostileServer(routes_of()).start()
+    monitor = LiveMonitor()
+    sampler = LiveSampler(server.url, monitor, interval_s=0.05, info_s=60)
+
+    def wait_for(check) -> object:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            snap = monitor.snapshot()
+            if check(snap):
+                return snap
+            time.sleep(0.02)
+        return snap
+
+    try:
+        sampler.start()
+        assert wait_for(lambda s: s.source == "metrics").state in ("idle", "serving")
+        for name, (answer, says) in UNREADABLE_METRICS.items():
+            server.route("/metrics", answer)
+            snap = wait_for(lambda s, says=says: any(says in a.text for a in s.alerts))
+            assert snap.state == "unreadable", (name, snap.state, snap.alerts)
+            assert [a.severity for a in snap.alerts if says in a.text] == ["error"], (name, snap.alerts)
+            server.route("/metrics", Answer.text(SGLANG_METRICS))
+            assert wait_for(lambda s: s.source == "metrics").state in ("idle", "serving"), name
+    finally:
+        sampler.stop()
+        server.stop()
+
+
+def test_no_metrics_or_none_of_sglangs_series_is_said_not_shown_as_idle(tmp_path):
+    cases = {"HTTP 404": (Answer(b'{"detail":"Not Found"}', status=404), "info", "without --enable-metrics"),
+             "empty": (Answer.text(b""), "warning", "none of the sglang:* series specmon reads"),
+             "another program's": (Answer.text(b"# TYPE up gauge\nup 1\n"), "warning", "none of the sglang:*")}
+    for name, (answer, severity, says) in cases.items():
+        with HostileServer(routes_of(metrics=answer)) as server:
+            done, _ = _specmon("monitor", "--once", "--url", server.url, "--window", "1", "--json",
+                               tmp_path=tmp_path)
+        snapshot = json.loads(done.stdout)
+        assert snapshot["state"] == "waiting", (name, snapshot)
+        assert [a["severity"] for a in snapshot["alerts"] if says in a["text"]] == [severity], (name, snapshot)
+
+
+# ----- a header value from a file or the environment that cannot be sent: refused in one line, nothing sent
+
+BAD_KEYS = {"non-ASCII": "sk-SECRET-caf\u00e9", "beyond Latin-1": "sk-SECRET-\u0100\u4e2d",
+            "a newline": "sk-SECRET\nX-Evil: 1", "a control character": "sk-SECRET\x1b[2J", "DEL": "sk-SECRET\x7f"}
+KEYED = {
+    "check --url": ["check", "--url", "{url}"],
+    "monitor --once": ["monitor", "--once", "--url", "{url}", "--window", "1"],
+    "monitor (the app)": ["monitor", "--url", "{url}", "--headless", "--duration", "2"],
+    "bench": ["bench", "--url", "{url}", "--requests", "1", "--warmup", "0", "--deadline", "10"],
+    "sweep": ["sweep", "never-base", "never-spec", "--requests", "1", "--presets", "{presets}"],
+    "switch": ["switch", "never-spec", "--from", "nothing-running", "--presets", "{presets}"],
+}
+NEVER_PRESETS = {"never-base": "", "never-spec": 'speculative-algorithm = "NGRAM"\n'}
+"""Presets a sweep or switch here may name: their launcher does not exist, so nothing starts whatever goes wrong."""
+
+
+KEY_SOURCES = [(command, "env") for command in KEYED] + [("check --url", "file"), ("bench", "file")]
+
+
+@pytest.mark.parametrize("bad", list(BAD_KEYS))
+@pytest.mark.parametrize(("command", "source"), KEY_SOURCES)
+def test_an_api_key_that_cannot_go_in_a_header_is_refused_in_one_line(tmp_path, command, source, bad):
+    key = BAD_KEYS[bad]
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    for name, spec in NEVER_PRESETS.items():
+        (presets / f"{name}.toml").write_text(f'name = "{name}"\n[server]\nlauncher = ["/nonexistent/never"]\n'
+                                              f'[server.args]\nmodel-path = "m"\nport = 9\n{spec}')
+    argv = [part.replace("{presets}", str(presets)) for part in KEYED[command]]
+    env = {"SPECMON_STATE_DIR": str(tmp_path / "state"), "XDG_STATE_HOME": str(tmp_path / "xdg"),
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if source == "file":
+        (tmp_path / "key").write_text(key + "\n")
+        argv += ["--api-key-file", str(tmp_path / "key")]
+        where = f"the API key file {tmp_path / 'key'}"
+    else:
+        env["SPECMON_API_KEY"] = key
+        where = "$SPECMON_API_KEY"
+    with HostileServer(routes_of()) as server:
+        done = subprocess.run([sys.executable, "-m", "specmon", *(a.replace("{url}", server.url) for a in argv)],
+                              capture_output=True, text=True, timeout=60, env=env)
+        asked = server.paths()
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and done.stdout == "", done.stdout
+    assert done.stderr.count("\n") == 1 and where in done.stderr and "printable ASCII only" in done.stderr
+    assert "SECRET" not in done.stderr  # the key itself is never printed
+    assert asked == [], asked  # nothing was sent without it, or with it cut
+
+
+def test_a_bearer_token_file_that_cannot_go_in_a_header_is_refused(tmp_path, capsys):
+    from specmon.cli import main
+
+    with HostileServer({}) as prometheus:
+        for bad, token in BAD_KEYS.items():
+            (tmp_path / "token").write_text(token)
+            assert main(["fleet", "--prometheus", prometheus.url, "--bearer-token-file", str(tmp_path / "token"),
+                         "--once"]) == 2, bad
+            err = capsys.readouterr().err
+            assert "printable ASCII only" in err and str(tmp_path / "token") in err, err
+        assert prometheus.paths() == []
+
+
+def test_the_one_header_builder_takes_printable_ascii_only():
+    from specmon.bounded_http import HeaderRefused, auth_headers
+
+    assert auth_headers(None) == {} and auth_headers("") == {}
+    assert auth_headers("sk-abc_DEF.123~+/=") == {"Authorization": "Bearer sk-abc_DEF.123~+/="}
+    for bad in BAD_KEYS.values():
+        with pytest.raises(HeaderRefused, match="the API key holds") as refused:
+            auth_headers(bad)
+        assert bad not in str(refused.value)

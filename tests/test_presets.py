@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -217,6 +218,37 @@ def test_missing_parent_and_cycles_are_errors_that_hide_nothing(tmp_path):
     assert str(by_file["orphan.toml"]) == f"{tmp_path / 'orphan.toml'}:3: {by_file['orphan.toml'].message}"
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", ["root first", "deepest first", "a cycle", "a same-name chain"])
+def test_an_extends_chain_of_any_length_is_bounded_and_each_preset_past_it_is_one_error(tmp_path, shape):
+    from specmon.launch.presets import MAX_EXTENDS_DEPTH
+
+    count = 2_000
+    names = [f"p{i:04d}" if shape != "deepest first" else f"p{count - i:04d}" for i in range(count)]
+    if shape == "a same-name chain":  # one preset, overridden in each of 2,000 --presets directories
+        dirs = [write(tmp_path / f"d{i:04d}", "same.toml", 'extends = "same"\n' if i else 'description = "x"\n')
+                .parent for i in range(count)]
+    else:
+        for i, name in enumerate(names):
+            parent = names[i - 1] if i else (names[-1] if shape == "a cycle" else None)
+            write(tmp_path, f"{name}.toml", f'name = "{name}"\n' + (f'extends = "{parent}"\n' if parent else ""))
+        dirs = [tmp_path]
+    started = time.monotonic()
+    loaded = load_only(*dirs)
+    assert time.monotonic() - started < 20
+    ours = set(loaded.presets) - BUILTIN_NAMES - DEMO_NAMES
+    if shape == "a cycle":
+        assert not ours and len(loaded.errors) == count
+    elif shape == "a same-name chain":
+        assert ours == {"same"} and loaded.presets["same"].source.parent == dirs[MAX_EXTENDS_DEPTH - 1]
+    else:
+        assert ours == set(names[:MAX_EXTENDS_DEPTH])
+        assert sorted(e.preset for e in loaded.errors) == sorted(names[MAX_EXTENDS_DEPTH:])
+    for error in loaded.errors:
+        assert "\n" not in str(error) and len(error.message) < 200, error
+    assert any(f"more than {MAX_EXTENDS_DEPTH} presets" in e.message for e in loaded.errors)
+
+
 # --------------------------------------------------------------------------------------------- precedence
 
 
@@ -291,6 +323,42 @@ BAD_FILES = [
     ('bench = {requests = -2}\n', 1, "at least 1"),
     ('server.args.x = {}\n', 1, "not a table"),
 ]
+
+
+LONG = 150_000
+LONG_LINES = {
+    "a bare key": "a" * LONG + " = 1",
+    "a quoted key": '"' + "a" * LONG + '" = 1',
+    "a table header": "[" + "a" * LONG + "]",
+    "a string": 'description = "' + "a" * LONG + '"',
+    "escaped quotes, unterminated": 'x = "' + '\\"' * (LONG // 2),
+    "quotes": '"' * LONG,
+    "triple quotes, unterminated": 'x = """' + "a" * LONG,
+    "spaces, then a word": "a" + " " * LONG + "b = 1",
+    "dots": "." * LONG,
+    "brackets": "[" * LONG,
+    "a comment": "# " + "a" * LONG,
+    "a long number": "x = " + "1" * LONG,
+    "an array": "x = [" + "1," * (LONG // 2) + "]",
+    "a long flag": "[server.args]\n" + "a" * LONG + "_b = 1",
+    "a long env name": "[server.env]\n" + '"' + "a b" * (LONG // 3) + '" = "1"',
+    "a long port": '[server.args]\nport = "' + "9" * LONG + '"',
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", list(LONG_LINES))
+def test_a_bad_preset_with_a_150k_character_line_is_said_fast_and_short(tmp_path, shape):
+    write(tmp_path, "good.toml", 'description = "good"\n')
+    for error in ("bogus = 1", "[bench]\nrequests = 0", "[server.args]\nport = 'x'"):
+        write(tmp_path, "bad.toml", f'name = "bad"\n{LONG_LINES[shape]}\n{error}\n')
+        started = time.monotonic()
+        loaded = load_only(tmp_path)
+        took = time.monotonic() - started
+        assert took < 5, (error, took)  # was 20 s and more: quadratic scans of the long line
+        assert "good" in loaded.presets and [e.path.name for e in loaded.errors] == ["bad.toml"], loaded.errors
+        message = loaded.errors[0].message
+        assert len(message) < 300 and "\n" not in message, message[:400]
 
 
 @pytest.mark.parametrize(("text", "line", "message"), BAD_FILES)

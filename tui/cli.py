@@ -77,7 +77,7 @@ def _named_preset(preset_set, name: str):
     """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
     preset = preset_set.get(name)
     if preset is None:
-        print(f"specmon: no preset named {printable(name)!r} (see `specmon presets`)", file=sys.stderr)
+        print(f"specmon: {preset_set.missing(name)}", file=sys.stderr)
     return preset
 
 
@@ -98,13 +98,14 @@ def _interrupt_exits_130(handler):
 @_interrupt_exits_130
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
+    from specmon.bounded_http import HeaderRefused
     from specmon.gpu.nvml import NvmlSource
-    from specmon.serving.client import ApiKeyError, normalize_base_url, resolve_api_key
+    from specmon.serving.client import normalize_base_url, resolve_api_key
     from specmon.tui.config import AppConfig
 
     try:
         api_key = resolve_api_key(None)
-    except ApiKeyError as exc:
+    except HeaderRefused as exc:
         print(f"specmon: {printable(str(exc))}", file=sys.stderr)
         return 2
     found = None

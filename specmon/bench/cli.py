@@ -13,7 +13,7 @@ from specmon.bench.report import accept_bound, describe_progress, symptoms
 from specmon.bench.results import ResultStore, skipped_note
 from specmon.bench.results_text import FORMATTERS, select_runs
 from specmon.bench.run import BenchRun, RunSettings
-from specmon.text import printable
+from specmon.text import printable, strict_json
 from specmon.units import number, number_range
 
 
@@ -23,9 +23,10 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     if args.preset:
         from specmon.launch.presets import load_presets
 
-        preset = load_presets(args.presets or ()).get(args.preset)
+        preset_set = load_presets(args.presets or ())
+        preset = preset_set.get(args.preset)
         if preset is None:
-            return base, f"no preset named {args.preset!r} (see `specmon presets`)"
+            return base, preset_set.missing(args.preset)
         base = RunSettings.of(preset.bench)
     overrides = {
         "requests": args.requests,
@@ -154,7 +155,9 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.bench.prompts import PromptError, load_prompts
-    from specmon.serving.client import ApiKeyError, resolve_api_key, strict_json
+    from specmon.bounded_http import HeaderRefused
+    from specmon.serving.client import resolve_api_key
+    from specmon.text import strict_json
 
     try:
         api_key = resolve_api_key(args.api_key_file)
@@ -162,7 +165,7 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"specmon bench: cannot read the API key file {printable(args.api_key_file)}: {exc.strerror or exc}",
               file=sys.stderr)
         return 2
-    except ApiKeyError as exc:
+    except HeaderRefused as exc:
         print(f"specmon bench: {printable(str(exc))}", file=sys.stderr)
         return 2
     settings, error = _settings(args)
@@ -312,10 +315,7 @@ def run_predict(args: argparse.Namespace) -> int:
     if skipped := predicted.skipped_text():
         say(skipped)
     if args.json:
-        import json
-
-        json.dump(predicted.to_json(), sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
+        print(strict_json(predicted.to_json(), indent=2))
         say(predicted.note)
     else:
         print(format_prediction(predicted))

@@ -9,7 +9,7 @@ from typing import Any
 from specmon.bench.compare import Comparison, baselines_text, compare_all
 from specmon.bench.model import BenchResult
 from specmon.bench.report import FIGURE_COLUMNS, run_figures, run_flags, symptoms
-from specmon.serving.client import strict_json
+from specmon.text import strict_json
 from specmon.units import number, number_range
 
 TABLE_HEADERS = ("run", "started", "preset", "url", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms",

@@ -23,7 +23,7 @@ from specmon.bench import h1
 from specmon.bench.model import RequestResult
 from specmon.bench.predict import clean_histogram
 from specmon.bench.stats import is_degenerate
-from specmon.bounded_http import AnswerRefused, decoded_pieces
+from specmon.bounded_http import AnswerRefused, auth_headers, decoded_pieces
 
 MAX_ERROR_CHARS = 300
 # A count this far past max_new_tokens is the server's error, not a verify step's overshoot.
@@ -253,8 +253,7 @@ def stream_client(
     from specmon.serving.client import direct_http, http_client
 
     if direct_http(base_url):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        return h1.H1Client(base_url, headers, connect_timeout=connect_timeout)
+        return h1.H1Client(base_url, auth_headers(api_key), connect_timeout=connect_timeout)
     limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
     return http_client(base_url, api_key, limits=limits, timeout=httpx.Timeout(timeout, connect=connect_timeout))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import sys
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromAuth, PromClient, PromError
 from specmon.fleet.promql import FleetQueries, valid_label_name, valid_selector
+from specmon.text import strict_json
 
 EXIT_OK, EXIT_ALERTING, EXIT_PROMETHEUS = 0, 1, 2
 
@@ -84,7 +84,7 @@ def run_fleet(args: argparse.Namespace) -> int:
     for note in (*snapshot.notes, *([snapshot.gpu_note] if snapshot.gpu_note else [])):
         print(f"specmon fleet: {note}", file=sys.stderr)
     if args.json:
-        print(json.dumps(snapshot.to_json(), indent=2))
+        print(strict_json(snapshot.to_json(), indent=2))
     else:
         from specmon.fleet.text import snapshot_lines
 

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 import httpx
 import yaml
 
+from specmon.bounded_http import HeaderRefused, auth_headers
+
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """An answer longer than this is refused: bounded memory whatever a proxy in front of Prometheus sends."""
 MAX_SECRET_BYTES = 16 * 1024
@@ -50,9 +52,12 @@ class PromAuth:
             raise PromError("bad_answer", "give a bearer-token file or a basic-auth file, not both")
         if self.bearer_token_file:
             token = _read_secret(self.bearer_token_file, "bearer-token file").strip()
-            if not token or any(c in token for c in "\r\n"):
+            if not token:
                 raise PromError("unauthorized", f"the bearer-token file {self.bearer_token_file} holds no token")
-            return {"Authorization": f"Bearer {token}"}, None
+            try:
+                return auth_headers(token, f"the bearer-token file {self.bearer_token_file}"), None
+            except HeaderRefused as exc:
+                raise PromError("unauthorized", str(exc)) from None
         if self.basic_auth_file:
             line = _read_secret(self.basic_auth_file, "basic-auth file").splitlines()
             user, sep, password = (line[0] if line else "").partition(":")

@@ -8,7 +8,6 @@ Without NVML it prints `available: false` with the reason and exits 0. Never imp
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TextIO
@@ -17,7 +16,7 @@ from specmon import units
 from specmon.gpu import describe
 from specmon.gpu.model import GpuSnapshot
 from specmon.gpu.nvml import NvmlSource
-from specmon.text import printable
+from specmon.text import printable, strict_json
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # with --watch on a terminal, each table replaces the last, like watch(1)
 
@@ -70,7 +69,7 @@ def render_table(snapshot: GpuSnapshot) -> str:
 def print_snapshot(snapshot: GpuSnapshot, as_json: bool, out: TextIO, one_line: bool = False) -> None:
     """Print a reading: the table, indented JSON, or (`one_line`, for --watch) one JSON object per line."""
     if as_json:
-        out.write(json.dumps(snapshot.to_json(), indent=None if one_line else 2) + "\n")
+        out.write(strict_json(snapshot.to_json(), indent=None if one_line else 2) + "\n")
     else:
         out.write(printable(render_table(snapshot), newlines=True))
     out.flush()

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TextIO
 
 from specmon.launch.presets import Preset, PresetSet, load_presets, preset_warnings
-from specmon.text import printable
+from specmon.text import printable, strict_json
 
 
 def run_presets(args: argparse.Namespace) -> int:
     """Print the presets (text or `--json`); exit 1 when any preset file is bad."""
     preset_set = load_presets(getattr(args, "presets", None) or ())
     if getattr(args, "json", False):
-        json.dump(to_json(preset_set), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(strict_json(to_json(preset_set), indent=2))
     else:
         print_presets(preset_set, sys.stdout)
         print_errors(preset_set, sys.stderr)

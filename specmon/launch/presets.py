@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from specmon.inputs import KIB, InputError, parse_toml, read_text
+from specmon.launch.schema import BENCH_KEYS, InvalidKey, check_schema, key_line
 from specmon.ports import is_loopback_host
 from specmon.presets import BUILTIN_DIR
-from specmon.redact import is_secret_assignment, is_secret_env_name, is_secret_flag, is_secret_name
+from specmon.redact import is_secret_env_name
 from specmon.sglang.bounds import tree_candidates
+from specmon.text import did_you_mean, quoted
 
 ArgValue = str | int | float | bool | list[str | int | float]
 
@@ -36,13 +38,6 @@ MAX_PRESET_BYTES = 256 * KIB
 ORIGIN_BUILTIN = "built-in"
 ORIGIN_USER = "user"
 ORIGIN_EXTRA = "--presets"
-
-_TOP_KEYS = {"name", "description", "extends", "demo", "server", "bench"}
-_SERVER_KEYS = {"launcher", "args", "env"}
-_ARG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Flags whose value is a secret: on a command line it is visible to every user through `ps`.
 
 
 @dataclass(frozen=True)
@@ -58,18 +53,7 @@ class BenchSettings:
 
     def to_json(self) -> dict[str, Any]:
         """The `[bench]` table's keys and values."""
-        return {key: getattr(self, name) for key, (name, _types, _minimum) in _BENCH_KEYS.items()}
-
-
-# TOML key -> (BenchSettings field, accepted types, minimum value or None)
-_BENCH_KEYS: dict[str, tuple[str, tuple[type, ...], float | None]] = {
-    "prompts": ("prompts", (str,), None),
-    "requests": ("requests", (int,), 1),
-    "max-new-tokens": ("max_new_tokens", (int,), 1),
-    "temperature": ("temperature", (int, float), 0),
-    "warmup": ("warmup", (int,), 0),
-    "concurrency": ("concurrency", (int,), 1),
-}
+        return {key: getattr(self, name) for key, (name, _types, _minimum) in BENCH_KEYS.items()}
 
 
 @dataclass(frozen=True)
@@ -261,6 +245,14 @@ class PresetSet:
     def get(self, name: str) -> Preset | None:
         return self.presets.get(name)
 
+    def missing(self, name: str) -> str:
+        """Why ``name`` gives no preset, in one line for every command that takes one: its file's errors when a
+        file defines it but is not usable, else the names closest to it (a typo)."""
+        bad = [str(error) for error in self.errors if error.preset == name]
+        if bad:
+            return f"preset {quoted(name)} is not usable: " + "; ".join(bad)
+        return f"no preset named {quoted(name)}{did_you_mean(name, self.presets)} (see `specmon presets`)"
+
     def demo_presets(self) -> list[Preset]:
         """The presets `specmon demo` may launch (they run the emulator), by name."""
         return sorted((p for p in self.presets.values() if p.demo), key=lambda p: p.name)
@@ -334,15 +326,6 @@ class _RawPreset:
     origin: str
 
 
-class _Invalid(Exception):
-    """A schema problem at a key path of one file."""
-
-    def __init__(self, keypath: tuple[str, ...], message: str):
-        super().__init__(message)
-        self.keypath = keypath
-        self.message = message
-
-
 def _load_layers(layers: list[tuple[str, Path, bool]]) -> PresetSet:
     errors: list[PresetError] = []
     defs: dict[str, list[_RawPreset]] = {}
@@ -360,7 +343,7 @@ def _load_layers(layers: list[tuple[str, Path, bool]]) -> PresetSet:
                 errors.append(
                     PresetError(
                         path,
-                        _key_line(raw.text, ("name",)),
+                        key_line(raw.text, ("name",)),
                         f"preset name '{raw.name}' is already used by {names_here[raw.name]}",
                         raw.name,
                     )
@@ -401,131 +384,44 @@ def _read_preset_file(path: Path, origin: str, errors: list[PresetError]) -> _Ra
         errors.append(PresetError(path, line, f"invalid TOML: {message}"))
         return None
     try:
-        _check_schema(doc)
-    except _Invalid as exc:
+        check_schema(doc)
+    except InvalidKey as exc:
         name = doc.get("name") if isinstance(doc.get("name"), str) else path.stem
-        errors.append(PresetError(path, _key_line(text, exc.keypath), exc.message, name))
+        errors.append(PresetError(path, key_line(text, exc.keypath), exc.message, name))
         return None
     return _RawPreset(doc.get("name", path.stem), doc, path, text, origin)
 
 
-def _type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
-            dict: "a table"}.get(type(value), type(value).__name__)
+MAX_EXTENDS_DEPTH = 32
+"""Presets in one `extends` chain, the preset itself included (the built-in ones: 2). A longer chain is refused
+with one error per preset beyond the limit: resolving it costs no deeper recursion than this."""
 
 
-def _require(value: Any, types: tuple[type, ...], keypath: tuple[str, ...], expected: str) -> None:
-    if isinstance(value, bool) and bool not in types:
-        raise _Invalid(keypath, f"'{'.'.join(keypath)}' must be {expected}, not a boolean")
-    if not isinstance(value, types):
-        raise _Invalid(keypath, f"'{'.'.join(keypath)}' must be {expected}, not {_type_name(value)}")
+class _TooDeep(Exception):
+    """The chain being resolved passed MAX_EXTENDS_DEPTH presets: `chain`, the names on the resolver's stack and
+    the parent the last of them extends."""
+
+    def __init__(self, chain: list[str]) -> None:
+        super().__init__()
+        self.chain = chain
 
 
-def _unknown(table: Mapping[str, Any], allowed: set[str], prefix: tuple[str, ...]) -> None:
-    for key in table:
-        if key not in allowed:
-            where = f"[{'.'.join(prefix)}]" if prefix else "the top level"
-            raise _Invalid(
-                (*prefix, key),
-                f"unknown key '{key}' in {where} (expected one of: {', '.join(sorted(allowed))})",
-            )
-
-
-def _check_schema(doc: dict[str, Any]) -> None:
-    _unknown(doc, _TOP_KEYS, ())
-    if "name" in doc:
-        _require(doc["name"], (str,), ("name",), "a string")
-        if not _PRESET_NAME.match(doc["name"]):
-            raise _Invalid(("name",), f"preset name {doc['name']!r} must be letters, digits, '.', '_' or '-'")
-    for key in ("description", "extends"):
-        if key in doc:
-            _require(doc[key], (str,), (key,), "a string")
-    if "demo" in doc:
-        _require(doc["demo"], (bool,), ("demo",), "true or false")
-    if "server" in doc:
-        _check_server(doc["server"])
-    if "bench" in doc:
-        _check_bench(doc["bench"])
-
-
-def _check_server(server: Any) -> None:
-    _require(server, (dict,), ("server",), "a table")
-    _unknown(server, _SERVER_KEYS, ("server",))
-    if "launcher" in server:
-        launcher = server["launcher"]
-        _require(launcher, (list,), ("server", "launcher"), "an array of strings")
-        if not launcher or not all(isinstance(part, str) and part for part in launcher):
-            raise _Invalid(
-                ("server", "launcher"), "'server.launcher' must be a non-empty array of non-empty strings"
-            )
-        if any(is_secret_flag(part) or is_secret_assignment(part) for part in launcher):
-            raise _Invalid(("server", "launcher"), _secret_message("server.launcher"))
-    if "args" in server:
-        _require(server["args"], (dict,), ("server", "args"), "a table")
-        for key, value in server["args"].items():
-            _check_arg(key, value)
-    if "env" in server:
-        _require(server["env"], (dict,), ("server", "env"), "a table")
-        for key, value in server["env"].items():
-            keypath = ("server", "env", key)
-            if not _ENV_NAME.match(key):
-                raise _Invalid(keypath, f"{key!r} is not a valid environment variable name")
-            _require(value, (str,), keypath, 'a string (quote numbers: "0")')
-
-
-def _check_arg(key: str, value: Any) -> None:
-    keypath = ("server", "args", key)
-    values = value if isinstance(value, list) else [value]
-    if is_secret_name(key) or any(isinstance(v, str) and is_secret_flag(v) for v in values):
-        raise _Invalid(keypath, _secret_message(key))
-    if key.startswith("-"):
-        raise _Invalid(keypath, f"write the flag {key!r} without its leading dashes")
-    if "_" in key:
-        raise _Invalid(keypath, f"write the flag {key!r} in dash form: {key.replace('_', '-')!r}")
-    if not _ARG_NAME.match(key):
-        raise _Invalid(keypath, f"{key!r} is not a flag name")
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, bool) or not isinstance(item, str | int | float):
-                raise _Invalid(
-                    keypath, f"the values of '{key}' must be strings or numbers, not {_type_name(item)}"
-                )
-        return
-    if not isinstance(value, str | int | float | bool):
-        raise _Invalid(
-            keypath, f"'{key}' must be a string, a number, true/false or an array, not {_type_name(value)}"
-        )
-    if key == "port" and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
-        shown = f"{value!r}" if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else value
-        raise _Invalid(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {shown}")
-
-
-def _secret_message(where: str) -> str:
-    return (
-        f"'{where}' would put a secret on the command line (visible to every user in ps); "
-        "keep secrets out of presets: set SPECMON_API_KEY or use --api-key-file"
-    )
-
-
-def _check_bench(bench: Any) -> None:
-    _require(bench, (dict,), ("bench",), "a table")
-    _unknown(bench, set(_BENCH_KEYS), ("bench",))
-    for key, value in bench.items():
-        _, types, minimum = _BENCH_KEYS[key]
-        keypath = ("bench", key)
-        expected = "a string" if types == (str,) else "an integer" if types == (int,) else "a number"
-        _require(value, types, keypath, expected)
-        if minimum is not None and value < minimum:
-            raise _Invalid(keypath, f"'bench.{key}' must be at least {minimum}, not {value}")
+def _chain_text(names: list[str], limit: int = 6) -> str:
+    """`a -> b -> c`, a long chain cut in its middle (`a -> b -> ... (1,994 more) -> y -> z`)."""
+    if len(names) <= limit:
+        return " -> ".join(names)
+    half = limit // 2
+    return " -> ".join([*names[:half], f"... ({len(names) - 2 * half:,} more)", *names[-half:]])
 
 
 class _Resolver:
-    """Resolves `extends` chains; every definition that fails adds one error."""
+    """Resolves `extends` chains; every definition that fails adds one error. A chain is at most
+    MAX_EXTENDS_DEPTH presets long, so the recursion is bounded whatever the files say."""
 
     def __init__(self, defs: dict[str, list[_RawPreset]], errors: list[PresetError]):
         self.defs = defs
         self.errors = errors
-        self.resolved: dict[tuple[str, int], tuple[Preset, dict[str, Any]] | None] = {}
+        self.resolved: dict[tuple[str, int], tuple[Preset, dict[str, Any], int] | None] = {}
         self.effective_index: dict[str, int | None] = {}
         self.stack: list[tuple[str, int]] = []
 
@@ -533,7 +429,7 @@ class _Resolver:
         found = self._effective(name)
         return found[0] if found else None
 
-    def _effective(self, name: str) -> tuple[Preset, dict[str, Any]] | None:
+    def _effective(self, name: str) -> tuple[Preset, dict[str, Any], int] | None:
         if name in self.effective_index:
             idx = self.effective_index[name]
             return None if idx is None else self.resolved[(name, idx)]
@@ -546,25 +442,35 @@ class _Resolver:
         return None
 
     def _fail(self, raw: _RawPreset, message: str) -> None:
-        self.errors.append(PresetError(raw.path, _key_line(raw.text, ("extends",)), message, raw.name))
+        self.errors.append(PresetError(raw.path, key_line(raw.text, ("extends",)), message, raw.name))
 
-    def _resolve(self, name: str, idx: int) -> tuple[Preset, dict[str, Any]] | None:
+    def _resolve(self, name: str, idx: int) -> tuple[Preset, dict[str, Any], int] | None:
         key = (name, idx)
         if key in self.resolved:
             return self.resolved[key]
         raw = self.defs[name][idx]
+        position = len(self.stack)
         self.stack.append(key)
         try:
             result = self._build(raw, idx)
+        except _TooDeep as deep:
+            if len(deep.chain) - position <= MAX_EXTENDS_DEPTH:
+                raise  # this preset's own chain may be short: resolved again from it when asked
+            self._fail(raw, f"extends a chain of more than {MAX_EXTENDS_DEPTH} presets "
+                            f"({_chain_text(deep.chain[position:])})")
+            result = None
         finally:
             self.stack.pop()
         self.resolved[key] = result
         return result
 
-    def _build(self, raw: _RawPreset, idx: int) -> tuple[Preset, dict[str, Any]] | None:
+    def _build(self, raw: _RawPreset, idx: int) -> tuple[Preset, dict[str, Any], int] | None:
         parent_name = raw.doc.get("extends")
         base: dict[str, Any] = {}
+        depth = 1
         if parent_name:
+            if len(self.stack) >= MAX_EXTENDS_DEPTH:
+                raise _TooDeep([*(n for n, _ in self.stack), parent_name])
             if parent_name == raw.name:
                 if idx == 0:
                     self._fail(
@@ -573,21 +479,27 @@ class _Resolver:
                     return None
                 parent = self._resolve(raw.name, idx - 1)
             elif parent_name not in self.defs:
-                self._fail(raw, f"extends '{parent_name}', which is not a known preset")
+                self._fail(raw, f"extends {quoted(parent_name)}, which is not a known preset"
+                                + did_you_mean(parent_name, self.defs))
                 return None
             elif any(n == parent_name for n, _ in self.stack):
-                chain = " -> ".join([n for n, _ in self.stack] + [parent_name])
-                self._fail(raw, f"extends cycle: {chain}")
+                names = [n for n, _ in self.stack]
+                chain = names[names.index(parent_name):] + [parent_name]
+                self._fail(raw, f"extends cycle: {_chain_text(chain)}")
                 return None
             else:
                 parent = self._effective(parent_name)
             if parent is None:
-                self._fail(raw, f"extends '{parent_name}', which could not be loaded (see its error)")
+                self._fail(raw, f"extends {quoted(parent_name)}, which could not be loaded (see its error)")
                 return None
-            base = parent[1]
+            base, depth = parent[1], parent[2] + 1
+            if depth > MAX_EXTENDS_DEPTH:
+                self._fail(raw, f"extends a chain of more than {MAX_EXTENDS_DEPTH} presets "
+                                f"({_chain_text([raw.name, parent_name, '...'])})")
+                return None
         merged = merge_tables(base, {k: raw.doc[k] for k in _RESOLVED_KEYS if k in raw.doc})
         server = merged.get("server", {})
-        bench = {_BENCH_KEYS[k][0]: v for k, v in merged.get("bench", {}).items()}
+        bench = {BENCH_KEYS[k][0]: v for k, v in merged.get("bench", {}).items()}
         if "temperature" in bench:
             bench["temperature"] = float(bench["temperature"])
         preset = Preset(
@@ -603,38 +515,4 @@ class _Resolver:
             origin=raw.origin,
             overrides=self.defs[raw.name][idx - 1].path if idx > 0 else None,
         )
-        return preset, merged
-
-
-_HEADER = re.compile(r"^\[\[?([^\]]*)\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"""^((?:"[^"]*"|'[^']*'|[A-Za-z0-9_\-. \t])+?)\s*=""")
-
-
-def _split_key(key: str) -> tuple[str, ...]:
-    parts = re.findall(r""""([^"]*)"|'([^']*)'|([^.]+)""", key)
-    return tuple((a or b or c).strip() for a, b, c in parts if (a or b or c).strip())
-
-
-def _key_line(text: str, keypath: tuple[str, ...]) -> int | None:
-    """The line of `keypath` in a TOML text (a key, a table header, or the inline table holding it)."""
-    table: tuple[str, ...] = ()
-    fallback = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        header = _HEADER.match(line)
-        if header:
-            table = _split_key(header.group(1))
-            if table == keypath:
-                return lineno
-            if fallback is None and table[: len(keypath)] == keypath:
-                fallback = lineno  # a table header that implicitly defines keypath
-            continue
-        match = _KEY.match(line)
-        if not match:
-            continue
-        full = table + _split_key(match.group(1))
-        if full == keypath:
-            return lineno
-        if fallback is None and (keypath[: len(full)] == full or full[: len(keypath)] == keypath):
-            fallback = lineno
-    return fallback
+        return preset, merged, depth

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
+
+from specmon.text import strict_json
 
 
 def run_once(args: argparse.Namespace) -> int:
     """Print one snapshot; exit 0, or 1 when the server is unreachable or an alert is an error (a stall,
     acceptance about 1 or far below the preset's benchmark), 2 for an unknown preset or an unusable API key."""
+    from specmon.bounded_http import HeaderRefused
     from specmon.live.once import baseline_accept, collect, describe
-    from specmon.serving.client import ApiKeyError, resolve_api_key
+    from specmon.serving.client import resolve_api_key
     from specmon.text import printable
 
     try:
         api_key = resolve_api_key(None)
-    except ApiKeyError as exc:
+    except HeaderRefused as exc:
         print(f"specmon: {printable(str(exc))}", file=sys.stderr)
         return 2
     asked = preset_name = None
     if args.preset:
         from specmon.launch.presets import load_presets
 
-        preset = load_presets(args.presets).get(args.preset)
+        preset_set = load_presets(args.presets)
+        preset = preset_set.get(args.preset)
         if preset is None:
-            print(f"specmon: no preset named {args.preset!r} (see `specmon presets`)", file=sys.stderr)
+            print(f"specmon: {preset_set.missing(args.preset)}", file=sys.stderr)
             return 2
         asked, preset_name = dict(preset.args), preset.name
     if args.log:
@@ -46,7 +49,7 @@ def run_once(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     if args.json:
-        print(json.dumps(snapshot.to_json(), indent=2))
+        print(strict_json(snapshot.to_json(), indent=2))
     else:
         print(describe(snapshot))
     failing = snapshot.state == "unreachable" or any(alert.severity == "error" for alert in snapshot.alerts)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.live.quantiles import Percentiles
+from specmon.text import printable
 
 WINDOWS_S = (60.0, 300.0, 900.0)
 """The latency windows: 1, 5 and 15 minutes."""
@@ -15,11 +16,15 @@ WINDOWS_S = (60.0, 300.0, 900.0)
 class Alert:
     """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
     "kv_full", "restart", "metrics", "server_info", "absurd", "down", "fleet"), `severity` ("error", "warning",
-    "info") and one line of text."""
+    "info") and one line of text (its control characters shown as escapes)."""
 
     kind: str
     severity: str
     text: str
+
+    def __post_init__(self) -> None:
+        # An alert quotes what servers and logs said: shown safe wherever it is shown (the app, --once, the fleet).
+        object.__setattr__(self, "text", printable(self.text))
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "severity": self.severity, "text": self.text}
@@ -61,8 +66,9 @@ class LiveSnapshot:
     """The server's live serving state. None wherever the source cannot say.
 
     `state`: "serving" (requests running), "idle" (no traffic now), "stalled", "unreachable", "exited" (the
-    server's process is gone), "waiting" (no figures yet) or "absurd" (the running count cannot be true: see
-    `absurd`).
+    server's process is gone), "waiting" (no figures yet), "unreadable" (/metrics answers, but not so that it can
+    be read: an HTTP error, not Prometheus text, too big or too slow; the alerts say which, and no log gives the
+    figures) or "absurd" (the running count cannot be true: see `absurd`).
     `source`: "metrics" (/metrics), "log" (`Decode batch` lines) or "none".
     """
 

@@ -82,7 +82,8 @@ async def collect(
 
 
 def describe(snapshot: LiveSnapshot) -> str:
-    """The snapshot as a few lines of text (without --json)."""
+    """The snapshot as a few lines of text (without --json), its control characters shown as escapes."""
     from specmon.live.text import snapshot_lines
+    from specmon.text import printable
 
-    return "\n".join(snapshot_lines(snapshot))
+    return printable("\n".join(snapshot_lines(snapshot)), newlines=True)

@@ -5,14 +5,16 @@ reads are not traffic)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import httpx
 
-from specmon.bounded_http import AnswerRefused, DirectGets, fetch
+from specmon.bounded_http import Answer, AnswerRefused, DirectGets, fetch
 from specmon.inputs import InputError
 from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
 from specmon.serving.prom import Scrape, ScrapeParser, parse_scrape
+from specmon.text import printable
 
 READ_DEADLINE_S = 5.0
 """A whole /metrics or /server_info answer within this, however slowly a server drips it."""
@@ -20,8 +22,9 @@ READ_DEADLINE_S = 5.0
 
 @dataclass(frozen=True)
 class Reading:
-    """One /metrics read: `scrape` (None when absent or unreachable), `absent` (HTTP 404: no --enable-metrics),
-    `unreachable` (nothing answered)."""
+    """One /metrics read: `scrape` (None when absent or unreachable; with its `error` set when the answer could not
+    be read: no success, too big, too slow, not Prometheus text), `absent` (HTTP 404: no --enable-metrics),
+    `unreachable` (nothing answered; `error` names how)."""
 
     scrape: Scrape | None
     absent: bool = False
@@ -35,15 +38,32 @@ async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float,
     try:
         answer = await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
     except (AnswerRefused, httpx.TimeoutException) as exc:
-        return Reading(Scrape(taken_at, error=str(exc)[:200]))  # it answers, but not so that it can be read
+        return Reading(Scrape(taken_at, error=printable(exc)[:200]))  # it answers, but not so that it can be read
+    except httpx.TransportError as exc:
+        return Reading(None, unreachable=True, error=type(exc).__name__)
     except httpx.HTTPError as exc:
-        return Reading(None, unreachable=isinstance(exc, httpx.TransportError), error=type(exc).__name__)
+        return Reading(Scrape(taken_at, error=printable(f"GET /metrics: {type(exc).__name__}: {exc}")[:200]))
     if answer.status_code == 404:
         return Reading(None, absent=True)
-    if answer.status_code != 200:
-        return Reading(None, error=f"GET /metrics: HTTP {answer.status_code}")
+    if not 200 <= answer.status_code < 300:
+        return Reading(Scrape(taken_at, error=http_error("GET /metrics", answer)))
     text = answer.text
     return Reading(parser.parse(text, taken_at) if parser is not None else parse_scrape(text, taken_at))
+
+
+def http_error(what: str, answer: Answer) -> str:
+    """An answer that is no success, in one line: `GET /metrics: HTTP 500 (Internal Server Error: oops)`, the
+    reason and the body's first line (cut, made printable)."""
+    try:
+        reason = HTTPStatus(answer.status_code).phrase
+    except ValueError:
+        reason = ""
+    first = next((line.strip() for line in answer.content[:400].decode("utf-8", "replace").splitlines()
+                  if line.strip()), "")
+    parts = [reason] if reason else []
+    if first and first.lower() != reason.lower():
+        parts.append(printable(first)[:80])
+    return f"{what}: HTTP {answer.status_code}" + (f" ({': '.join(parts)})" if parts else "")
 
 
 @dataclass(frozen=True)
@@ -68,8 +88,8 @@ async def read_server_info(http: httpx.AsyncClient | DirectGets) -> InfoReading:
             return InfoReading(None, f"GET {path}: {type(exc).__name__}: {exc}"[:200])
         if answer.status_code == 404:
             continue
-        if answer.status_code != 200:
-            return InfoReading(None, f"GET {path}: HTTP {answer.status_code}")
+        if not 200 <= answer.status_code < 300:
+            return InfoReading(None, http_error(f"GET {path}", answer))
         try:
             info = answer.json(f"GET {path}")
         except InputError as exc:

@@ -280,15 +280,16 @@ class LiveTracker:
 
     def snapshot(self, window_s: float = 60.0, now: float | None = None) -> LiveSnapshot:
         run = self.run
-        use_metrics = self.metrics_state == "ok" and run.window.latest is not None
+        latest = run.window.latest
+        use_metrics = self.metrics_state == "ok" and latest is not None and not latest.empty
         effective = self._effective(run)
         alerts: list[Alert] = []
         if use_metrics:
             snap = self._from_metrics(run, window_s, effective, alerts, now)
         elif run.batches.lines:
             snap = self._from_log(run, window_s, effective, alerts, now)
-        else:
-            snap = {"state": "waiting", "source": "none"}
+        else:  # no figures: none yet, or none that can be read
+            snap = {"state": "unreadable" if self.metrics_state == "error" else "waiting", "source": "none"}
         if self.process_alive is False:  # gone, not "unreachable": nothing it last said is current
             snap = {"state": "exited", "source": snap.get("source", "none")}
             alerts.clear()
@@ -311,7 +312,14 @@ class LiveTracker:
         alerts.extend(Alert("absurd", "error", text) for text in [*absurd.values(), *self._spec.absurd])
         self._alerts_common(snap, effective, alerts, window_s)
         if self.metrics_state == "error" and self.metrics_error:
-            alerts.append(Alert("metrics", "warning", self.metrics_error))
+            severity = "error" if snap["state"] == "unreadable" else "warning"  # else the log has the figures
+            alerts.append(Alert("metrics", severity, self.metrics_error))
+        elif self.metrics_state == "ok" and snap["source"] == "none":
+            alerts.append(Alert("metrics", "warning", "GET /metrics: none of the sglang:* series specmon reads (not "
+                                "SGLang's /metrics, or its scheduler has not reported yet)"))
+        elif self.metrics_state == "absent" and snap["source"] == "none":
+            alerts.append(Alert("metrics", "info", "GET /metrics: HTTP 404 (the server runs without "
+                                "--enable-metrics): its figures come from its log's Decode batch lines, none yet"))
         if self.info_error:
             alerts.append(Alert("server_info", "warning", f"/server_info not used: {self.info_error}"))
         _add(alerts, rules.restarted(self.restarts, run.index + 1))

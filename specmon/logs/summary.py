@@ -9,7 +9,6 @@ or failure (1). Headless: no Textual.
 from __future__ import annotations
 
 import io
-import json
 import re
 import shutil
 import textwrap
@@ -31,7 +30,7 @@ from specmon.logs.model import (
     WeightsProgressed,
 )
 from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
-from specmon.text import printable
+from specmon.text import printable, strict_json
 from specmon.units import format_seconds
 
 PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model
@@ -424,7 +423,7 @@ def print_state(
     if as_json:
         doc = state.to_json()
         doc["acceptance"] = acceptance.to_json() if acceptance is not None else None
-        out.write(json.dumps(doc, indent=None if compact else 2) + "\n")
+        out.write(strict_json(doc, indent=None if compact else 2) + "\n")
     else:
         out.write(printable(format_summary(state, acceptance), newlines=True))
     out.flush()

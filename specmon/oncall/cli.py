@@ -7,7 +7,6 @@ is a line, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
@@ -15,6 +14,7 @@ import time
 from typing import Any
 
 from specmon import exits
+from specmon.text import printable, strict_json
 from specmon.units import format_seconds
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -25,21 +25,22 @@ class UsageError(Exception):
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    """The command's result on stdout: JSON (`strict_json`), or text with its control characters shown as escapes
+    (state files, presets, logs and servers fill it)."""
     if getattr(args, "json", False):
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(strict_json(data, indent=2))
     elif text:
-        print(text)
+        print(printable(text, newlines=True))
     sys.stdout.flush()
 
 
 def _note(message: str) -> None:
-    print(f"specmon: {message}", file=sys.stderr)
+    print(f"specmon: {printable(message, newlines=True)}", file=sys.stderr)
 
 
 def _progress_line(line: str) -> None:
     """A starting server's phase or capture progress, on stderr (stdout keeps the result, JSON or text)."""
-    print(f"    {line}", file=sys.stderr, flush=True)
+    print(f"    {printable(line)}", file=sys.stderr, flush=True)
 
 
 def confirm(question: str, assume_yes: bool) -> bool:
@@ -62,11 +63,7 @@ def _load_preset(args: argparse.Namespace, name: str):
     preset_set = load_presets(getattr(args, "presets", None) or ())
     preset = preset_set.get(name)
     if preset is None:
-        bad = [str(e) for e in preset_set.errors if e.preset == name]
-        if bad:
-            raise UsageError(f"preset {name!r} is not usable: " + "; ".join(bad))
-        known = ", ".join(preset_set.presets) or "none"
-        raise UsageError(f"no preset named {name!r} (known: {known})")
+        raise UsageError(preset_set.missing(name))
     return with_speed(preset, getattr(args, "speed", None))
 
 
@@ -122,7 +119,7 @@ def run_start(args: argparse.Namespace) -> int:
         _emit(args, data, text)
         return EXIT_OK
     if not args.json:
-        print(text, flush=True)
+        print(printable(text, newlines=True), flush=True)
     from specmon.textfile import textfile_dir
 
     exporter = _StartExporter(textfile_dir(args.textfile_dir), record.url)
@@ -234,7 +231,7 @@ def run_ps(args: argparse.Namespace) -> int:
     for problem in inventory.problems:
         _note(f"ignored state file {problem}")
     if getattr(args, "prometheus_sd", False):
-        print(json.dumps(prometheus_sd(inventory), indent=2))
+        print(strict_json(prometheus_sd(inventory), indent=2))
         return EXIT_OK
     pruned = []
     if getattr(args, "prune", False):
@@ -426,13 +423,10 @@ def run_switch(args: argparse.Namespace) -> int:
     """`specmon switch PRESET`: replace the running server, then compare a sanity benchmark with the last."""
     from specmon.oncall.discovery import find_servers
     from specmon.oncall.switch import switch
-    from specmon.serving.client import ApiKeyError, resolve_api_key
+    from specmon.serving.client import resolve_api_key
 
-    try:
-        resolve_api_key(None)  # the sanity benchmark sends it: refused before anything is stopped
-    except ApiKeyError as exc:
-        raise UsageError(str(exc)) from None
     preset = _load_preset(args, args.preset)
+    resolve_api_key(None)  # the sanity run's key: one that cannot be sent is refused before a server is touched
     inventory = find_servers(with_gpus=False)
     naming = f"specmon switch {preset.name} --from {{pid}}"
     server, left_alone = pick_server(inventory, args.server, "switch", naming)

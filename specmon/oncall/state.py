@@ -26,6 +26,8 @@ from specmon.private_files import make_private_dir, open_private_file, state_dir
 MAX_STATE_BYTES = 256 * 1024
 START_TIME_TOLERANCE_S = 0.5
 PENDING_SUFFIX = ".launching"
+MAX_TIME_S = 2**34
+"""A time in a state file is seconds since 1970 below this (the year 2514): anything else is no time."""
 PENDING_GRACE_S = 30.0
 """A pending launch with no process after this long started nothing (its launch failed); its file goes."""
 
@@ -95,6 +97,10 @@ class ServerRecord:
                 raise ValueError(f"'{key}' is missing or of the wrong type")
         if data["pid"] <= 1 or data["pgid"] <= 1 or not 0 < data["port"] < 65536:
             raise ValueError("pid, pgid or port out of range")
+        stopped_at = data.get("stopped_at")
+        for key in ("create_time", "started_at", *(("stopped_at",) if isinstance(stopped_at, int | float) else ())):
+            if not 0 <= data[key] < MAX_TIME_S:
+                raise ValueError(f"'{key}' is not a time (seconds since 1970)")
         if not all(isinstance(a, str) for a in data["argv"]):
             raise ValueError("'argv' must be a list of strings")
         baseline = data.get("gpu_baseline_mib") or {}
@@ -228,7 +234,7 @@ def _read_json(path: Path) -> Any:
     finally:
         os.close(fd)
     try:
-        return parse_json(raw, where="the state file")
+        return parse_json(raw, where="the state file", finite=True)
     except InputError as exc:
         raise ValueError(str(exc).removeprefix("the state file: ")) from None
     except ValueError as exc:  # UnicodeDecodeError and json.JSONDecodeError included

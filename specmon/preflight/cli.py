@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from specmon.sglang.rules import SGLangRules
-from specmon.text import printable
+from specmon.text import printable, strict_json
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -17,9 +16,10 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 def _preset(name: str, dirs: list[str]):
     from specmon.launch.presets import load_presets
 
-    preset = load_presets(dirs).get(name)
+    preset_set = load_presets(dirs)
+    preset = preset_set.get(name)
     if preset is None:
-        print(f"specmon: no preset named {name!r} (see `specmon presets`)", file=sys.stderr)
+        print(f"specmon: {preset_set.missing(name)}", file=sys.stderr)
     return preset
 
 
@@ -31,7 +31,7 @@ def run_check_preset(args: argparse.Namespace) -> int:
     if preset is None:
         return EXIT_USAGE
     report = run_preflight(preset, port=getattr(args, "port", None))
-    print(json.dumps(report.to_json(), indent=2) if args.json else printable(report.format_text(), newlines=True))
+    print(strict_json(report.to_json(), indent=2) if args.json else printable(report.format_text(), newlines=True))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
@@ -94,7 +94,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     errors = [p for p in report.problems if p.severity == "error"]
     if args.json:
         outcome = report.outcome
-        print(json.dumps({
+        print(strict_json({
             "ok": not errors, "draft": str(report.path), "sglang": {"version": version, "source": source,
                                                                     "rules": rules.version, "note": found.note},
             "architectures": report.architectures, "kind": report.kind, "keys": len(report.names),

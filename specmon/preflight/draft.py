@@ -130,6 +130,8 @@ def _read_shards(report: DraftReport) -> None:
         report.add("error", "draft-index-mismatch", f"{INDEX_FILE} does not match the shards: " + "; ".join(parts))
 
 
+SIZE_KEYS = ("hidden_size", "target_hidden_size", "vocab_size", "draft_vocab_size")
+"""The sizes the doctor compares: each a whole number above 0 when present (draft_vocab_size may be null)."""
 HEAD_KINDS = ("eagle_head", "eagle3_head", "mtp")
 """Drafts that read the target's hidden states: their hidden size is the target's."""
 MAX_TOKENIZER_BYTES = 64_000_000
@@ -219,6 +221,11 @@ def _check_config(report: DraftReport, target: dict[str, Any] | None, rules: SGL
     config = report.config or {}
     layer = dict(layer_config(config))
     _check_format(report, config, rules, kind)
+    for key in SIZE_KEYS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31):
+            report.add("error", "draft-size", f"config.json: {key} {shown(value)} cannot be a size (a whole number "
+                       "above 0)", "a config.json written by a training script that failed: check it by hand")
     if not report.architectures:
         report.add("error", "draft-no-architectures", "config.json has no architectures list",
                    'add "architectures": ["LlamaForCausalLMEagle3"] for an EAGLE-3 draft'

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
+from specmon.bounded_http import HeaderRefused
 from specmon.serving.check import EXIT_FAILED, format_report
 from specmon.serving.check import run_check as check_server
-from specmon.serving.client import ApiKeyError, resolve_api_key, strict_json
-from specmon.text import printable
+from specmon.serving.client import resolve_api_key
+from specmon.text import printable, strict_json
 
 EXIT_USAGE = 2
 
@@ -30,21 +30,22 @@ def run_check(args: argparse.Namespace) -> int:
     except OSError as exc:
         message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
         if args.json:
-            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
+            print(strict_json({"url": args.url, "ok": False, "exit_code": EXIT_FAILED, "error": message}))
         print(f"specmon check: {printable(message)}", file=sys.stderr)
         return EXIT_FAILED
-    except ApiKeyError as exc:
+    except HeaderRefused as exc:
         if args.json:
-            print(json.dumps({"url": args.url, "ok": False, "exit_code": EXIT_USAGE, "error": str(exc)}))
+            print(strict_json({"url": args.url, "ok": False, "exit_code": EXIT_USAGE, "error": str(exc)}))
         print(f"specmon check: {printable(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     asked = None
     if args.preset:
         from specmon.launch.presets import host_warning, load_presets
 
-        preset = load_presets(args.presets).get(args.preset)
+        preset_set = load_presets(args.presets)
+        preset = preset_set.get(args.preset)
         if preset is None:
-            print(f"specmon check: no preset named {printable(args.preset)!r} (see `specmon presets`)", file=sys.stderr)
+            print(f"specmon check: {preset_set.missing(args.preset)}", file=sys.stderr)
             return EXIT_FAILED
         if host_warning(preset):
             print(f"specmon check: warning: preset {preset.name}: {host_warning(preset)}", file=sys.stderr)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import time
 import urllib.request
@@ -18,11 +17,21 @@ from typing import Any, Literal
 
 import httpx
 
-from specmon.bounded_http import Answer, AnswerRefused, AnswerTooSlow, DirectGets, decoded_pieces, fetch
+from specmon.bounded_http import (
+    Answer,
+    AnswerRefused,
+    AnswerTooSlow,
+    DirectGets,
+    auth_headers,
+    decoded_pieces,
+    fetch,
+    header_value,
+)
 from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.ports import is_loopback_host
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
+from specmon.text import printable
 
 API_KEY_ENV = "SPECMON_API_KEY"
 MAX_API_KEY_FILE_BYTES = 64 * KIB
@@ -163,7 +172,7 @@ def spec_settings(server_info: Mapping[str, Any]) -> SpecSettings:
     def text(key: str) -> str | None:
         value = server_info.get(key)
         if value is None or isinstance(value, str) and len(value) <= _MAX_TEXT:
-            return value or None
+            return printable(value) if value else None  # shown in the app's header, the Live view, every command
         figures.absurd.append(Absurd(key, value, "not a short string"))
         return None
 
@@ -288,8 +297,8 @@ def is_loopback(base_url: str) -> bool:
 
 def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
     """An httpx client of one server: the API key as a Bearer header, no proxy for loopback URLs."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return httpx.AsyncClient(base_url=base_url, headers=headers, trust_env=not is_loopback(base_url), **options)
+    return httpx.AsyncClient(base_url=base_url, headers=auth_headers(api_key), trust_env=not is_loopback(base_url),
+                             **options)
 
 
 def direct_http(base_url: str) -> bool:
@@ -308,7 +317,7 @@ def direct_http(base_url: str) -> bool:
 def reading_client(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> httpx.AsyncClient | DirectGets:
     """What polls one server's GETs (`bounded_http.fetch`): `DirectGets` where `direct_http` allows, else httpx."""
     if direct_http(base_url):
-        return DirectGets(base_url, {"Authorization": f"Bearer {api_key}"} if api_key else None, timeout)
+        return DirectGets(base_url, auth_headers(api_key), timeout)
     return http_client(base_url, api_key, timeout=timeout)
 
 
@@ -327,26 +336,12 @@ def generate_payload(
     }
 
 
-class ApiKeyError(ValueError):
-    """An API key that no HTTP header can carry; the message names where it came from, never the key."""
-
-
-def check_api_key(key: str, source: str) -> str:
-    """`key` when an HTTP header can carry it (visible ASCII, inner spaces allowed), else ApiKeyError naming
-    `source` (the file or the variable) and the first bad character's position, never the key itself."""
-    for position, char in enumerate(key, 1):
-        if not " " <= char <= "~":
-            what = "a non-ASCII character" if ord(char) > 127 else "a control character"
-            raise ApiKeyError(f"the API key in {source} holds {what} (character {position} of {len(key)}): an "
-                              "HTTP header carries only ASCII; give the key the server was started with")
-    return key
-
 
 def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
     """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
 
     Raises OSError when the file cannot be read (the message names the file, never its content), and
-    ApiKeyError when the key cannot go in an HTTP header (`check_api_key`).
+    HeaderRefused (an InputError) when the key cannot go in a request's header (`bounded_http.header_value`).
     """
     if api_key_file:
         try:
@@ -355,9 +350,8 @@ def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str |
             raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
         except UnicodeDecodeError:
             raise OSError(errno.EINVAL, "not UTF-8 text") from None
-        return check_api_key(key, f"the file {os.fspath(api_key_file)}") if key else None
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    return check_api_key(key, f"${API_KEY_ENV}") if key else None
+        return header_value(key, f"the API key file {api_key_file}") or None
+    return header_value(os.environ.get(API_KEY_ENV, "").strip(), f"${API_KEY_ENV}") or None
 
 
 @dataclass
@@ -655,19 +649,3 @@ def _raise_for_generate(response: Answer) -> None:
     except ValueError:
         detail = response.text[:200]
     raise SGLangError(f"POST /generate: HTTP {response.status_code}: {detail}", response.status_code)
-
-
-def json_safe(value: Any) -> Any:
-    """`value` with every NaN or infinite float replaced by None (recursively), for strict JSON output."""
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def strict_json(value: Any, **options: Any) -> str:
-    """JSON text that other tools can read: null where a number is NaN or infinite, never NaN/Infinity."""
-    return json.dumps(json_safe(value), allow_nan=False, default=str, **options)

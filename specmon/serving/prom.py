@@ -71,6 +71,11 @@ class Scrape:
     per_dp: dict[str, dict[str, float]] = field(default_factory=dict)
     error: str | None = None
 
+    @property
+    def empty(self) -> bool:
+        """No series specmon reads (an empty answer, or another program's /metrics)."""
+        return not (self.counters or self.gauges or self.histograms)
+
     def counter(self, name: str) -> float | None:
         return self.counters.get(name)
 

@@ -4,7 +4,6 @@ the acceptance it predicts for shorter ones."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from specmon import exits
 from specmon.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
+from specmon.text import printable, strict_json
 from specmon.units import format_seconds, number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -22,12 +22,12 @@ class NotSwept(Exception):
 
 
 def _note(message: str) -> None:
-    print(f"specmon sweep: {message}", file=sys.stderr, flush=True)
+    print(f"specmon sweep: {printable(message, newlines=True)}", file=sys.stderr, flush=True)
 
 
 def _startup_line(line: str) -> None:
     """A starting server's phase or capture progress, on stderr (with --json too: stdout keeps the JSON)."""
-    print(f"    {line}", file=sys.stderr, flush=True)
+    print(f"    {printable(line)}", file=sys.stderr, flush=True)
 
 
 def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     for name in names:
         preset = preset_set.get(name)
         if preset is None:
-            raise SweepError(f"no preset named {name!r} (see `specmon presets`)")
+            raise SweepError(preset_set.missing(name))
         found[name] = with_speed(preset, args.speed)
     return found
 
@@ -70,24 +70,17 @@ def _export(args: argparse.Namespace, report: SweepReport) -> None:
     export(directory, _note, set_=samples)
 
 
-def _usable_api_key() -> None:
-    """SweepError when $SPECMON_API_KEY cannot be sent (checked before any server is stopped or started)."""
-    from specmon.serving.client import ApiKeyError, resolve_api_key
-
-    try:
-        resolve_api_key(None)
-    except ApiKeyError as exc:
-        raise SweepError(str(exc)) from None
-
 
 def run_sweep(args: argparse.Namespace) -> int:
     """The `sweep` handler: 0 when every preset was measured, 1 when one failed or was skipped, 2 bad usage."""
     from specmon.bench.results import ResultStore
+    from specmon.private_files import PrivatePathRefused
+    from specmon.serving.client import resolve_api_key
     from specmon.sweep.runner import SweepOptions, SweepRunner
 
+    resolve_api_key(None)  # the benchmarks' key: one that cannot be sent is refused before a server is touched
     store = _store()
     try:
-        _usable_api_key()
         if args.resume is not None:
             plan = store.load(args.resume) if args.resume else store.latest_unfinished()
             if plan is None:
@@ -112,14 +105,22 @@ def run_sweep(args: argparse.Namespace) -> int:
     )
     runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note,
                          on_startup=_startup_line, server=server)
+    try:
+        store.save(plan)  # before it is announced as resumable, and before any server is touched
+    except OSError as exc:
+        _note(f"cannot keep the sweep's state in {store.directory}: {exc.strerror or exc}")
+        return EXIT_USAGE
     if not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
-    report = _run_until_done_or_ctrl_c(runner)
+    try:
+        report = _run_until_done_or_ctrl_c(runner)
+    except OSError as exc:  # its state could not be saved after a step: stopped there, servers as they are
+        _note(f"stopped: the sweep's state could not be saved in {store.directory}: {exc.strerror or exc}; "
+              f"the server is left as it is (resume: --resume {plan.run_id})")
+        return EXIT_USAGE if isinstance(exc, PrivatePathRefused) else EXIT_FAILED
     _export(args, report)
     if args.json:
-        json.dump(report.to_json() | {"cancelled": runner.cancelled}, sys.stdout, indent=2, allow_nan=False,
-                  default=str)
-        sys.stdout.write("\n")
+        print(strict_json(report.to_json() | {"cancelled": runner.cancelled}, indent=2))
     else:
         print(format_report(report))
     if runner.cancelled:
@@ -212,8 +213,7 @@ def _predict_only(args: argparse.Namespace, presets: dict[str, Any], store: Swee
     if predicted is not None and (skipped := predicted.skipped_text()):
         _note(skipped)
     if args.json:
-        json.dump(data, sys.stdout, indent=2, allow_nan=False)
-        sys.stdout.write("\n")
+        print(strict_json(data, indent=2))
         if predicted is not None:
             _note(predicted.note)
     elif predicted is not None:

@@ -161,7 +161,7 @@ class SweepStore:
         if path.is_symlink():
             raise SweepError(f"{path} is a symbolic link; refusing it")
         try:
-            return SweepPlan.from_json(load_json_file(path, MAX_PLAN_BYTES, what="sweep plan", follow=False))
+            return SweepPlan.from_json(load_json_file(path, MAX_PLAN_BYTES, what="sweep plan", follow=False, finite=True))
         except FileNotFoundError:
             raise SweepError(f"no sweep {run_id!r} in {self.directory}") from None
         except InputError as exc:  # it names the file

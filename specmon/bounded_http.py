@@ -42,8 +42,8 @@ def header_value(value: str, source: str) -> str:
     it), a control character or a newline (which would begin another header) is refused: HeaderRefused."""
     for position, char in enumerate(value, 1):
         if not " " <= char <= "~":
-            kind = ("a newline" if char in "\r\n" else "a non-ASCII character" if char > "~"
-                    else "a control character")
+            kind = ("a control character (a line break)" if char in "\r\n" else "a non-ASCII character"
+                    if ord(char) > 127 else "a control character")
             raise HeaderRefused(f"{source} holds {kind} (character {position} of {len(value)}); an HTTP header takes "
                                 "printable ASCII only, so it is not sent")
     return value

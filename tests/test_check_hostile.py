@@ -138,7 +138,7 @@ def test_an_api_key_file_no_header_can_carry_is_one_line_and_exit_2(tmp_path, ki
         assert done.returncode == 2, (done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and f"the file {key_file}" in lines[0], lines
+        assert len(lines) == 1 and f"file {key_file}" in lines[0], lines
 
 
 def test_a_good_api_key_is_sent_so_the_cases_above_can_fail(tmp_path):

@@ -45,12 +45,23 @@ class QuietLinuxDriver(LinuxDriver):
 
     def __init__(self, app: App[Any], **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
+        self._wake_r = self._wake_w = -1
+        self.exit_event = WakingEvent(-1)
+        self._open_wake_pipe()
+        self.input_wakeups = 0
+        """How many times the input thread woke (a test's measure of its idleness)."""
+
+    def _open_wake_pipe(self) -> None:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self.exit_event = WakingEvent(self._wake_w)
-        self.input_wakeups = 0
-        """How many times the input thread woke (a test's measure of its idleness)."""
+        self.exit_event.wake_fd = self._wake_w
+
+    def start_application_mode(self) -> None:
+        """Start (or, after ``App.suspend``, which closed the driver, start again) with a wake pipe open."""
+        if self._wake_r < 0:
+            self._open_wake_pipe()
+        super().start_application_mode()
 
     def run_input_thread(self) -> None:
         """Wait for input and dispatch events (Textual's loop, with the timeout above)."""
@@ -112,8 +123,15 @@ def _drain(fd: int) -> None:
 
 
 class QuietTerminal:
-    """An ``App`` mixin: a Linux terminal gets ``QuietLinuxDriver``; any other driver Textual picks is kept."""
+    """An ``App`` mixin: a Linux terminal gets ``QuietLinuxDriver``; any other driver Textual picks is kept. A
+    panic (Textual's end for an exception its driver's input thread raised) ends the app with exit code 1, as
+    an exception in a handler does: an app that printed a traceback never exits 0."""
 
     def get_driver_class(self) -> type:
         driver_class = super().get_driver_class()  # type: ignore[misc]
         return QuietLinuxDriver if driver_class is LinuxDriver else driver_class
+
+    def panic(self, *renderables: Any) -> None:
+        if not self._return_code:  # type: ignore[has-type]
+            self._return_code = 1
+        super().panic(*renderables)  # type: ignore[misc]

@@ -4,10 +4,8 @@ the UI-free core (``specmon.view.state``, ``specmon.view.log_feed``); the widget
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import gc
-import signal
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -33,7 +31,6 @@ if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
     from specmon.bench.run import BenchRun
 
-EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
 FAILURE_NOTICE_S = 20.0
@@ -128,19 +125,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         if milestone in self.config.exit_on:
             self.exit(1 if milestone == "failed" else 0)
 
-    def on_load(self) -> None:
-        # SIGINT and SIGTERM end the app as q does, even mid-mount, where a KeyboardInterrupt raised inside a
-        # handler would end it as a crash (exit code 1).
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
-            loop = asyncio.get_running_loop()
-            for signum in EXIT_SIGNALS:
-                loop.add_signal_handler(signum, self.exit, None, 128 + signum)
-
     def on_unmount(self) -> None:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop = asyncio.get_running_loop()
-            for signum in EXIT_SIGNALS:
-                loop.remove_signal_handler(signum)
         self.sources.stop()
         self.live.stop()
         if self.bench_run is not None:

@@ -61,6 +61,8 @@ class OncallHost(Protocol):
 
     def render_state(self) -> None: ...
 
+    def current_state(self) -> str: ...
+
     def flush_feed(self, force: bool = False) -> None: ...
 
     def post_message(self, message: Message) -> bool: ...
@@ -137,11 +139,12 @@ class OncallWiring:
         if self.sweeping:
             app.notify("A sweep is running: it switches the presets itself", severity="warning")
             return
-        if app.bench_run is not None and not confirmed:
+        question = None if confirmed else self._switch_question(name)
+        if question is not None:
             from specmon.tui.screens.confirm import Confirm
 
-            question = f"A benchmark is running. Cancel it and switch to {name}?"
-            app.push_screen(Confirm(question), lambda yes: yes and self.switch_to(name, confirmed=True))
+            ask = Confirm(question, default=not self.runs_now(name))  # a restart of what runs: Enter says no
+            app.push_screen(ask, lambda yes: yes and self.switch_to(name, confirmed=True))
             return
         app.watch.begin_switch(name, preset)
         app.sources.stop_following()
@@ -154,6 +157,21 @@ class OncallWiring:
         else:
             app.run_worker(lambda: self._restart(preset, app.bench_run), thread=True, group="supervisor",
                            exclusive=True, exit_on_error=False)
+
+    def runs_now(self, name: str) -> bool:
+        """Whether ``name`` is the preset of a server that runs now (starting, serving: not failed or gone)."""
+        app = self.app
+        running = app.watch.preset is not None and app.watch.preset.name == name
+        return running and app.current_state() not in ("failed", "stopped", "exited")
+
+    def _switch_question(self, name: str) -> str | None:
+        """What to ask before switching to ``name``: restarting the preset that runs now, or cancelling a
+        benchmark (both in one question); None when nothing is lost."""
+        benchmark = self.app.bench_run is not None
+        if self.runs_now(name):
+            cancel = "A benchmark is running: cancel it and restart" if benchmark else "Restart"
+            return f"The server already runs {name}. {cancel} it on {name}?"
+        return f"A benchmark is running. Cancel it and switch to {name}?" if benchmark else None
 
     def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
         """On a worker thread: cancel the benchmark, then restart (the supervisor's, or `specmon switch`'s)."""

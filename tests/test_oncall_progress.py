@@ -47,19 +47,19 @@ def test_outcome_shows_before_after_with_change_and_alerts() -> None:
     progress = SwitchProgress("b")
     progress.finish(report)
     notes = [text for text, _ in progress.notes()[1:]]
-    assert notes[0] == ("before → after (a run r1 → b): decode tok/s 100.0 → 90.0 (-10.0%) · "
-                        "acceptance 3.00 → 2.00 (-33.3%)")  # fmt: skip
+    assert notes[0] == ("before → after: decode tok/s 100.0 → 90.0 (-10.0%) · "
+                        "acceptance 3.00 → 2.00 (-33.3%) · a run r1 → b")  # fmt: skip
     assert progress.notes()[1][1] == "bold red", "an alert colours the comparison"
     assert notes[1] == "alert: acceptance length fell 33.3% against what served before (a's run r1; noise 10%)"
     first = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": None})
     progress = SwitchProgress("b")
     progress.finish(first)
-    assert progress.notes()[1][0] == ("before → after (nothing served before → b): decode tok/s – → 90.0 · "
-                                      "acceptance – → –")  # fmt: skip
+    assert progress.notes()[1][0] == ("before → after: decode tok/s – → 90.0 · "
+                                      "acceptance – → – · nothing served before → b")  # fmt: skip
     live = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": 2.5},
                         before={"preset": "a", "accept_length": 2.7, "live": {"accept_length": 2.7}})
     progress.finish(live)
-    assert progress.notes()[1][0].startswith("before → after (a: live figures → b)")
+    assert progress.notes()[1][0].endswith(" · a: live figures → b")
     failed = SwitchReport(from_="a", to="b", state="failed", error="the preflight failed: no GPU")
     progress.finish(failed)
     assert progress.notes()[1] == ("switch failed: the preflight failed: no GPU", "bold red")

@@ -75,7 +75,7 @@ def outcome_notes(report: Any) -> list[Note]:
         else:
             since = f"{before.get('preset') or 'old server'}: live figures"
         style = "bold red" if report.alerts else "bold green"
-        notes.append((f"before → after ({since} → {report.to}): {decode} · {accept}", style))
+        notes.append((f"before → after: {decode} · {accept} · {since} → {report.to}", style))  # figures first
     notes.extend((f"alert: {alert}", "bold red") for alert in report.alerts)
     return notes
 

@@ -15,6 +15,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from specmon.logs.model import ServerBecameReady, StartupFailed
+from specmon.oncall import progress
 from specmon.tui import keys, live, messages, shots
 from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
@@ -252,7 +253,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self.bench_run = None
         self._pace_gpus()
         if message.result is not None:
-            self.bench_results.append(message.result)
+            self.bench_results[:] = progress.merged_runs(self.bench_results, [message.result])
             self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
             title, text, severity = status.bench_outcome(message.result, among=self.bench_results)

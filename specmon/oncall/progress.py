@@ -91,6 +91,14 @@ def last_results(results: Iterable[Any]) -> dict[str, Any]:
     return last
 
 
+def merged_runs(shown: Sequence[Any], more: Iterable[Any]) -> list[Any]:
+    """The runs shown with ``more`` added, each run once (a run read again replaces its earlier reading: a run
+    another process was writing, read once it finished), oldest first."""
+    by_id = {run.run_id: run for run in shown}
+    by_id.update((run.run_id, run) for run in more)
+    return sorted(by_id.values(), key=lambda run: run.started_at)
+
+
 def skipped_summary(results: Sequence[Any], unreadable: int = 0) -> str | None:
     """What reading the stored runs left out, in one line: unreadable runs, and records skipped in the others
     (with the reasons of the first run that lost some); None when nothing was."""

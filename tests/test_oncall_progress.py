@@ -128,3 +128,23 @@ def test_the_apps_stored_results_say_what_the_reader_skipped(tmp_path) -> None:
     assert text.startswith(f"1 stored run unreadable; run {run.run_id}: 1 stored record skipped (")
     assert "prompt_tokens is N, not a count of at most N (the context length)" in text
     assert skipped_summary([], 0) is None
+
+
+def test_with_two_baselines_one_is_pre_selected_and_the_plan_runs_every_preset_selected() -> None:
+    """Issue item 10 said the sweep dialog pre-selects every baseline and then drops one without a word: with two
+    presets without speculation only the first is selected at first, and the plan made from what is selected
+    runs each of them (the baseline first and last), none left out."""
+    import dataclasses
+
+    from specmon.launch.presets import load_presets
+    from specmon.sweep.plan import plan_sweep
+
+    presets = dict(load_presets(user_dir=None).presets)
+    presets["my-baseline"] = dataclasses.replace(presets["demo-baseline"], name="my-baseline")
+    candidates = sweep_candidates(presets, presets["demo-eagle3-10"])
+    choices = sweep_choices(candidates, {})
+    selected = [name for name, _, on in choices if on]
+    assert [name for name, about, on in choices if "baseline" in about] == ["demo-baseline", "my-baseline"]
+    assert "my-baseline" not in selected and "demo-baseline" in selected
+    plan = plan_sweep([presets[name] for name in selected])
+    assert {step.preset for step in plan.steps} == set(selected)

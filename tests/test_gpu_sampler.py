@@ -193,3 +193,23 @@ def test_demo_source_failures_are_states(feed):
     feed.stop()
     gone = DemoGpuSource(url, timeout_s=0.5).read()
     assert not gone.available and "unreachable" in gone.reason
+
+
+def test_a_source_closed_twice_or_read_after_closing_leaves_no_warning(feed):
+    """As the app ends its sources are stopped by more than one owner (the quit dialog's stop, then unmount): a
+    second close printed `RuntimeWarning: coroutine 'BlockingFetcher._aclose' was never awaited`."""
+    import gc
+    import warnings
+
+    feed.behaviour.gpus = (FIXTURES / "h200x8-sglang-tp8.json").read_bytes()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        used, unused = DemoGpuSource(f"{feed.url}/_emulator/gpus"), DemoGpuSource(f"{feed.url}/_emulator/gpus")
+        assert used.read().available
+        for source in (used, unused, used, unused):
+            source.close()
+        late = used.read()  # a sampler's thread asking once more
+        del used, unused
+        gc.collect()
+    assert not late.available
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []

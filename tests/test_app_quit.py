@@ -161,3 +161,33 @@ def test_a_signal_ends_the_app_as_q_does_and_gives_the_terminal_back(tmp_path, c
         assert "Traceback" not in term.screen()
     finally:
         term.kill()
+
+
+@needs_tmux
+@pytest.mark.timeout(180)
+def test_stop_it_on_quit_prints_what_the_stop_did_and_nothing_else(tmp_path):
+    """Attached to a server `specmon start` launched, q then "Stop it": the server is stopped, and the terminal
+    shows `specmon stop`'s summary (it printed a RuntimeWarning from a source closed twice instead), exit 0."""
+    from specmon.ports import free_port_pair
+    from tests.support.oncall import Oncall, gone
+
+    oc = Oncall(tmp_path)
+    try:
+        started = oc.json("start", "fast-a", "--port", str(free_port_pair()), "--wait")
+        env = {k: v for k, v in oc.env.items() if k in ("SPECMON_STATE_DIR", "XDG_STATE_HOME")}
+        term = Tmux([sys.executable, "-m", "specmon", "monitor", "--server", started["id"]], (80, 24),
+                    {**env, "TERM": "xterm-256color"})
+        try:
+            term.wait_for(lambda s: "ready" in s.splitlines()[0] if s else False, what="the attached app")
+            term.send("q")
+            term.wait_for(lambda s: "Stop it" in s, what="the quit dialog")
+            term.send("Down", "Enter")
+            assert term.exit_code(90) == 0
+            shown = term.screen()
+            assert f"stopped server {started['id']} (fast-a" in shown and "GPUs free after" in shown, shown
+            assert "Warning" not in shown and "Traceback" not in shown, shown
+            assert gone(started["pid"])
+        finally:
+            term.kill()
+    finally:
+        oc.cleanup()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,24 +20,32 @@ def unchecked_supervisor(*args, **kwargs) -> ServerSupervisor:
     return ServerSupervisor(*args, preflight=False, **kwargs)
 
 CHILD = (
-    "import sys, time\n"
+    "import os, sys, time\n"
     "name = sys.argv[sys.argv.index('--served-model-name') + 1]\n"
     "print(f'[2026-11-29 10:00:00] hello from {name}', flush=True)\n"
+    "gate = sys.argv[sys.argv.index('--ready-when') + 1] if '--ready-when' in sys.argv else None\n"
+    "while gate and not os.path.exists(gate):\n"
+    "    time.sleep(0.05)\n"
+    "if gate:\n"
+    "    print('[2026-11-29 10:00:01] The server is fired up and ready to roll!', flush=True)\n"
     "time.sleep(120)\n"
 )
 
 
-def _preset(name: str) -> Preset:
+def _preset(name: str, ready_when: Path | None = None) -> Preset:
+    """A child that says hello, then (given `ready_when`) that it is ready once that file exists."""
+    args = {"served-model-name": name} | ({"ready-when": str(ready_when)} if ready_when else {})
     return Preset(
         name=name,
         description=f"test child {name}",
         launcher=(sys.executable, "-c", CHILD),
-        args={"served-model-name": name},
+        args=args,
     )
 
 
 async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_path):
-    presets = {name: _preset(name) for name in ("alpha", "beta")}
+    """...and says "Switched to" once the new server is ready, not as it is launched."""
+    presets = {name: _preset(name, tmp_path / f"{name}.ready") for name in ("alpha", "beta")}
     supervisor = unchecked_supervisor(presets["alpha"], tmp_path / "alpha.log", free_port())
     first_log = supervisor.start()
     first_pid = supervisor.pid
@@ -62,7 +71,10 @@ async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_pat
             assert not any("hello from alpha" in line for line in log.lines), "the log pane starts over"
             assert supervisor.preset.name == "beta" and supervisor.pid != first_pid
             assert app.watch.preset.name == "beta" and app.watch.switching_to is None
-            assert any("Switched to beta" in str(n.message) for n in app._notifications)
+            assert not any("Switched to" in str(n.message) for n in app._notifications), "not ready yet"
+            (tmp_path / "beta.ready").touch()
+            assert await wait_for(pilot, lambda: any("Switched to beta" in str(n.message)
+                                                     for n in app._notifications), 10)
             assert await wait_for(pilot, lambda: "beta" in screen_text(app).splitlines()[0])
     finally:
         supervisor.stop()

@@ -70,6 +70,8 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self._rendered_once = False
         self.live = live.LiveWiring(self)
         self.theme = DARK_THEME
+        self._switched_to: str | None = None
+        """The preset a switch launched, said "Switched to" once its server is ready."""
 
     # ----- lifecycle
 
@@ -158,8 +160,12 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.main.write_log(batch.lines, batch.kinds)
             self.cadence.written()
         if any(isinstance(event, StartupFailed) for event in batch.events):
+            self._switched_to = None
             self._notify_failure()
         if any(isinstance(event, ServerBecameReady) for event in batch.events):
+            if self._switched_to is not None:
+                self.notify(f"Switched to {self._switched_to}: it is ready", title="Preset")
+                self._switched_to = None
             self._maybe_sanity_check()
         self.render_state()
 
@@ -272,8 +278,8 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             supervisor = self.config.supervisor
             if supervisor is not None and supervisor.is_running and self.log_path:
                 self.sources.follow(self.log_path)  # not stopped: its log again, from its start
-        else:
-            self.notify(f"Switched to {message.preset_name}", title="Preset")
+        else:  # launched, not yet serving: "Switched to" is said once its log says ready
+            self._switched_to = message.preset_name
             if message.log_path:
                 self.log_path = message.log_path
                 self.sources.follow(message.log_path)

@@ -53,7 +53,7 @@ def test_flow_breaks_an_overlong_note_at_its_separators_so_its_figures_show():
     note = Text("before → after: decode tok/s 100.0 → 90.0 (-10.0%) · acceptance 3.00 → 2.00 (-33.3%) · a → b")
     lines = flow([Text("short note"), note, Text("x" * 100)], 76, " · ")
     assert [line.plain for line in lines] == [
-        "short note", "before → after: decode tok/s 100.0 → 90.0 (-10.0%) ·",
+        "short note", "before → after: decode tok/s 100.0 → 90.0 (-10.0%)",
         "acceptance 3.00 → 2.00 (-33.3%) · a → b", "x" * 75 + "…"]
 
 

@@ -118,18 +118,18 @@ def flow(chunks: Sequence[Text], width: int, sep: str, breaks: str = " · ") -> 
 
 
 def _broken(chunk: Text, width: int, breaks: str) -> list[Text]:
-    """``chunk`` on as many lines as it needs, broken after each ``breaks`` that ends a line."""
+    """``chunk`` on as many lines as it needs, broken at the ``breaks`` that end a line (dropped there)."""
     pieces: list[Text] = []
     start = 0
     plain = chunk.plain
     while (at := plain.find(breaks, start)) >= 0:
-        pieces.append(chunk[start:at + len(breaks.rstrip())])
+        pieces.append(chunk[start:at])
         start = at + len(breaks)
     pieces.append(chunk[start:])
     lines: list[Text] = []
     for piece in pieces:
-        if lines and lines[-1].cell_len + 1 + piece.cell_len <= width:
-            lines[-1].append(" ")
+        if lines and lines[-1].cell_len + len(breaks) + piece.cell_len <= width:
+            lines[-1].append(breaks)
             lines[-1].append_text(piece)
         else:
             lines.append(piece.copy())

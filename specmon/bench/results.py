@@ -115,8 +115,11 @@ MAX_PENDING_RUNS = 32
 
 class StoreWatch:
     """The runs that other processes (a `specmon bench`, a sweep) add to a result store while the app runs,
-    looked for cheaply: a listing of the directory says when files came (``due``, from the app's timer); each
-    new run is read once it has finished (``look``, on a thread), and re-read as it grows until then."""
+    looked for cheaply: one stat of the directory says when files came (``due``, from the app's timer; a listing
+    at least every ``RELIST_S``, for a file made within the directory's last timestamp tick); each new run is
+    read once it has finished (``look``, on a thread), and re-read as it grows until then."""
+
+    RELIST_S = 60.0
 
     def __init__(self, store: ResultStore) -> None:
         import threading
@@ -126,11 +129,13 @@ class StoreWatch:
         self._known: set[str] = set()
         self._pending: dict[str, tuple[int, int] | None] = {}
         """Each run still being written: its file's (size, mtime) when last read (None: not read yet)."""
+        self._listed_mtime: int | None = None
+        self._listed_at = 0.0
 
     def prime(self) -> list[str]:
         """The store's run ids now (oldest first), all known from here on: the app reads them itself."""
         with self._lock:
-            run_ids = self.store.run_ids()
+            run_ids = self._list()
             self._known.update(run_ids)
             return run_ids
 
@@ -141,15 +146,18 @@ class StoreWatch:
                 self._pending[run_id] = self._file_key(run_id)
 
     def due(self) -> bool:
-        """Whether ``look`` has something to do: files came, or a run being written may have grown."""
+        """Whether ``look`` has something to do: files may have come, or a run being written may have grown."""
+        import time
+
         with self._lock:
-            return bool(self._pending) or not self._known.issuperset(self.store.run_ids())
+            return (bool(self._pending) or self._directory_mtime() != self._listed_mtime
+                    or time.monotonic() - self._listed_at >= self.RELIST_S)
 
     def look(self) -> tuple[list[BenchResult], int]:
         """The runs that finished since the last look (new files, and those being written that grew), and how
         many could not be read."""
         with self._lock:
-            for run_id in self.store.run_ids():
+            for run_id in self._list():
                 if run_id not in self._known:
                     self._known.add(run_id)
                     self._pending[run_id] = None
@@ -179,6 +187,18 @@ class StoreWatch:
                     finished.append(run)
                     del self._pending[run_id]
             return sorted(finished, key=lambda run: run.started_at), unreadable
+
+    def _list(self) -> list[str]:
+        import time
+
+        self._listed_mtime, self._listed_at = self._directory_mtime(), time.monotonic()  # before the listing
+        return self.store.run_ids()
+
+    def _directory_mtime(self) -> int | None:
+        try:
+            return os.stat(self.store.directory).st_mtime_ns
+        except OSError:
+            return None
 
     def _file_key(self, run_id: str) -> tuple[int, int] | None:
         try:

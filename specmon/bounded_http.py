@@ -182,8 +182,11 @@ class BlockingFetcher:
         self._runner = asyncio.Runner()
         self._options = client_options
         self._http: httpx.AsyncClient | None = None
+        self._closed = False
 
     def fetch(self, method: str, url: str, *, limit: int, deadline_s: float, **options: Any) -> Answer:
+        if self._closed:  # a reader's thread may ask once more as its owner closes it
+            raise RuntimeError("closed")
         return _outside_a_loop(lambda: self._runner.run(self._fetch(method, url, limit, deadline_s, options)))
 
     async def _fetch(self, method: str, url: str, limit: int, deadline_s: float, options: dict) -> Answer:
@@ -192,8 +195,15 @@ class BlockingFetcher:
         return await fetch(self._http, method, url, limit=limit, deadline_s=deadline_s, **options)
 
     def close(self) -> None:
+        """Close the client and the loop; a second close does nothing (sources are stopped by more than one
+        owner as the app ends)."""
+        if self._closed:
+            return
+        self._closed = True
+
         def shut() -> None:
-            self._runner.run(self._aclose())
+            if self._http is not None:  # no coroutine made for a runner that never ran one
+                self._runner.run(self._aclose())
             self._runner.close()
 
         _outside_a_loop(shut)

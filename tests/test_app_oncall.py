@@ -174,3 +174,25 @@ async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays
         assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
     assert [s.state for s in plan.steps] == ["cancelled", "pending", "pending", "pending"], plan.steps
     assert any(s["alive"] for s in oc.json("ps")["servers"]), "cancelling leaves the server serving"
+
+
+async def test_a_run_another_bench_saves_while_attached_is_picked_up(oc):
+    """Another terminal runs `specmon bench` against the attached server (another process writing the result
+    store): once it finished, the app shows it in the Benchmark pane and the picker's last result, without
+    re-attaching; a run it already shows is not shown twice."""
+    port = free_port_pair()
+    first = oc.json("start", "fast-a", "--port", str(port), "--wait")
+    app = attached_app(oc, first["id"])
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
+        assert app.bench_results == []
+        done = await asyncio.to_thread(oc.run, "bench", "--presets", str(oc.presets), "--url", first["url"],
+                                       "--preset", "fast-a", "--requests", "2", "--warmup", "1",
+                                       "--max-new-tokens", "24", "--json")  # fmt: skip
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        assert await wait_for(pilot, lambda: [r.preset for r in app.bench_results] == ["fast-a"], 30)
+        assert app.bench_results[0].status == "finished"
+        assert await wait_for(pilot, lambda: "fast-a" in str(app.screen.query_one("#bench-table").get_row_at(0)))
+        assert "fast-a" in app.oncall.last
+        assert await wait_for(pilot, lambda: not app.oncall._store_watch.due())  # nothing left to read
+        assert len(app.bench_results) == 1

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import sys
 from dataclasses import dataclass, field
 
 import psutil
+import pytest
 from textual.widget import Widget
 
+from specmon.ports import free_port
 from specmon.tui.messages import GpuSampled
 from specmon.tui.screens.quit_dialog import QuitDialog
 from specmon.widgets.phase_timeline import PhaseTimeline
 from tests.support.app_harness import READY_LOG, fixture_app, ready_app, wait_for
 from tests.support.gpu_fixtures import load
+from tests.support.tmux import Tmux, needs_tmux
 
 
 @dataclass
@@ -133,3 +138,56 @@ async def test_a_gpu_snapshot_during_shutdown_leaves_the_panes_that_are_going_al
         await app.main.mount(late)
     assert late.panes_gone, "the snapshot came after the panes were removed"
     assert app.oncall.gpus is not None and len(app.oncall.gpus.gpus) == 8, "the on-call wiring still has it"
+
+
+@needs_tmux
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("command", ["monitor", "fleet"])
+def test_a_signal_ends_the_app_as_q_does_and_gives_the_terminal_back(tmp_path, command, signum):
+    """`kill -HUP` (or the SSH link's end), SIGTERM or SIGINT: the app ends with 128 + the signal and leaves the
+    terminal as it found it: cursor shown, mouse reporting off, the main screen back (tmux says which modes are
+    on). The monitor and the fleet app alike, each against a port where nothing answers."""
+    argv = {"monitor": ["monitor", "--url", f"http://127.0.0.1:{free_port()}"],
+            "fleet": ["fleet", "--prometheus", f"http://127.0.0.1:{free_port()}"]}[command]
+    term = Tmux([sys.executable, "-m", "specmon", *argv], (80, 24),
+                {"XDG_STATE_HOME": str(tmp_path), "TERM": "xterm-256color"})
+    try:
+        term.wait_for(lambda s: "q Quit" in s, what="the app")
+        assert term.terminal() == {"cursor": False, "mouse": True, "alternate": True}
+        os.kill(term.command_pid(), signum)
+        assert term.exit_code() == 128 + signum
+        assert term.terminal() == {"cursor": True, "mouse": False, "alternate": False}
+        assert "Traceback" not in term.screen()
+    finally:
+        term.kill()
+
+
+@needs_tmux
+@pytest.mark.timeout(180)
+def test_stop_it_on_quit_prints_what_the_stop_did_and_nothing_else(tmp_path):
+    """Attached to a server `specmon start` launched, q then "Stop it": the server is stopped, and the terminal
+    shows `specmon stop`'s summary (it printed a RuntimeWarning from a source closed twice instead), exit 0."""
+    from specmon.ports import free_port_pair
+    from tests.support.oncall import Oncall, gone
+
+    oc = Oncall(tmp_path)
+    try:
+        started = oc.json("start", "fast-a", "--port", str(free_port_pair()), "--wait")
+        env = {k: v for k, v in oc.env.items() if k in ("SPECMON_STATE_DIR", "XDG_STATE_HOME")}
+        term = Tmux([sys.executable, "-m", "specmon", "monitor", "--server", started["id"]], (80, 24),
+                    {**env, "TERM": "xterm-256color"})
+        try:
+            term.wait_for(lambda s: "ready" in s.splitlines()[0] if s else False, what="the attached app")
+            term.send("q")
+            term.wait_for(lambda s: "Stop it" in s, what="the quit dialog")
+            term.send("Down", "Enter")
+            assert term.exit_code(90) == 0
+            shown = term.screen()
+            assert f"stopped server {started['id']} (fast-a" in shown and "GPUs free after" in shown, shown
+            assert "Warning" not in shown and "Traceback" not in shown, shown
+            assert gone(started["pid"])
+        finally:
+            term.kill()
+    finally:
+        oc.cleanup()

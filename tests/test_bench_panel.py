@@ -174,3 +174,23 @@ async def test_a_cancelled_run_never_hides_or_spoils_an_earlier_completed_run():
         app.query_one(BenchPanel).show_results([*runs, cancelled, only_cancelled])
         await pilot.pause()
         assert _rows(app)["eagle3-16"][-1].startswith("cancelled")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_no_legend_is_drawn_over_the_lines_each_preset_is_named_above_in_its_colour(size):
+    """plotext draws its legend inside the plot, over the top-left of the lines (the recorded runs' first
+    requests are their fastest, right where it goes): the legend is a line of its own above the plot."""
+    app = PanelApp(results=recorded_runs())
+    async with app.run_test(size=size) as pilot:
+        panel = app.query_one(BenchPanel)
+        assert await wait_for(pilot, lambda: not panel._charts_dirty)
+        await pilot.pause()
+        chart = app.query_one("#bench-tok-chart")
+        plot = [strip.text for strip in chart.render_lines(chart.region.reset_offset)]
+        for preset in ("baseline", "eagle3-5", "eagle3-10"):
+            assert not any(preset in line for line in plot), (preset, plot)
+        legend = app.query_one("#bench-tok-legend", Static).render()
+        assert legend.plain.startswith("decode tok/s per request: ━ ")
+        for preset in ("baseline", "eagle3-5", "eagle3-10"):
+            assert preset in legend.plain
+        assert len({span.style.foreground for span in legend.spans}) == 3, legend.spans

@@ -246,3 +246,48 @@ def test_a_write_failure_during_the_run_is_noted_once_and_the_run_goes_on(tmp_pa
     assert sum("results not saved" in note for note in result.notes) == 1
     assert bench.save_error and "No space left" in bench.save_error
     assert "results not saved" in updates[-1].message
+
+
+def test_a_store_watch_reads_each_run_another_writer_adds_once_it_finished(tmp_path):
+    """What the attached app uses to pick up a `specmon bench` run from another terminal: a run that is there
+    when it starts is its own to read; a new run shows once its summary is written (not half-written), once;
+    a run read before it finished shows when it does; a file that is no run is counted, and a symlink ignored."""
+    import os
+
+    from specmon.bench.model import BenchResult, RequestResult
+    from specmon.bench.results import StoreWatch
+
+    store = ResultStore(tmp_path / "results")
+
+    def begun(run_id: str, at: float) -> BenchResult:
+        result = BenchResult(run_id=run_id, preset="p", url="http://x", started_at=at)
+        store.start_run(result)
+        store.add_request(run_id, RequestResult(index=0, prompt_id="a", ok=True, completion_tokens=8))
+        return result
+
+    def finished(result: BenchResult) -> None:
+        result.status, result.finished_at = "finished", result.started_at + 1
+        store.finish_run(result)
+
+    old = begun("r1", 1.0)
+    unfinished = begun("r2", 2.0)
+    finished(old)
+    watch = StoreWatch(store)
+    assert watch.prime() == ["r1", "r2"]
+    watch.watch_unfinished(["r2"])
+    assert watch.look() == ([], 0), "nothing new, r2 still unfinished"
+    new = begun("r3", 3.0)
+    assert watch.due()
+    assert watch.look() == ([], 0), "r3 is being written"
+    finished(new)
+    finished(unfinished)
+    runs, unreadable = watch.look()
+    assert [(r.run_id, r.status) for r in runs] == [("r2", "finished"), ("r3", "finished")] and unreadable == 0
+    assert not watch.due() and watch.look() == ([], 0), "each run once"
+    (store.directory / "junk.jsonl").write_text("not json\n" * 3)
+    os.symlink(store.path_for("r1"), store.directory / "link.jsonl")
+    assert watch.look() == ([], 0)  # a new file may hold no whole record yet: read again once it grows
+    with (store.directory / "junk.jsonl").open("a") as junk:
+        junk.write("still not json\n")
+    assert watch.look() == ([], 1)
+    assert not watch.due()

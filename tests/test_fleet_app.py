@@ -7,6 +7,7 @@ Regenerate after an intended change: `.venv/bin/python -m pytest tests/test_flee
 from __future__ import annotations
 
 import pytest
+from textual import events
 
 from specmon.widgets.fleet_table import FleetView
 from tests.support.app_harness import screen_text, wait_for
@@ -167,3 +168,50 @@ async def test_a_snapshot_that_arrives_during_shutdown_is_not_shown():
         await pilot.pause(0.1)
         assert app.snapshots == 1
     assert late.view_gone and app.snapshots == 1, "a snapshot after the view went is dropped, not shown"
+
+
+async def test_keys_that_arrive_together_act_in_their_order():
+    """Down then Enter in one read (typed fast, pasted, or batched by a slow SSH link) opens the row Down moved to,
+    not the one the cursor was on: Enter waits its turn behind the keys before it."""
+    app = fleet_app(read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.pause(0.1)
+        selected = app.query_one(FleetView).selected_server()
+        for key, character in (("down", None), ("down", None), ("enter", "\r")):
+            app.post_message(events.Key(key, character))
+        assert await wait_for(pilot, lambda: any("--server" in n.message for n in app._notifications))
+        notes = [n.message for n in app._notifications]
+        assert selected == "node-c:30000"
+        assert any("--server node-b:30000" in m for m in notes), notes
+
+
+async def test_enter_in_the_command_palette_runs_the_command_and_opens_no_server():
+    app = fleet_app(read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.pause(0.1)
+        await pilot.press("ctrl+p")
+        assert await wait_for(pilot, lambda: app.screen.id == "--command-palette" or "CommandPalette" in
+                              type(app.screen).__name__)
+        await pilot.press(*"Toggle light", "enter")
+        assert await wait_for(pilot, lambda: app.theme == "textual-light")
+        await pilot.press("r")  # after the palette's Enter: a drill-down it caused would have come first
+        assert not [n.message for n in app._notifications if "--server" in n.message]
+
+
+async def test_a_server_screen_that_fails_says_so_in_the_fleet(monkeypatch):
+    """What the server's screen printed as it failed went to the terminal behind the fleet's screen: the fleet
+    says it failed, with its exit code (a real process that exits 3, as `fleet --server` does when the server
+    left Prometheus)."""
+    import contextlib
+    import sys
+
+    app = fleet_app(read_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.pause(0.1)
+        monkeypatch.setattr(app, "suspend", contextlib.nullcontext)  # headless: nothing to suspend
+        monkeypatch.setattr(app, "drill_argv", lambda server: [sys.executable, "-c", "raise SystemExit(3)", "x", "y"])
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: any("exit code 3" in n.message for n in app._notifications))

@@ -27,6 +27,7 @@ from specmon.ports import free_port, free_port_pair
 from tests.support.dcgm_exporter import DcgmStandIn, Recording, load_recording, newest_fixture
 from tests.support.oncall import wait_for as oncall_wait_for
 from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
+from tests.support.tmux import Tmux, needs_tmux
 from tests.test_emulator import EAGLE3, launch
 
 pytestmark = pytest.mark.timeout(300)
@@ -524,3 +525,30 @@ async def test_fleet_app_against_the_real_prometheus(fleet):
 
         assert await app_wait_for(pilot, lambda: address["eagle3-5"] in shown() and "serving" in shown()
                                   and "down" in shown(), 60), shown()
+
+
+@needs_tmux
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_enter_then_q_in_a_server_s_screen_returns_to_the_fleet_in_a_real_terminal(fleet, size):
+    """In a real terminal: Enter opens a server's screen (one answering from here, one read through Prometheus),
+    q there returns to the fleet, which still takes keys; q then ends it with 0, no traceback printed."""
+    prom, servers, address, dcgm = fleet
+    env = {"XDG_STATE_HOME": str(STATE["dir"]), "TERM": "xterm-256color"}
+    term = Tmux([sys.executable, "-m", "specmon", "fleet", "--prometheus", prom.url, "--window", "4",
+                 "--interval", "10"], size, env)
+    try:
+        for name, opened in (("eagle3-5", f"http://{address['eagle3-5']}"), ("real", "via Prometheus")):
+            fleet_screen = term.wait_for(lambda s, n=name: address[n] in s and "servers ·" in s, what="the fleet")
+            rows = [line for line in fleet_screen.splitlines() if line.split()[:1] and "127.0.0.1:" in line.split()[0]]
+            index = next(i for i, line in enumerate(rows) if address[name] in line)
+            term.send("Home", *["Down"] * index, "Enter")
+            term.wait_for(lambda s, n=name, o=opened: address[n] in s and o in s and "servers ·" not in s,
+                          what=f"{name}'s screen")
+            term.send("q")
+            term.wait_for(lambda s: "servers ·" in s, what="the fleet again")
+        term.send("r")  # the fleet still reads keys
+        term.send("q")
+        assert term.exit_code() == 0
+        assert "Traceback" not in term.screen()
+    finally:
+        term.kill()

@@ -5,6 +5,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from specmon.gpu.demo import DemoGpuSource
@@ -193,3 +194,44 @@ def test_demo_source_failures_are_states(feed):
     feed.stop()
     gone = DemoGpuSource(url, timeout_s=0.5).read()
     assert not gone.available and "unreachable" in gone.reason
+
+
+def test_a_source_closed_twice_or_read_after_closing_leaves_no_warning(feed):
+    """As the app ends its sources are stopped by more than one owner (the quit dialog's stop, then unmount): a
+    second close printed `RuntimeWarning: coroutine 'BlockingFetcher._aclose' was never awaited`."""
+    import gc
+    import warnings
+
+    feed.behaviour.gpus = (FIXTURES / "h200x8-sglang-tp8.json").read_bytes()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        used, unused = DemoGpuSource(f"{feed.url}/_emulator/gpus"), DemoGpuSource(f"{feed.url}/_emulator/gpus")
+        assert used.read().available
+        for source in (used, unused, used, unused):
+            source.close()
+        late = used.read()  # a sampler's thread asking once more
+        del used, unused
+        gc.collect()
+    assert not late.available
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+def test_the_emulator_feed_s_processes_get_their_owner_from_the_os(feed):
+    """The GPU pane's USER column was empty in the demo: the emulator's feed names no user. Its pids are this
+    machine's (a loopback feed), so each gets the user it runs as; a pid that is gone stays without one."""
+    import getpass
+    import os
+
+    gpus = json.loads((FIXTURES / "h200x8-sglang-tp8.json").read_bytes())
+    gone_pid = max(psutil.pids()) + 100_000
+    for reading, pid in zip(gpus["gpus"], (os.getpid(), gone_pid), strict=False):
+        reading["processes"] = [{"pid": pid, "used_mib": 1024, "name": "sglang::scheduler", "alive": True}]
+    for reading in gpus["gpus"][2:]:
+        reading["processes"] = []
+    feed.behaviour.gpus = json.dumps(gpus).encode()
+    source = DemoGpuSource(f"{feed.url}/_emulator/gpus")
+    snapshot = source.read()
+    source.close()
+    assert snapshot.available, snapshot.reason
+    assert snapshot.gpus[0].processes[0].user == getpass.getuser()
+    assert snapshot.gpus[1].processes[0].user is None

@@ -142,6 +142,22 @@ def test_windows_from_counter_deltas():
     assert short.to_json()["window_from"] == 50 and short.to_json()["window_to"] == 60
 
 
+def test_no_answer_while_starting_is_starting_and_once_started_unreachable():
+    tracker = LiveTracker()
+    tracker.set_reachable(False)
+    assert tracker.snapshot(60, 0).state == "unreachable"
+    tracker.set_starting(True)
+    assert tracker.snapshot(60, 0).state == "starting"
+    tracker.set_reachable(True)
+    assert tracker.snapshot(60, 0).state == "starting"  # it answers (warming up), no figures yet
+    tracker.set_process_alive(False)
+    assert tracker.snapshot(60, 0).state == "exited"
+    tracker.set_process_alive(None)
+    for t in range(0, 11):  # figures: the state they say
+        tracker.add_scrape(parse_scrape(_scrape_text(1000 + 300 * t, 500 + 100 * t, ttft=(t, 2 * t, 2 * t)), t))
+    assert tracker.snapshot(60, 10).state == "serving"
+
+
 def test_restart_begins_a_new_series():
     tracker = _tracker(preset="eagle3-5")
     for t in range(0, 20):

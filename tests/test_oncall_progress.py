@@ -47,19 +47,19 @@ def test_outcome_shows_before_after_with_change_and_alerts() -> None:
     progress = SwitchProgress("b")
     progress.finish(report)
     notes = [text for text, _ in progress.notes()[1:]]
-    assert notes[0] == ("before → after (a run r1 → b): decode tok/s 100.0 → 90.0 (-10.0%) · "
-                        "acceptance 3.00 → 2.00 (-33.3%)")  # fmt: skip
+    assert notes[0] == ("before → after: decode tok/s 100.0 → 90.0 (-10.0%) · "
+                        "acceptance 3.00 → 2.00 (-33.3%) · a run r1 → b")  # fmt: skip
     assert progress.notes()[1][1] == "bold red", "an alert colours the comparison"
     assert notes[1] == "alert: acceptance length fell 33.3% against what served before (a's run r1; noise 10%)"
     first = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": None})
     progress = SwitchProgress("b")
     progress.finish(first)
-    assert progress.notes()[1][0] == ("before → after (nothing served before → b): decode tok/s – → 90.0 · "
-                                      "acceptance – → –")  # fmt: skip
+    assert progress.notes()[1][0] == ("before → after: decode tok/s – → 90.0 · "
+                                      "acceptance – → – · nothing served before → b")  # fmt: skip
     live = SwitchReport(from_="a", to="b", state="ready", sanity={"decode_tok_s": 90.0, "accept_length": 2.5},
                         before={"preset": "a", "accept_length": 2.7, "live": {"accept_length": 2.7}})
     progress.finish(live)
-    assert progress.notes()[1][0].startswith("before → after (a: live figures → b)")
+    assert progress.notes()[1][0].endswith(" · a: live figures → b")
     failed = SwitchReport(from_="a", to="b", state="failed", error="the preflight failed: no GPU")
     progress.finish(failed)
     assert progress.notes()[1] == ("switch failed: the preflight failed: no GPU", "bold red")
@@ -132,3 +132,23 @@ def test_the_apps_stored_results_say_what_the_reader_skipped(tmp_path) -> None:
     assert text.startswith(f"1 stored run unreadable; run {run.run_id}: 1 stored record skipped (")
     assert "prompt_tokens is N, not a count of at most N (the context length)" in text
     assert skipped_summary([], 0) is None
+
+
+def test_with_two_baselines_one_is_pre_selected_and_the_plan_runs_every_preset_selected() -> None:
+    """Issue item 10 said the sweep dialog pre-selects every baseline and then drops one without a word: with two
+    presets without speculation only the first is selected at first, and the plan made from what is selected
+    runs each of them (the baseline first and last), none left out."""
+    import dataclasses
+
+    from specmon.launch.presets import load_presets
+    from specmon.sweep.plan import plan_sweep
+
+    presets = dict(load_presets(user_dir=None).presets)
+    presets["my-baseline"] = dataclasses.replace(presets["demo-baseline"], name="my-baseline")
+    candidates = sweep_candidates(presets, presets["demo-eagle3-10"])
+    choices = sweep_choices(candidates, {})
+    selected = [name for name, _, on in choices if on]
+    assert [name for name, about, on in choices if "baseline" in about] == ["demo-baseline", "my-baseline"]
+    assert "my-baseline" not in selected and "demo-baseline" in selected
+    plan = plan_sweep([presets[name] for name in selected])
+    assert {step.preset for step in plan.steps} == set(selected)

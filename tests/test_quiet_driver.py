@@ -30,7 +30,7 @@ from specmon.tui.driver import QuietTerminal
 class Probe(QuietTerminal, App):
     def __init__(self, report):
         super().__init__()
-        self.report, self.keys, self.ticks, self.mounted, self.resumed = report, [], 0, False, False
+        self.report, self.keys, self.ticks, self.resumes, self.mounted = report, [], 0, 0, False
 
     def compose(self):
         yield Static("probe")
@@ -38,34 +38,46 @@ class Probe(QuietTerminal, App):
     def on_mount(self):
         self.mounted = True
         self.set_interval(0.1, self.tick)
-        self.write()
+        self.write({})
 
-    def write(self):
+    def write(self, extra):
         data = {"driver": type(self._driver).__name__, "wakeups": getattr(self._driver, "input_wakeups", None),
-                "keys": self.keys, "ticks": self.ticks, "size": [self.size.width, self.size.height],
-                "ready": self.mounted, "resumed": self.resumed}
+                "keys": self.keys, "ticks": self.ticks, "resumes": self.resumes,
+                "size": [self.size.width, self.size.height], "ready": self.mounted, **extra}
         with open(self.report, "w") as out:
             json.dump(data, out)
 
     def tick(self):
         self.ticks += 1
-        self.write()
-
-    def on_resize(self, event):
-        self.write()
+        self.write({})
 
     def on_key(self, event):
         self.keys.append(event.key)
-        self.write()
+        self.write({})
         if event.key == "q":
             self.exit()
-        if event.key == "s":  # as the fleet opens a server's screen: another program has the terminal meanwhile
+        elif event.key == "s":  # as the fleet's drill-down: another program on the terminal until its key
             with self.suspend():
-                subprocess.run([sys.executable, "-c", "pass"], check=True)
-            self.resumed = True
-            self.write()
+                subprocess.run([sys.executable, "-c", CHILD, self.report + ".child"], check=True)
+            self.resumes += 1
+            self.write({})
+        elif event.key == "e":
+            raise RuntimeError("a handler failed")
+        elif event.key == "p":
+            self.panic("the driver failed")
 
-Probe(sys.argv[1]).run()
+CHILD = """
+import os, sys, termios, tty
+saved = termios.tcgetattr(0)
+tty.setcbreak(0)
+open(sys.argv[1], "w").close()
+os.read(0, 1)
+termios.tcsetattr(0, termios.TCSANOW, saved)
+"""
+
+probe = Probe(sys.argv[1])
+probe.run()
+sys.exit(probe.return_code or 0)  # as specmon's commands end
 '''
 
 
@@ -147,22 +159,6 @@ def test_keys_arrive_a_lone_escape_too_and_the_input_thread_sleeps_between_them(
         app.close()
 
 
-def test_after_a_suspension_keys_still_arrive_and_the_app_quits(tmp_path):
-    """The fleet's Enter suspends the app while a server's screen runs: the driver's input thread starts again
-    after it (its wake pipe, closed with the suspension, was used again: the app died on its way back)."""
-    app = PtyApp(tmp_path)
-    try:
-        app.wait(lambda r: r.get("ready"))
-        app.send(b"s")
-        app.wait(lambda r: r.get("resumed"))
-        app.send(b"x")
-        app.wait(lambda r: r["keys"] == ["s", "x"])
-        app.send(b"q")
-        app.wait(lambda r: r["keys"][-1:] == ["q"])
-        assert app.proc.wait(15) == 0, (tmp_path / "stderr.txt").read_text()[-2000:]
-    finally:
-        app.close()
-
 
 def test_the_app_lays_out_for_the_terminal_it_is_on_whatever_columns_and_lines_say(tmp_path):
     # Stale $COLUMNS/$LINES (readline exports them, so does a tool that started the shell) made Textual's driver
@@ -186,3 +182,44 @@ def test_the_apps_use_it_on_a_linux_terminal_and_keep_textuals_choice_elsewhere(
     monkeypatch.setattr(constants, "DRIVER", "textual.drivers.headless_driver:HeadlessDriver")  # $TEXTUAL_DRIVER
 
     assert SpecmonApp(AppConfig(url="http://127.0.0.1:9", poll=False)).driver_class is HeadlessDriver
+
+
+def test_after_suspending_for_another_program_keys_arrive_again_and_q_exits_0(tmp_path):
+    """The fleet's drill-down: the app suspends (Textual stops and closes the driver), another program takes the
+    terminal and ends on a key, the app resumes (the driver starts again) and goes on reading keys; twice."""
+    app = PtyApp(tmp_path)
+    child_ready = Path(str(app.report) + ".child")
+    try:
+        app.wait(lambda r: r.get("ready"))
+        for round_ in range(2):
+            child_ready.unlink(missing_ok=True)
+            app.send(b"s")
+            deadline = time.monotonic() + 30
+            while not child_ready.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert child_ready.exists(), "the program run while suspended did not start"
+            app.send(b"k")  # the child's key, not the app's
+            app.wait(lambda r, n=round_: r["resumes"] == n + 1)
+            app.send(b"x")
+            report = app.wait(lambda r, n=round_: r["keys"].count("x") == n + 1)
+            assert "k" not in report["keys"]
+        app.send(b"q")
+        assert app.proc.wait(15) == 0
+        assert "Traceback" not in (tmp_path / "stderr.txt").read_text(errors="replace")
+    finally:
+        app.close()
+
+
+def test_a_panic_or_an_exception_in_a_handler_never_exits_0(tmp_path):
+    """Textual ends the app on an exception in its driver's input thread by a panic, which left the exit code 0
+    under a printed traceback; a handler's exception gives 1. Both must read as a failure."""
+    for key in (b"p", b"e"):
+        run_dir = tmp_path / key.decode()
+        run_dir.mkdir()
+        app = PtyApp(run_dir)
+        try:
+            app.wait(lambda r: r.get("ready"))
+            app.send(key)
+            assert app.proc.wait(15) == 1, key
+        finally:
+            app.close()

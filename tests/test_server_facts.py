@@ -49,6 +49,35 @@ def test_flow_packs_chunks_into_the_first_line_with_room_and_cuts_an_overlong_on
     assert [line.plain for line in lines] == ["a" * 30 + "  " + "b" * 30 + "  " + "c" * 10, "d" * 75 + "…"]
 
 
+def test_flow_breaks_an_overlong_note_at_its_separators_so_its_figures_show():
+    note = Text("before → after: decode tok/s 100.0 → 90.0 (-10.0%) · acceptance 3.00 → 2.00 (-33.3%) · a → b")
+    lines = flow([Text("short note"), note, Text("x" * 100)], 76, " · ")
+    assert [line.plain for line in lines] == [
+        "short note", "before → after: decode tok/s 100.0 → 90.0 (-10.0%)",
+        "acceptance 3.00 → 2.00 (-33.3%) · a → b", "x" * 75 + "…"]
+
+
+async def test_at_80x24_a_switch_s_before_after_shows_its_figures():
+    """The Server pane at 80 columns flows its notes several to a line: a switch's before → after, wider than
+    the pane, goes on two lines, its figures whole (it was cut before them)."""
+    from specmon.oncall.progress import SwitchProgress
+    from specmon.oncall.switch import SwitchReport
+
+    app = ready_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: "ready" in screen_text(app))
+        report = SwitchReport(from_="eagle3-10", to="eagle3-16", state="ready",
+                              sanity={"decode_tok_s": 1234.5, "accept_length": 3.41},
+                              before={"preset": "eagle3-10", "run_id": "20261203-140000-ab12cd",
+                                      "decode_tok_s": 1111.1, "accept_length": 3.02},
+                              change_pct={"decode_tok_s": 11.1, "accept_length": 12.9})
+        app.oncall.switch = SwitchProgress("eagle3-16")
+        app.oncall.switch.finish(report)
+        app.render_state()
+        for figures in ("decode tok/s 1111.1 → 1234.5 (+11.1%)", "acceptance 3.02 → 3.41 (+12.9%)"):
+            assert await wait_for(pilot, lambda f=figures: f in screen_text(app)), screen_text(app)
+
+
 @pytest.mark.parametrize("make_app", [ready_app, capturing_app])
 async def test_at_80x24_the_memory_summary_shows_whole_with_the_live_rows(make_app):
     app = make_app()

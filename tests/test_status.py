@@ -24,6 +24,7 @@ from specmon.view.state import (
     parse_milestone_specs,
     server_alive,
     spec_rows,
+    starting_up,
 )
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -76,6 +77,25 @@ STOPPED = StartupState(state="stopped")
 )
 def test_header_state(view: ServerView, expected: str) -> None:
     assert header_state(view) == expected
+
+
+@pytest.mark.parametrize(
+    ("view", "expected"),
+    [
+        (ServerView(STARTING, http=http("unreachable")), True),  # the log says it starts: no answer is normal
+        (ServerView(CAPTURING), True),
+        (ServerView(READY, http=http("starting")), True),  # warming up
+        (ServerView(READY, http=http("unreachable"), switching_to="eagle3-5"), True),
+        (ServerView(STARTING, http=http("unreachable"), following_log=False), False),  # nothing says it starts
+        (ServerView(READY, http=http("unreachable")), False),
+        (ServerView(STARTING, http=http("unreachable"), exited=True), False),
+        (ServerView(STARTING, process_exit_code=1), False),
+        (ServerView(FAILED), False),
+    ],
+)
+def test_starting_up(view: ServerView, expected: bool) -> None:
+    """What the Live view calls "starting" (not "unreachable") and the Server pane "HTTP not up yet"."""
+    assert starting_up(view) is expected
 
 
 @pytest.mark.parametrize(

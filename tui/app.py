@@ -4,10 +4,8 @@ the UI-free core (``specmon.view.state``, ``specmon.view.log_feed``); the widget
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import gc
-import signal
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -17,6 +15,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from specmon.logs.model import ServerBecameReady, StartupFailed
+from specmon.oncall import progress
 from specmon.tui import keys, live, messages, shots
 from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
     from specmon.bench.run import BenchRun
 
-EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 DARK_THEME = "textual-dark"
 LIGHT_THEME = "textual-light"
 FAILURE_NOTICE_S = 20.0
@@ -72,6 +70,8 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self._rendered_once = False
         self.live = live.LiveWiring(self)
         self.theme = DARK_THEME
+        self._switched_to: str | None = None
+        """The preset a switch launched, said "Switched to" once its server is ready."""
 
     # ----- lifecycle
 
@@ -130,19 +130,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         if milestone in self.config.exit_on:
             self.exit(1 if milestone == "failed" else 0)
 
-    def on_load(self) -> None:
-        # SIGINT and SIGTERM end the app as q does, even mid-mount, where a KeyboardInterrupt raised inside a
-        # handler would end it as a crash (exit code 1).
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
-            loop = asyncio.get_running_loop()
-            for signum in EXIT_SIGNALS:
-                loop.add_signal_handler(signum, self.exit, None, 128 + signum)
-
     def on_unmount(self) -> None:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop = asyncio.get_running_loop()
-            for signum in EXIT_SIGNALS:
-                loop.remove_signal_handler(signum)
         self.sources.stop()
         self.live.stop()
         if self.bench_run is not None:
@@ -174,8 +162,12 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.main.write_log(batch.lines, batch.kinds)
             self.cadence.written()
         if any(isinstance(event, StartupFailed) for event in batch.events):
+            self._switched_to = None
             self._notify_failure()
         if any(isinstance(event, ServerBecameReady) for event in batch.events):
+            if self._switched_to is not None:
+                self.notify(f"Switched to {self._switched_to}: it is ready", title="Preset")
+                self._switched_to = None
             self._maybe_sanity_check()
         self.render_state()
 
@@ -269,7 +261,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self.bench_run = None
         self._pace_gpus()
         if message.result is not None:
-            self.bench_results.append(message.result)
+            self.bench_results[:] = progress.merged_runs(self.bench_results, [message.result])
             self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
             title, text, severity = status.bench_outcome(message.result, among=self.bench_results)
@@ -288,8 +280,8 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             supervisor = self.config.supervisor
             if supervisor is not None and supervisor.is_running and self.log_path:
                 self.sources.follow(self.log_path)  # not stopped: its log again, from its start
-        else:
-            self.notify(f"Switched to {message.preset_name}", title="Preset")
+        else:  # launched, not yet serving: "Switched to" is said once its log says ready
+            self._switched_to = message.preset_name
             if message.log_path:
                 self.log_path = message.log_path
                 self.sources.follow(message.log_path)

@@ -6,9 +6,11 @@ once ``ESCDELAY`` has passed with nothing after it) are still served: after any 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import selectors
+import signal
 import sys
 import threading
 import time
@@ -21,6 +23,8 @@ from textual._xterm_parser import XTermParser
 from textual.app import App
 from textual.drivers.linux_driver import LinuxDriver
 
+EXIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+"""The signals that end the app as q does (a hang-up: `kill -HUP`, or the SSH link's end)."""
 INPUT_TICK_S = 0.1
 """How often the parser is looked at while input may still be completing (Textual's own cadence)."""
 SETTLE_S = max(1.0, 10 * constants.ESCAPE_DELAY)
@@ -137,8 +141,32 @@ def _drain(fd: int) -> None:
 
 
 class QuietTerminal:
-    """An ``App`` mixin: a Linux terminal gets ``QuietLinuxDriver``; any other driver Textual picks is kept."""
+    """An ``App`` mixin for how the app holds its terminal and lets go of it. A Linux terminal gets
+    ``QuietLinuxDriver``; any other driver Textual picks is kept. A hang-up, SIGINT or SIGTERM ends the app as q
+    does (the terminal restored: cursor shown, mouse reporting off, the main screen back), with 128 + the signal's
+    number, even mid-mount, where a KeyboardInterrupt raised inside a handler would end it as a crash. A panic
+    (Textual's end for an exception its driver's input thread raised) ends it with exit code 1, as an exception in
+    a handler does: an app that printed a traceback never exits 0."""
+
+    def on_load(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                if signum == signal.SIGHUP and signal.getsignal(signum) is signal.SIG_IGN:
+                    continue  # run under nohup: a hang-up stays ignored
+                loop.add_signal_handler(signum, self.exit, None, 128 + signum)  # type: ignore[attr-defined]
+
+    def on_unmount(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                loop.remove_signal_handler(signum)
 
     def get_driver_class(self) -> type:
         driver_class = super().get_driver_class()  # type: ignore[misc]
         return QuietLinuxDriver if driver_class is LinuxDriver else driver_class
+
+    def panic(self, *renderables: Any) -> None:
+        if not self._return_code:  # type: ignore[has-type]
+            self._return_code = 1
+        super().panic(*renderables)  # type: ignore[misc]

@@ -21,7 +21,7 @@ from specmon.tui.driver import QuietTerminal
 from specmon.widgets.fleet_table import FleetView
 
 BINDINGS = [
-    Binding("enter", "drill_down", "Open", id="drill-down", priority=True),
+    Binding("enter", "drill_down", "Open", id="drill-down"),
     Binding("r", "refresh", "Refresh", id="refresh"),
     Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
     Binding("f8", "screenshot", "Shot", id="screenshot", key_display="F8"),
@@ -115,11 +115,14 @@ class FleetApp(QuietTerminal, App):
             with self.suspend():
                 # said at once: the server's screen takes a few seconds to read Prometheus and start
                 print(f"specmon fleet: opening {printable(server)}…", file=sys.stderr, flush=True)
-                subprocess.run(argv, check=False)  # noqa: S603 - an argv list, never a shell
+                done = subprocess.run(argv, check=False)  # noqa: S603 - an argv list, never a shell
         except Exception as exc:  # SuspendNotSupported (headless, the browser): say how to open it instead
             self.notify(f"Cannot open it here ({type(exc).__name__}): run specmon {' '.join(argv[3:])}",
                         title=server, severity="warning", timeout=10)
             return
+        if done.returncode != 0:  # what it said went to the terminal behind this screen
+            self.notify(f"Its screen ended with exit code {done.returncode}: run specmon {' '.join(argv[3:])} "
+                        "to read why", title=server, severity="error", timeout=10, markup=False)
         if self.poller is not None:
             self.poller.refresh_now()
 

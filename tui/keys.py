@@ -112,8 +112,9 @@ def palette_commands(app: PaletteHost) -> Iterator[SystemCommand]:
         )
     if can_switch:
         for name, preset in app.config.presets.items():
+            running = "It runs now: restarting it asks first. " if app.oncall.runs_now(name) else ""
             yield SystemCommand(
                 f"Switch preset: {name}",
-                preset.description or "Restart the server with this preset",
+                running + (preset.description or "Restart the server with this preset"),
                 lambda n=name: app.switch_preset(n),
             )

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.live.tracker import LiveTracker
+from specmon.view import state as status
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
     from specmon.tui.config import AppConfig
     from specmon.tui.screens.main import MainScreen
     from specmon.view.log_feed import LogFeed
-    from specmon.view.state import MonitorState
+    from specmon.view.state import MonitorState, ServerView
 
 REFRESH_S = 2.0
 WINDOW_S = 60.0
@@ -32,6 +33,8 @@ class LiveHost(Protocol):
     def main(self) -> MainScreen: ...
 
     def set_interval(self, interval: float, callback: Callable[[], Any]) -> Any: ...
+
+    def view(self) -> ServerView: ...
 
 
 class LiveWiring:
@@ -64,8 +67,11 @@ class LiveWiring:
         self._follow_preset()
         supervisor = self.app.config.supervisor
         gone = self.app.watch.exited or (supervisor is not None and supervisor.returncode is not None)
+        with self.app.feed.lock:
+            starting = status.starting_up(self.app.view())
         with self.monitor.lock:
             self.monitor.tracker.set_process_alive(False if gone else None)
+            self.monitor.tracker.set_starting(starting)
         self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
 
     def _follow_preset(self) -> None:

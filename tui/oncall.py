@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
     from specmon.bench.model import BenchResult
+    from specmon.bench.results import StoreWatch
     from specmon.bench.run import BenchRun
     from specmon.gpu.model import GpuProcess, GpuSnapshot
     from specmon.launch.presets import Preset
@@ -35,6 +36,8 @@ NOTICE_S = 30.0
 """How long a notice given at start (an interrupted sweep) stays."""
 LOOK_EVERY_S = 2.0
 """How often the followed server's process is checked (one cheap pid look-up; a process scan only when gone)."""
+RESULTS_LOOK_S = 5.0
+"""How often the result store is looked at for runs another process (`specmon bench`, a sweep) saved."""
 SLOW_LOOK_AFTER = 15
 SLOW_LOOK_EVERY = 5
 """After ``SLOW_LOOK_AFTER`` checks without a successor (the server was stopped for good), scan every 5th."""
@@ -60,6 +63,8 @@ class OncallHost(Protocol):
     def main(self) -> MainScreen: ...
 
     def render_state(self) -> None: ...
+
+    def current_state(self) -> str: ...
 
     def flush_feed(self, force: bool = False) -> None: ...
 
@@ -91,6 +96,7 @@ class OncallWiring:
         self._sweep_runner: SweepRunner | None = None
         self.gpus: GpuSnapshot | None = None
         """The last GPU snapshot (its leftover processes may be killed from the palette)."""
+        self._store_watch: StoreWatch | None = None
 
     @property
     def attached(self) -> FoundServer | None:
@@ -100,6 +106,7 @@ class OncallWiring:
 
     def start(self) -> None:
         self.app.run_worker(self._load_results, thread=True, group="results", exit_on_error=False)
+        self.app.set_interval(RESULTS_LOOK_S, self._look_for_results)
         if self.attached is not None:
             self.app.set_interval(LOOK_EVERY_S, self._check_alive)
         for notice in self.app.config.notices:  # e.g. a sweep an SSH drop interrupted: how to resume it
@@ -137,11 +144,12 @@ class OncallWiring:
         if self.sweeping:
             app.notify("A sweep is running: it switches the presets itself", severity="warning")
             return
-        if app.bench_run is not None and not confirmed:
+        question = None if confirmed else self._switch_question(name)
+        if question is not None:
             from specmon.tui.screens.confirm import Confirm
 
-            question = f"A benchmark is running. Cancel it and switch to {name}?"
-            app.push_screen(Confirm(question), lambda yes: yes and self.switch_to(name, confirmed=True))
+            ask = Confirm(question, default=not self.runs_now(name))  # a restart of what runs: Enter says no
+            app.push_screen(ask, lambda yes: yes and self.switch_to(name, confirmed=True))
             return
         app.watch.begin_switch(name, preset)
         app.sources.stop_following()
@@ -154,6 +162,21 @@ class OncallWiring:
         else:
             app.run_worker(lambda: self._restart(preset, app.bench_run), thread=True, group="supervisor",
                            exclusive=True, exit_on_error=False)
+
+    def runs_now(self, name: str) -> bool:
+        """Whether ``name`` is the preset of a server that runs now (starting, serving: not failed or gone)."""
+        app = self.app
+        running = app.watch.preset is not None and app.watch.preset.name == name
+        return running and app.current_state() not in ("failed", "stopped", "exited")
+
+    def _switch_question(self, name: str) -> str | None:
+        """What to ask before switching to ``name``: restarting the preset that runs now, or cancelling a
+        benchmark (both in one question); None when nothing is lost."""
+        benchmark = self.app.bench_run is not None
+        if self.runs_now(name):
+            cancel = "A benchmark is running: cancel it and restart" if benchmark else "Restart"
+            return f"The server already runs {name}. {cancel} it on {name}?"
+        return f"A benchmark is running. Cancel it and switch to {name}?" if benchmark else None
 
     def _restart(self, preset: Preset, bench: BenchRun | None) -> None:
         """On a worker thread: cancel the benchmark, then restart (the supervisor's, or `specmon switch`'s)."""
@@ -228,15 +251,31 @@ class OncallWiring:
                        severity="warning")
             return
         candidates = progress.sweep_candidates(app.config.presets, app.watch.preset)
-        app.push_screen(SweepPicker(progress.sweep_choices(candidates, self.last)), self._sweep_picked)
+        picker = SweepPicker(progress.sweep_choices(candidates, self.last), self._sweep_problem)
+        app.push_screen(picker, self._sweep_picked)
+
+    def _sweep_plan(self, names: list[str]):
+        from specmon.sweep.plan import plan_sweep
+
+        return plan_sweep([self.app.config.presets[name] for name in names])
+
+    def _sweep_problem(self, names: list[str]) -> str | None:
+        """Why these presets make no sweep (the picker says it and stays open), or None."""
+        from specmon.sweep.plan import SweepError
+
+        try:
+            self._sweep_plan(names)
+        except SweepError as exc:
+            return str(exc)
+        return None
 
     def _sweep_picked(self, names: list[str] | None) -> None:
-        from specmon.sweep.plan import SweepError, plan_sweep
+        from specmon.sweep.plan import SweepError
 
         if not names:
             return
         try:
-            plan = plan_sweep([self.app.config.presets[name] for name in names])
+            plan = self._sweep_plan(names)
         except SweepError as exc:
             self.app.notify(str(exc), title="Sweep", severity="error", markup=False)
             return
@@ -286,7 +325,7 @@ class OncallWiring:
         app = self.app
         app.main.show_bench_note(f"sweep: {message.text}")
         if message.result is not None:
-            app.bench_results.append(message.result)
+            app.bench_results[:] = progress.merged_runs(app.bench_results, [message.result])
             self.bench_finished(message.result)
             app.main.show_bench_results(list(app.bench_results))
             app.main.show_bench_note(f"sweep: {message.text}")
@@ -441,22 +480,40 @@ class OncallWiring:
     # ----- stored results
 
     def _load_results(self) -> None:
-        from specmon.bench.results import ResultStore, read_run_file
+        from specmon.bench.results import ResultStore, StoreWatch, read_run_file
 
         store = ResultStore()
+        watch = StoreWatch(store)
         results, unreadable = [], 0
-        for run_id in store.run_ids()[-progress.HISTORY_RUNS :]:
+        for run_id in watch.prime()[-progress.HISTORY_RUNS :]:
             try:
                 results.append(read_run_file(store.path_for(run_id)))
             except (OSError, ValueError):
                 unreadable += 1
         results.sort(key=lambda r: r.started_at)
+        watch.watch_unfinished([r.run_id for r in results if r.status == "incomplete"])
+        self._store_watch = watch
         self.app.post_message(messages.ResultsLoaded(results, progress.skipped_summary(results, unreadable)))
+
+    def _look_for_results(self) -> None:
+        """Every ``RESULTS_LOOK_S``: a run another process saved (or finished) since is read on a thread."""
+        watch = self._store_watch
+        if watch is not None and watch.due():
+            self.app.run_worker(self._read_new_results, thread=True, group="results", exclusive=True,
+                                exit_on_error=False)
+
+    def _read_new_results(self) -> None:
+        watch = self._store_watch
+        if watch is None:
+            return
+        results, unreadable = watch.look()
+        if results or unreadable:
+            self.app.post_message(messages.ResultsLoaded(results, progress.skipped_summary(results, unreadable)))
 
     def results_loaded(self, results: list[BenchResult], skipped: str | None = None) -> None:
         """Keep each preset's last result (the picker); watching a server the app did not launch (attached, or
         `--url`), show the runs against its URL or of its preset. What the reader skipped is said once."""
-        self.last = {**progress.last_results(results), **self.last}
+        self.last = progress.last_results([*self.last.values(), *results])
         app = self.app
         if skipped:
             app.notify(skipped, title="Stored results", severity="warning", markup=False)
@@ -466,10 +523,10 @@ class OncallWiring:
         model = preset.args.get("model-path") if preset is not None else None
         history = progress.history_for(results, app.watch.preset_name, app.config.url,
                                        model if isinstance(model, str) else None)
-        shown = {r.run_id for r in app.bench_results}  # a run this app measured while the store was read
-        history = [r for r in history if r.run_id not in shown]
+        measuring = app.bench_run.result.run_id if app.bench_run is not None else None
+        history = [r for r in history if r.run_id != measuring]  # its own run: shown as it finishes
         if history:
-            app.bench_results[:0] = history
+            app.bench_results[:] = progress.merged_runs(app.bench_results, history)
             app.main.show_bench_results(list(app.bench_results))
 
     def bench_finished(self, result: BenchResult) -> None:

@@ -35,6 +35,9 @@ COLUMNS = (
 NARROW_HIDDEN = {"ci"}
 """Columns left out below ``NARROW_COLUMNS`` (the speedup loses its CI too), so the flags always show."""
 IDLE_TEXT = "No benchmark yet: press b to benchmark the current server."
+TOK_TITLE = "decode tok/s per request"
+SERIES_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "white")
+"""Each preset's line colour (plotext's and Rich's names for the same ANSI colours; red is the CIs')."""
 
 
 def downsample(values: list[float], width: int) -> tuple[list[float], list[float]]:
@@ -90,8 +93,13 @@ class BenchPanel(Vertical):
         min-height: 8;
     }
 
-    BenchPanel #bench-tok-chart {
+    BenchPanel #bench-tok {
         width: 2fr;
+    }
+
+    BenchPanel #bench-tok-legend {
+        height: 1;
+        text-align: center;
     }
 
     BenchPanel #bench-accept-chart {
@@ -123,7 +131,9 @@ class BenchPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(IDLE_TEXT, id="bench-progress")
         with Horizontal(id="bench-charts"):
-            yield PlotextPlot(id="bench-tok-chart")
+            with Vertical(id="bench-tok"):  # its title and legend above the plot: plotext's covers the lines
+                yield Static(TOK_TITLE, id="bench-tok-legend")
+                yield PlotextPlot(id="bench-tok-chart")
             yield PlotextPlot(id="bench-accept-chart")
         yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
 
@@ -239,16 +249,21 @@ class BenchPanel(Vertical):
         plt = widget.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("decode tok/s per request")
         width = max(8, (widget.size.width - 10) * 2)
-        drawn = False
-        for preset, values in self._series.items():
-            if values:
-                xs, ys = downsample(values, width)
-                plt.plot(xs, ys, label=preset, marker="braille")
-                drawn = True
+        legend = Text(no_wrap=True, overflow="ellipsis")
+        drawn = [(preset, values) for preset, values in self._series.items() if values]
+        for index, (preset, values) in enumerate(drawn):
+            color = SERIES_COLORS[index % len(SERIES_COLORS)]
+            xs, ys = downsample(values, width)
+            plt.plot(xs, ys, color=color, marker="braille")  # no label: plotext's legend is drawn over the data
+            legend.append("  " if index else "")
+            legend.append("━ ", style=f"bold {color}")
+            legend.append(preset)
         if drawn:
             plt.xlabel("request")
+        titled = Text.assemble(TOK_TITLE, ": " if drawn else "", legend, no_wrap=True, overflow="ellipsis")
+        room = self.query_one("#bench-tok-legend", Static).size.width
+        self.query_one("#bench-tok-legend", Static).update(titled if titled.cell_len <= room or not drawn else legend)
         widget.refresh()
 
     def _draw_accept_chart(self) -> None:

@@ -15,7 +15,7 @@ from specmon.live.text import SOURCE_TEXT, effective_text, figure_rows, latency_
 
 BARS = "▁▂▃▄▅▆▇█"
 STATE_STYLE = {"serving": "bold green", "idle": "bold", "stalled": "bold red", "unreachable": "bold red",
-               "exited": "bold red", "waiting": "dim", "absurd": "bold red",
+               "exited": "bold red", "starting": "bold yellow", "waiting": "dim", "absurd": "bold red",
                "unreadable": "bold red"}
 ALERT_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 MAX_SERIES_SHOWN = 3

@@ -96,11 +96,15 @@ def compact_live_row(label: str, value: str) -> tuple[str, str]:
     return COMPACT_LABELS.get(label, label), value
 
 
-def flow(chunks: Sequence[Text], width: int, sep: str) -> list[Text]:
+def flow(chunks: Sequence[Text], width: int, sep: str, breaks: str = " · ") -> list[Text]:
     """Pack ``chunks`` into lines of at most ``width`` cells, each into the first line with room (order kept
-    within a line); a chunk wider than a line gets a line of its own (cut with an ellipsis)."""
+    within a line). A chunk wider than a line goes on lines of its own, broken where it says ``breaks`` (a note's
+    figures after its words are not cut off); a piece wider than a line is cut with an ellipsis."""
     lines: list[Text] = []
     for chunk in chunks:
+        if chunk.cell_len > width:
+            lines.extend(_broken(chunk, width, breaks))
+            continue
         for line in lines:
             if line.cell_len + len(sep) + chunk.cell_len <= width:
                 line.append(sep)
@@ -110,6 +114,25 @@ def flow(chunks: Sequence[Text], width: int, sep: str) -> list[Text]:
             lines.append(chunk.copy())
     for line in lines:
         line.truncate(width, overflow="ellipsis")
+    return lines
+
+
+def _broken(chunk: Text, width: int, breaks: str) -> list[Text]:
+    """``chunk`` on as many lines as it needs, broken at the ``breaks`` that end a line (dropped there)."""
+    pieces: list[Text] = []
+    start = 0
+    plain = chunk.plain
+    while (at := plain.find(breaks, start)) >= 0:
+        pieces.append(chunk[start:at])
+        start = at + len(breaks)
+    pieces.append(chunk[start:])
+    lines: list[Text] = []
+    for piece in pieces:
+        if lines and lines[-1].cell_len + len(breaks) + piece.cell_len <= width:
+            lines[-1].append(breaks)
+            lines[-1].append_text(piece)
+        else:
+            lines.append(piece.copy())
     return lines
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,6 +107,105 @@ class ResultStore:
                     reason = exc.strerror if isinstance(exc, OSError) else str(exc).removeprefix(f"{path}: ")
                     warn(f"{path}: skipped ({reason})")
         return sorted(runs, key=lambda run: run.started_at)
+
+
+MAX_PENDING_RUNS = 32
+"""At most this many runs still being written (by another `specmon bench`) are watched until they finish."""
+
+
+class StoreWatch:
+    """The runs that other processes (a `specmon bench`, a sweep) add to a result store while the app runs,
+    looked for cheaply: one stat of the directory says when files came (``due``, from the app's timer; a listing
+    at least every ``RELIST_S``, for a file made within the directory's last timestamp tick); each new run is
+    read once it has finished (``look``, on a thread), and re-read as it grows until then."""
+
+    RELIST_S = 60.0
+
+    def __init__(self, store: ResultStore) -> None:
+        import threading
+
+        self.store = store
+        self._lock = threading.Lock()
+        self._known: set[str] = set()
+        self._pending: dict[str, tuple[int, int] | None] = {}
+        """Each run still being written: its file's (size, mtime) when last read (None: not read yet)."""
+        self._listed_mtime: int | None = None
+        self._listed_at = 0.0
+
+    def prime(self) -> list[str]:
+        """The store's run ids now (oldest first), all known from here on: the app reads them itself."""
+        with self._lock:
+            run_ids = self._list()
+            self._known.update(run_ids)
+            return run_ids
+
+    def watch_unfinished(self, run_ids: list[str]) -> None:
+        """Runs read before they finished (status "incomplete"): read again once they grow."""
+        with self._lock:
+            for run_id in run_ids[-MAX_PENDING_RUNS:]:
+                self._pending[run_id] = self._file_key(run_id)
+
+    def due(self) -> bool:
+        """Whether ``look`` has something to do: files may have come, or a run being written may have grown."""
+        import time
+
+        with self._lock:
+            return (bool(self._pending) or self._directory_mtime() != self._listed_mtime
+                    or time.monotonic() - self._listed_at >= self.RELIST_S)
+
+    def look(self) -> tuple[list[BenchResult], int]:
+        """The runs that finished since the last look (new files, and those being written that grew), and how
+        many could not be read."""
+        with self._lock:
+            for run_id in self._list():
+                if run_id not in self._known:
+                    self._known.add(run_id)
+                    self._pending[run_id] = None
+            while len(self._pending) > MAX_PENDING_RUNS:
+                del self._pending[next(iter(self._pending))]  # the oldest
+            finished: list[BenchResult] = []
+            unreadable = 0
+            for run_id, seen in list(self._pending.items()):
+                key = self._file_key(run_id)
+                if key is None:
+                    del self._pending[run_id]  # gone, or not a regular file
+                    continue
+                if key == seen:
+                    continue
+                try:
+                    run = read_run_file(self.store.path_for(run_id))
+                except (OSError, ValueError):
+                    if seen is not None:  # a file just made may hold no whole record yet: once more
+                        unreadable += 1
+                        del self._pending[run_id]
+                    else:
+                        self._pending[run_id] = key
+                    continue
+                if run.status == "incomplete":
+                    self._pending[run_id] = key
+                else:
+                    finished.append(run)
+                    del self._pending[run_id]
+            return sorted(finished, key=lambda run: run.started_at), unreadable
+
+    def _list(self) -> list[str]:
+        import time
+
+        self._listed_mtime, self._listed_at = self._directory_mtime(), time.monotonic()  # before the listing
+        return self.store.run_ids()
+
+    def _directory_mtime(self) -> int | None:
+        try:
+            return os.stat(self.store.directory).st_mtime_ns
+        except OSError:
+            return None
+
+    def _file_key(self, run_id: str) -> tuple[int, int] | None:
+        try:
+            st = os.lstat(self.store.path_for(run_id))
+        except OSError:
+            return None
+        return (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
 
 def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> BenchResult:

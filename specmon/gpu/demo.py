@@ -8,8 +8,10 @@ import httpx
 
 from specmon.bounded_http import AnswerRefused, AnswerTooSlow, BlockingFetcher
 from specmon.gpu.model import GpuReading, GpuSnapshot
+from specmon.gpu.processes import fill_owners
 from specmon.inputs import MIB
 from specmon.plausible import Absurd, Figures
+from specmon.ports import is_loopback_host
 
 MAX_FEED_BYTES = 4 * MIB
 MAX_GPU_MIB = 16 * 1024 * 1024  # 16 TiB: no GPU holds more
@@ -26,6 +28,10 @@ class DemoGpuSource:
         self.url = url
         self.timeout_s = timeout_s
         self._fetcher = BlockingFetcher(timeout=timeout_s, trust_env=False)
+        try:
+            self._local = is_loopback_host(httpx.URL(url).host)
+        except (httpx.InvalidURL, TypeError, ValueError):
+            self._local = False
 
     def read(self) -> GpuSnapshot:
         started = time.perf_counter()
@@ -37,6 +43,8 @@ class DemoGpuSource:
             snapshot.source = "emulator"
             for reading in snapshot.gpus:
                 _check_figures(reading)
+            if self._local:  # the emulator runs here: its pids are this machine's
+                fill_owners(snapshot.gpus)
         except (AnswerRefused, AnswerTooSlow) as exc:
             snapshot = GpuSnapshot.unavailable(f"emulator GPU feed not read: {exc}", "emulator")
         except httpx.HTTPError as exc:

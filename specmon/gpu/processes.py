@@ -31,6 +31,21 @@ def orphaned(ps: psutil.Process, name: str) -> bool:
     return not (is_server_cmdline(argv) or is_sglang_child(argv))
 
 
+def owner(pid: int) -> str | None:
+    """The user a visible process runs as (None: gone, or not visible from here)."""
+    try:
+        return psutil.Process(pid).username()
+    except (psutil.Error, KeyError, ValueError):  # KeyError: a uid with no name here
+        return None
+
+
+def fill_owners(readings: Iterable[GpuReading]) -> None:
+    """The user of each listed process that does not say one, from the OS (its pids are this machine's)."""
+    for proc in (p for reading in readings for p in reading.processes):
+        if proc.user is None:
+            proc.user = owner(proc.pid)
+
+
 class ProcessInspector:
     """Fills in `name`, `user`, `alive` and `state` of the GpuProcess entries of readings, in place.
 
@@ -93,11 +108,7 @@ class ProcessInspector:
                 cmdline = ps.name()
             except psutil.Error:
                 cmdline = f"pid {ps.pid}"
-        try:
-            user = ps.username()
-        except (psutil.Error, KeyError):
-            user = None
-        return cmdline, user
+        return cmdline, owner(ps.pid)
 
 
 def why_not_killable(proc: GpuProcess) -> str | None:

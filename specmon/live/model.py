@@ -66,9 +66,9 @@ class LiveSnapshot:
     """The server's live serving state. None wherever the source cannot say.
 
     `state`: "serving" (requests running), "idle" (no traffic now), "stalled", "unreachable", "exited" (the
-    server's process is gone), "waiting" (no figures yet), "unreadable" (/metrics answers, but not so that it can
-    be read: an HTTP error, not Prometheus text, too big or too slow; the alerts say which, and no log gives the
-    figures) or "absurd" (the running count cannot be true: see `absurd`).
+    server's process is gone), "starting" (starting up, no figures yet), "waiting" (no figures yet), "unreadable"
+    (/metrics answers, but not so that it can be read: an HTTP error, not Prometheus text, too big or too slow; the
+    alerts say which, and no log gives the figures) or "absurd" (the running count cannot be true: see `absurd`).
     `source`: "metrics" (/metrics), "log" (`Decode batch` lines) or "none".
     """
 

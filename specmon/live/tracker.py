@@ -141,7 +141,7 @@ class LiveTracker:
     """Joins /metrics scrapes (or, without them, `Decode batch` lines) and /server_info into LiveSnapshots.
 
     Feed it with `add_scrape`, `metrics_unavailable`, `set_server_info`, `feed_line`, `note_own_tokens`,
-    `set_reachable`; read `snapshot(window_s, now)`. `now` is wall-clock seconds (time.time()).
+    `set_reachable`, `set_process_alive`, `set_starting`; read `snapshot(window_s, now)`. `now` is wall-clock seconds (time.time()).
     """
 
     def __init__(self, preset: str | None = None, asked: Mapping[str, Any] | Sequence[str] | None = None,
@@ -164,6 +164,8 @@ class LiveTracker:
         """What the scrapes come from: "metrics" (the server's /metrics) or "prometheus" (its samples there)."""
         self.process_alive: bool | None = None
         """False once the server's process is known to be gone (specmon knows its pid): "exited"."""
+        self.starting = False
+        """The server is starting up (its log, a switch or its HTTP says so): no answer yet is "starting"."""
         self._own = _Own()
         self._spec_of: dict[str, Any] | None = None
         self._spec_cache = spec_settings({})
@@ -248,6 +250,11 @@ class LiveTracker:
         """Whether the server's own process runs (None: specmon does not know its pid)."""
         self.process_alive = alive
 
+    def set_starting(self, starting: bool) -> None:
+        """Whether the server is starting up: until it answers with figures, its state is "starting", not
+        "unreachable" (which reads as down) or "waiting"."""
+        self.starting = starting
+
     def feed_line(self, line: str, arrived_at: float | None = None) -> None:
         """A server log line (only `Decode batch` / `Prefill batch` lines are kept)."""
         self.feed_lines((line,), arrived_at)
@@ -293,6 +300,8 @@ class LiveTracker:
         if self.process_alive is False:  # gone, not "unreachable": nothing it last said is current
             snap = {"state": "exited", "source": snap.get("source", "none")}
             alerts.clear()
+        elif self.starting and (not self.reachable or snap["state"] == "waiting"):
+            snap["state"] = "starting"
         elif not self.reachable:
             snap["state"] = "unreachable"
             alerts.extend(self.unreachable_why)

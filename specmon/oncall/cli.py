@@ -306,8 +306,9 @@ def _export_stop(args: argparse.Namespace, server, result) -> None:
 
 
 def _describe(server) -> str:
-    who = server.preset or " ".join(server.argv[:3])
-    return f"server {server.id} ({who}, pid {server.pid}, {server.url})"
+    from specmon.oncall.stopper import describe
+
+    return describe(server)
 
 
 @_guarded
@@ -328,7 +329,7 @@ def run_stop(args: argparse.Namespace) -> int:
     except StopRefused as exc:
         _emit(args, {"id": server.id, "stopped": False, "error": str(exc)}, f"not stopped: {exc}")
         return EXIT_FAILED
-    lines = [_stop_text(server, result)]
+    lines = [result.text(server)]
     killable = [x for x in result.leftovers if x.killable]
     if killable and (
         args.yes
@@ -346,34 +347,7 @@ def run_stop(args: argparse.Namespace) -> int:
         )
     _emit(args, result.to_json(), "\n".join(lines))
     _export_stop(args, server, result)
-    if result.signal is None:  # it was gone already: what holds its port or pid now is not its business
-        ok = result.stopped and not any(x.ours and not x.killed for x in result.leftovers)
-    else:
-        ok = result.stopped and result.port_free and not any(not x.killed for x in result.leftovers)
-    return EXIT_OK if ok else EXIT_FAILED
-
-
-def _stop_text(server, result) -> str:
-    if result.signal is None:
-        head = f"{_describe(server)} was not running"
-    else:
-        head = f"stopped {_describe(server)} with {result.signal} in {format_seconds(result.took_s)}"
-    lines = [head]
-    if result.gpus_free_s is not None:
-        lines.append(
-            f"  GPUs free after {format_seconds(result.gpus_free_s)}"
-            + (f" ({result.gpu_note})" if result.gpu_note else "")
-        )
-    else:
-        lines.append("  GPUs NOT free")
-    if result.port_free:
-        lines.append(f"  port {server.port} free")
-    elif result.signal is None:
-        lines.append(f"  port {server.port} is taken by another process")
-    else:
-        lines.append(f"  port {server.port} STILL TAKEN")
-    lines.extend(f"  leftover: {x}" for x in result.leftovers)
-    return "\n".join(lines)
+    return EXIT_OK if result.ok else EXIT_FAILED
 
 
 # ----------------------------------------------------------------------------------------------- switch

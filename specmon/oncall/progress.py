@@ -77,7 +77,7 @@ def outcome_notes(report: Any) -> list[Note]:
         else:
             since = f"{before.get('preset') or 'old server'}: live figures"
         style = "bold red" if report.alerts else "bold green"
-        notes.append((f"before → after ({since} → {report.to}): {decode} · {accept}", style))
+        notes.append((f"before → after: {decode} · {accept} · {since} → {report.to}", style))  # figures first
     notes.extend((f"alert: {alert}", "bold red") for alert in report.alerts)
     return notes
 
@@ -91,6 +91,14 @@ def last_results(results: Iterable[Any]) -> dict[str, Any]:
         if result.preset not in last or result.started_at > last[result.preset].started_at:
             last[result.preset] = result
     return last
+
+
+def merged_runs(shown: Sequence[Any], more: Iterable[Any]) -> list[Any]:
+    """The runs shown with ``more`` added, each run once (a run read again replaces its earlier reading: a run
+    another process was writing, read once it finished), oldest first."""
+    by_id = {run.run_id: run for run in shown}
+    by_id.update((run.run_id, run) for run in more)
+    return sorted(by_id.values(), key=lambda run: run.started_at)
 
 
 def skipped_summary(results: Sequence[Any], unreadable: int = 0) -> str | None:

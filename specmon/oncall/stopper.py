@@ -17,6 +17,7 @@ from specmon.oncall import state
 from specmon.oncall.discovery import FoundServer
 from specmon.oncall.gpus import read_gpus, still_held
 from specmon.ports import ProcessInfo, port_holders, port_is_free
+from specmon.units import format_seconds
 
 POLL_S = 0.05
 
@@ -70,6 +71,34 @@ class StopResult:
     leftovers: list[Leftover] = field(default_factory=list)
     gpu_note: str | None = None
 
+    @property
+    def ok(self) -> bool:
+        """Stopped, its port free and no leftover of it alive; when it was gone already, what holds its port or
+        pid now is not its business."""
+        if self.signal is None:
+            return self.stopped and not any(x.ours and not x.killed for x in self.leftovers)
+        return self.stopped and self.port_free and not any(not x.killed for x in self.leftovers)
+
+    def text(self, server: FoundServer) -> str:
+        """What the stop did, a line and its details (`specmon stop`, and the app's quit with "Stop it")."""
+        if self.signal is None:
+            head = f"{describe(server)} was not running"
+        else:
+            head = f"stopped {describe(server)} with {self.signal} in {format_seconds(self.took_s)}"
+        lines = [head]
+        if self.gpus_free_s is not None:
+            lines.append(f"  GPUs free after {format_seconds(self.gpus_free_s)}" + (f" ({self.gpu_note})" if self.gpu_note else ""))
+        else:
+            lines.append("  GPUs NOT free")
+        if self.port_free:
+            lines.append(f"  port {server.port} free")
+        elif self.signal is None:
+            lines.append(f"  port {server.port} is taken by another process")
+        else:
+            lines.append(f"  port {server.port} STILL TAKEN")
+        lines.extend(f"  leftover: {x}" for x in self.leftovers)
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -82,6 +111,12 @@ class StopResult:
             "leftovers": [x.to_json() for x in self.leftovers],
             "gpu_note": self.gpu_note,
         }
+
+
+def describe(server: FoundServer) -> str:
+    """``server 4f2a1c (eagle3-10, pid 1234, http://127.0.0.1:30000)``."""
+    who = server.preset or " ".join(server.argv[:3])
+    return f"server {server.id} ({who}, pid {server.pid}, {server.url})"
 
 
 def own_process(pid: int) -> bool:

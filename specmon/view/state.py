@@ -297,6 +297,15 @@ def _shown(setting: int | None) -> str:
     return "?" if setting is None else str(setting)
 
 
+def starting_up(view: ServerView) -> bool:
+    """Whether the server is starting up: its followed log is in a startup, a switch is under way, or its HTTP
+    answers "starting" (warming up); never once its process is gone."""
+    if view.exited or view.process_exit_code is not None:
+        return False
+    http_starting = view.http is not None and view.http.state == "starting"
+    return (view.following_log and view.startup.state == "starting") or view.switching_to is not None or http_starting
+
+
 def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
     """The Server pane's live rows (health, version, settings) and its notes (alerts, the sanity check)."""
     rows: list[Row] = []
@@ -307,8 +316,8 @@ def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
             rows.append(("server", "checking…"))
     else:
         health = status.state
-        starting_up = view.following_log and view.startup.state == "starting"
-        if health == "unreachable" and starting_up:
+        starting = starting_up(view)
+        if health == "unreachable" and starting:
             rows.append(("health", "HTTP not up yet (the server is starting)"))
         elif health == "unreachable" and view.exited:
             since = time.strftime("%H:%M:%S", time.localtime(status.since))
@@ -318,7 +327,7 @@ def live_rows(view: ServerView) -> tuple[list[Row], list[Note]]:
             notes.append((f"Server unreachable at {status.url} since {since}", "bold red"))
         elif health == "unhealthy":
             notes.append((f"Server unhealthy: {status.last_error or 'no answer'}", "bold red"))
-        if not (health == "unreachable" and starting_up):
+        if not (health == "unreachable" and starting):
             latency = f" ({status.latency_s * 1000:.0f} ms)" if status.latency_s is not None else ""
             rows.append(("health", f"{health}{latency}"))
         spec_r, spec_n = spec_rows(None if view.spec_stale else status.spec, view.preset)

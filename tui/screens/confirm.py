@@ -1,4 +1,4 @@
-"""Confirm: a modal yes/no question (y / Enter: yes; n / Esc: no)."""
+"""Confirm: a modal yes/no question (y: yes; n / Esc: no; Enter: the default answer, yes unless told)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from textual.widgets import Label
 
 
 class Confirm(ModalScreen[bool]):
-    """Asks ``question``; dismisses with True (y, Enter) or False (n, Esc)."""
+    """Asks ``question``; dismisses with True (y) or False (n, Esc), and with ``default`` on Enter (where a second
+    Enter typed ahead must not act: restarting what serves, ``default=False``)."""
 
     DEFAULT_CSS = """
     Confirm {
@@ -32,18 +33,24 @@ class Confirm(ModalScreen[bool]):
     """
 
     BINDINGS = [
-        Binding("y,enter", "answer(True)", "Yes"),
+        Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),
+        Binding("enter", "answer_default", "Default", show=False),
     ]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, default: bool = True) -> None:
         super().__init__()
         self._question = question
+        self.default = default
 
     def compose(self) -> ComposeResult:
+        keys = "y / Enter: yes    n / Esc: no" if self.default else "y: yes    n / Esc / Enter: no"
         with Vertical(id="confirm"):
             yield Label(self._question)
-            yield Label("y / Enter: yes    n / Esc: no", classes="dim")
+            yield Label(keys, classes="dim")
+
+    def action_answer_default(self) -> None:
+        self.dismiss(self.default)
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

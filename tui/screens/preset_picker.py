@@ -1,5 +1,5 @@
 """PresetPicker: a modal list of presets, each with its last benchmark result; Enter restarts the server with
-the highlighted one."""
+the highlighted one. It opens on a preset other than the running one (choosing that one asks first)."""
 
 from __future__ import annotations
 
@@ -67,9 +67,8 @@ class PresetPicker(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         option_list = self.query_one(OptionList)
-        names = list(self._presets)
-        if self._current in names:
-            option_list.highlighted = names.index(self._current)
+        others = [index for index, name in enumerate(self._presets) if name != self._current]
+        option_list.highlighted = others[0] if others else 0  # never on the running one: Enter would restart it
         option_list.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

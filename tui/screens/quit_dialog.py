@@ -65,13 +65,19 @@ def ask_before_quit(app: Any, server: Any) -> bool:
         return False
 
     def stop_then_exit() -> None:
+        """Stop it, then end the app with what the stop did printed (as `specmon stop` prints it), exit code 1
+        when it is not all stopped."""
         from specmon.oncall.stopper import stop_server
 
-        app.sources.stop()
+        summary, code = f"specmon: {server.id} not stopped", 1
         try:
-            stop_server(server)
+            app.sources.stop()
+            result = stop_server(server)
+            summary, code = result.text(server), (app.return_code or 0) if result.ok else 1
+        except Exception as exc:  # StopRefused, or what stopping met: said, never a thread's traceback
+            summary = f"specmon: {server.id} not stopped: {exc}"
         finally:
-            app.call_from_thread(app.exit, app.return_code)
+            app.call_from_thread(app.exit, None, code, summary)
 
     def chosen(answer: str | None) -> None:
         if answer == STOP:

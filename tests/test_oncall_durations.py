@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
-from specmon.oncall.cli import _stop_text, _switch_text
+from specmon.oncall.cli import _switch_text
 from specmon.oncall.progress import SwitchProgress
+from specmon.oncall.stopper import StopResult
 from specmon.oncall.switch import SwitchReport
 from specmon.sweep.cli import format_report
 from specmon.sweep.report import PresetOutcome, build_report
@@ -39,9 +40,8 @@ def test_a_switchs_steps_are_shown_in_it() -> None:
 
 def test_a_stop_is_shown_in_it() -> None:
     server = SimpleNamespace(id="s1", preset="p", argv=[], pid=1, url="http://127.0.0.1:1", port=1)
-    result = SimpleNamespace(signal="SIGTERM", took_s=TIMES[0], gpus_free_s=TIMES[1], gpu_note=None, port_free=True,
-                             leftovers=[])
-    assert durations(_stop_text(server, result)) == list(SHOWN[:2])
+    result = StopResult(id="s1", stopped=True, signal="SIGTERM", took_s=TIMES[0], gpus_free_s=TIMES[1], port_free=True)
+    assert durations(result.text(server)) == list(SHOWN[:2])
 
 
 def test_a_sweeps_table_is_shown_in_it() -> None:

@@ -124,7 +124,7 @@ def run_start(args: argparse.Namespace) -> int:
 
     exporter = _StartExporter(textfile_dir(args.textfile_dir), record.url)
     outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout,
-                         on_state=exporter.progress, on_line=_progress_line)
+                         on_state=exporter.progress, on_line=_progress_line, since=record.started_at)
     exporter.finished(preset.name, outcome)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",

@@ -148,13 +148,15 @@ def wait_ready(
     on_state: Callable[[Any], None] | None = None,
     on_line: Callable[[str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    since: float | None = None,
 ) -> ReadyOutcome:
     """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, time runs out, or
     ``should_stop()`` (Ctrl+C) ends the wait as "cancelled" (the server is left as it is).
 
     ``on_line`` gets one line per phase change and throttled capture and weight progress, as
     `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing);
-    ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress)."""
+    ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress). ``took_s``
+    counts from ``since`` (the launch's wall time) when given, else from this call."""
     import httpx
 
     from specmon.bounded_http import BlockingFetcher
@@ -164,7 +166,7 @@ def wait_ready(
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
 
-    started = time.monotonic()
+    started = time.monotonic() - (max(0.0, time.time() - since) if since is not None else 0.0)
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True, frame_runs=True) if log else None
     client = BlockingFetcher(timeout=2.0, trust_env=False)

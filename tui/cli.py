@@ -202,7 +202,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from specmon.gpu.demo import DemoGpuSource
     from specmon.launch.presets import load_presets
-    from specmon.launch.supervisor import ServerSupervisor, SupervisorError
+    from specmon.launch.supervisor import ServerSupervisor, SupervisorError, log_stem
     from specmon.ports import free_port_pair
     from specmon.tui.config import AppConfig
 
@@ -226,7 +226,7 @@ def run_demo(args: argparse.Namespace) -> int:
         preset = demos[default.name]
     port = free_port_pair()
     try:
-        log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+        log_path = demo_log_dir() / f"{log_stem(preset.name)}.log"  # named as the switches' logs beside it
     except OSError as exc:
         from specmon.private_files import STATE_DIR_ENV
 

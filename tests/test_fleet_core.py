@@ -347,3 +347,32 @@ def test_a_target_labelled_with_one_of_specmon_s_presets_gets_its_algorithm_and_
     assert rows["b:1"].draft_tokens == 8  # what the server reports it runs wins
     assert (rows["c:1"].preset, rows["c:1"].algorithm, rows["c:1"].draft_tokens) == ("custom", None, None)
 
+
+@pytest.mark.parametrize(("instance", "url"), [
+    ("10.0.0.1:30000", "http://10.0.0.1:30000"),
+    ("node-a.cluster.local:30000", "http://node-a.cluster.local:30000"),
+    ("[fe80::1]:30000", "http://[fe80::1]:30000"),
+    ("10.0.0.1:30000/health_generate", "http://10.0.0.1:30000"),
+    ("10.0.0.1:30000/health_generate?x=#", "http://10.0.0.1:30000"),
+    ("10.0.0.1:30000?/generate", "http://10.0.0.1:30000"),
+    ("10.0.0.1:30000#frag", "http://10.0.0.1:30000"),
+    ("http://10.0.0.1:30000/metrics", "http://10.0.0.1:30000"),
+    ("x@10.0.0.2:80", None), ("user:pw@10.0.0.2:80/", None), ("10.0.0.1:30000@evil:80", None),
+    ("10.0.0.1", None), ("10.0.0.1:0", None), ("10.0.0.1:99999", None), ("10.0.0.1:３０", None),
+    ("a b:30000", None), ("10.0.0.1:30000\\@evil:1", None), ("", None), ("[::1:30000", None),
+])
+def test_a_target_s_url_is_its_host_and_port_only(instance, url):
+    from specmon.fleet.drill import target_url
+
+    found, why = target_url(instance)
+    assert found == url and (why is None) == (url is not None)
+    if why:
+        assert "not contacted" in why
+
+
+def test_at_most_eight_targets_are_asked_whether_they_answer():
+    from specmon.fleet.drill import MAX_TARGETS_TRIED, reachable_url
+
+    url, notes = reachable_url([f"x{i}@127.0.0.1:1" for i in range(20_000)], timeout_s=0.2)
+    assert url is None and notes[0] == f"20000 targets: the first {MAX_TARGETS_TRIED} asked"
+    assert len(notes) == 1 + MAX_TARGETS_TRIED

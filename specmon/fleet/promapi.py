@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,14 +200,14 @@ class PromClient:
     def _kept(self, items: list[tuple[Any, Any]]) -> list[tuple[dict[str, str], Any]]:
         """The series of an answer whose labels are within the bounds, each once: a series answered twice is
         kept once when both say the same, else neither is used (said in `notes`)."""
-        kept: dict[frozenset, tuple[dict[str, str], Any]] = {}
-        conflicting: set[frozenset] = set()
+        kept: dict[tuple, tuple[dict[str, str], Any]] = {}
+        conflicting: set[tuple] = set()
         for item, value in items:
             labels = _labels(item)
             if isinstance(labels, str):
                 self._leave_out(labels)
                 continue
-            key = frozenset(labels.items())
+            key = tuple(labels.items())  # Prometheus writes each series' labels in one order (sorted)
             if key not in kept:
                 kept[key] = (labels, value)
             elif _same(kept[key][1], value):
@@ -343,18 +342,20 @@ def _same(first: Any, second: Any) -> bool:
     return first == second or (first != first and second != second)
 
 
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?Inf|NaN")
-"""A sample value as Prometheus writes it (Go's FormatFloat): Python's float() also takes `1_000` and spaces."""
-
-
 def _value(pair: Any) -> float:
     """`[time, "value"]` → float (a JSON number, as a compatible backend may send it, too; NaN for anything
-    unreadable, ±Inf for a number too large)."""
+    unreadable, ±Inf for a number too large). Python's float() also takes `1_000` and spaces, which Prometheus
+    never writes: refused."""
     if type(pair) is not list or len(pair) != 2:
         return math.nan
     value = pair[1]
     if type(value) is str:
-        return float(value) if len(value) <= 64 and _FLOAT.fullmatch(value) else math.nan
+        if len(value) > 64 or "_" in value or value[:1].isspace() or value[-1:].isspace():
+            return math.nan
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
     if type(value) in (int, float):
         try:
             return float(value)

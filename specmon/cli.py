@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from specmon import exits
 
 Handler = str  # "package.module:function", imported lazily
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_NEGATIVE_NUMBER = re.compile(r"^-\d+\Z|^-\d*\.\d+\Z")  # \Z: `$` also matches before a final newline
 
 
 class _Parser(argparse.ArgumentParser):

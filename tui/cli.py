@@ -9,6 +9,7 @@ import functools
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from specmon import exits
@@ -328,7 +329,7 @@ def fleet_server_config(args: argparse.Namespace, options):
     print(f"specmon fleet: {printable(args.server)}: reading its row from Prometheus…", file=sys.stderr, flush=True)
     snapshot = asyncio.run(snapshot_once(options, records={}, history=False))
     if snapshot.error:
-        print(f"specmon fleet: {snapshot.error}", file=sys.stderr)
+        print(f"specmon fleet: {printable(snapshot.error)}", file=sys.stderr)
         return EXIT_PROMETHEUS
     row = next((r for r in snapshot.rows if r.server == args.server), None)
     if row is None:
@@ -338,12 +339,15 @@ def fleet_server_config(args: argparse.Namespace, options):
     dcgm = DcgmGpuSource(functools.partial(_dcgm_series, options, row.host))
     print(f"specmon fleet: {printable(args.server)}: asking its address whether it answers from here…",
           file=sys.stderr, flush=True)
-    url = reachable_url(row.targets)
+    url, notes = reachable_url(row.targets)
+    for note in notes:
+        print(f"specmon fleet: {printable(args.server)}: {printable(note)}", file=sys.stderr)
     if url is not None:
         from specmon.ports import is_loopback_host
 
         return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback_host(row.host or "") else dcgm, read_only=True)
-    last_up_at = None if row.last_seen_s is None or snapshot.taken_at is None else snapshot.taken_at - row.last_seen_s
+    # on this host's clock (the snapshot's is Prometheus'): the drill-down says "last seen N ago" by it
+    last_up_at = None if row.last_seen_s is None else time.time() - row.last_seen_s
     config = AppConfig(
         url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
         live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor,

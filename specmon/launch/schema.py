@@ -14,9 +14,9 @@ from specmon.text import did_you_mean, quoted, shown
 
 _TOP_KEYS = {"name", "description", "extends", "demo", "server", "bench"}
 _SERVER_KEYS = {"launcher", "args", "env"}
-_ARG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ARG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*\Z")  # \Z: `$` also matches before a final newline
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # TOML key -> (BenchSettings field, accepted types, minimum value or None)
 BENCH_KEYS: dict[str, tuple[str, tuple[type, ...], float | None]] = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromAuth, PromClient, PromError
 from specmon.fleet.promql import FleetQueries, valid_label_name, valid_selector
-from specmon.text import strict_json
+from specmon.text import printable, strict_json
 
 EXIT_OK, EXIT_ALERTING, EXIT_PROMETHEUS = 0, 1, 2
 
@@ -29,6 +29,8 @@ class FleetOptions:
     auth: PromAuth
 
     def problems(self) -> list[str]:
+        """What is wrong with the options, each in one line; the secret and CA files are read now (a secret
+        file others may read is warned of on stderr)."""
         q = self.queries
         out = []
         if not valid_selector(q.selector):
@@ -43,6 +45,10 @@ class FleetOptions:
         for url in (self.prometheus, *self.routers):
             if url is not None and not url.startswith(("http://", "https://")):
                 out.append(f"{url!r} is not an http(s) URL")
+        try:
+            self.auth.check(warn=lambda line: print(f"specmon fleet: warning: {printable(line)}", file=sys.stderr))
+        except PromError as exc:
+            out.append(exc.message)
         return out
 
     def client(self) -> PromClient:

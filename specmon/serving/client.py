@@ -11,7 +11,7 @@ import errno
 import os
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -27,9 +27,10 @@ from specmon.bounded_http import (
     fetch,
     header_value,
 )
-from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
+from specmon.inputs import KIB, MIB, InputError, parse_json, read_secret
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.ports import is_loopback_host
+from specmon.redact import redacted_text, remember_secret
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
 from specmon.text import printable
 
@@ -59,7 +60,7 @@ class SGLangError(Exception):
     """A request to the server failed; `status_code` is None when no HTTP answer came back."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redacted_text(message))  # a server's or a proxy's words may echo the API key
         self.status_code = status_code
 
 
@@ -337,21 +338,27 @@ def generate_payload(
 
 
 
-def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
-    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
+def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None,
+                    warn: Callable[[str], None] | None = None) -> str | None:
+    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set. A key
+    file others may read is told to `warn` (`inputs.read_secret`); the key is remembered, so that no error
+    text specmon shows holds it (`redact.remember_secret`).
 
     Raises OSError when the file cannot be read (the message names the file, never its content), and
     HeaderRefused (an InputError) when the key cannot go in a request's header (`bounded_http.header_value`).
     """
     if api_key_file:
         try:
-            key = read_text(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file").strip()
+            key = read_secret(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file", warn=warn).strip()
         except InputError as error:  # a FIFO, a device, too big: said as a read error is, with the reason
             raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
         except UnicodeDecodeError:
             raise OSError(errno.EINVAL, "not UTF-8 text") from None
+        remember_secret(key)
         return header_value(key, f"the API key file {api_key_file}") or None
-    return header_value(os.environ.get(API_KEY_ENV, "").strip(), f"${API_KEY_ENV}") or None
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    remember_secret(key)
+    return header_value(key, f"${API_KEY_ENV}") or None
 
 
 @dataclass

@@ -20,6 +20,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
 
+from specmon.urls import UrlRefused, address_of
+
 ENV = "SPECMON_TEXTFILE_DIR"
 FILE_NAME = "specmon.prom"
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -67,8 +69,12 @@ def textfile_dir(given: str | None) -> Path | None:
 
 
 def server_label(url: str) -> str:
-    """A server as `host:port` (what Prometheus calls its `instance`), from its URL."""
-    return url.split("://", 1)[-1].split("/", 1)[0]
+    """A server as `host:port` (what Prometheus calls its `instance`), from its URL (`urls.address_of`); never
+    with a user:password@, whatever URL a stored record holds."""
+    try:
+        return address_of(url)
+    except UrlRefused:
+        return url.split("://", 1)[-1].split("/", 1)[0].rpartition("@")[2]
 
 
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]

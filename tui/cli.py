@@ -100,8 +100,9 @@ def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.bounded_http import HeaderRefused
     from specmon.gpu.nvml import NvmlSource
-    from specmon.serving.client import normalize_base_url, resolve_api_key
+    from specmon.serving.client import resolve_api_key
     from specmon.tui.config import AppConfig
+    from specmon.urls import base_url
 
     try:
         api_key = resolve_api_key(None)
@@ -157,7 +158,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 
         gpu_source = DemoGpuSource(found.gpu_url)
     config = AppConfig(
-        url=normalize_base_url(args.url),
+        url=base_url(args.url),
         log_path=args.log,
         preset=preset,
         presets=presets,
@@ -338,7 +339,10 @@ def fleet_server_config(args: argparse.Namespace, options):
     dcgm = DcgmGpuSource(functools.partial(_dcgm_series, options, row.host))
     print(f"specmon fleet: {printable(args.server)}: asking its address whether it answers from here…",
           file=sys.stderr, flush=True)
-    url = reachable_url(row.targets)
+    refused: list[str] = []
+    url = reachable_url(row.targets, refused=refused)
+    for line in refused:
+        print(f"specmon fleet: {printable(args.server)}: {line}: not asked", file=sys.stderr)
     if url is not None:
         from specmon.ports import is_loopback_host
 

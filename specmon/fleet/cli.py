@@ -13,6 +13,7 @@ from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromAuth, PromClient, PromError
 from specmon.fleet.promql import FleetQueries, valid_label_name, valid_selector
 from specmon.text import printable, strict_json
+from specmon.urls import UrlRefused, base_url
 
 EXIT_OK, EXIT_ALERTING, EXIT_PROMETHEUS = 0, 1, 2
 
@@ -43,8 +44,11 @@ class FleetOptions:
         if not self.window_s > 0 or not self.interval_s > 0:
             out.append("--window and --interval must be positive")
         for url in (self.prometheus, *self.routers):
-            if url is not None and not url.startswith(("http://", "https://")):
-                out.append(f"{url!r} is not an http(s) URL")
+            try:
+                if url is not None:
+                    base_url(url, scheme_required=True)
+            except UrlRefused as exc:
+                out.append(str(exc))
         try:
             self.auth.check(warn=lambda line: print(f"specmon fleet: warning: {printable(line)}", file=sys.stderr))
         except PromError as exc:

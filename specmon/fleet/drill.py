@@ -109,12 +109,21 @@ def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Ale
     return down, Alert("fleet", "info", printable(f"fleet row: {facts}"))
 
 
-def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> str | None:
-    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL."""
+def reachable_url(targets: Iterable[str], timeout_s: float = 1.5, refused: list[str] | None = None) -> str | None:
+    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL.
+    Only a plain `host:port` target is asked (`urls.target_url`): one with a `user:password@`, a path or a
+    newline in its label is not, and why is added to `refused`."""
     import httpx
 
+    from specmon.urls import UrlRefused, target_url
+
     for target in targets:
-        url = f"http://{target}"
+        try:
+            url = target_url(target, what="its target")
+        except UrlRefused as exc:
+            if refused is not None:
+                refused.append(str(exc))
+            continue
         try:
             with httpx.Client(timeout=timeout_s, trust_env=False) as client:
                 for path in ("/model_info", "/get_model_info"):

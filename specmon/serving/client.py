@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import httpx
 
+from specmon import urls
 from specmon.bounded_http import (
     Answer,
     AnswerRefused,
@@ -280,20 +281,9 @@ class GenerateResult:
         }
 
 
-def normalize_base_url(base_url: str) -> str:
-    """`localhost` becomes 127.0.0.1 (no IPv6/resolver delay), a missing scheme becomes http, no trailing /."""
-    text = base_url.strip()
-    if "://" not in text:
-        text = "http://" + text
-    url = httpx.URL(text)
-    if url.host == "localhost":
-        url = url.copy_with(host="127.0.0.1")
-    return str(url).rstrip("/")
-
-
 def is_loopback(base_url: str) -> bool:
     """Whether the URL names this machine (then HTTP(S)_PROXY settings must not apply)."""
-    return is_loopback_host(httpx.URL(normalize_base_url(base_url)).host)
+    return is_loopback_host(httpx.URL(urls.base_url(base_url)).host)
 
 
 def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
@@ -378,7 +368,7 @@ class SGLangClient:
     """Async client of one SGLang server. Use as `async with SGLangClient(url) as client: ...`."""
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
-        self.base_url = normalize_base_url(base_url)
+        self.base_url = urls.base_url(base_url)
         self.timeout = timeout
         self._http = http_client(self.base_url, api_key, timeout=timeout)
         self._gets = reading_client(self.base_url, api_key, timeout)

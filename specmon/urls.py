@@ -13,8 +13,6 @@ from __future__ import annotations
 import ipaddress
 import re
 
-import httpx
-
 from specmon.inputs import InputError
 from specmon.redact import HIDDEN, redacted_text
 from specmon.text import quoted
@@ -58,6 +56,8 @@ def base_url(text: str, *, what: str = "the URL", scheme_required: bool = False)
         raise UrlRefused(f"{what} {shown(raw)} is longer than {MAX_URL_CHARS} characters")
     if _SPACE_OR_CONTROL.search(raw):
         raise UrlRefused(f"{what} {shown(raw)} holds a space or a control character")
+    import httpx  # here, not above: importing httpx imports rich, which `specmon presets` (host_name) must not
+
     if "://" not in raw:
         if scheme_required:
             raise UrlRefused(f"{what} {shown(raw)} is not an http(s) URL (give http:// or https://)")
@@ -119,6 +119,8 @@ def address(text: str, *, what: str = "the address") -> str:
 def address_of(url: str, *, what: str = "the URL") -> str:
     """The `host:port` a base URL names (the scheme's port when it names none): what Prometheus calls its
     target and `instance`. UrlRefused as `base_url`, or when the URL holds more than a scheme, host and port."""
+    import httpx
+
     checked = httpx.URL(base_url(url, what=what))
     if checked.path not in ("", "/") or checked.query or checked.fragment:
         raise UrlRefused(f"{what} {shown(url)} holds more than a host and port (a path, a query)")

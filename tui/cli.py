@@ -101,8 +101,9 @@ def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.bounded_http import HeaderRefused
     from specmon.gpu.nvml import NvmlSource
-    from specmon.serving.client import normalize_base_url, resolve_api_key
+    from specmon.serving.client import resolve_api_key
     from specmon.tui.config import AppConfig
+    from specmon.urls import base_url
 
     try:
         api_key = resolve_api_key(None)
@@ -158,7 +159,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 
         gpu_source = DemoGpuSource(found.gpu_url)
     config = AppConfig(
-        url=normalize_base_url(args.url),
+        url=base_url(args.url),
         log_path=args.log,
         preset=preset,
         presets=presets,

@@ -20,6 +20,7 @@ from specmon.fleet.promql import (
     valid_label_name,
 )
 from specmon.text import printable, quoted, strict_json
+from specmon.urls import UrlRefused, base_url
 
 EXIT_OK, EXIT_ALERTING, EXIT_PROMETHEUS = 0, 1, 2
 MAX_INTERVAL_S = 86400.0
@@ -37,6 +38,8 @@ class FleetOptions:
     auth: PromAuth
 
     def problems(self) -> list[str]:
+        """What is wrong with the options, each in one line; the secret and CA files are read now (a secret
+        file others may read is warned of on stderr)."""
         q = self.queries
         out = []
         for flag, selector, example in (("--selector", q.selector, 'job="sglang"'),
@@ -53,8 +56,15 @@ class FleetOptions:
             if not (math.isfinite(seconds) and 0 < seconds <= most):
                 out.append(f"{flag} {seconds:g} is not a number of seconds above 0 and at most {most:g}")
         for url in (self.prometheus, *self.routers):
-            if url is not None and not url.startswith(("http://", "https://")):
-                out.append(f"{url!r} is not an http(s) URL")
+            try:
+                if url is not None:
+                    base_url(url, scheme_required=True)
+            except UrlRefused as exc:
+                out.append(str(exc))
+        try:
+            self.auth.check(warn=lambda line: print(f"specmon fleet: warning: {printable(line)}", file=sys.stderr))
+        except PromError as exc:
+            out.append(exc.message)
         return out
 
     def client(self) -> PromClient:

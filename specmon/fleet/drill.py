@@ -19,7 +19,7 @@ from specmon.live.model import Alert
 from specmon.live.sampler import LiveMonitor
 from specmon.loop_thread import LoopThread
 from specmon.serving.prom import parse_scrape
-from specmon.text import printable, quoted
+from specmon.text import printable
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 TARGET_LABELS = frozenset({"instance", "job", "__name__"})
@@ -115,27 +115,23 @@ def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Ale
 
 MAX_TARGETS_TRIED = 8
 """A server's targets asked whether they answer from here, at most (each may take the whole timeout)."""
-_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?")
-_IPV6 = re.compile(r"[0-9A-Fa-f:.]{2,45}")
 
 
 def target_url(instance: str) -> tuple[str | None, str | None]:
     """The URL of a scrape target (its `instance` label), made from its host and port only: `http://host:port`.
-    A path, query or fragment the label carries is left off (SGLang's /health_generate generates); a label that
-    names a user (`user@host`, which would send the request to the host after `@`), has no port or a host that
-    is not a name or an address is not contacted. Returns (URL, None) or (None, why)."""
+    A scheme, path, query or fragment the label carries is left off (SGLang's /health_generate generates); what
+    is left must be a plain `host:port` (`urls.target_url`: a label that names a user, `user@host`, which would
+    send the request to the host after `@`, has no port or a host that is not a name or an address is not
+    contacted). Returns (URL, None) or (None, why)."""
+    from specmon.urls import UrlRefused
+    from specmon.urls import target_url as plain_target_url
+
     text = instance.split("://", 1)[1] if "://" in instance else instance
     address = re.split(r"[/?#]", text, maxsplit=1)[0]
-    if "@" in address:
-        return None, f"target {quoted(instance)} names a user (…@): not contacted"
-    host, sep, port = address.rpartition(":")
-    if host.startswith("[") and host.endswith("]") and _IPV6.fullmatch(host[1:-1]):
-        pass
-    elif not sep or not _HOST_NAME.fullmatch(host):
-        return None, f"target {quoted(instance)} is not host:port: not contacted"
-    if not (port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536):
-        return None, f"target {quoted(instance)} has no port from 1 to 65535: not contacted"
-    return f"http://{host}:{int(port)}", None
+    try:
+        return plain_target_url(address, what="target"), None
+    except UrlRefused as exc:
+        return None, f"{exc}: not contacted"
 
 
 def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> tuple[str | None, list[str]]:

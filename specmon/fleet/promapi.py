@@ -1,7 +1,8 @@
 """A read-only client of Prometheus' HTTP API (httpx): instant and range queries and the scrape configuration.
 
 Only GETs. Secrets come from files (a bearer token, `user:password` for basic auth), never from the command
-line, and are never printed. Every answer is bounded (MAX_ANSWER_BYTES, nested at most inputs.MAX_DEPTH) and
+line, and are never printed: every PromError's text is redacted (`redact.redacted_text`), whatever Prometheus
+or a proxy in front of it echoes. Every answer is bounded (MAX_ANSWER_BYTES, nested at most inputs.MAX_DEPTH) and
 deadlined; a malformed one is a PromError, never a traceback. Values are returned as Prometheus gives them (NaN
 and ±Inf included, a JSON number read as the string Prometheus sends): the fleet's columns check them
 (`promql.Column.check`). What an answer says beside its data (Prometheus' `warnings` and `infos`) and the series
@@ -14,20 +15,23 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
 import yaml
 
 from specmon.bounded_http import HeaderRefused, auth_headers
-from specmon.inputs import InputError, parse_json
+from specmon.inputs import MIB, InputError, parse_json, read_secret, read_text
+from specmon.redact import redacted_text, remember_secret
 from specmon.text import printable, quoted
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """An answer longer than this is refused: bounded memory whatever a proxy in front of Prometheus sends."""
 MAX_SECRET_BYTES = 16 * 1024
+MAX_CA_BYTES = 16 * MIB
+"""A CA bundle larger than this is refused (Debian's whole ca-certificates bundle is 220 KB)."""
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 1024
 """A series with more labels, or a label longer, is left out of its answer (and said): never cut short, which
@@ -46,7 +50,7 @@ class PromError(Exception):
     message is printable (outside text in it escaped)."""
 
     def __init__(self, kind: str, message: str) -> None:
-        message = printable(message)
+        message = printable(redacted_text(message))
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -60,23 +64,32 @@ class PromAuth:
     basic_auth_file: str | None = None
     ca_file: str | None = None
 
-    def headers_and_auth(self) -> tuple[dict[str, str], httpx.BasicAuth | None]:
+    def check(self, warn: Callable[[str], None] | None = None) -> None:
+        """Read every file now, before anything is asked (PromError on a bad one); a secret file others may
+        read is told to `warn`."""
+        self.headers_and_auth(warn)
+        self.verify()
+
+    def headers_and_auth(self, warn: Callable[[str], None] | None = None
+                         ) -> tuple[dict[str, str], httpx.BasicAuth | None]:
         """The Authorization header or basic auth, read from the files now (raises PromError on a bad file)."""
         if self.bearer_token_file and self.basic_auth_file:
             raise PromError("bad_answer", "give a bearer-token file or a basic-auth file, not both")
         if self.bearer_token_file:
-            token = _read_secret(self.bearer_token_file, "bearer-token file").strip()
+            token = _read_secret(self.bearer_token_file, "bearer-token file", warn).strip()
             if not token:
                 raise PromError("unauthorized", f"the bearer-token file {self.bearer_token_file} holds no token")
+            remember_secret(token)
             try:
                 return auth_headers(token, f"the bearer-token file {self.bearer_token_file}"), None
             except HeaderRefused as exc:
                 raise PromError("unauthorized", str(exc)) from None
         if self.basic_auth_file:
-            line = _read_secret(self.basic_auth_file, "basic-auth file").splitlines()
+            line = _read_secret(self.basic_auth_file, "basic-auth file", warn).splitlines()
             user, sep, password = (line[0] if line else "").partition(":")
             if not sep or not user:
                 raise PromError("unauthorized", f"the basic-auth file {self.basic_auth_file} is not `user:password`")
+            remember_secret(password, user=user)
             return {}, httpx.BasicAuth(user, password)
         return {}, None
 
@@ -84,20 +97,22 @@ class PromAuth:
         if not self.ca_file:
             return True
         try:
-            return ssl.create_default_context(cafile=self.ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise PromError("unreachable", f"the CA file {self.ca_file} could not be read: {exc}") from None
+            bundle = read_text(self.ca_file, MAX_CA_BYTES, what="CA file")
+            return ssl.create_default_context(cadata=bundle)
+        except (OSError, ssl.SSLError, ValueError) as exc:  # InputError (a FIFO, too big) and UnicodeDecodeError
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise PromError("unreachable", f"the CA file {self.ca_file} could not be read: {reason}") from None
 
 
-def _read_secret(path: str, what: str) -> str:
+def _read_secret(path: str, what: str, warn: Callable[[str], None] | None) -> str:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_SECRET_BYTES + 1)
+        return read_secret(path, MAX_SECRET_BYTES, what=what, warn=warn)
+    except InputError as exc:  # a FIFO, a device, a directory, too large: refused before anything is read
+        raise PromError("unauthorized", str(exc)) from None
+    except UnicodeDecodeError:
+        raise PromError("unauthorized", f"the {what} {path} is not UTF-8 text") from None
     except OSError as exc:
         raise PromError("unauthorized", f"the {what} {path} could not be read: {exc.strerror}") from None
-    if len(data) > MAX_SECRET_BYTES:
-        raise PromError("unauthorized", f"the {what} {path} is larger than {MAX_SECRET_BYTES} bytes")
-    return data.decode("utf-8", "replace")
 
 
 class Sample(NamedTuple):
@@ -451,9 +466,3 @@ def host_of(address: str) -> str:
     if text.startswith("["):
         return text[1:text.find("]")] if "]" in text else text
     return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
-
-
-def ensure_file(path: str | None) -> None:
-    """A given secret or CA path must be a readable regular file (checked before anything is asked)."""
-    if path and not Path(path).is_file():
-        raise PromError("unauthorized", f"{path} is not a readable file")

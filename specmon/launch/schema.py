@@ -11,6 +11,7 @@ from typing import Any
 
 from specmon.redact import is_secret_assignment, is_secret_flag, is_secret_name
 from specmon.text import did_you_mean, quoted, shown
+from specmon.urls import UrlRefused, host_name
 
 _TOP_KEYS = {"name", "description", "extends", "demo", "server", "bench"}
 _SERVER_KEYS = {"launcher", "args", "env"}
@@ -133,6 +134,11 @@ def _check_arg(key: str, value: Any) -> None:
             keypath, f"{quoted(key)} must be a string, a number, true/false or an array, not {_type_name(value)}"
         )
     _require_finite(value, keypath, quoted(key))
+    if key == "host":
+        try:
+            host_name(value if isinstance(value, str) else repr(value), what="'host'")
+        except UrlRefused as exc:  # a user:password@ in it would be shown, recorded and sent: refused here
+            raise InvalidKey(keypath, str(exc)) from None
     if key == "port" and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536):
         said = quoted(value) if isinstance(value, str) else _type_name(value) if isinstance(value, bool) else shown(value)
         raise InvalidKey(keypath, f"'port' must be a whole number from 1 to 65535 (port = 30000), not {said}")

@@ -22,6 +22,7 @@ import psutil
 from specmon.inputs import InputError, kind_of, parse_json
 from specmon.launch.marks import LAUNCH_TOKEN_ENV
 from specmon.private_files import make_private_dir, open_private_file, state_dir
+from specmon.urls import base_url
 
 MAX_STATE_BYTES = 256 * 1024
 START_TIME_TOLERANCE_S = 0.5
@@ -97,6 +98,9 @@ class ServerRecord:
                 raise ValueError(f"'{key}' is missing or of the wrong type")
         if data["pid"] <= 1 or data["pgid"] <= 1 or not 0 < data["port"] < 65536:
             raise ValueError("pid, pgid or port out of range")
+        for key in ("url", "gpu_url"):
+            if isinstance(data.get(key), str):
+                base_url(data[key], what=f"'{key}'")  # UrlRefused (a ValueError): no user:password@, an http(s) URL
         stopped_at = data.get("stopped_at")
         for key in ("create_time", "started_at", *(("stopped_at",) if isinstance(stopped_at, int | float) else ())):
             if not 0 <= data[key] < MAX_TIME_S:

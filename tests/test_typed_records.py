@@ -1,0 +1,123 @@
+"""Outside records through their typed declarations (specmon/typed.py): a preset's tables, a server's state file
+and a sweep's plan. The cases are generated from the declarations themselves, so a field added later is covered."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import msgspec
+import pytest
+
+from specmon.launch.presets import load_presets
+from specmon.launch.schema import PresetFile
+from specmon.typed import _bare, _union
+
+DATETIME = "1979-05-27T07:32:00"  # a TOML value no key of a preset takes
+PAD = "# a preset\n# with comments first\n"
+
+
+def _struct(kind: Any) -> Any:
+    return next((m for m in map(_bare, _union(kind)) if isinstance(m, type) and issubclass(m, msgspec.Struct)), None)
+
+
+def places(struct: Any = PresetFile, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every key a preset may hold, with its declared type: each table, each key, and one key ('k') of each
+    free-form table ([server.args], [server.env])."""
+    found = []
+    for field in msgspec.structs.fields(struct):
+        path = (*prefix, field.encode_name)
+        inner = _struct(field.type)
+        found.append((path, field.type))
+        if inner is not None:
+            found.extend(places(inner, path))
+        elif get_origin(_bare(field.type)) is dict:
+            found.append(((*path, "k"), get_args(_bare(field.type))[1]))
+    return found
+
+
+def accepts(kind: Any, value: Any) -> bool:
+    try:
+        msgspec.convert(value, kind, strict=True)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def toml_at(path: tuple[str, ...], value: str) -> tuple[str, int]:
+    """A preset text setting `path` to the TOML `value`, and the line of that key."""
+    if len(path) == 1:
+        return f"{PAD}{path[0]} = {value}\n", 3
+    return f"{PAD}[{'.'.join(path[:-1])}]\n{path[-1]} = {value}\n", 4
+
+
+def only_error(tmp_path: Path, text: str):
+    directory = tmp_path / "presets"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir()
+    (directory / "bad.toml").write_text(text)
+    loaded = load_presets([directory], user_dir=None, builtin_dir=tmp_path / "no-builtins")
+    bad = [e for e in loaded.errors if e.path.name == "bad.toml"]
+    assert len(bad) == 1 and "bad" not in loaded.presets, (text, loaded.errors)
+    return bad[0]
+
+
+PLACES = places()
+
+
+def test_the_declaration_is_walked_whole():
+    paths = {path for path, _ in PLACES}
+    assert {("name",), ("server",), ("server", "launcher"), ("server", "args", "k"), ("server", "env", "k"),
+            ("bench",), ("bench", "max-new-tokens"), ("bench", "temperature")} <= paths
+
+
+@pytest.mark.parametrize(("path", "kind"), PLACES, ids=[".".join(p) for p, _ in PLACES])
+def test_a_value_of_the_wrong_type_anywhere_names_its_key_its_line_and_what_it_is(tmp_path, path, kind):
+    text, line = toml_at(path, DATETIME)
+    error = only_error(tmp_path, text)
+    assert error.line == line, (text, error)
+    assert error.message.startswith(f"'{'.'.join(path)}' must be "), error.message
+    assert error.message.endswith(", not a date-time"), error.message
+    if accepts(kind, ["a"]):  # an array: the item is named by its index
+        text, line = toml_at(path, f'["a", {DATETIME}]')
+        error = only_error(tmp_path, text)
+        assert error.line == line and error.message.startswith(f"'{'.'.join(path)}[1]' must be "), error.message
+
+
+def test_no_number_that_is_not_finite_is_a_setting_anywhere(tmp_path):
+    numeric = [(path, kind) for path, kind in PLACES if accepts(kind, 0.5)]
+    assert {("bench", "temperature"), ("server", "args", "k")} <= {path for path, _ in numeric}
+    for path, kind in numeric:
+        for word in ("nan", "inf", "-inf", "+inf"):
+            text, line = toml_at(path, word)
+            error = only_error(tmp_path, text)
+            said = str(float(word))
+            assert (error.line, error.message) == (line, f"'{'.'.join(path)}' must be a finite number, not {said}")
+            if accepts(kind, [0.5]):
+                text, line = toml_at(path, f"[1, {word}]")
+                error = only_error(tmp_path, text)
+                assert error.message == f"'{'.'.join(path)}[1]' must be a finite number, not {said}", error.message
+
+
+TABLES = [((), PresetFile)] + [(path, _struct(kind)) for path, kind in PLACES if _struct(kind) is not None]
+
+
+@pytest.mark.parametrize(("table", "struct"), TABLES, ids=["top"] + [".".join(p) for p, _ in TABLES[1:]])
+def test_a_misspelt_key_in_every_table_is_named_with_what_was_meant(tmp_path, table, struct):
+    for field in msgspec.structs.fields(struct):
+        typo = field.encode_name[0] + field.encode_name[2:]
+        text, line = toml_at((*table, typo), "1")
+        error = only_error(tmp_path, text)
+        where = f"[{'.'.join(table)}]" if table else "the top level"
+        assert error.line == line, (text, error)
+        assert error.message.startswith(f"unknown key '{typo}' in {where} (did you mean "), error.message
+        assert f"'{field.encode_name}'" in error.message.split("(did you mean", 1)[1], error.message
+
+
+@pytest.mark.parametrize("key", ["a` - at `$.server.args", "b` - at `key` in `$.server.env", "c` - at `$"])
+def test_a_key_that_reads_like_a_location_does_not_move_where_the_fault_is_said(tmp_path, key):
+    for table, where in (((), "the top level"), (("bench",), "[bench]"), (("server",), "[server]")):
+        text, line = toml_at((*table, f'"{key}"'), "1")
+        error = only_error(tmp_path, text)
+        assert (error.line, error.message.split(" (")[0]) == (line, f"unknown key '{key}' in {where}"), error

@@ -3,6 +3,8 @@ and a sweep's plan. The cases are generated from the declarations themselves, so
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -12,6 +14,8 @@ import pytest
 
 from specmon.launch.presets import load_presets
 from specmon.launch.schema import PresetFile
+from specmon.oncall import state
+from specmon.oncall.state import ServerRecord
 from specmon.typed import _bare, _union
 
 DATETIME = "1979-05-27T07:32:00"  # a TOML value no key of a preset takes
@@ -121,3 +125,59 @@ def test_a_key_that_reads_like_a_location_does_not_move_where_the_fault_is_said(
         text, line = toml_at((*table, f'"{key}"'), "1")
         error = only_error(tmp_path, text)
         assert (error.line, error.message.split(" (")[0]) == (line, f"unknown key '{key}' in {where}"), error
+
+
+# ------------------------------------------------------------------------------------------ state files
+
+RECORD = {"id": "abc123", "preset": "p", "argv": ["sleep", "1"], "pid": 99999, "pgid": 99999,
+          "create_time": 1796192690.25, "url": "http://127.0.0.1:9", "host": "127.0.0.1", "port": 9,
+          "log": "/tmp/x.log", "started_at": 1796192690.5, "demo": True, "gpu_url": "http://127.0.0.1:10/_emulator/gpus",
+          "gpu_baseline_mib": {"0": 512.0, "7": 0.0}, "stopped_at": None, "launch_token": "0123456789abcdef" * 2}
+
+WRONG_RECORDS = {
+    "id": ["", 5], "preset": [None, 1], "argv": [[], ["sleep", 1], "sleep 1"], "pid": [1, 0, 2**70, "99", 9.5, True],
+    "pgid": [-4, None], "create_time": [-1.0, 2.0**34, "now", math.nan], "url": [5], "host": [[]], "port": [0, 65536, "9"],
+    "log": [None], "started_at": [math.inf, 1e300], "demo": [1, "yes"], "gpu_url": [5, {}],
+    "gpu_baseline_mib": [{"x": 1.0}, {"0": -1.0}, {"0": True}, {"0": "5"}, []], "stopped_at": [-5, "soon"],
+    "launch_token": ["zz", "ABCDEF" * 6, None],
+}
+
+
+def _write_record(directory: Path, data: dict[str, Any], name: str = "abc123.json") -> Path:
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / name
+    path.write_text(json.dumps(data, allow_nan=True))
+    path.chmod(0o600)
+    return path
+
+
+def test_a_state_file_as_specmon_wrote_it_then_and_now_reads_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECMON_STATE_DIR", str(tmp_path))
+    record = ServerRecord.from_json(RECORD)
+    assert record.to_json() == RECORD
+    assert state.read(state.save(record)) == record
+    older = {k: v for k, v in RECORD.items() if k not in ("stopped_at", "launch_token", "gpu_url")}
+    old = state.read(_write_record(tmp_path / "servers", older | {"create_time": 1796192690}))
+    assert (old.launch_token, old.stopped_at, old.gpu_url, old.create_time) == ("", None, None, 1796192690.0)
+    assert isinstance(old.create_time, float)
+    later = state.read(_write_record(tmp_path / "servers", RECORD | {"a_later_key": [1]}))
+    assert later == record  # a later specmon's key is left aside, not a fault
+
+
+@pytest.mark.parametrize("key", list(WRONG_RECORDS))
+def test_every_key_of_a_state_file_refuses_a_value_it_cannot_hold(tmp_path, monkeypatch, key):
+    monkeypatch.setenv("SPECMON_STATE_DIR", str(tmp_path))
+    assert {f.name for f in msgspec.structs.fields(ServerRecord)} == set(WRONG_RECORDS)
+    for value in WRONG_RECORDS[key]:
+        shutil.rmtree(tmp_path / "servers", ignore_errors=True)
+        _write_record(tmp_path / "servers", RECORD | {key: value})
+        records, problems = state.load_all()
+        assert records == [] and len(problems) == 1, (key, value, records)
+        said = problems[0].message
+        if not (isinstance(value, float) and not math.isfinite(value)):  # refused when read, before its key
+            assert f"'{key}" in said.split(" must ")[0].split(" is ")[0], (value, said)
+        assert "\n" not in said and len(said) < 200, said
+    missing = {k: v for k, v in RECORD.items() if k != key}
+    if key in {f.name for f in msgspec.structs.fields(ServerRecord) if f.required}:
+        with pytest.raises(ValueError, match=f"^'{key}' is missing$"):
+            ServerRecord.from_json(missing)

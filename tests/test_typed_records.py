@@ -16,8 +16,11 @@ from specmon.launch.presets import load_presets
 from specmon.launch.schema import PresetFile
 from specmon.oncall import state
 from specmon.oncall.state import ServerRecord
+from specmon.sweep.plan import SweepError, SweepPlan, SweepStep, SweepStore
 from specmon.typed import _bare, _union
 
+FIXTURES = Path(__file__).parent / "fixtures"
+OLD_SWEEP = FIXTURES / "real-sglang-0.5.16" / "trained-20261202" / "sweep" / "sweeps" / "20261202-062450-52df.json"
 DATETIME = "1979-05-27T07:32:00"  # a TOML value no key of a preset takes
 PAD = "# a preset\n# with comments first\n"
 
@@ -181,3 +184,61 @@ def test_every_key_of_a_state_file_refuses_a_value_it_cannot_hold(tmp_path, monk
     if key in {f.name for f in msgspec.structs.fields(ServerRecord) if f.required}:
         with pytest.raises(ValueError, match=f"^'{key}' is missing$"):
             ServerRecord.from_json(missing)
+
+
+# ------------------------------------------------------------------------------------------ sweep plans
+
+WRONG_PLANS = {
+    "run_id": [5, None], "steps": [None, {}, [{"preset": "a"}]], "requests": ["8", 2.5, True],
+    "created_at": [-1.0, "today"], "finished": [1, "no"], "left_serving": [3], "leave": ["all", 5, None],
+    "recommended": [[]], "runner_pid": [0, "123", 1.5], "runner_started": [2.0**35], "server_id": [7],
+    "cancelled": [1, "yes"],
+}
+WRONG_STEPS = {
+    "preset": [None, 5], "baseline": [None, 1], "draft_tokens": ["16", 4.5, True], "state": ["??", None],
+    "bench_run_id": [1], "startup_s": [-1.0, "slow"], "measure_s": [[]], "error": [False],
+}
+
+
+def test_a_sweep_plan_as_specmon_wrote_it_then_and_now_reads_back(tmp_path):
+    store = SweepStore(tmp_path)
+    shutil.copy(OLD_SWEEP, tmp_path / OLD_SWEEP.name)
+    (tmp_path / OLD_SWEEP.name).chmod(0o600)
+    old = store.load(OLD_SWEEP.stem)  # written before leave, recommended, the runner and cancelled were kept
+    on_disk = json.loads(OLD_SWEEP.read_text())
+    assert {k: v for k, v in old.to_json().items() if k in on_disk} == on_disk
+    assert (old.leave, old.runner_pid, old.cancelled, old.steps[1].draft_tokens) == ("best", None, False, 16)
+    plan = SweepPlan("20261203-000000-abcd", [SweepStep("b", True, None, state="measured", startup_s=1.5),
+                                              SweepStep("s", False, 11)], requests=8, leave="none",
+                     runner_pid=1, runner_started=1796192690.5, server_id="abc123", cancelled=True)
+    assert store.load(store.save(plan).stem) == plan
+
+
+@pytest.mark.parametrize(("key", "step"), [(k, False) for k in WRONG_PLANS] + [(k, True) for k in WRONG_STEPS])
+def test_every_key_of_a_sweep_plan_refuses_a_value_it_cannot_hold(tmp_path, key, step):
+    assert {f.name for f in msgspec.structs.fields(SweepPlan)} == set(WRONG_PLANS)
+    assert {f.name for f in msgspec.structs.fields(SweepStep)} == set(WRONG_STEPS)
+    good = json.loads(OLD_SWEEP.read_text())
+    store = SweepStore(tmp_path)
+    for value in (WRONG_STEPS if step else WRONG_PLANS)[key]:
+        data = json.loads(json.dumps(good))
+        if step:
+            data["steps"][1][key] = value
+        else:
+            data[key] = value
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(data))
+        path.chmod(0o600)
+        with pytest.raises(SweepError) as refused:
+            store.load("bad")
+        said = str(refused.value)
+        named = f"'steps[1].{key}" if step else f"'{key}"
+        assert said.startswith(f"not a sweep state file: {named}"), (value, said)
+        assert "\n" not in said and len(said) < 240, said
+
+
+def test_an_unknown_step_state_that_reads_like_a_location_is_named_where_it_is():
+    data = json.loads(OLD_SWEEP.read_text())
+    data["steps"][2]["state"] = "x` - at `$.run_id"
+    with pytest.raises(SweepError, match=r"^not a sweep state file: 'steps\[2\]\.state' must be one of 'pending', "):
+        SweepPlan.from_json(data)

@@ -53,11 +53,11 @@ def convert(data: Any, kind: type[T], *, table: str = "a table") -> T:
         raise explained(str(error), data, kind, table) from None
 
 
-_AT = re.compile(r" - at (`key` in )?`\$([^`]*)`$")
+_AT = re.compile(r" - at (`key` in )?`\$([^`]*)`\Z")
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")
-_EXPECTED = re.compile(r"^Expected `([^`]*)`(.*)$")
-_BOUND = re.compile(r"^ (>=|>|<=|<) (\S+)$")
-_LENGTH = re.compile(r"^ of length (>=|<=) (\d+)$")
+_EXPECTED = re.compile(r"^Expected `([^`]*)`(.*)\Z")
+_BOUND = re.compile(r"^ (>=|>|<=|<) (\S+)\Z")
+_LENGTH = re.compile(r"^ of length (>=|<=) (\d+)\Z")
 _WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "array": "an array",
           "object": "a table", "null": "null", "datetime": "a date-time", "date": "a date", "time": "a time"}
 _BOUND_WORDS = {">=": "at least", ">": "more than", "<=": "at most", "<": "less than"}
@@ -212,7 +212,7 @@ def explained(text: str, data: Any, kind: Any, table: str = "a table") -> FieldE
 def _message(what: str, node: _Node, table: str) -> str:
     subject = quoted(node.path) if node.path else "the record"
     value = node.value
-    missing = re.match(r"^Object missing required field `([^`]*)`$", what)
+    missing = re.match(r"^Object missing required field `([^`]*)`\Z", what)
     if missing:
         name = missing.group(1)
         return f"{quoted(f'{node.path}.{name}' if node.path else name)} is missing"

@@ -19,12 +19,12 @@ from specmon.oncall import progress
 from specmon.tui import keys, live, messages, shots
 from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
-from specmon.tui.driver import QuietTerminal
 from specmon.tui.oncall import OncallWiring
+from specmon.tui.patches.driver import QuietTerminal
+from specmon.tui.patches.toasts import RepaintedToasts
 from specmon.tui.screens import quit_dialog
 from specmon.tui.screens.main import MainScreen
 from specmon.tui.sources import AppSources
-from specmon.tui.toasts import RepaintedToasts
 from specmon.view import state as status
 from specmon.view.log_feed import LogFeed
 

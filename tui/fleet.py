@@ -17,7 +17,7 @@ from textual.widgets import Footer
 from specmon.fleet.model import FleetSnapshot
 from specmon.text import printable
 from specmon.tui import shots
-from specmon.tui.driver import QuietTerminal
+from specmon.tui.patches.driver import QuietTerminal
 from specmon.widgets.fleet_table import FleetView
 
 BINDINGS = [

@@ -355,11 +355,11 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
 
     @on(messages.SweepProgressed)
     def _sweep_progressed(self, message: messages.SweepProgressed) -> None:
-        self.oncall.sweep_progressed(message)
+        self.oncall.sweeps.progressed(message)
 
     @on(messages.SweepFinished)
     def _sweep_finished(self, message: messages.SweepFinished) -> None:
-        self.oncall.sweep_finished(message)
+        self.oncall.sweeps.finished(message)
 
     @on(messages.ResultsLoaded)
     def _results_loaded(self, message: messages.ResultsLoaded) -> None:

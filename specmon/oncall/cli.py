@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from specmon import exits
+from specmon.sglang.metric_names import STARTUP_TIME_SECONDS
 from specmon.text import printable, strict_json
 from specmon.units import format_seconds
 
@@ -185,7 +186,7 @@ def _exports_startup_phases(url: str) -> bool:
             seen = b""
             for chunk in answer.iter_bytes():
                 seen = seen[-64:] + chunk
-                if b"sglang:startup_time_seconds" in seen:
+                if STARTUP_TIME_SECONDS.encode() in seen:
                     return True
                 if len(seen) > 8 * 1024 * 1024:
                     break

@@ -8,6 +8,7 @@ import ast
 import re
 from pathlib import Path
 
+from specmon import textfile
 from specmon.sglang import metric_names
 from specmon.sglang.flags import version_key
 from specmon.sglang.metric_names import EXPECTED_IN, PREFIX, Versions
@@ -75,3 +76,11 @@ def test_the_scan_sees_names_in_strings_f_strings_and_bytes_but_not_in_docstring
                       'D = "sglang::scheduler_TP0"\n'
                       'def f():\n    """`sglang:token_usage`."""\n    return {"x": "sglang:token_usage"}\n')
     assert [line for line, _value in sglang_literals(module)] == [2, 3, 4, 8]
+
+
+def test_specmons_own_names_are_the_textfiles_families_and_none_is_sglangs():
+    own = {key: value for key, value in vars(textfile).items()
+           if key.isupper() and isinstance(value, str) and value.startswith("specmon_")}
+    assert set(own.values()) == set(textfile.FAMILIES)
+    assert {key: value for key, value in own.items() if key != value.removeprefix("specmon_").upper()} == {}
+    assert set(own.values()) & set(EXPECTED_IN) == set()

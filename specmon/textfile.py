@@ -43,6 +43,18 @@ MAX_SAMPLES = 20000
 """A file with more samples than this (or larger) is started afresh: bounded whatever is in it."""
 
 
+# specmon's own metric names (SGLang's are in `specmon.sglang.metric_names`).
+BENCH_DECODE_TOKENS_PER_SECOND = "specmon_bench_decode_tokens_per_second"
+BENCH_ACCEPT_LENGTH = "specmon_bench_accept_length"
+BENCH_TTFT_SECONDS = "specmon_bench_ttft_seconds"
+BENCH_SPEEDUP_RATIO = "specmon_bench_speedup_ratio"
+BENCH_TIMESTAMP_SECONDS = "specmon_bench_timestamp_seconds"
+STARTUP_PHASE_SECONDS = "specmon_startup_phase_seconds"
+STARTUP_READY_SECONDS = "specmon_startup_ready_seconds"
+STARTUP_CAPTURE_PROGRESS_RATIO = "specmon_startup_capture_progress_ratio"
+STARTUP_FAILURES = "specmon_startup_failures"
+LEFTOVER_GPU_MEMORY_BYTES = "specmon_leftover_gpu_memory_bytes"
+
 @dataclass(frozen=True)
 class Family:
     """One metric family specmon writes: its name (without `_total`), type, help and labels."""
@@ -54,24 +66,24 @@ class Family:
 
 
 FAMILIES = {f.name: f for f in (
-    Family("specmon_bench_decode_tokens_per_second", "gauge",
+    Family(BENCH_DECODE_TOKENS_PER_SECOND, "gauge",
            "Median decode tokens per second of the last specmon benchmark.", ("server", "preset")),
-    Family("specmon_bench_accept_length", "gauge",
+    Family(BENCH_ACCEPT_LENGTH, "gauge",
            "Acceptance length (tokens per verify step) of the last specmon benchmark.", ("server", "preset")),
-    Family("specmon_bench_ttft_seconds", "gauge", "Median time to first token of the last specmon benchmark.",
+    Family(BENCH_TTFT_SECONDS, "gauge", "Median time to first token of the last specmon benchmark.",
            ("server", "preset")),
-    Family("specmon_bench_speedup_ratio", "gauge",
+    Family(BENCH_SPEEDUP_RATIO, "gauge",
            "Decode tok/s of the last benchmark over the baseline's (no speculation).", ("server", "preset")),
-    Family("specmon_bench_timestamp_seconds", "gauge", "When the last specmon benchmark finished (Unix time).",
+    Family(BENCH_TIMESTAMP_SECONDS, "gauge", "When the last specmon benchmark finished (Unix time).",
            ("server", "preset")),
-    Family("specmon_startup_phase_seconds", "gauge", "Duration of each startup phase of the server's last start.",
+    Family(STARTUP_PHASE_SECONDS, "gauge", "Duration of each startup phase of the server's last start.",
            ("server", "phase")),
-    Family("specmon_startup_ready_seconds", "gauge", "Time from launch to ready of the server's last start.",
+    Family(STARTUP_READY_SECONDS, "gauge", "Time from launch to ready of the server's last start.",
            ("server", "preset")),
-    Family("specmon_startup_capture_progress_ratio", "gauge",
+    Family(STARTUP_CAPTURE_PROGRESS_RATIO, "gauge",
            "CUDA-graph capture progress (0..1) while the server starts.", ("server",)),
-    Family("specmon_startup_failures", "counter", "Startup failures, by the failure's kind.", ("server", "reason")),
-    Family("specmon_leftover_gpu_memory_bytes", "gauge",
+    Family(STARTUP_FAILURES, "counter", "Startup failures, by the failure's kind.", ("server", "reason")),
+    Family(LEFTOVER_GPU_MEMORY_BYTES, "gauge",
            "GPU memory still held by processes of a stopped (dead) server.", ("server",)),
 )}
 
@@ -242,11 +254,11 @@ def bench_samples(url: str, preset: str | None, summary: Mapping, finished_at: f
     accept = summary.get("accept_length") if isinstance(summary.get("accept_length"), Mapping) else {}
     ttft = summary.get("ttft_s") if isinstance(summary.get("ttft_s"), Mapping) else {}
     out = []
-    for name, value in (("specmon_bench_decode_tokens_per_second", decode.get("median")),
-                        ("specmon_bench_accept_length", accept.get("token_weighted")),
-                        ("specmon_bench_ttft_seconds", ttft.get("median")),
-                        ("specmon_bench_speedup_ratio", speedup),
-                        ("specmon_bench_timestamp_seconds", finished_at)):
+    for name, value in ((BENCH_DECODE_TOKENS_PER_SECOND, decode.get("median")),
+                        (BENCH_ACCEPT_LENGTH, accept.get("token_weighted")),
+                        (BENCH_TTFT_SECONDS, ttft.get("median")),
+                        (BENCH_SPEEDUP_RATIO, speedup),
+                        (BENCH_TIMESTAMP_SECONDS, finished_at)):
         if _usable(value):
             out.append((name, labels, float(value)))
     return out
@@ -256,14 +268,14 @@ def startup_samples(url: str, preset: str | None, startup: Mapping | None, ready
                     with_phases: bool = True) -> list[tuple[str, dict[str, str], float]]:
     """A start that reached ready: phase durations (from the log), time to ready, capture done."""
     server = server_label(url)
-    out = [("specmon_startup_capture_progress_ratio", {"server": server}, 1.0)]
+    out = [(STARTUP_CAPTURE_PROGRESS_RATIO, {"server": server}, 1.0)]
     if _usable(ready_after_s):
-        out.append(("specmon_startup_ready_seconds", {"server": server, "preset": preset or "none"},
+        out.append((STARTUP_READY_SECONDS, {"server": server, "preset": preset or "none"},
                     float(ready_after_s)))
     phases = (startup or {}).get("phases") if with_phases else None
     for phase in phases if isinstance(phases, list) else []:
         if isinstance(phase, Mapping) and isinstance(phase.get("name"), str) and _usable(phase.get("elapsed_s")):
-            out.append(("specmon_startup_phase_seconds", {"server": server, "phase": phase["name"]},
+            out.append((STARTUP_PHASE_SECONDS, {"server": server, "phase": phase["name"]},
                         float(phase["elapsed_s"])))
     return out
 

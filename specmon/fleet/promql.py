@@ -26,6 +26,22 @@ from specmon.fleet.matchers import valid_label_name as valid_label_name
 from specmon.fleet.promapi import format_duration
 from specmon.live import rules
 from specmon.plausible import MAX_DRAFT, MAX_LATENCY_MS, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS
+from specmon.sglang.metric_names import (
+    GENERATION_TOKENS_TOTAL,
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_QUEUE_REQS,
+    NUM_REQUESTS_TOTAL,
+    NUM_RUNNING_REQS,
+    NUM_USED_TOKENS,
+    PREFIX,
+    REALTIME_TOKENS_TOTAL,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_NUM_DRAFT_TOKENS,
+    SPEC_NUM_STEPS,
+    SPEC_VERIFY_CALLS_TOTAL,
+    TIME_TO_FIRST_TOKEN_SECONDS,
+    TOKEN_USAGE,
+)
 
 MIN_WINDOW_SCRAPES = 4
 """A rate window shorter than 4 scrape intervals may hold fewer than two samples (then the rate is empty)."""
@@ -128,14 +144,14 @@ PART_CHECKS: dict[str, Column] = {check.key: check for check in (
     Column("generation_tok_s", "", "", high=MAX_TOK_S),
     Column("verify_per_s", "", "", high=MAX_TOK_S),
     Column("ttft_quantile", "", "", high=MAX_LATENCY_MS / 1000),
-    Column("sglang:num_running_reqs", "", "", high=MAX_REQUESTS, whole=True),
-    Column("sglang:num_queue_reqs", "", "", high=MAX_REQUESTS, whole=True),
-    Column("sglang:num_used_tokens", "", "", high=MAX_TOKENS, whole=True),
-    Column("sglang:max_total_num_tokens", "", "", high=MAX_TOKENS, whole=True),
-    Column("sglang:token_usage", "", "", high=1.5),
-    Column("sglang:spec_accept_length", "", "", high=64),
-    Column("sglang:spec_num_draft_tokens", "", "", high=MAX_DRAFT, whole=True),
-    Column("sglang:spec_num_steps", "", "", high=MAX_DRAFT, whole=True),
+    Column(NUM_RUNNING_REQS, "", "", high=MAX_REQUESTS, whole=True),
+    Column(NUM_QUEUE_REQS, "", "", high=MAX_REQUESTS, whole=True),
+    Column(NUM_USED_TOKENS, "", "", high=MAX_TOKENS, whole=True),
+    Column(MAX_TOTAL_NUM_TOKENS, "", "", high=MAX_TOKENS, whole=True),
+    Column(TOKEN_USAGE, "", "", high=1.5),
+    Column(SPEC_ACCEPT_LENGTH, "", "", high=64),
+    Column(SPEC_NUM_DRAFT_TOKENS, "", "", high=MAX_DRAFT, whole=True),
+    Column(SPEC_NUM_STEPS, "", "", high=MAX_DRAFT, whole=True),
     Column("DCGM_FI_DEV_FB_USED", "", "", high=MAX_FRAMEBUFFER_MIB),
     Column("DCGM_FI_DEV_FB_FREE", "", "", high=MAX_FRAMEBUFFER_MIB),
 )}
@@ -191,17 +207,17 @@ class FleetQueries:
         """`realtime_tokens_total{mode="decode"}` (SGLang 0.5.9+): the live decode rate, TP ranks counted once."""
         s = self.server_label
         decode = self._sel('mode="decode"')
-        return f"sum by ({s}) (max by ({s}, dp_rank) (rate(sglang:realtime_tokens_total{decode}[{window}])))"
+        return f"sum by ({s}) (max by ({s}, dp_rank) (rate({REALTIME_TOKENS_TOTAL}{decode}[{window}])))"
 
     def decode_rate(self, window: str) -> str:
         return f"{self.realtime_rate(window)} or {self.generation_rate(window)}"
 
     def generation_rate(self, window: str | None = None) -> str:
         return (f"sum by ({self.server_label}) "
-                f"(rate(sglang:generation_tokens_total{self._sel()}[{window or self.window}]))")
+                f"(rate({GENERATION_TOKENS_TOTAL}{self._sel()}[{window or self.window}]))")
 
     def verify_rate(self) -> str:
-        return f"sum by ({self.server_label}) (rate(sglang:spec_verify_calls_total{self._sel()}[{self.window}]))"
+        return f"sum by ({self.server_label}) (rate({SPEC_VERIFY_CALLS_TOTAL}{self._sel()}[{self.window}]))"
 
     @property
     def ttft_buckets_record(self) -> str:
@@ -210,7 +226,7 @@ class FleetQueries:
     def ttft_buckets(self) -> str:
         """TTFT's bucket rates per server and bound (SGLang's tokenizer series: summed)."""
         return (f"sum by ({self.server_label}, le) "
-                f"(rate(sglang:time_to_first_token_seconds_bucket{self._sel()}[{self.window}]))")
+                f"(rate({TIME_TO_FIRST_TOKEN_SECONDS}_bucket{self._sel()}[{self.window}]))")
 
     def ttft_quantile(self, buckets: str | None = None) -> str:
         """histogram_quantile's own p99 (interpolated in the first bucket, the highest bound for +Inf)."""
@@ -219,7 +235,7 @@ class FleetQueries:
     def ttft_bounds(self) -> tuple[str, str]:
         """Each server's first and highest finite TTFT bucket bound, from its bucket series now (no rate: cheap):
         histogram_quantile(1) of every bucket counting 1 is the first bound; with +Inf counting 2, the highest."""
-        s, name = self.server_label, "sglang:time_to_first_token_seconds_bucket"
+        s, name = self.server_label, f"{TIME_TO_FIRST_TOKEN_SECONDS}_bucket"
         finite_le, inf_le = 'le!="+Inf"', 'le="+Inf"'
         every = f"group by ({s}, le) ({name}{self._sel()})"
         finite = f"group by ({s}, le) ({name}{self._sel(finite_le)})"
@@ -231,7 +247,7 @@ class FleetQueries:
         per server (they are its launch's configuration), not with every refresh."""
         s = self.server_label
         extra = (f"{s}=~{promql_string(_alternatives(servers))}",) if servers else ()
-        return f"group by ({s}, le) (sglang:time_to_first_token_seconds_bucket{self._sel(*extra)})"
+        return f"group by ({s}, le) ({TIME_TO_FIRST_TOKEN_SECONDS}_bucket{self._sel(*extra)})"
 
     def ttft_p99(self) -> dict[str, str]:
         """TTFT p99 per server by the quantile rule (`specmon.live.quantiles`): "ttft_p99_s" where
@@ -253,8 +269,8 @@ class FleetQueries:
     def columns(self) -> tuple[Column, ...]:
         s, w = self.server_label, self.window
         level_dp = f"{s}_dp_rank_engine_type"
-        kv_used = self.dedup("sglang:num_used_tokens")
-        kv_total = self.dedup("sglang:max_total_num_tokens")
+        kv_used = self.dedup(NUM_USED_TOKENS)
+        kv_total = self.dedup(MAX_TOTAL_NUM_TOKENS)
         columns = (
             Column("decode_tok_s", f"{s}:sglang_decode_tokens:rate{w}", self.decode_rate(w), high=MAX_TOK_S,
                    reads=("realtime_tok_s", "generation_tok_s")),
@@ -264,31 +280,31 @@ class FleetQueries:
                    f"{self.generation_rate()} / ({self.verify_rate()} > 0)", 0.5, 64,
                    reads=("generation_tok_s", "verify_per_s")),
             Column("accept_gauge", f"{s}:sglang_spec_accept_length:avg",
-                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:spec_accept_length{self._sel()})) > 0", 0, 64,
-                   reads=("sglang:spec_accept_length",)),
+                   f"avg by ({s}) (max by ({s}, dp_rank) ({SPEC_ACCEPT_LENGTH}{self._sel()})) > 0", 0, 64,
+                   reads=(SPEC_ACCEPT_LENGTH,)),
             Column("running_per_dp", f"{level_dp}:sglang_num_running_reqs:max",
-                   f"max by ({s}, dp_rank, engine_type) (sglang:num_running_reqs{self._sel()})", high=MAX_REQUESTS,
+                   f"max by ({s}, dp_rank, engine_type) ({NUM_RUNNING_REQS}{self._sel()})", high=MAX_REQUESTS,
                    whole=True,
-                   reads=("sglang:num_running_reqs",)),
-            Column("queued", f"{s}:sglang_num_queue_reqs:sum", self.dedup("sglang:num_queue_reqs"),
+                   reads=(NUM_RUNNING_REQS,)),
+            Column("queued", f"{s}:sglang_num_queue_reqs:sum", self.dedup(NUM_QUEUE_REQS),
                    high=MAX_REQUESTS, whole=True,
-                   reads=("sglang:num_queue_reqs",)),
+                   reads=(NUM_QUEUE_REQS,)),
             Column("kv_used_ratio", f"{s}:sglang_kv_used:ratio",
                    f"({kv_used} / ({kv_total} > 0)) or "
-                   f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5,
-                   reads=("sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage")),
+                   f"avg by ({s}) (max by ({s}, dp_rank) ({TOKEN_USAGE}{self._sel()}))", high=1.5,
+                   reads=(NUM_USED_TOKENS, MAX_TOTAL_NUM_TOKENS, TOKEN_USAGE)),
             *(Column(key, f"{s}:sglang_time_to_first_token_seconds:{key.removeprefix('ttft_').removesuffix('_s')}"
                      f"_rate{w}", expr, high=MAX_LATENCY_MS / 1000, reads=("ttft_quantile",))
               for key, expr in self.ttft_p99().items()),
             Column("draft_tokens", f"{s}:sglang_spec_num_draft_tokens:max",
-                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()}) > 0", high=MAX_DRAFT,
+                   f"max by ({s}) ({SPEC_NUM_DRAFT_TOKENS}{self._sel()}) > 0", high=MAX_DRAFT,
                    whole=True,
-                   reads=("sglang:spec_num_draft_tokens",)),
+                   reads=(SPEC_NUM_DRAFT_TOKENS,)),
             Column("num_steps", f"{s}:sglang_spec_num_steps:max",
-                   f"max by ({s}) (sglang:spec_num_steps{self._sel()}) > 0", high=MAX_DRAFT, whole=True,
-                   reads=("sglang:spec_num_steps",)),
+                   f"max by ({s}) ({SPEC_NUM_STEPS}{self._sel()}) > 0", high=MAX_DRAFT, whole=True,
+                   reads=(SPEC_NUM_STEPS,)),
             Column("restarts", f"{s}:sglang_restarts:resets{RESTART_LOOKBACK}",
-                   f"max by ({s}) (resets(sglang:num_requests_total{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6,
+                   f"max by ({s}) (resets({NUM_REQUESTS_TOTAL}{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6,
                    whole=True),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
                    self.decode_rate(self.stall_window), high=MAX_TOK_S),
@@ -326,7 +342,7 @@ class FleetQueries:
             elif not column.reads:
                 parts.append(Part(column.key, column.expr, weight=2))
             for read in column.reads if column.key not in self.recorded else ():
-                target = gauges if read.startswith("sglang:") else wanted
+                target = gauges if read.startswith(PREFIX) else wanted
                 if read not in target:
                     target.append(read)
         parts += [base[key] for key in wanted]
@@ -351,7 +367,7 @@ class FleetQueries:
         back "no decode progress" is known."""
         s = self.server_label
         extra = (f"{s}=~{promql_string(_alternatives(servers))}",) if servers else ()
-        return (f"max by ({s}) (count_over_time(sglang:num_running_reqs"
+        return (f"max by ({s}) (count_over_time({NUM_RUNNING_REQS}"
                 f"{self._sel(*extra)}[{self.stall_window}]))")
 
     def last_up(self, instances: list[str], resolution_s: float) -> str:
@@ -368,10 +384,10 @@ class FleetQueries:
         by = "instance" if self.server_label == "instance" else f"instance, {self.server_label}"
         asks = []
         if up_now:
-            selector = self._sel('__name__=~"sglang:.+"', f"instance=~{promql_string(_alternatives(up_now))}")
+            selector = self._sel(f'__name__=~"{PREFIX}.+"', f"instance=~{promql_string(_alternatives(up_now))}")
             asks.append(f"group by ({by}) ({selector})")
         if down:
-            asks.append(f"group by ({by}) (last_over_time(sglang:max_total_num_tokens"
+            asks.append(f"group by ({by}) (last_over_time({MAX_TOTAL_NUM_TOKENS}"
                         f"{self._sel(f'instance=~{promql_string(_alternatives(down))}')}[{LAST_SEEN_LOOKBACK}]))")
         return " or ".join(asks)
 
@@ -395,7 +411,7 @@ class FleetQueries:
 
     def server_samples(self, server: str) -> str:
         """Every `sglang:*` sample of one server (its drill-down is fed from them)."""
-        return '{__name__=~"sglang:.*",' + ",".join(
+        return f'{{__name__=~"{PREFIX}.*",' + ",".join(
             part for part in (self.selector, f'{self.server_label}={promql_string(server)}') if part) + "}"
 
     def gpu_series(self) -> str:
@@ -405,11 +421,11 @@ class FleetQueries:
     def alerts(self) -> list[dict]:
         """Alerting rules: the Live view's rules that Prometheus can evaluate alone (thresholds from live.rules)."""
         s, w = self.server_label, self.window
-        running = self.dedup("sglang:num_running_reqs")
-        queued = self.dedup("sglang:num_queue_reqs")
+        running = self.dedup(NUM_RUNNING_REQS)
+        queued = self.dedup(NUM_QUEUE_REQS)
         accept = f"{self.generation_rate()} / ({self.verify_rate()} > 0)"
-        kv = (f"{self.dedup('sglang:num_used_tokens')} / "
-              f"({self.dedup('sglang:max_total_num_tokens')} > 0)")
+        kv = (f"{self.dedup(NUM_USED_TOKENS)} / "
+              f"({self.dedup(MAX_TOTAL_NUM_TOKENS)} > 0)")
         gen_in_window = f"{self.generation_rate()} * {self.window_s:g}"
         return [
             {"alert": "SpecmonServerDown", "expr": f"max by ({s}) (up{self._sel()}) == 0", "for": "1m",
@@ -439,7 +455,7 @@ class FleetQueries:
         recording += [{"record": column.record, "expr": column.expr} for column in self.columns()
                       if not column.inline_only]
         recording.append({"record": f"{self.server_label}:sglang_num_running_reqs:sum",
-                          "expr": self.dedup("sglang:num_running_reqs")})
+                          "expr": self.dedup(NUM_RUNNING_REQS)})
         document = {"groups": [
             {"name": "specmon-fleet-recording", "rules": recording},
             {"name": "specmon-fleet-alerts", "rules": self.alerts()},

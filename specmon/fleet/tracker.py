@@ -20,6 +20,7 @@ from specmon.live.model import Alert
 from specmon.live.quantiles import Quantile
 from specmon.plausible import MAX_TOK_S
 from specmon.serving.prom import MAX_DP_RANKS
+from specmon.sglang.metric_names import SPEC_NUM_DRAFT_TOKENS, SPEC_NUM_STEPS
 from specmon.text import quoted
 
 MAX_SERVERS = 2000
@@ -449,7 +450,7 @@ def _label_count(labels: Mapping[str, str], key: str, server: str, notes: list[s
     text = labels.get(key)
     if text is None:
         return None
-    check = PART_CHECKS[f"sglang:spec_num_{key}"]
+    check = PART_CHECKS[{"draft_tokens": SPEC_NUM_DRAFT_TOKENS, "steps": SPEC_NUM_STEPS}[key]]
     try:
         value = float(text) if len(text) <= 20 else float("nan")
     except ValueError:

@@ -184,7 +184,7 @@ class _StartExporter:
 
 
 def _exports_startup_phases(url: str) -> bool:
-    """Whether the server's /metrics already has SGLang's own `sglang:startup_time_seconds` (0.5.23+)."""
+    """Whether the server's /metrics already has SGLang's own `sglang:startup_time_seconds` (0.5.17+)."""
     import httpx
 
     try:

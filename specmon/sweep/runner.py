@@ -190,7 +190,7 @@ class SweepRunner:
         if self.cancelled and run.status != "finished":
             self._cancel_step(step, f"its benchmark was cancelled after {format_seconds(step.measure_s)}")
             return
-        if run.status == "finished" and (run.summary.get("decode_tok_s") or {}).get("median"):
+        if run.status == "finished" and run.summary.median_tok_s:
             step.state = "measured"
         else:
             step.state, step.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
@@ -276,8 +276,7 @@ class SweepRunner:
         guess = prediction_for(self._predictions()[0], self._drafting(step))
         if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
-        best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0]
-                       for drafting, r in self._measured() if drafting is not None)
+        best_low = max((r.summary.tok_s_ci95 or [0])[0] for drafting, r in self._measured() if drafting is not None)
         return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
 
     def _leave(self, report: SweepReport) -> str | None:

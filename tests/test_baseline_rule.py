@@ -7,11 +7,11 @@ sweep, 0.77x in `results`)."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from specmon.bench.cli import against_stored_baseline
@@ -34,7 +34,7 @@ def copy_of(run: BenchResult, run_id: str, started: float, url: str = URL, slowe
             **settings) -> BenchResult:
     out = copy.deepcopy(run)
     out.run_id, out.started_at, out.url = run_id, started, url
-    out.settings = dataclasses.replace(out.settings, **settings)
+    out.settings = msgspec.structs.replace(out.settings, **settings)
     for request in out.requests:
         if request.decode_tok_s:
             request.decode_tok_s *= slower

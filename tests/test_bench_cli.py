@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import os
@@ -14,6 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from specmon.bench.compare import compare, compare_all
@@ -263,6 +263,6 @@ def test_natural_eos_is_sent_when_asked(state_env):
 
 def test_runs_on_different_prompt_sets_are_not_paired(tmp_path):
     base, spec = _record_runs(tmp_path)
-    spec.settings = dataclasses.replace(spec.settings, prompt_set_hash="0000000000000000")
+    spec.settings = msgspec.structs.replace(spec.settings, prompt_set_hash="0000000000000000")
     comparison = compare(spec, base)
     assert comparison.speedup is None and comparison.prompts_compared == 0

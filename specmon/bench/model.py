@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any
@@ -69,8 +68,7 @@ class RequestResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunSettings:
+class RunSettings(msgspec.Struct, frozen=True, kw_only=True):
     """What one run does (built from a preset's `BenchSettings`, or anything with the same attributes), and as
     stored: with the prompt set's hash and size once the prompts are loaded."""
 
@@ -93,12 +91,12 @@ class RunSettings:
             return cls()
         get = settings.get if isinstance(settings, dict) else lambda k, d: getattr(settings, k, d)
         defaults = cls()
-        values = {f.name: get(f.name, getattr(defaults, f.name)) for f in fields(cls)}
+        values = {name: get(name, getattr(defaults, name)) for name in cls.__struct_fields__}
         values = {k: (getattr(defaults, k) if v is None else v) for k, v in values.items()}
         return cls(**values)
 
     def with_prompts(self, prompt_set_hash: str, prompt_count: int) -> RunSettings:
-        return dataclasses.replace(self, prompt_set_hash=prompt_set_hash, prompt_count=prompt_count)
+        return msgspec.structs.replace(self, prompt_set_hash=prompt_set_hash, prompt_count=prompt_count)
 
     def to_json(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)

@@ -228,12 +228,14 @@ def _effective(url: str) -> dict[str, Any]:
 
 def sanity_bench(url: str, preset: Preset, requests: int):
     """A few requests with the preset's benchmark settings (kept apart from the stored results)."""
+    import msgspec
+
     from specmon.bench.results import ResultStore
     from specmon.bench.run import BenchRun, RunSettings
     from specmon.oncall.state import state_dir
     from specmon.serving.client import resolve_api_key
 
-    settings = dataclasses.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
+    settings = msgspec.structs.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
     run = BenchRun(
         url, preset.name, settings, api_key=resolve_api_key(None), store=ResultStore(state_dir() / "sanity"),
         asked=dict(preset.args),

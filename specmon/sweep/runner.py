@@ -6,7 +6,6 @@ sweep goes on. At the end the report is built and the chosen preset is left serv
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -20,7 +19,7 @@ from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
 
 if TYPE_CHECKING:
-    from specmon.bench.model import BenchProgress, BenchResult
+    from specmon.bench.model import BenchProgress, BenchResult, RunSettings
     from specmon.bench.results import ResultStore
     from specmon.bench.run import BenchRun
     from specmon.launch.presets import Preset
@@ -221,14 +220,16 @@ class SweepRunner:
         step.measure_s = round(time.monotonic() - started, 3)
         return run
 
-    def _settings(self) -> Any:
+    def _settings(self) -> RunSettings:
         """The same prompts and settings for every step: the baseline's benchmark settings (its preset's
         [bench]; the first step's without one), with the sweep's request count."""
-        from specmon.bench.run import RunSettings
+        import msgspec
+
+        from specmon.bench.model import RunSettings
 
         first = next((s for s in self.plan.steps if s.baseline), self.plan.steps[0])
         settings = RunSettings.of(self.presets[first.preset].bench)
-        return dataclasses.replace(settings, requests=self.plan.requests) if self.plan.requests else settings
+        return msgspec.structs.replace(settings, requests=self.plan.requests) if self.plan.requests else settings
 
     def _switched(self, outcome: Any) -> None:
         """After a switch: unless it left the old server serving, the sweep's server is the one it launched (if

@@ -90,13 +90,13 @@ def single_stream(rate: float, requests: int, max_new_tokens: int, prompts: list
     errors = [abs(r.decode_tok_s - truth_tok_s(s)) / truth_tok_s(s) for r, s in zip(measured, sent, strict=True)]
     server_tokens = sum(s["tokens"][-1] for s in sent)
     server_steps = sum(len(s["tokens"]) - 1 for s in sent)
-    client_tau = result.summary["accept_length"]["token_weighted"]
+    client_tau = result.summary.accept_length.token_weighted
     return {
         "nominal_tok_s": rate,
         "requests": requests,
         "max_new_tokens": max_new_tokens,
         "truth_tok_s_median": statistics.median(truth_tok_s(s) for s in sent),
-        "measured_tok_s_median": result.summary["decode_tok_s"]["median"],
+        "measured_tok_s_median": result.summary.median_tok_s,
         "rel_error_median_pct": 100 * statistics.median(errors),
         "rel_error_max_pct": 100 * max(errors),
         "accept_length_client": client_tau,
@@ -116,13 +116,13 @@ def concurrent(streams: int, rate: float, requests: int, max_new_tokens: int, pr
     return {
         "streams": streams,
         "per_stream_tok_s": rate,
-        "requests_ok": result.summary["requests_ok"],
+        "requests_ok": result.summary.requests_ok,
         "tokens": sum(r.completion_tokens for r in result.measured),
         "chunks": chunks,
         "wall_s": wall,
         "client_cpu_s": cpu,
         "client_cores": cpu / wall,
-        "measured_tok_s_median": result.summary["decode_tok_s"]["median"],
+        "measured_tok_s_median": result.summary.median_tok_s,
     }
 
 

@@ -118,7 +118,7 @@ class _FakeBench:
         from specmon.bench.model import BenchResult
 
         self.cancelled = threading.Event()
-        self.result = BenchResult(run_id="r1", preset="alpha", url="http://x", settings={}, started_at=0.0)
+        self.result = BenchResult(run_id="r1", preset="alpha", url="http://x", started_at=0.0)
 
     def cancel(self) -> None:
         self.result.status = "cancelled"

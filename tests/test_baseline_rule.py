@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from specmon.bench.cli import against_stored_baseline
@@ -33,7 +34,7 @@ def copy_of(run: BenchResult, run_id: str, started: float, url: str = URL, slowe
             **settings) -> BenchResult:
     out = copy.deepcopy(run)
     out.run_id, out.started_at, out.url = run_id, started, url
-    out.settings.update(settings)
+    out.settings = msgspec.structs.replace(out.settings, **settings)
     for request in out.requests:
         if request.decode_tok_s:
             request.decode_tok_s *= slower
@@ -44,7 +45,7 @@ def copy_of(run: BenchResult, run_id: str, started: float, url: str = URL, slowe
 def runs() -> dict[str, BenchResult]:
     base, spec = fixture_run("baseline"), fixture_run("eagle3-10")
     other_model = copy_of(base, "r7-other-model", 7.0)
-    other_model.server = {**other_model.server, "model_path": "another/model"}
+    other_model.server.model_path = "another/model"
     return {
         "first": copy_of(base, "r1-first-baseline", 1.0),
         "spec": copy_of(spec, "r2-spec", 2.0),

@@ -13,6 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from specmon.bench.compare import compare, compare_all
@@ -222,7 +223,7 @@ def test_results_reads_a_run_whose_app_died(tmp_path):
     path.write_text("\n".join(lines[:-2]) + '\n{"kind": "request", "torn')  # no summary, a torn last line
     back = ResultStore(tmp_path).load(base.run_id)
     assert back.status == "incomplete"
-    assert back.summary["requests_ok"] == 4
+    assert back.summary.requests_ok == 4
     out = specmon("results", "--dir", str(tmp_path)).stdout
     assert "incomplete" in out
 
@@ -262,6 +263,6 @@ def test_natural_eos_is_sent_when_asked(state_env):
 
 def test_runs_on_different_prompt_sets_are_not_paired(tmp_path):
     base, spec = _record_runs(tmp_path)
-    spec.settings["prompt_set_hash"] = "0000000000000000"
+    spec.settings = msgspec.structs.replace(spec.settings, prompt_set_hash="0000000000000000")
     comparison = compare(spec, base)
     assert comparison.speedup is None and comparison.prompts_compared == 0

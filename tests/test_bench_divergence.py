@@ -61,7 +61,7 @@ def test_the_results_command_carries_the_agreement_and_no_false_flag():
 def _broken(run, accept: float, texts: str | None = None, repeat: int = 0):
     """The run as a broken draft would have left it: its acceptance, texts that part at once, repetition."""
     broken = copy.deepcopy(run)
-    broken.summary["accept_length"]["token_weighted"] = accept
+    broken.summary.accept_length.token_weighted = accept
     for index, request in enumerate(broken.measured):
         if texts is not None:
             request.output_text = f"{texts} {index} " * 40

@@ -138,7 +138,7 @@ def test_a_run_with_impossible_counts_finishes_saves_and_reads_back(tmp_path, ca
         bench = BenchRun(server.url, "hostile", RunSettings(requests=2, max_new_tokens=8, warmup=0),
                          results_dir=str(tmp_path), prompts=PROMPTS, flush_delay_s=0.01, stall_timeout_s=2)
         result = bench.run_blocking()
-    assert result.status == "failed" and result.summary["requests_failed"] == 2
+    assert result.status == "failed" and result.summary.requests_failed == 2
     assert all("completion_tokens is 1e+30" in r.error for r in result.measured)
     assert main(["results", "--dir", str(tmp_path), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["run_id"] == result.run_id

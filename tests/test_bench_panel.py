@@ -52,9 +52,9 @@ async def test_recorded_runs_fill_the_table_with_speedup_against_the_baseline():
         assert list(rows) == ["baseline", "eagle3-5", "eagle3-10"]
         base, e5 = rows["baseline"], rows["eagle3-5"]
         assert base[6] == "baseline" and base[4] == "–"
-        tau = runs[1].summary["accept_length"]["token_weighted"]
+        tau = runs[1].summary.accept_length.token_weighted
         assert e5[4] == f"{tau:.2f}/4"
-        assert e5[2] == f"{runs[1].summary['decode_tok_s']['median']:.1f}"
+        assert e5[2] == f"{runs[1].summary.median_tok_s:.1f}"
         speedup = float(e5[6].split("×")[0])
         assert 2.0 < speedup < 3.0
         progress = str(app.query_one("#bench-progress", Static).render())

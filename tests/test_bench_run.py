@@ -40,14 +40,14 @@ def test_measured_figures_match_what_the_server_sent(tmp_path):
         assert request.decode_tok_s == pytest.approx(sent.decode_tok_s, rel=0.05)
         assert request.completion_tokens == sent.tokens[-1] == 40
     steps = server.verify_calls
-    assert result.summary["accept_length"]["token_weighted"] == pytest.approx(4 * 40 / (steps * 4 / 5))
-    assert result.summary["requests_ok"] == 4 and result.summary["requests_failed"] == 0
+    assert result.summary.accept_length.token_weighted == pytest.approx(4 * 40 / (steps * 4 / 5))
+    assert result.summary.requests_ok == 4 and result.summary.requests_failed == 0
     assert result.cross_checks["flushed"] is True
     assert result.cross_checks["metrics"]["accept_length"] == pytest.approx(
-        result.summary["accept_length"]["token_weighted"]
+        result.summary.accept_length.token_weighted
     )
     assert result.cross_checks["mismatches"] == {}
-    assert result.server["speculative"]["algorithm"] == "EAGLE3"
+    assert result.server.speculative.algorithm == "EAGLE3"
     assert server.requests_seen[0]["sampling_params"] == {"max_new_tokens": 40, "temperature": 0.0, "ignore_eos": True}
     assert server.requests_seen[0]["stream"] is True
     # warmup uses other prompts than the first measured ones, and the measured prompts keep their order
@@ -77,14 +77,14 @@ def test_each_request_is_saved_as_it_finishes_in_private_files(tmp_path):
     assert stat.S_IMODE(store.directory.stat().st_mode) == 0o700
     assert stat.S_IMODE(store.directory.parent.stat().st_mode) == 0o700
     back = store.load(result.run_id)
-    assert back.summary == json.loads(json.dumps(result.summary))
+    assert back.summary.to_json() == json.loads(json.dumps(result.summary.to_json()))
     assert [r.decode_tok_s for r in back.requests] == [r.decode_tok_s for r in result.requests]
 
 
 def test_concurrent_streams_use_one_keepalive_connection_each(tmp_path):
     with LoopbackServer(LoopbackConfig(tokens_per_s=800)) as server:
         result, _, _ = _run(server, tmp_path, RunSettings(requests=12, max_new_tokens=24, warmup=0, concurrency=4))
-    assert result.summary["requests_ok"] == 12
+    assert result.summary.requests_ok == 12
     # + the API client's two: one kept for its GETs (info, metrics), one for its POST (flush)
     assert server.connections <= 4 + 2
 
@@ -94,33 +94,33 @@ def test_flush_answering_400_is_retried(tmp_path):
         result, _, _ = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=16, warmup=1))
     assert server.flush_calls == 3
     assert result.cross_checks["flushed"] is True
-    assert "no-flush" not in result.summary["flags"]
+    assert "no-flush" not in result.summary.flags
 
 
 def test_a_flush_that_never_succeeds_is_reported_and_the_run_goes_on(tmp_path):
     with LoopbackServer(LoopbackConfig(flush_failures=100)) as server:
         result, _, _ = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=16, warmup=0), flush_retries=2)
     assert server.flush_calls == 3
-    assert result.status == "finished" and result.summary["requests_ok"] == 2
-    assert "no-flush" in result.summary["flags"]
+    assert result.status == "finished" and result.summary.requests_ok == 2
+    assert "no-flush" in result.summary.flags
     assert any("measuring without a flush" in note for note in result.notes)
 
 
 def test_a_server_whose_acceptance_disagrees_is_flagged(tmp_path):
     with LoopbackServer(LoopbackConfig(report_accept_length=3.9)) as server:
         result, _, _ = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=40, warmup=0))
-    assert "accept-mismatch-server" in result.summary["flags"]
-    assert "3.900 (/server_info" in result.summary["flag_details"]["accept-mismatch-server"]
-    assert "accept-mismatch-metrics" not in result.summary["flags"]
+    assert "accept-mismatch-server" in result.summary.flags
+    assert "3.900 (/server_info" in result.summary.flag_details["accept-mismatch-server"]
+    assert "accept-mismatch-metrics" not in result.summary.flags
 
 
 def test_server_dying_mid_run_counts_failures_saves_partial_results_and_stops(tmp_path):
     with LoopbackServer(LoopbackConfig(tokens_per_s=2000, die_after_requests=3)) as server:
         result, bench, updates = _run(server, tmp_path, RunSettings(requests=30, max_new_tokens=16, warmup=0))
     assert result.status == "failed"
-    assert result.summary["requests_ok"] == 3
-    assert 1 <= result.summary["requests_failed"] <= 6
-    assert "aborted" in result.summary["flags"]
+    assert result.summary.requests_ok == 3
+    assert 1 <= result.summary.requests_failed <= 6
+    assert "aborted" in result.summary.flags
     assert all(r.error for r in result.measured if not r.ok)
     saved = ResultStore(tmp_path / "results").load(result.run_id)
     assert saved.status == "failed" and len(saved.requests) == len(result.requests)
@@ -168,7 +168,7 @@ def test_a_run_without_a_preset_is_labelled_by_the_server_settings(tmp_path):
     with LoopbackServer(LoopbackConfig(speculative=False, chunk_tokens=[1])) as server:
         result, _, _ = _run(server, tmp_path, RunSettings(requests=1, max_new_tokens=8, warmup=0), preset=None)
     assert result.preset == "no speculation"
-    assert result.summary["accept_length"]["token_weighted"] is None
+    assert result.summary.accept_length.token_weighted is None
 
 
 def test_settings_come_from_a_preset_bench_table():
@@ -207,8 +207,8 @@ def test_a_gpu_slowdown_during_the_measured_window_flags_the_run(tmp_path):
                                 gpu_sampler=sampler)
     finally:
         sampler.stop()
-    assert "throttled" in result.summary["flags"]
-    assert "GPU 0 power cap" in result.summary["flag_details"]["throttled"]
+    assert "throttled" in result.summary.flags
+    assert "GPU 0 power cap" in result.summary.flag_details["throttled"]
     assert result.gpus[0]["gpu_index"] == 0 and "power cap" in result.gpus[0]["slowdowns"]
     assert ResultStore(tmp_path / "results").load(result.run_id).gpus == result.gpus
 
@@ -242,7 +242,7 @@ def test_a_write_failure_during_the_run_is_noted_once_and_the_run_goes_on(tmp_pa
     with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
         result, bench, updates = _run(server, tmp_path, RunSettings(requests=2, max_new_tokens=8, warmup=0),
                                       store=store)
-    assert result.status == "finished" and result.summary["requests_ok"] == 2 and calls == [0, 1]
+    assert result.status == "finished" and result.summary.requests_ok == 2 and calls == [0, 1]
     assert sum("results not saved" in note for note in result.notes) == 1
     assert bench.save_error and "No space left" in bench.save_error
     assert "results not saved" in updates[-1].message

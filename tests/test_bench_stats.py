@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specmon.bench.model import RequestResult
+from specmon.bench.model import RequestResult, Summary
 from specmon.bench.stats import (
     bootstrap_ci,
     is_degenerate,
@@ -92,7 +92,7 @@ def test_summarize_counts_measured_requests_and_weights_acceptance_by_tokens():
         _request(3, 120.0, 100, 25),  # tau 4
         _request(4, None, 0, None, ok=False),
     ]
-    s = summarize(requests, max_new_tokens=None)
+    s = summarize(requests, max_new_tokens=None).to_json()
     assert s["requests_ok"] == 3 and s["requests_failed"] == 1
     assert s["errors"] == {"HTTP 500: boom": 1}
     assert s["decode_tok_s"]["median"] == 110.0
@@ -110,10 +110,10 @@ def test_summarize_counts_measured_requests_and_weights_acceptance_by_tokens():
 
 def test_summarize_flags_unstable_runs_and_wrong_lengths():
     requests = [_request(i, tps, 64, 20) for i, tps in enumerate([100.0, 150.0, 60.0, 140.0, 70.0])]
-    s = summarize(requests, max_new_tokens=128, ignore_eos=True)
+    s = summarize(requests, max_new_tokens=128, ignore_eos=True).to_json()
     assert "unstable" in s["flags"] and "relative MAD" in s["flag_details"]["unstable"]
     assert "length" in s["flags"]
-    assert "length" not in summarize(requests, max_new_tokens=64)["flags"]
+    assert "length" not in summarize(requests, max_new_tokens=64).flags
 
 
 def test_degenerate_repetition_is_detected_in_the_real_eagle3_stream():
@@ -131,15 +131,16 @@ def test_a_failed_run_says_failed_once_in_its_flags():
     from specmon.bench.report import run_flags
 
     failed = BenchResult("r1", "p", "http://127.0.0.1:1", 0.0, status="failed",
-                         summary={"flags": ["failed", "no-flush", "aborted"]})
-    cancelled = BenchResult("r2", "p", "http://127.0.0.1:1", 0.0, status="cancelled", summary={"flags": ["unstable"]})
+                         summary=Summary(flags=["failed", "no-flush", "aborted"]))
+    cancelled = BenchResult("r2", "p", "http://127.0.0.1:1", 0.0, status="cancelled",
+                          summary=Summary(flags=["unstable"]))
     assert run_flags(failed) == ["failed", "no-flush", "aborted"]
     assert run_flags(cancelled) == ["cancelled", "unstable"]
 
 
 @pytest.mark.parametrize(("requests", "has_ci"), [(1, False), (4, False), (5, True), (20, True)])
 def test_no_confidence_interval_for_fewer_than_5_requests(requests, has_ci):
-    s = summarize([_request(i, 100.0 + i, 100, 40 + i) for i in range(requests)], max_new_tokens=None)
+    s = summarize([_request(i, 100.0 + i, 100, 40 + i) for i in range(requests)], max_new_tokens=None).to_json()
     for figure in (s["decode_tok_s"], s["accept_length"]):
         assert (figure["ci95"] is not None) is has_ci
         if has_ci:

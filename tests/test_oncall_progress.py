@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from specmon.bench.model import AcceptFigures, DecodeFigures, ServerFacts, Speculative, Summary
 from specmon.oncall.progress import (
     SwitchProgress,
     ago,
@@ -18,8 +19,8 @@ from specmon.oncall.switch import SwitchReport
 
 
 def run(preset, started_at, status="finished", url="http://h:1", decode=100.0, accept=3.0, model="m", spec=True):
-    summary = {"decode_tok_s": {"median": decode}, "accept_length": {"token_weighted": accept}}
-    server = {"model_path": model, "speculative": {"algorithm": "EAGLE3" if spec else None}}
+    summary = Summary(decode_tok_s=DecodeFigures(median=decode), accept_length=AcceptFigures(token_weighted=accept))
+    server = ServerFacts(model_path=model, speculative=Speculative(algorithm="EAGLE3" if spec else None))
     return SimpleNamespace(preset=preset, started_at=started_at, status=status, url=url, summary=summary,
                            server=server, measured=[1])
 

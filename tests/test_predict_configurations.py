@@ -9,7 +9,15 @@ import random
 
 import pytest
 
-from specmon.bench.model import BenchResult, RequestResult
+from specmon.bench.model import (
+    AcceptFigures,
+    BenchResult,
+    DecodeFigures,
+    RequestResult,
+    ServerFacts,
+    Speculative,
+    Summary,
+)
 from specmon.bench.predict import (
     Drafting,
     fit_step_cost,
@@ -38,11 +46,12 @@ def simulated_run(run_id: str, drafting: Drafting, tok_s: float, started: float,
         requests.append(RequestResult(index=i, prompt_id=f"p{i}", ok=True, completion_tokens=completion,
                                       spec_verify_ct=sum(histogram), accept_histogram=histogram))
         tokens, steps = tokens + completion, steps + sum(histogram)
-    server = {"speculative": {"algorithm": drafting.algorithm, "draft_model_path": drafting.draft_model,
-                              "num_steps": drafting.num_steps, "eagle_topk": drafting.eagle_topk,
-                              "num_draft_tokens": drafting.draft_tokens}}
+    server = ServerFacts(speculative=Speculative(
+        algorithm=drafting.algorithm, draft_model_path=drafting.draft_model, num_steps=drafting.num_steps,
+        eagle_topk=drafting.eagle_topk, num_draft_tokens=drafting.draft_tokens))
     return BenchResult(run_id, run_id, "http://127.0.0.1:1", started, server=server, requests=requests,
-                       summary={"decode_tok_s": {"median": tok_s}, "accept_length": {"token_weighted": tokens / steps}},
+                       summary=Summary(decode_tok_s=DecodeFigures(median=tok_s),
+                                       accept_length=AcceptFigures(token_weighted=tokens / steps)),
                        status="finished")
 
 
@@ -80,12 +89,12 @@ def test_a_tree_with_the_longest_chains_draft_tokens_neither_predicts_nor_is_pre
 
 def test_the_step_cost_model_is_fitted_on_the_drafters_measured_chains_alone(measured) -> None:
     sets, _ = predict_measured(list(measured.values()))
-    points = [(d.draft_tokens, r.summary["accept_length"]["token_weighted"], r.summary["decode_tok_s"]["median"])
+    points = [(d.draft_tokens, r.summary.accept_length.token_weighted, r.summary.decode_tok_s.median)
               for d, r in measured.values() if d.chain]
     expected = with_cost_model(predict_run(measured["chain16"][1]).predictions, fit_step_cost(points))
     for want in expected:
         assert prediction_for(sets, chain(want.draft_tokens)).decode_tok_s == pytest.approx(want.decode_tok_s)
-    measured["tree16"][1].summary["decode_tok_s"]["median"] = 1.0  # the tree's speed says nothing of a chain's steps
+    measured["tree16"][1].summary.decode_tok_s.median = 1.0  # the tree's speed says nothing of a chain's steps
     again, _ = predict_measured(list(measured.values()))
     assert prediction_for(again, chain(10)).decode_tok_s == pytest.approx(prediction_for(sets, chain(10)).decode_tok_s)
 

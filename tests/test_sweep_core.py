@@ -83,7 +83,7 @@ def test_the_report_of_a_real_set_of_runs() -> None:
     for request in last_baseline.requests:
         if request.decode_tok_s:
             request.decode_tok_s *= 0.95  # the baseline got 5% slower during the sweep
-    last_baseline.summary["decode_tok_s"]["median"] *= 0.95
+    last_baseline.summary.decode_tok_s.median *= 0.95
     outcomes = [
         PresetOutcome("baseline", None, "measured", measured["baseline"], startup_s=12.0, measure_s=30.0, baseline=True),
         PresetOutcome("eagle3-10", 10, "measured", measured["eagle3-10"], startup_s=11.0, measure_s=20.0),
@@ -95,7 +95,7 @@ def test_the_report_of_a_real_set_of_runs() -> None:
     assert report.baseline_drift_pct == pytest.approx(-5.0) and report.drift_flagged
     rows = {(r["preset"], r["state"]): r for r in report.rows}
     eagle = rows[("eagle3-10", "measured")]
-    assert eagle["decode_tok_s"] == measured["eagle3-10"].summary["decode_tok_s"]["median"]
+    assert eagle["decode_tok_s"] == measured["eagle3-10"].summary.decode_tok_s.median
     assert eagle["speedup"] is not None and eagle["speedup_ci95"] is not None
     assert rows[("eagle3-16", "failed")]["error"].startswith("cuda_oom")
     assert report.recommended in {"eagle3-10", "eagle3-5", "baseline"}

@@ -76,6 +76,7 @@ async def test_the_pickers_show_the_numbers_needed_to_choose_at_80x24():
     import time
     from types import SimpleNamespace
 
+    from specmon.bench.model import AcceptFigures, DecodeFigures, Summary
     from specmon.launch.presets import load_presets
     from specmon.oncall import progress
     from specmon.tui.screens.preset_picker import PresetPicker
@@ -83,7 +84,8 @@ async def test_the_pickers_show_the_numbers_needed_to_choose_at_80x24():
 
     def run(preset: str, decode: float, accept: float | None):
         return SimpleNamespace(preset=preset, started_at=time.time() - 7200, status="finished", url="u",
-                               summary={"decode_tok_s": {"median": decode}, "accept_length": {"token_weighted": accept}})
+                               summary=Summary(decode_tok_s=DecodeFigures(median=decode),
+                                               accept_length=AcceptFigures(token_weighted=accept)))
 
     presets = {n: p for n, p in load_presets(user_dir=None).presets.items() if not p.demo}
     last = {"baseline": run("baseline", 88.2, None), "eagle3-5": run("eagle3-5", 181.3, 2.81),

@@ -203,10 +203,9 @@ class BenchPanel(Vertical):
             self._remove_row(f"{preset} (run)")
             self._set_row(preset, result_row(result, comparisons.get(result.run_id), runs))
             self._series[preset] = [r.decode_tok_s for r in result.measured if r.ok and r.decode_tok_s]
-            accept = (result.summary or {}).get("accept_length") or {}
-            if accept.get("token_weighted") is not None:
-                ci = accept.get("ci95")
-                self._accept[preset] = (accept["token_weighted"], tuple(ci) if ci else None)
+            accept = result.summary.accept_length
+            if accept.token_weighted is not None:
+                self._accept[preset] = (accept.token_weighted, tuple(accept.ci95) if accept.ci95 else None)
         if (self.progress is None or self.progress.finished) and rows:
             last = self.results[-1]
             done = f"last run: {last.preset} {last.status}, {len(rows)} preset(s) compared"

@@ -81,41 +81,36 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
     """The human-readable summary of one run (with `comparison`: how far its outputs agree with the baseline's)."""
     s = result.summary
     lines = [f"specmon bench: {result.preset} at {result.url} (run {result.run_id}, {result.status})"]
-    server = result.server or {}
-    spec = server.get("speculative") or {}
-    if server.get("error"):
-        lines.append(f"server: {server['error']}")
-    else:
-        algo = spec.get("algorithm")
-        spec_text = (
-            f"{algo} steps {spec.get('num_steps')} topk {spec.get('eagle_topk')} draft tokens {spec.get('num_draft_tokens')}"
-            if algo
-            else "no speculative decoding"
-        )
-        lines.append(f"server: SGLang {server.get('version') or '?'} · {server.get('model_path') or '?'} · {spec_text}")
+    server, spec = result.server, result.server.speculative
+    spec_text = (
+        f"{spec.algorithm} steps {spec.num_steps} topk {spec.eagle_topk} draft tokens {spec.num_draft_tokens}"
+        if spec.algorithm
+        else "no speculative decoding"
+    )
+    lines.append(f"server: SGLang {server.version or '?'} · {server.model_path or '?'} · {spec_text}")
     warm = sum(1 for r in result.requests if r.warmup)
     lines.append(
-        f"requests: {s['requests_ok']} ok, {s['requests_failed']} failed ({warm} warmup not counted)"
+        f"requests: {s.requests_ok} ok, {s.requests_failed} failed ({warm} warmup not counted)"
     )
-    d = s.get("decode_tok_s")
-    if d:
+    d = s.decode_tok_s
+    if d is not None:
         lines.append(
-            f"decode tok/s: median {d['median']:.1f} [95% CI {number_range(*(d['ci95'] or (None, None)))}] · p10 {d['p10']:.1f} · "
-            f"p90 {d['p90']:.1f} · mean {d['mean']:.1f} · rel. MAD {d['rel_mad']:.1%}"
+            f"decode tok/s: median {d.median:.1f} [95% CI {number_range(*(d.ci95 or (None, None)))}] · "
+            f"p10 {number(d.p10)} · p90 {number(d.p90)} · mean {number(d.mean)} · rel. MAD {number(d.rel_mad, '.1%')}"
         )
-    a = s.get("accept_length") or {}
-    if a.get("token_weighted") is not None:
+    a = s.accept_length
+    if a.token_weighted is not None:
         bound = accept_bound(result)
         lines.append(
-            f"acceptance length: {a['token_weighted']:.3f} token-weighted (Σ completion_tokens / Σ spec_verify_ct) · "
-            f"{a['median']:.3f} median per request" + (f" · bound {bound}" if bound else "")
+            f"acceptance length: {a.token_weighted:.3f} token-weighted (Σ completion_tokens / Σ spec_verify_ct) · "
+            f"{number(a.median, '.3f')} median per request" + (f" · bound {bound}" if bound else "")
         )
-    ttft, itl, gap = s.get("ttft_s") or {}, s.get("itl_ms") or {}, s.get("chunk_gap_ms") or {}
-    if ttft:
+    ttft, itl, gap = s.ttft_s, s.itl_ms, s.chunk_gap_ms
+    if ttft is not None:
         lines.append(
-            f"TTFT: median {ttft['median'] * 1000:.1f} ms, p90 {ttft['p90'] * 1000:.1f} ms · ITL: median "
-            f"{number(itl.get('median'), '.2f')} ms/token, p90 {number(itl.get('p90'), '.2f')} · chunk gap median "
-            f"{number(gap.get('median'), '.2f')} ms, {number(s.get('tokens_per_chunk'), '.2f')} tokens/chunk"
+            f"TTFT: median {ttft.median * 1000:.1f} ms, p90 {ttft.p90 * 1000:.1f} ms · ITL: median "
+            f"{number(itl and itl.median, '.2f')} ms/token, p90 {number(itl and itl.p90, '.2f')} · chunk gap median "
+            f"{number(gap and gap.median, '.2f')} ms, {number(s.tokens_per_chunk, '.2f')} tokens/chunk"
         )
     checks = result.cross_checks
     parts = []
@@ -131,15 +126,15 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
             f"(min {number(gpu.get('sm_clock_min_mhz'), '.0f')}), max {number(gpu.get('temp_max_c'), '.0f')} °C, "
             f"slowdowns: {', '.join(gpu.get('slowdowns') or []) or 'none'}"
         )
-    for error, count in (s.get("errors") or {}).items():
+    for error, count in s.errors.items():
         lines.append(f"error ×{count}: {error}")
     for note in result.notes:
         lines.append(f"note: {note}")
     agreement = comparison.describe_agreement() if comparison is not None else None
     if agreement:
         lines.append(f"{agreement} (baseline run {comparison.baseline_run_id})")
-    details = {**(s.get("flag_details") or {}), **(found or {})}
-    flags = [*s.get("flags", []), *(f for f in found or {} if f not in s.get("flags", []))]
+    details = {**s.flag_details, **(found or {})}
+    flags = [*s.flags, *(f for f in found or {} if f not in s.flags)]
     if flags:
         for flag in flags:
             lines.append(f"FLAG {flag}: {details.get(flag, '')}".rstrip(": "))
@@ -202,7 +197,7 @@ def run_bench(args: argparse.Namespace) -> int:
         from specmon.textfile import bench_samples, export, textfile_dir
 
         export(textfile_dir(args.textfile_dir), lambda m: print(f"specmon bench: {m}", file=sys.stderr),
-               set_=bench_samples(result.url, result.preset, result.summary, result.finished_at))
+               set_=bench_samples(result.url, result.preset, result.summary.to_json(), result.finished_at))
     saved = bench.save_error is None and bench.store.path_for(result.run_id).is_file()
     saved_to = str(bench.store.path_for(result.run_id)) if saved else None
     comparison = against_stored_baseline(result, bench.store)
@@ -216,7 +211,7 @@ def run_bench(args: argparse.Namespace) -> int:
         print(printable(format_result(result, saved_to, bench.save_error, found, comparison), newlines=True))
     if interrupted:
         return 130
-    ok = result.status == "finished" and result.summary.get("requests_failed", 0) == 0 and saved and not found
+    ok = result.status == "finished" and result.summary.requests_failed == 0 and saved and not found
     return 0 if ok else 1
 
 

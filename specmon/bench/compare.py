@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import UNSET
+
 from specmon.bench.model import BenchResult
 from specmon.bench.stats import paired_speedup
 from specmon.serving.check import MIN_USEFUL_ACCEPT_LENGTH
@@ -90,16 +92,16 @@ def unlike_settings(result: BenchResult, baseline: BenchResult) -> list[str]:
     if result.run_id == baseline.run_id:
         return []
     out = [name for key, name in COMPARED_SETTINGS
-           if key in result.settings and key in baseline.settings and result.settings[key] != baseline.settings[key]]
-    ours, theirs = (result.server or {}).get("model_path"), (baseline.server or {}).get("model_path")
+           if UNSET not in (ours := getattr(result.settings, key), theirs := getattr(baseline.settings, key))
+           and ours != theirs]
+    ours, theirs = result.server.model_path, baseline.server.model_path
     if ours and theirs and ours != theirs:
         out.append("model")
     return out
 
 
 def is_speculative(result: BenchResult) -> bool:
-    spec = (result.server or {}).get("speculative") or {}
-    return bool(spec.get("algorithm"))
+    return bool(result.server.speculative.algorithm)
 
 
 BASELINE_RULE = ("each run's speedup is against its baseline run: of the runs without speculation (or of the "
@@ -172,8 +174,8 @@ def common_share(text: str, baseline: str) -> float:
 
 
 def _speculation(result: BenchResult) -> tuple:
-    spec = (result.server or {}).get("speculative") or {}
-    return tuple(spec.get(k) for k in ("algorithm", "draft_model_path", "num_steps", "eagle_topk", "num_draft_tokens"))
+    spec = result.server.speculative
+    return (spec.algorithm, spec.draft_model_path, spec.num_steps, spec.eagle_topk, spec.num_draft_tokens)
 
 
 def _repeating(result: BenchResult) -> set[str]:
@@ -199,7 +201,7 @@ def agreement_of(result: BenchResult, baseline: BenchResult, outputs: dict[str, 
         return agreement, (f"{len(garbage)} output(s) degenerate into repetition where the baseline run's do not "
                            f"({', '.join(garbage[:5])}): a broken draft or verify step, not numerics; check the "
                            "draft checkpoint (specmon doctor) and serve without speculation until it is fixed")
-    accept = ((result.summary or {}).get("accept_length") or {}).get("token_weighted")
+    accept = result.summary.accept_length.token_weighted
     at_once = statistics.median(shares) < EARLY_SHARE
     if expected and at_once and isinstance(accept, int | float) and accept < MIN_USEFUL_ACCEPT_LENGTH:
         return agreement, (f"the outputs part from the baseline's at once (median {statistics.median(shares):.0%} "
@@ -214,7 +216,7 @@ def agreement_of(result: BenchResult, baseline: BenchResult, outputs: dict[str, 
 
 def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Comparison:
     """`result` against `baseline`, paired over the prompts both ran (none when the prompt sets differ)."""
-    ours, theirs = result.settings.get("prompt_set_hash"), baseline.settings.get("prompt_set_hash")
+    ours, theirs = result.settings.prompt_set_hash, baseline.settings.prompt_set_hash
     if ours and theirs and ours != theirs:
         return Comparison(run_id=result.run_id, baseline_run_id=baseline.run_id, speedup=None,
                           unlike=unlike_settings(result, baseline), same_server=result.url == baseline.url)
@@ -227,8 +229,8 @@ def compare(result: BenchResult, baseline: BenchResult, seed: int = 0) -> Compar
         if words_after_common_prefix(outputs[p], base_outputs[p]) > DIVERGENCE_TOLERANCE_WORDS
     ]
     same_settings = (
-        result.settings.get("temperature", 0) == 0 and baseline.settings.get("temperature", 0) == 0
-        and result.settings.get("max_new_tokens") == baseline.settings.get("max_new_tokens")
+        result.settings.temperature == 0 and baseline.settings.temperature == 0
+        and result.settings.max_new_tokens == baseline.settings.max_new_tokens
     )
     compared = same_settings and result.run_id != baseline.run_id
     agreement, alarm = agreement_of(result, baseline, outputs, base_outputs, diverged) if compared else (None, None)

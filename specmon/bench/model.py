@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from specmon.bench.prompts import DEFAULT_PROMPTS
+
+MAX_STORED_TOKENS = 10_000_000
+"""A sane cap on any token count (the longest contexts served are 10M tokens)."""
+MAX_FIGURE = 1e12
+Figure = Annotated[int, msgspec.Meta(ge=-int(MAX_FIGURE), le=int(MAX_FIGURE))] | Annotated[
+    float, msgspec.Meta(ge=-MAX_FIGURE, le=MAX_FIGURE)]
+"""A stored figure: a finite number within ±1e12 (an int stays an int, as it was written)."""
+TokenCount = Annotated[int, msgspec.Meta(gt=0, le=MAX_STORED_TOKENS, description="a token count")]
 
 
 @dataclass
@@ -55,6 +68,128 @@ class RequestResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+class RunSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What one run does (built from a preset's `BenchSettings`, or anything with the same attributes), and as
+    stored: with the prompt set's hash and size once the prompts are loaded."""
+
+    prompts: str = DEFAULT_PROMPTS
+    requests: int = 20
+    max_new_tokens: TokenCount = 256
+    temperature: float = 0.0
+    warmup: int = 2
+    concurrency: int = 1
+    ignore_eos: bool = True
+    prompt_set_hash: str | UnsetType = UNSET
+    prompt_count: int | UnsetType = UNSET
+
+    @classmethod
+    def of(cls, settings: Any) -> RunSettings:
+        """RunSettings from a BenchSettings-like object or a dict; missing fields keep their defaults."""
+        if isinstance(settings, cls):
+            return settings
+        if settings is None:
+            return cls()
+        get = settings.get if isinstance(settings, dict) else lambda k, d: getattr(settings, k, d)
+        defaults = cls()
+        values = {name: get(name, getattr(defaults, name)) for name in cls.__struct_fields__}
+        values = {k: (getattr(defaults, k) if v is None else v) for k, v in values.items()}
+        return cls(**values)
+
+    def with_prompts(self, prompt_set_hash: str, prompt_count: int) -> RunSettings:
+        return msgspec.structs.replace(self, prompt_set_hash=prompt_set_hash, prompt_count=prompt_count)
+
+    def to_json(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+class Speculative(msgspec.Struct, kw_only=True):
+    """The server's effective speculative settings, as stored with a run (None: the server did not say)."""
+
+    algorithm: str | None = None
+    draft_model_path: str | None = None
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
+
+
+class ServerFacts(msgspec.Struct, kw_only=True):
+    """What is stored about the benchmarked server: its version, model and effective speculative settings."""
+
+    version: str | None = None
+    model_path: str | None = None
+    served_model_name: str | None = None
+    tp_size: int | None = None
+    context_length: int | None | UnsetType = UNSET
+    """Absent in runs stored before specmon read it."""
+    speculative: Speculative = msgspec.field(default_factory=Speculative)
+    avg_spec_accept_length_at_start: Figure | None = None
+
+
+class Spread(msgspec.Struct, kw_only=True):
+    """The median and 90th percentile of one figure over a run's measured requests."""
+
+    median: Figure
+    p90: Figure
+
+
+class DecodeFigures(msgspec.Struct, kw_only=True):
+    """Decode tok/s over a run's measured requests: spread, bootstrap CI, relative MAD and count."""
+
+    median: Figure
+    p10: Figure | None = None
+    p90: Figure | None = None
+    mean: Figure | None = None
+    ci95: list[Figure | None] | None = None
+    rel_mad: Figure | None = None
+    n: int | None = None
+
+
+class AcceptFigures(msgspec.Struct, kw_only=True):
+    """The client's acceptance length: token-weighted (tokens / verify steps) with its CI, the per-request
+    median, the totals and the share of steps accepting at least i drafts. Without speculation only the two
+    first (None) are stored."""
+
+    token_weighted: Figure | None = None
+    ci95: list[Figure | None] | None | UnsetType = UNSET
+    median: Figure | None = None
+    completion_tokens: int | UnsetType = UNSET
+    spec_verify_ct: int | UnsetType = UNSET
+    profile: list[Figure] | None | UnsetType = UNSET
+
+
+class Summary(msgspec.Struct, kw_only=True):
+    """A run's summary over its measured requests, in the `specmon bench --json` shape (bench/summary.py)."""
+
+    decode_tok_s: DecodeFigures | None = None
+    accept_length: AcceptFigures = msgspec.field(default_factory=AcceptFigures)
+    ttft_s: Spread | None = None
+    itl_ms: Spread | None = None
+    chunk_gap_ms: Spread | None = None
+    tokens_per_chunk: Figure | None = None
+    e2e_s: Spread | None = None
+    requests_ok: int = 0
+    requests_failed: int = 0
+    errors: dict[str, int] = msgspec.field(default_factory=dict)
+    flags: list[str] = msgspec.field(default_factory=list)
+    flag_details: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def median_tok_s(self) -> float | None:
+        """The median decode tok/s, None when no request measured one."""
+        return self.decode_tok_s.median if self.decode_tok_s is not None else None
+
+    @property
+    def tok_s_ci95(self) -> list[Figure | None] | None:
+        return self.decode_tok_s.ci95 if self.decode_tok_s is not None else None
+
+    def flag(self, code: str, detail: str) -> None:
+        self.flags.append(code)
+        self.flag_details[code] = detail
+
+    def to_json(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
 @dataclass
 class BenchProgress:
     """A coalesced snapshot of a running benchmark, delivered to `on_update` at most a few times a second.
@@ -94,10 +229,10 @@ class BenchResult:
     preset: str
     url: str
     started_at: float
-    settings: dict[str, Any] = field(default_factory=dict)
-    server: dict[str, Any] = field(default_factory=dict)
+    settings: RunSettings = field(default_factory=RunSettings)
+    server: ServerFacts = field(default_factory=ServerFacts)
     requests: list[RequestResult] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary = field(default_factory=Summary)
     cross_checks: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
@@ -112,7 +247,7 @@ class BenchResult:
 
     @property
     def flags(self) -> list[str]:
-        return list(self.summary.get("flags", []))
+        return list(self.summary.flags)
 
     def to_json(self) -> dict[str, Any]:
         """The `specmon bench --json` shape (plus run metadata)."""
@@ -123,10 +258,10 @@ class BenchResult:
             "status": self.status,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
-            "settings": self.settings,
-            "server": self.server,
+            "settings": self.settings.to_json(),
+            "server": msgspec.to_builtins(self.server),
             "requests": [r.to_json() for r in self.requests],
-            "summary": self.summary,
+            "summary": self.summary.to_json(),
             "cross_checks": self.cross_checks,
             "notes": self.notes,
             "gpus": self.gpus,

@@ -23,9 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specmon.bench.stats import bootstrap_ci
+
+if TYPE_CHECKING:
+    from specmon.bench.model import BenchResult
 
 Histogram = Sequence[int]
 """``h[k]``: how many verify steps of a request accepted exactly k drafts."""
@@ -234,18 +237,6 @@ class Drafting:
         return cls(str(flags.algorithm), tokens, flags.num_steps, flags.eagle_topk,
                    draft_model if isinstance(draft_model, str) else None)
 
-    @classmethod
-    def of_run(cls, run: Any) -> Drafting | None:
-        """What a stored run's server really ran (its effective settings); None without speculation."""
-        spec = (run.server or {}).get("speculative") if isinstance(run.server, dict) else None
-        spec = spec if isinstance(spec, dict) else {}
-        algorithm, tokens = spec.get("algorithm"), spec.get("num_draft_tokens")
-        if not isinstance(algorithm, str) or not algorithm or not _count(tokens):
-            return None
-        steps, topk, model = spec.get("num_steps"), spec.get("eagle_topk"), spec.get("draft_model_path")
-        return cls(algorithm, tokens, steps if _count(steps) else None, topk if _count(topk) else None,
-                   model if isinstance(model, str) else None)
-
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
@@ -368,12 +359,11 @@ class CannotPredict(ValueError):
     """The run cannot predict other chain lengths: no speculation, a tree (topk > 1), or no usable request."""
 
 
-def chain_length_of(run: Any) -> int:
+def chain_length_of(run: BenchResult) -> int:
     """The draft tokens a stored run's server really ran as a chain (topk 1), from its effective settings."""
-    spec = (run.server or {}).get("speculative") if isinstance(run.server, dict) else None
-    spec = spec if isinstance(spec, dict) else {}
-    tokens, topk = spec.get("num_draft_tokens"), spec.get("eagle_topk")
-    if not spec.get("algorithm") or not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 2:
+    spec = run.server.speculative
+    tokens, topk = spec.num_draft_tokens, spec.eagle_topk
+    if not spec.algorithm or tokens is None or tokens < 2:
         raise CannotPredict(f"run {run.run_id} ran no speculative decoding (no draft-token count in its settings)")
     if isinstance(topk, int) and topk > 1:
         raise CannotPredict(
@@ -384,7 +374,7 @@ def chain_length_of(run: Any) -> int:
 
 
 def predict_run(
-    run: Any,
+    run: BenchResult,
     lengths: Sequence[int] | None = None,
     *,
     draft_tokens: int | None = None,
@@ -405,7 +395,7 @@ def predict_run(
     )
 
 
-def predict_measured(measured: Sequence[tuple[Drafting, Any]]) -> tuple[list[PredictionSet], list[str]]:
+def predict_measured(measured: Sequence[tuple[Drafting, BenchResult]]) -> tuple[list[PredictionSet], list[str]]:
     """What measured presets predict, each given with its configuration and run: for each drafter, its longest
     measured chain predicts its shorter chains, with decode tok/s from a step-cost model fitted on that drafter's
     measured chains alone (a tree, or another drafter, says nothing of a chain's steps). Returns the prediction
@@ -420,8 +410,7 @@ def predict_measured(measured: Sequence[tuple[Drafting, Any]]) -> tuple[list[Pre
     for chains in drafters.values():
         points = []
         for drafting, run in chains:
-            decode = ((run.summary or {}).get("decode_tok_s") or {}).get("median")
-            accept = ((run.summary or {}).get("accept_length") or {}).get("token_weighted")
+            decode, accept = run.summary.median_tok_s, run.summary.accept_length.token_weighted
             if decode and accept:
                 points.append((drafting.draft_tokens, accept, decode))
         drafting, run = max(chains, key=lambda pair: (pair[0].draft_tokens, pair[1].started_at))

@@ -27,10 +27,8 @@ def finished_accept_length(result: BenchResult) -> float | None:
     file read back mid-run), cancelled, failed or cut short."""
     if result.status != "finished":
         return None
-    accept = (result.summary or {}).get("accept_length") if isinstance(result.summary, dict) else None
-    if isinstance(accept, dict):  # {"token_weighted", "median", "ci95", ...}
-        accept = accept.get("token_weighted")
-    return float(accept) if isinstance(accept, int | float) and not isinstance(accept, bool) and accept > 0 else None
+    accept = result.summary.accept_length.token_weighted
+    return float(accept) if accept is not None and accept > 0 else None
 
 
 def last_finished_accept(runs: Iterable[BenchResult], preset: str | None) -> float | None:
@@ -44,9 +42,8 @@ def last_finished_accept(runs: Iterable[BenchResult], preset: str | None) -> flo
 
 def accept_bound(result: BenchResult) -> int | None:
     """The most tokens one verify step can emit: num_steps + 1 (None without speculation)."""
-    spec = (result.server or {}).get("speculative") or {}
-    steps = spec.get("num_steps")
-    return steps + 1 if spec.get("algorithm") and isinstance(steps, int) else None
+    spec = result.server.speculative
+    return spec.num_steps + 1 if spec.algorithm and spec.num_steps is not None else None
 
 
 def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[str, str]:
@@ -59,9 +56,9 @@ def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[
         out["diverged"] = comparison.alarm
     if not is_speculative(result):
         return out
-    algorithm = ((result.server or {}).get("speculative") or {}).get("algorithm")
-    accept = ((result.summary or {}).get("accept_length") or {}).get("token_weighted")
-    if isinstance(accept, int | float) and accept < MIN_USEFUL_ACCEPT_LENGTH:
+    algorithm = result.server.speculative.algorithm
+    accept = result.summary.accept_length.token_weighted
+    if accept is not None and accept < MIN_USEFUL_ACCEPT_LENGTH:
         out[ACCEPT_NEAR_ONE] = (f"acceptance {accept:.2f} with {algorithm} on: about one token per verify step, "
                                 "the draft is doing nothing (the wrong draft, or its weights did not load)")
     speedup = comparison.speedup if comparison is not None and comparison.run_id != comparison.baseline_run_id else None
@@ -75,7 +72,7 @@ def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[
 
 
 def run_flags(result: BenchResult, comparison: Comparison | None = None) -> list[str]:
-    flags = list((result.summary or {}).get("flags", []))
+    flags = list(result.summary.flags)
     flags += [f for f in symptoms(result, comparison) if f not in flags]
     if comparison is not None:
         flags += [f for f in comparison.flags if f not in flags]
@@ -86,12 +83,9 @@ def run_flags(result: BenchResult, comparison: Comparison | None = None) -> list
 
 def run_figures(result: BenchResult, comparison: Comparison | None = None) -> dict[str, Any]:
     """The flat figures of one run (None where not measured), in FIGURE_COLUMNS order."""
-    summary = result.summary or {}
-    decode = summary.get("decode_tok_s") or {}
-    accept = summary.get("accept_length") or {}
-    ttft = summary.get("ttft_s") or {}
-    itl = summary.get("itl_ms") or {}
-    ci = decode.get("ci95") or [None, None]
+    summary = result.summary
+    decode, accept, ttft, itl = summary.decode_tok_s, summary.accept_length, summary.ttft_s, summary.itl_ms
+    ci = (decode.ci95 if decode is not None else None) or [None, None]
     speedup: dict[str, Any] = {}
     if comparison is not None and comparison.speedup and comparison.run_id != comparison.baseline_run_id:
         speedup = comparison.speedup
@@ -105,20 +99,20 @@ def run_figures(result: BenchResult, comparison: Comparison | None = None) -> di
         "url": result.url,
         "status": result.status,
         "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(result.started_at)),
-        "requests_ok": summary.get("requests_ok", 0),
-        "requests_failed": summary.get("requests_failed", 0),
-        "decode_tok_s_median": decode.get("median"),
+        "requests_ok": summary.requests_ok,
+        "requests_failed": summary.requests_failed,
+        "decode_tok_s_median": decode.median if decode is not None else None,
         "decode_tok_s_ci95_low": ci[0],
         "decode_tok_s_ci95_high": ci[1],
-        "decode_tok_s_p10": decode.get("p10"),
-        "decode_tok_s_p90": decode.get("p90"),
-        "accept_length": accept.get("token_weighted"),
-        "accept_length_median": accept.get("median"),
+        "decode_tok_s_p10": decode.p10 if decode is not None else None,
+        "decode_tok_s_p90": decode.p90 if decode is not None else None,
+        "accept_length": accept.token_weighted,
+        "accept_length_median": accept.median,
         "accept_length_bound": accept_bound(result),
-        "ttft_ms_median": ms(ttft.get("median")),
-        "ttft_ms_p90": ms(ttft.get("p90")),
-        "itl_ms_median": itl.get("median"),
-        "itl_ms_p90": itl.get("p90"),
+        "ttft_ms_median": ms(ttft.median) if ttft is not None else None,
+        "ttft_ms_p90": ms(ttft.p90) if ttft is not None else None,
+        "itl_ms_median": itl.median if itl is not None else None,
+        "itl_ms_p90": itl.p90 if itl is not None else None,
         "speedup": speedup.get("geomean"),
         "speedup_ci95_low": (speedup.get("ci95") or [None])[0],
         "speedup_ci95_high": (speedup.get("ci95") or [None, None])[1],

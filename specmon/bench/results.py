@@ -17,9 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specmon.bench.model import BenchResult, RequestResult
+import msgspec
+
+from specmon.bench.model import (
+    MAX_STORED_TOKENS,
+    BenchResult,
+    RequestResult,
+    RunSettings,
+    ServerFacts,
+    Summary,
+)
 from specmon.inputs import MIB, parse_json, read_file
 from specmon.private_files import make_private_dir, open_private_file, state_dir
+from specmon.typed import FieldError, Time, convert
 from specmon.urls import base_url
 
 RESULTS_SUBDIR = "results"
@@ -62,8 +72,8 @@ class ResultStore:
                 "preset": result.preset,
                 "url": result.url,
                 "started_at": result.started_at,
-                "settings": result.settings,
-                "server": result.server,
+                "settings": result.settings.to_json(),
+                "server": msgspec.to_builtins(result.server),
             },
         )
 
@@ -78,8 +88,8 @@ class ResultStore:
                 "run_id": result.run_id,
                 "status": result.status,
                 "finished_at": result.finished_at,
-                "server": result.server,
-                "summary": result.summary,
+                "server": msgspec.to_builtins(result.server),
+                "summary": result.summary.to_json(),
                 "cross_checks": result.cross_checks,
                 "notes": result.notes,
                 "gpus": result.gpus,
@@ -219,7 +229,7 @@ def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> Benc
     from specmon.bench.summary import summarize
 
     result: BenchResult | None = None
-    summary_record: dict[str, Any] | None = None
+    summary_record: SummaryRecord | None = None
     requests: list[RequestResult] = []
     skipped: list[SkippedRecord] = []
     lines = _read_lines(path)
@@ -246,18 +256,16 @@ def read_run_file(path: Path, warn: Callable[[str], None] | None = None) -> Benc
     result.requests = requests
     result.skipped_records = [s.to_json() for s in skipped]
     if summary_record is not None:
-        result.status = summary_record.get("status", "finished")
-        result.finished_at = summary_record.get("finished_at")
-        result.server = summary_record.get("server") or result.server
-        result.summary = summary_record.get("summary") or {}
-        result.cross_checks = summary_record.get("cross_checks") or {}
-        result.notes = summary_record.get("notes") or []
-        result.gpus = summary_record.get("gpus") or []
+        result.status = summary_record.status
+        result.finished_at = summary_record.finished_at
+        result.server = summary_record.server or result.server
+        result.summary = summary_record.summary or Summary()
+        result.cross_checks = summary_record.cross_checks or {}
+        result.notes = summary_record.notes or []
+        result.gpus = summary_record.gpus or []
     else:
         result.status = "incomplete"
-        result.summary = summarize(
-            requests, result.settings.get("max_new_tokens"), result.settings.get("ignore_eos", True)
-        )
+        result.summary = summarize(requests, result.settings.max_new_tokens, result.settings.ignore_eos)
     return result
 
 
@@ -301,29 +309,48 @@ def _is_number(value: Any, low: float = 0.0, high: float = 1e12) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
 
 
+class RunRecord(msgspec.Struct, kw_only=True):
+    """The first record of a run's file: what was run against which server (its settings before any request)."""
+
+    run_id: str
+    preset: str = ""
+    url: str = ""
+    started_at: Time = 0.0
+    settings: RunSettings | None = None
+    server: ServerFacts | None = None
+
+
+class SummaryRecord(msgspec.Struct, kw_only=True):
+    """The last record of a finished run's file: how it ended, the server's settings then, and the summary."""
+
+    status: str = "finished"
+    finished_at: Time | None = None
+    server: ServerFacts | None = None
+    summary: Summary | None = None
+    cross_checks: dict[str, Any] | None = None
+    notes: list[str] | None = None
+    gpus: list[dict[str, Any]] | None = None
+
+
+def _typed_record(record: dict[str, Any], kind: type[Any]) -> Any:
+    """`record` as a `kind`; ValueError naming the first key that is not what specmon writes."""
+    try:
+        return convert(record, kind, table="an object")
+    except FieldError as exc:
+        raise ValueError(exc.message) from None
+
+
 def _run_record(record: dict[str, Any]) -> BenchResult:
-    settings = record.get("settings") or {}
-    server = record.get("server") or {}
-    if not isinstance(record.get("run_id"), str) or not isinstance(settings, dict) or not isinstance(server, dict):
-        raise ValueError("a run record without a run_id, or with settings/server that are not objects")
-    max_new = settings.get("max_new_tokens")
-    if max_new is not None and not (isinstance(max_new, int) and 0 < max_new <= MAX_STORED_TOKENS):
-        raise ValueError(f"max_new_tokens {max_new!r} is not a token count")
-    started = record.get("started_at", 0.0)
-    if not _is_number(started, 0, 1e11):
-        raise ValueError(f"started_at {started!r} is not a time")
-    url = str(record.get("url", ""))
-    if url:
-        base_url(url, what="its url")  # UrlRefused (a ValueError): a user:password@ is never shown nor exported
+    run = _typed_record(record, RunRecord)
+    if run.url:
+        base_url(run.url, what="its url")  # UrlRefused (a ValueError): a user:password@ is never shown nor exported
     return BenchResult(
-        run_id=record["run_id"], preset=str(record.get("preset", "")), url=url,
-        started_at=float(started), settings=settings, server=server,
+        run_id=run.run_id, preset=run.preset, url=run.url, started_at=float(run.started_at),
+        settings=run.settings or RunSettings(), server=run.server or ServerFacts(),
     )
 
 
 REQUEST_NUMBERS = ("ttft_s", "decode_tok_s", "e2e_s", "accept_length", "server_e2e_s")
-MAX_STORED_TOKENS = 10_000_000
-"""A sane cap on any token count (the longest contexts served are 10M tokens)."""
 
 
 def token_limits(run: BenchResult | None) -> tuple[int, int]:
@@ -333,12 +360,10 @@ def token_limits(run: BenchResult | None) -> tuple[int, int]:
 
     prompt_limit = completion_limit = MAX_STORED_TOKENS
     if run is not None:
-        context = run.server.get("context_length")
-        if isinstance(context, int) and not isinstance(context, bool) and 0 < context <= MAX_STORED_TOKENS:
+        context = run.server.context_length
+        if isinstance(context, int) and 0 < context <= MAX_STORED_TOKENS:
             prompt_limit = context
-        max_new = run.settings.get("max_new_tokens")
-        if isinstance(max_new, int) and not isinstance(max_new, bool):
-            completion_limit = max_new + MAX_TOKEN_OVERSHOOT
+        completion_limit = run.settings.max_new_tokens + MAX_TOKEN_OVERSHOOT
     return prompt_limit, completion_limit
 
 
@@ -380,32 +405,6 @@ def _request_record(record: dict[str, Any], run: BenchResult | None) -> RequestR
     return request
 
 
-def _summary_record(record: dict[str, Any]) -> dict[str, Any]:
+def _summary_record(record: dict[str, Any]) -> SummaryRecord:
     """A summary record whose figures the formatters can print (else ValueError: re-summarised instead)."""
-    summary = record.get("summary") or {}
-    if not isinstance(summary, dict):
-        raise ValueError("summary is not an object")
-    for key in ("decode_tok_s", "accept_length", "ttft_s", "itl_ms", "chunk_gap_ms", "e2e_s"):
-        part = summary.get(key)
-        if part is None:
-            continue
-        if not isinstance(part, dict):
-            raise ValueError(f"summary {key} is not an object")
-        for name, value in part.items():
-            if isinstance(value, list):
-                if not all(v is None or _is_number(v, -1e12) for v in value):
-                    raise ValueError(f"summary {key}.{name} holds a value that is not a number")
-            elif value is not None and not _is_number(value, -1e12):
-                raise ValueError(f"summary {key}.{name} is {value!r}")
-    for key in ("requests_ok", "requests_failed"):
-        if not isinstance(summary.get(key, 0), int):
-            raise ValueError(f"summary {key} is not a count")
-    flags, details = summary.get("flags", []), summary.get("flag_details", {})
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags) or not isinstance(details, dict):
-        raise ValueError("summary flags are not a list of names")
-    for key, kind in (("notes", list), ("gpus", list), ("cross_checks", dict), ("server", dict)):
-        if record.get(key) is not None and not isinstance(record[key], kind):
-            raise ValueError(f"{key} is not a {kind.__name__}")
-    if not isinstance(record.get("status", "finished"), str):
-        raise ValueError("status is not a string")
-    return record
+    return _typed_record(record, SummaryRecord)

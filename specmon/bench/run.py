@@ -14,14 +14,22 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from specmon.bench.h1 import H1Client
-from specmon.bench.model import OWN_TOKENS, BenchProgress, BenchResult, OwnTokens, RequestResult
-from specmon.bench.prompts import DEFAULT_PROMPTS, Prompt, load_prompts, prompt_set_hash
+from specmon.bench.model import (
+    OWN_TOKENS,
+    BenchProgress,
+    BenchResult,
+    OwnTokens,
+    RequestResult,
+    RunSettings,
+    ServerFacts,
+    Speculative,
+)
+from specmon.bench.prompts import Prompt, load_prompts, prompt_set_hash
 from specmon.bench.results import ResultStore
 from specmon.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference
 from specmon.bench.stream import DEFAULT_STALL_TIMEOUT_S, stream_client, stream_generate
@@ -39,35 +47,6 @@ SGLANG_INFO_KEYS = ("version", "model_path", "served_model_name", "tp_size", "ma
 
 class NotMeasurable(Exception):
     """Nothing can be measured or saved: not an SGLang server, or the results cannot be written."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What one run does; built from a preset's `BenchSettings` (or anything with the same attributes)."""
-
-    prompts: str = DEFAULT_PROMPTS
-    requests: int = 20
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    warmup: int = 2
-    concurrency: int = 1
-    ignore_eos: bool = True
-
-    @classmethod
-    def of(cls, settings: Any) -> RunSettings:
-        """RunSettings from a BenchSettings-like object or a dict; missing fields keep their defaults."""
-        if isinstance(settings, cls):
-            return settings
-        if settings is None:
-            return cls()
-        get = settings.get if isinstance(settings, dict) else lambda k, d: getattr(settings, k, d)
-        defaults = cls()
-        values = {name: get(name, getattr(defaults, name)) for name in cls.__dataclass_fields__}
-        values = {k: (getattr(defaults, k) if v is None else v) for k, v in values.items()}
-        return cls(**values)
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 def new_run_id() -> str:
@@ -134,7 +113,7 @@ class BenchRun:
         self._flush_delay_s = flush_delay_s
         self.result = BenchResult(
             run_id=new_run_id(), preset=self.preset, url=self.url, started_at=time.time(),
-            settings=self.settings.to_json(),
+            settings=self.settings,
         )
         self._phase = "connecting"
         self._in_flight = 0
@@ -245,22 +224,16 @@ class BenchRun:
         result = self.result
         result.finished_at = time.time()
         result.summary = summarize(result.requests, self.settings.max_new_tokens, self.settings.ignore_eos)
-        flags = result.summary["flags"]
-        details = result.summary["flag_details"]
         for code, detail in result.cross_checks.get("mismatches", {}).items():
-            flags.append(code)
-            details[code] = detail
+            result.summary.flag(code, detail)
         if not result.cross_checks.get("flushed", True):
-            flags.append("no-flush")
-            details["no-flush"] = "the cache was not flushed before measuring"
+            result.summary.flag("no-flush", "the cache was not flushed before measuring")
         self._record_gpus()
         with self._lock:
             if self._throttle:
-                flags.append("throttled")
-                details["throttled"] = "GPU throttled during the run: " + ", ".join(self._throttle)
+                result.summary.flag("throttled", "GPU throttled during the run: " + ", ".join(self._throttle))
         if self._stop_reason:
-            flags.append("aborted")
-            details["aborted"] = self._stop_reason
+            result.summary.flag("aborted", self._stop_reason)
         self._phase = result.status
         if self.fatal is None:
             self._save(self.store.finish_run, result)
@@ -281,8 +254,7 @@ class BenchRun:
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
-        result.settings["prompt_set_hash"] = prompt_set_hash(prompts)
-        result.settings["prompt_count"] = len(prompts)
+        result.settings = result.settings.with_prompts(prompt_set_hash(prompts), len(prompts))
         async with SGLangClient(self.url, self._api_key, timeout=min(10.0, self._stall_timeout_s)) as api:
             info = await self._server_info(api)
             spec = spec_settings(info)
@@ -484,23 +456,23 @@ def context_length(info: dict[str, Any]) -> int | None:
     return None
 
 
-def _server_record(info: dict[str, Any], spec: Any) -> dict[str, Any]:
+def _server_record(info: dict[str, Any], spec: Any) -> ServerFacts:
     """What is stored about the server: its version, model and effective speculative settings."""
     from specmon.plausible import Figures
 
     name = info.get("served_model_name")
-    return {
-        "version": spec.version,
-        "model_path": spec.model_path,
-        "served_model_name": name if isinstance(name, str) and len(name) <= 4096 else None,
-        "tp_size": Figures().count("tp_size", info.get("tp_size"), maximum=4096, minimum=1),
-        "context_length": context_length(info),
-        "speculative": {
-            "algorithm": spec.algorithm,
-            "draft_model_path": spec.draft_model_path,
-            "num_steps": spec.num_steps,
-            "eagle_topk": spec.eagle_topk,
-            "num_draft_tokens": spec.num_draft_tokens,
-        },
-        "avg_spec_accept_length_at_start": spec.avg_spec_accept_length,
-    }
+    return ServerFacts(
+        version=spec.version,
+        model_path=spec.model_path,
+        served_model_name=name if isinstance(name, str) and len(name) <= 4096 else None,
+        tp_size=Figures().count("tp_size", info.get("tp_size"), maximum=4096, minimum=1),
+        context_length=context_length(info),
+        speculative=Speculative(
+            algorithm=spec.algorithm,
+            draft_model_path=spec.draft_model_path,
+            num_steps=spec.num_steps,
+            eagle_topk=spec.eagle_topk,
+            num_draft_tokens=spec.num_draft_tokens,
+        ),
+        avg_spec_accept_length_at_start=spec.avg_spec_accept_length,
+    )

@@ -5,9 +5,8 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
-from specmon.bench.model import RequestResult
+from specmon.bench.model import AcceptFigures, DecodeFigures, RequestResult, Spread, Summary
 from specmon.bench.predict import position_profile
 from specmon.bench.stats import ci95, percentile, relative_mad
 
@@ -27,10 +26,10 @@ def _accept_profile(requests: Sequence[RequestResult]) -> list[float] | None:
     return [round(share, 4) for share in profile] if profile else None
 
 
-def _spread(values: Sequence[float]) -> dict[str, float] | None:
+def _spread(values: Sequence[float]) -> Spread | None:
     if not values:
         return None
-    return {"median": statistics.median(values), "p90": percentile(values, 90)}
+    return Spread(median=statistics.median(values), p90=percentile(values, 90))
 
 
 def _error_key(error: str) -> str:
@@ -39,7 +38,7 @@ def _error_key(error: str) -> str:
 
 def summarize(
     requests: Sequence[RequestResult], max_new_tokens: int | None = None, ignore_eos: bool = True
-) -> dict[str, Any]:
+) -> Summary:
     """The run summary of the measured (non-warmup) requests, in the `specmon bench --json` shape."""
     measured = [r for r in requests if not r.warmup]
     ok = [r for r in measured if r.ok]
@@ -48,36 +47,36 @@ def summarize(
     flags: list[str] = []
     details: dict[str, str] = {}
 
-    decode: dict[str, Any] | None = None
+    decode: DecodeFigures | None = None
     if tps:
         rel_mad = relative_mad(tps)
-        decode = {
-            "median": statistics.median(tps),
-            "p10": percentile(tps, 10),
-            "p90": percentile(tps, 90),
-            "mean": statistics.fmean(tps),
-            "ci95": ci95(tps),
-            "rel_mad": rel_mad,
-            "n": len(tps),
-        }
+        decode = DecodeFigures(
+            median=statistics.median(tps),
+            p10=percentile(tps, 10),
+            p90=percentile(tps, 90),
+            mean=statistics.fmean(tps),
+            ci95=ci95(tps),
+            rel_mad=rel_mad,
+            n=len(tps),
+        )
         if rel_mad > UNSTABLE_REL_MAD:
             flags.append("unstable")
             details["unstable"] = f"relative MAD of decode tok/s is {rel_mad:.0%} (> {UNSTABLE_REL_MAD:.0%})"
 
     with_spec = [r for r in ok if r.spec_verify_ct]
-    accept: dict[str, Any] = {"token_weighted": None, "median": None}
+    accept = AcceptFigures()
     if with_spec:
         tokens = sum(r.completion_tokens for r in with_spec)
         steps = sum(r.spec_verify_ct or 0 for r in with_spec)
         pairs = [(r.completion_tokens, r.spec_verify_ct or 0) for r in with_spec]
-        accept = {
-            "token_weighted": tokens / steps,
-            "ci95": ci95(pairs, _token_weighted),
-            "median": statistics.median(r.completion_tokens / (r.spec_verify_ct or 1) for r in with_spec),
-            "completion_tokens": tokens,
-            "spec_verify_ct": steps,
-            "profile": _accept_profile(with_spec),
-        }
+        accept = AcceptFigures(
+            token_weighted=tokens / steps,
+            ci95=ci95(pairs, _token_weighted),
+            median=statistics.median(r.completion_tokens / (r.spec_verify_ct or 1) for r in with_spec),
+            completion_tokens=tokens,
+            spec_verify_ct=steps,
+            profile=_accept_profile(with_spec),
+        )
 
     itl = [x for r in ok for x in r.itl_ms()]
     gaps = [g for r in ok for g in r.chunk_gaps_ms]
@@ -98,17 +97,17 @@ def summarize(
         flags.append("failed")
         details["failed"] = f"{len(failed)} of {len(measured)} measured requests failed"
 
-    return {
-        "decode_tok_s": decode,
-        "accept_length": accept,
-        "ttft_s": _spread([r.ttft_s for r in ok if r.ttft_s is not None]),
-        "itl_ms": _spread(itl),
-        "chunk_gap_ms": _spread(gaps),
-        "tokens_per_chunk": statistics.fmean(chunk_tokens) if chunk_tokens else None,
-        "e2e_s": _spread([r.e2e_s for r in ok if r.e2e_s is not None]),
-        "requests_ok": len(ok),
-        "requests_failed": len(failed),
-        "errors": dict(Counter(_error_key(r.error or "error") for r in failed)),
-        "flags": flags,
-        "flag_details": details,
-    }
+    return Summary(
+        decode_tok_s=decode,
+        accept_length=accept,
+        ttft_s=_spread([r.ttft_s for r in ok if r.ttft_s is not None]),
+        itl_ms=_spread(itl),
+        chunk_gap_ms=_spread(gaps),
+        tokens_per_chunk=statistics.fmean(chunk_tokens) if chunk_tokens else None,
+        e2e_s=_spread([r.e2e_s for r in ok if r.e2e_s is not None]),
+        requests_ok=len(ok),
+        requests_failed=len(failed),
+        errors=dict(Counter(_error_key(r.error or "error") for r in failed)),
+        flags=flags,
+        flag_details=details,
+    )

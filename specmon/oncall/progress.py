@@ -120,9 +120,7 @@ def skipped_summary(results: Sequence[Any], unreadable: int = 0) -> str | None:
 
 def result_line(result: Any, now: float | None = None) -> str:
     """A preset's last result in one line: "312.4 tok/s · accept 3.21 · 2 h ago"."""
-    summary = result.summary or {}
-    decode = (summary.get("decode_tok_s") or {}).get("median")
-    accept = (summary.get("accept_length") or {}).get("token_weighted")
+    decode, accept = result.summary.median_tok_s, result.summary.accept_length.token_weighted
     return f"{_number(decode, '.1f')} tok/s · accept {_number(accept, '.2f')} · {ago(result.started_at, now)}"
 
 
@@ -141,11 +139,11 @@ def history_for(results: Sequence[Any], preset: str | None, url: str | None, mod
     from specmon.bench.compare import is_speculative
 
     chosen = [r for r in results if (url is not None and r.url == url) or (preset and r.preset == preset)]
-    model = model or next((m for r in reversed(chosen) if (m := (r.server or {}).get("model_path"))), None)
+    model = model or next((m for r in reversed(chosen) if (m := r.server.model_path)), None)
     if model is None or any(not is_speculative(r) for r in chosen if r.status == "finished"):
         return chosen
     plain = [r for r in results if r.status == "finished" and r.measured and not is_speculative(r)
-             and (r.server or {}).get("model_path") == model]
+             and r.server.model_path == model]
     if plain:
         chosen.append(plain[-1])
         chosen.sort(key=lambda r: r.started_at)

@@ -14,10 +14,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specmon.launch.presets import Preset
 from specmon.oncall.discovery import FoundServer
+
+if TYPE_CHECKING:
+    from specmon.bench.model import BenchResult
 
 ALERT_DROP_PCT = 10.0
 STEPS = ("preflight", "stopping", "gpus free", "port free", "launching", "startup", "sanity")
@@ -225,12 +228,14 @@ def _effective(url: str) -> dict[str, Any]:
 
 def sanity_bench(url: str, preset: Preset, requests: int):
     """A few requests with the preset's benchmark settings (kept apart from the stored results)."""
+    import msgspec
+
     from specmon.bench.results import ResultStore
     from specmon.bench.run import BenchRun, RunSettings
     from specmon.oncall.state import state_dir
     from specmon.serving.client import resolve_api_key
 
-    settings = dataclasses.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
+    settings = msgspec.structs.replace(RunSettings.of(preset.bench), requests=max(1, requests), warmup=1)
     run = BenchRun(
         url, preset.name, settings, api_key=resolve_api_key(None), store=ResultStore(state_dir() / "sanity"),
         asked=dict(preset.args),
@@ -238,11 +243,8 @@ def sanity_bench(url: str, preset: Preset, requests: int):
     return run.run_blocking()
 
 
-def _figures(result) -> tuple[float | None, float | None]:
-    summary = result.summary or {}
-    decode = (summary.get("decode_tok_s") or {}).get("median")
-    accept = (summary.get("accept_length") or {}).get("token_weighted")
-    return decode, accept
+def _figures(result: BenchResult) -> tuple[float | None, float | None]:
+    return result.summary.median_tok_s, result.summary.accept_length.token_weighted
 
 
 def last_result(preset_name: str, notes: list[str] | None = None):
@@ -315,9 +317,9 @@ def what_served(server: FoundServer) -> dict[str, Any]:
     last = last_result(server.preset) if server.preset else None
     if last is not None:
         decode, accept = _figures(last)
-        ci = ((last.summary or {}).get("decode_tok_s") or {}).get("ci95")
+        ci = last.summary.tok_s_ci95
         before.update(run_id=last.run_id, started_at=last.started_at, decode_tok_s=decode, accept_length=accept,
-                      decode_ci95=ci if isinstance(ci, list | tuple) and len(ci) == 2 else None)
+                      decode_ci95=ci if ci is not None and len(ci) == 2 else None)
     elif before["live"]["accept_length"] is not None:
         before["accept_length"] = before["live"]["accept_length"]
     return before
@@ -338,13 +340,13 @@ def noise_pct(before: dict[str, Any]) -> float:
     return max(ALERT_DROP_PCT, (median - ci[0]) / median * 100.0)
 
 
-def compare_with_before(report: SwitchReport, sanity, preset_name: str) -> None:
+def compare_with_before(report: SwitchReport, sanity: BenchResult, preset_name: str) -> None:
     """Fill sanity, before → after (change_pct) and alerts: a drop from what served before beyond the noise,
     outputs that diverged from the new preset's own last result at temperature 0, failed sanity requests."""
     from specmon.bench.compare import compare
 
     decode, accept = _figures(sanity)
-    ok = (sanity.summary or {}).get("requests_ok", 0)
+    ok = sanity.summary.requests_ok
     report.sanity = {
         "decode_tok_s": decode,
         "accept_length": accept,
@@ -382,11 +384,11 @@ def compare_with_before(report: SwitchReport, sanity, preset_name: str) -> None:
         )
 
 
-def _diverged(sanity, previous) -> list[str]:
+def _diverged(sanity: BenchResult, previous: BenchResult) -> list[str]:
     """Prompts whose outputs differ within the shorter output (runs of different lengths), at temperature 0."""
-    if sanity.settings.get("temperature", 0) != 0 or previous.settings.get("temperature", 0) != 0:
+    if sanity.settings.temperature != 0 or previous.settings.temperature != 0:
         return []
-    if sanity.settings.get("max_new_tokens") == previous.settings.get("max_new_tokens"):
+    if sanity.settings.max_new_tokens == previous.settings.max_new_tokens:
         return []  # compare() decides
     before = {r.prompt_id: r.output_text for r in previous.measured if r.ok}
     out = []

@@ -66,7 +66,7 @@ def _export(args: argparse.Namespace, report: SweepReport) -> None:
             run = ResultStore().load(row["run_id"])
         except (OSError, ValueError):
             continue
-        samples += bench_samples(run.url, run.preset, run.summary, run.finished_at, row.get("speedup"))
+        samples += bench_samples(run.url, run.preset, run.summary.to_json(), run.finished_at, row.get("speedup"))
     export(directory, _note, set_=samples)
 
 

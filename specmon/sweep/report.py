@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.bench.compare import baseline_for, compare
-from specmon.bench.model import BenchResult
+from specmon.bench.model import AcceptFigures, BenchResult
 from specmon.bench.predict import Drafting
 from specmon.bench.report import symptoms
 from specmon.bench.results import skipped_note
@@ -50,8 +50,8 @@ def conservative_tok_s(run: BenchResult) -> float | None:
     return max(0.0, median - MAD_TO_SIGMA * mad)
 
 
-def _decode(run: BenchResult | None) -> dict[str, Any]:
-    return (run.summary.get("decode_tok_s") or {}) if run is not None else {}
+def _median_tok_s(run: BenchResult | None) -> float | None:
+    return _finite(run.summary.median_tok_s) if run is not None else None
 
 
 @dataclass
@@ -95,20 +95,18 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
     baselines = [o for o in outcomes if o.baseline and o.state == "measured" and o.run is not None]
     measured = [o.run for o in outcomes if o.state == "measured" and o.run is not None]
     if len(baselines) >= 2:
-        first = _finite(_decode(baselines[0].run).get("median"))
-        last = _finite(_decode(baselines[-1].run).get("median"))
+        first, last = _median_tok_s(baselines[0].run), _median_tok_s(baselines[-1].run)
         if first and last:
             report.baseline_drift_pct = (last - first) / first * 100
             report.drift_flagged = abs(report.baseline_drift_pct) > DRIFT_FLAG_PCT
     for outcome in outcomes:
         run = outcome.run
-        decode = _decode(run)
         speedup = comparison = None
         against = baseline_for(run, measured) if run is not None and not outcome.baseline else None
         if against is not None and against is not run:
             comparison = compare(run, against)
             speedup = comparison.speedup
-        accept = (run.summary.get("accept_length") or {}) if run is not None else {}
+        accept = run.summary.accept_length if run is not None else AcceptFigures()
         report.rows.append(
             {
                 "preset": outcome.preset,
@@ -118,11 +116,11 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
                 "drafting": outcome.drafting.text() if outcome.drafting is not None else None,
                 "state": outcome.state,
                 "run_id": run.run_id if run is not None else None,
-                "decode_tok_s": _finite(decode.get("median")),
-                "ci95": decode.get("ci95"),
+                "decode_tok_s": _median_tok_s(run),
+                "ci95": run.summary.tok_s_ci95 if run is not None else None,
                 "conservative_tok_s": conservative_tok_s(run) if run is not None else None,
-                "accept_length": _finite(accept.get("token_weighted")),
-                "accept_profile": accept.get("profile"),
+                "accept_length": _finite(accept.token_weighted),
+                "accept_profile": accept.profile or None,
                 "speedup": _finite((speedup or {}).get("geomean")),
                 "speedup_ci95": (speedup or {}).get("ci95"),
                 "speedup_baseline_run_id": comparison.baseline_run_id if comparison is not None else None,

@@ -6,7 +6,6 @@ sweep goes on. At the end the report is built and the chosen preset is left serv
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -20,7 +19,7 @@ from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
 
 if TYPE_CHECKING:
-    from specmon.bench.model import BenchProgress, BenchResult
+    from specmon.bench.model import BenchProgress, BenchResult, RunSettings
     from specmon.bench.results import ResultStore
     from specmon.bench.run import BenchRun
     from specmon.launch.presets import Preset
@@ -190,7 +189,7 @@ class SweepRunner:
         if self.cancelled and run.status != "finished":
             self._cancel_step(step, f"its benchmark was cancelled after {format_seconds(step.measure_s)}")
             return
-        if run.status == "finished" and (run.summary.get("decode_tok_s") or {}).get("median"):
+        if run.status == "finished" and run.summary.median_tok_s:
             step.state = "measured"
         else:
             step.state, step.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
@@ -221,14 +220,16 @@ class SweepRunner:
         step.measure_s = round(time.monotonic() - started, 3)
         return run
 
-    def _settings(self) -> Any:
+    def _settings(self) -> RunSettings:
         """The same prompts and settings for every step: the baseline's benchmark settings (its preset's
         [bench]; the first step's without one), with the sweep's request count."""
-        from specmon.bench.run import RunSettings
+        import msgspec
+
+        from specmon.bench.model import RunSettings
 
         first = next((s for s in self.plan.steps if s.baseline), self.plan.steps[0])
         settings = RunSettings.of(self.presets[first.preset].bench)
-        return dataclasses.replace(settings, requests=self.plan.requests) if self.plan.requests else settings
+        return msgspec.structs.replace(settings, requests=self.plan.requests) if self.plan.requests else settings
 
     def _switched(self, outcome: Any) -> None:
         """After a switch: unless it left the old server serving, the sweep's server is the one it launched (if
@@ -276,8 +277,7 @@ class SweepRunner:
         guess = prediction_for(self._predictions()[0], self._drafting(step))
         if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
-        best_low = max(((r.summary.get("decode_tok_s") or {}).get("ci95") or [0])[0]
-                       for drafting, r in self._measured() if drafting is not None)
+        best_low = max((r.summary.tok_s_ci95 or [0])[0] for drafting, r in self._measured() if drafting is not None)
         return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
 
     def _leave(self, report: SweepReport) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from specmon.bench.model import BenchResult, RequestResult
+from specmon.bench.model import BenchResult, RequestResult, RunSettings, ServerFacts, Speculative
 from specmon.bench.results import ResultStore
 from specmon.bench.summary import summarize
 
@@ -81,14 +81,15 @@ def write_chain_run(
     run = BenchResult(
         run_id=run_id or f"20261203-0000{draft_tokens:02d}-{preset[:4]}", preset=preset, url="http://127.0.0.1:30000",
         started_at=1_796_000_000.0 + draft_tokens,
-        settings={"prompts": "prompts.jsonl", "requests": len(agreements), "max_new_tokens": max_new_tokens,
-                  "temperature": 0.0, "warmup": 0, "concurrency": 1, "ignore_eos": True},
-        server={"version": "0.5.16", "model_path": "/tmp/trained/target", "tp_size": 1,
-                "speculative": {"algorithm": "STANDALONE", "draft_model_path": "/tmp/trained/draft",
-                                "num_steps": draft_tokens - 1, "eagle_topk": 1, "num_draft_tokens": draft_tokens}},
+        settings=RunSettings(prompts="prompts.jsonl", requests=len(agreements), max_new_tokens=max_new_tokens,
+                             temperature=0.0, warmup=0, concurrency=1, ignore_eos=True),
+        server=ServerFacts(version="0.5.16", model_path="/tmp/trained/target", tp_size=1,
+                           speculative=Speculative(algorithm="STANDALONE", draft_model_path="/tmp/trained/draft",
+                                                   num_steps=draft_tokens - 1, eagle_topk=1,
+                                                   num_draft_tokens=draft_tokens)),
     )  # fmt: skip
     if context_length is not None:
-        run.server["context_length"] = context_length
+        run.server.context_length = context_length
     store = ResultStore(directory)
     store.start_run(run)
     for index, agree in enumerate(agreements):

@@ -1,4 +1,4 @@
-"""Outside records as typed msgspec Structs: a preset's tables, a server's state file, a sweep's plan.
+"""Outside records as typed msgspec Structs: a preset's tables, a server's state file, a sweep's plan, a stored run.
 
 A record's Struct is its only declaration: field types, bounds (`Meta(ge=..)`), patterns, and in `Meta(description=..)`
 what a value must be, in words. `convert` checks a parsed document against it (strictly: no string taken for a

@@ -1,4 +1,5 @@
-"""The benchmark's data: one request's figures, a run's progress and a run's result (no I/O, no Textual)."""
+"""The benchmark's data: one request's figures, a run's settings, server and summary as typed Structs, its progress
+and its result (no I/O, no Textual)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 
 from specmon.bench.model import BenchProgress
 from specmon.bench.results import ResultStore
+from specmon.view.bench_pane import bench_pane
 from specmon.widgets.bench_panel import BenchPanel, downsample
 from tests.support.app_harness import wait_for
 
@@ -32,7 +33,7 @@ class PanelApp(App):
     def on_mount(self) -> None:
         panel = self.query_one(BenchPanel)
         if self._results:
-            panel.show_results(self._results)
+            panel.show_results(bench_pane(self._results))
         if self._progress:
             panel.show_progress(self._progress)
 
@@ -127,7 +128,7 @@ async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
         panel = app.query_one(BenchPanel)
         panel.show_progress(BenchProgress(run_id=failed.run_id, preset="broken", phase="failed", done=5, total=6,
                                           failed=5, message="stopped after 5 failures in a row"))
-        panel.show_results([*recorded_runs(), failed])
+        panel.show_results(bench_pane([*recorded_runs(), failed]))
         await pilot.pause()
         row = _rows(app)["broken"]
         assert row[2] == "–" and row[0] == "broken"
@@ -165,13 +166,13 @@ async def test_a_cancelled_run_never_hides_or_spoils_an_earlier_completed_run():
     async with app.run_test(size=(140, 36)) as pilot:
         await pilot.pause()
         before = _rows(app)
-        app.query_one(BenchPanel).show_results([*runs, cancelled])
+        app.query_one(BenchPanel).show_results(bench_pane([*runs, cancelled]))
         await pilot.pause()
         assert _rows(app) == before  # the baseline row and every speedup unchanged
         assert "last run: baseline cancelled" in str(app.query_one("#bench-progress", Static).render())
         only_cancelled = copy.deepcopy(cancelled)
         only_cancelled.preset = "eagle3-16"
-        app.query_one(BenchPanel).show_results([*runs, cancelled, only_cancelled])
+        app.query_one(BenchPanel).show_results(bench_pane([*runs, cancelled, only_cancelled]))
         await pilot.pause()
         assert _rows(app)["eagle3-16"][-1].startswith("cancelled")
 

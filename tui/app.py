@@ -4,6 +4,7 @@ the UI-free core (``specmon.view.state``, ``specmon.view.log_feed``); the widget
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import time
@@ -264,8 +265,15 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.bench_results[:] = progress.merged_runs(self.bench_results, [message.result])
             self.oncall.bench_finished(message.result)
             self.main.show_bench_results(list(self.bench_results))
-            title, text, severity = status.bench_outcome(message.result, among=self.bench_results)
-            self.notify(text, title=title, severity=severity, markup=False)
+            finished, among = message.result, list(self.bench_results)
+            self.run_worker(lambda: self._say_bench_outcome(finished, among), thread=True, group="bench-outcome",
+                            exit_on_error=False)
+
+    def _say_bench_outcome(self, result: BenchResult, among: list[BenchResult]) -> None:
+        """On a worker thread (the comparison bootstraps): the notification of a finished run."""
+        title, text, severity = status.bench_outcome(result, among=among)
+        with contextlib.suppress(RuntimeError):  # the app has gone
+            self.call_from_thread(self.notify, text, title=title, severity=severity, markup=False)
 
     @on(messages.SanityChecked)
     def _sanity_checked(self, message: messages.SanityChecked) -> None:

@@ -13,25 +13,14 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from specmon.bench.compare import Comparison, compare_all
 from specmon.bench.model import BenchProgress, BenchResult
-from specmon.bench.report import describe_progress, run_figures
-from specmon.units import number, number_range
-from specmon.view.state import bench_rows
+from specmon.bench.report import describe_progress
+from specmon.units import number
+from specmon.view.bench_pane import COLUMNS, BenchPaneModel
 from specmon.widgets.gpu_trend import columns
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100
-COLUMNS = (
-    ("preset", "preset"),
-    ("runs", "n"),
-    ("tok_s", "tok/s"),
-    ("ci", "CI95"),
-    ("tau", "τ"),
-    ("ttft", "TTFT ms"),
-    ("speedup", "speedup"),
-    ("flags", "flags"),
-)
 NARROW_HIDDEN = {"ci"}
 """Columns left out below ``NARROW_COLUMNS`` (the speedup loses its CI too), so the flags always show."""
 IDLE_TEXT = "No benchmark yet: press b to benchmark the current server."
@@ -48,32 +37,9 @@ def downsample(values: list[float], width: int) -> tuple[list[float], list[float
     return columns(xs, width), columns(values, width)
 
 
-def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1) -> dict[str, str]:
-    """The table cells of one preset's latest result."""
-    f = run_figures(result, comparison)
-    tau, bound = f["accept_length"], f["accept_length_bound"]
-    if f["speedup"] is not None:
-        short = f"{f['speedup']:.2f}×"
-        speedup = f"{short} [{number_range(f['speedup_ci95_low'], f['speedup_ci95_high'], '.2f')}]"
-    else:
-        speedup = "baseline" if comparison is not None and comparison.run_id == comparison.baseline_run_id else "–"
-        short = speedup
-    return {
-        "preset": result.preset,
-        "runs": f"{f['requests_ok']}" + (f"×{runs}" if runs > 1 else ""),
-        "tok_s": number(f["decode_tok_s_median"]),
-        "ci": number_range(f["decode_tok_s_ci95_low"], f["decode_tok_s_ci95_high"]),
-        "tau": number(tau, ".2f") + (f"/{bound}" if bound and tau is not None else ""),
-        "ttft": number(f["ttft_ms_median"], ".0f"),
-        "speedup": speedup,
-        "speedup_short": short,
-        "flags": ",".join(f["flags"]) or "ok",
-    }
-
-
 class BenchPanel(Vertical):
-    """The Benchmark pane: call `show_progress(BenchProgress)` while a run goes and `show_results(results)`
-    with every finished `BenchResult` to compare (earlier runs and presets stay on show)."""
+    """The Benchmark pane: call `show_progress(BenchProgress)` while a run goes and `show_results(model)` with the
+    `BenchPaneModel` of every run to compare (earlier runs and presets stay on show)."""
 
     DEFAULT_CSS = """
     BenchPanel {
@@ -194,22 +160,17 @@ class BenchPanel(Vertical):
         """Text in place of the progress line (a sweep's progress, its recommendation), wrapped to three lines."""
         self.query_one("#bench-progress", Static).update(Text(text))
 
-    def show_results(self, results: list[BenchResult]) -> None:
-        """Show finished runs; the latest run of each preset fills its row, series and bar."""
-        self.results = list(results)
-        rows = bench_rows(self.results)
-        comparisons = compare_all([r for r in self.results if r.status == "finished"], self.baseline)
-        for preset, (result, runs) in rows.items():
+    def show_results(self, model: BenchPaneModel) -> None:
+        """Show finished runs (`specmon.view.bench_pane`): each preset's shown run fills its row, series and bar."""
+        self.results = list(model.results)
+        for preset, row in model.rows.items():
             self._remove_row(f"{preset} (run)")
-            self._set_row(preset, result_row(result, comparisons.get(result.run_id), runs))
-            self._series[preset] = [r.decode_tok_s for r in result.measured if r.ok and r.decode_tok_s]
-            accept = result.summary.accept_length
-            if accept.token_weighted is not None:
-                self._accept[preset] = (accept.token_weighted, tuple(accept.ci95) if accept.ci95 else None)
-        if (self.progress is None or self.progress.finished) and rows:
-            last = self.results[-1]
-            done = f"last run: {last.preset} {last.status}, {len(rows)} preset(s) compared"
-            self.query_one("#bench-progress", Static).update(done)
+            self._set_row(preset, dict(row.cells))
+            self._series[preset] = list(row.series)
+            if row.accept is not None:
+                self._accept[preset] = row.accept
+        if (self.progress is None or self.progress.finished) and model.note:
+            self.query_one("#bench-progress", Static).update(model.note)
         self._mark_dirty()
 
     # -- rendering -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -13,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Tab, Tabs
 
 from specmon.tui.patches.footer import KeysFooter
+from specmon.view.bench_pane import BenchPaneModel, bench_pane
 from specmon.widgets.bench_panel import NARROW_COLUMNS as BENCH_COLUMNS
 from specmon.widgets.bench_panel import BenchPanel
 from specmon.widgets.gpu_pane import COMPACT_FROM, DETAIL_INFO_LINES, GpuPane
@@ -56,6 +58,7 @@ class MainScreen(Screen):
         self._failed_panes: set[str] = set()
         self._found: dict[str, Widget] = {}
         self._gpu_shape: tuple[int, int] = (0, 0)
+        self._bench_asked = 0
 
     def compose(self) -> ComposeResult:
         yield StatusHeader(id="header")
@@ -252,15 +255,40 @@ class MainScreen(Screen):
             self._guarded("Benchmark panel", panel.show_note, text)
 
     def show_bench_results(self, results: list[BenchResult]) -> None:
-        for panel in self._one("#bench-panel"):
-            self._guarded("Benchmark panel", panel.show_results, results)
+        """Show these runs in the Benchmark pane, once their model is built on a worker thread (it bootstraps each
+        speedup's CI); a model built for older runs than the last asked is dropped."""
+        panels = self._one("#bench-panel")
+        if not panels:
+            return
+        self._bench_asked += 1
+        asked, baseline = self._bench_asked, panels[0].baseline  # type: ignore[attr-defined]
+
+        def build() -> None:
+            try:
+                model = bench_pane(results, baseline)
+            except Exception as exc:  # shown as a pane that failed to render, never raised into Textual's worker
+                with contextlib.suppress(RuntimeError):  # the app has gone
+                    self.app.call_from_thread(self._pane_failed, "Benchmark panel", exc)
+                return
+            with contextlib.suppress(RuntimeError):
+                self.app.call_from_thread(self._bench_pane_built, asked, model)
+
+        self.run_worker(build, thread=True, group="bench-pane", exit_on_error=False)
+
+    def _bench_pane_built(self, asked: int, model: BenchPaneModel) -> None:
+        if asked == self._bench_asked:
+            for panel in self._one("#bench-panel"):
+                self._guarded("Benchmark panel", panel.show_results, model)
 
     def _guarded(self, what: str, show, value) -> None:
         """A pane that fails to render must not take the monitor down: say so once, keep going."""
         try:
             show(value)
         except Exception as exc:
-            if what not in self._failed_panes:
+            self._pane_failed(what, exc)
+
+    def _pane_failed(self, what: str, exc: BaseException) -> None:
+        if what not in self._failed_panes:
                 self._failed_panes.add(what)
                 self.log.error(f"{what} failed to render", exc)
                 self.notify(f"{what} failed to render: {exc!r}", severity="error", timeout=10)

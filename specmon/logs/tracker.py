@@ -9,12 +9,12 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import islice
 from operator import itemgetter, le
-from typing import TYPE_CHECKING
 
 from specmon.logs import patterns
 from specmon.logs.causes import PLACEHOLDER, SYMPTOM
 from specmon.logs.errors import TracebackReader
 from specmon.logs.failures import FailureReading
+from specmon.logs.frames import FrameRun, LogItem
 from specmon.logs.model import (
     Capture,
     CaptureProgressed,
@@ -31,9 +31,6 @@ from specmon.logs.model import (
     WeightsProgressed,
 )
 from specmon.sglang import loglines
-
-if TYPE_CHECKING:
-    from specmon.logs.follower import FrameRun, LogItem
 
 _STEADY = ("Decode batch", "Prefill batch")
 _INFERRED_ORDER = (("target", "target"), ("draft", "draft"), ("draft_extend", "draft"))

@@ -2,7 +2,7 @@
 
 A frame is a ``\\r``-redrawn progress bar's state; its text is cleaned as a line's is (``clean_text``). This module
 is below both the follower, which makes the pieces (``follower.LineSplitter``), and the tracker, which reads them
-(``StartupTracker.feed_items`` and ``feed_frames``).
+(``StartupTracker.feed_items``; a run's frames, ``bars.ProgressBars.feed_frames``).
 """
 
 from __future__ import annotations

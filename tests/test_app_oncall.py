@@ -130,13 +130,13 @@ async def test_a_sweep_from_the_palette_shows_progress_runs_and_the_recommendati
     async with app.run_test(size=(200, 50)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
         assert "Sweep presets…" in [c.title for c in app.get_system_commands(app.screen)]
-        app.oncall.ask_sweep()
+        app.oncall.sweeps.ask()
         assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
         assert await wait_for(pilot, lambda: "baseline (no speculation)" in screen_text(app)), screen_text(app)
         assert "EAGLE3 · draft tokens 5" in screen_text(app)
         notes, progress = recorded(app, "show_bench_note"), recorded(app, "show_bench_progress")
         await pilot.press("s")
-        assert await wait_for(pilot, lambda: not app.oncall.sweeping, 200)
+        assert await wait_for(pilot, lambda: not app.oncall.sweeps.running, 200)
         shown = {p.preset for p in progress}  # coalesced: a fast run may show only its last update
         assert shown == {"fast-base", "fast-a", "fast-b"}, f"each run's progress reaches the Benchmark pane: {notes}"
         assert any("switching" in n for n in notes) and any("measured" in n for n in notes), notes
@@ -154,7 +154,7 @@ async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays
     app = sweep_app(oc)
     async with app.run_test(size=(80, 24)) as pilot:
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30)
-        app.oncall.ask_sweep()
+        app.oncall.sweeps.ask()
         assert await wait_for(pilot, lambda: isinstance(app.screen, SweepPicker))
         notes = recorded(app, "show_bench_note")
         await pilot.press("s")
@@ -162,7 +162,7 @@ async def test_a_sweep_cancelled_from_the_palette_stops_after_its_step_and_stays
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
         assert "Sweep presets…" not in commands, notes
         commands["Cancel the sweep"].callback()
-        assert await wait_for(pilot, lambda: not app.oncall.sweeping, 60), notes
+        assert await wait_for(pilot, lambda: not app.oncall.sweeps.running, 60), notes
         assert "cancelling after the step under way" in " ".join(notes)
         plan = SweepStore(state_dir() / "sweeps").latest_unfinished()
         assert plan is not None and not plan.finished, "the cancelled sweep is left to resume"

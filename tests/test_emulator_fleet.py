@@ -19,11 +19,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specmon.emulator.metrics import CONSTANT_GAUGES, STATS_GAUGES
+from specmon.emulator.metrics import CONSTANT_GAUGES, EMULATED_VERSION, EXPORTED, STATS_GAUGES
 from specmon.ports import free_port, free_port_pair
+from specmon.sglang.metric_names import EXPECTED_IN
 from specmon.sglang.metrics import load_shipped_metrics
 from tests.support.oncall import wait_for as oncall_wait_for
 from tests.test_emulator import EAGLE3, FAST, Emulator, launch
+from tests.test_metric_names import expected_in
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -107,6 +109,17 @@ def test_help_texts_and_buckets_are_sglangs(eagle3_after_traffic):
             bounds = {s.labels["le"] for s in family.samples if s.name.endswith("_bucket")}
             real_bounds = {s.labels["le"] for s in real[family.name].samples if s.name.endswith("_bucket")}
             assert bounds == real_bounds, family.name
+
+
+def test_the_exposition_has_exactly_the_families_the_emulator_claims_all_of_its_versions(eagle3_after_traffic):
+    """After traffic every family of `EXPORTED` has samples, and nothing else shows (a name added to the
+    rendering but not to the claim, or claimed but never rendered, fails); each is a 0.5.16 name."""
+    shown = {f.name + ("_total" if f.type == "counter" else "") for f in eagle3_after_traffic}
+    assert sorted(shown - EXPORTED) == []
+    assert sorted(EXPORTED - shown) == []
+    table = load_shipped_metrics(EMULATED_VERSION).families
+    assert sorted(name for name in EXPORTED if name not in table) == []
+    assert sorted(name for name in EXPORTED if not expected_in(EXPECTED_IN[name], EMULATED_VERSION)) == []
 
 
 def test_spec_gauges_carry_the_launchs_steps_and_draft_tokens(eagle3_after_traffic, tmp_path):

@@ -18,14 +18,14 @@ from pathlib import Path
 
 from specmon.tui.app import SpecmonApp
 from specmon.tui.config import AppConfig
-from specmon.tui.driver import SETTLE_S, QuietLinuxDriver
 from specmon.tui.fleet import FleetApp
+from specmon.tui.patches.driver import SETTLE_S, QuietLinuxDriver
 
 APP = r'''
 import json, subprocess, sys
 from textual.app import App
 from textual.widgets import Static
-from specmon.tui.driver import QuietTerminal
+from specmon.tui.patches.driver import QuietTerminal
 
 class Probe(QuietTerminal, App):
     def __init__(self, report):

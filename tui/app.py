@@ -19,12 +19,12 @@ from specmon.oncall import progress
 from specmon.tui import keys, live, messages, shots
 from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
-from specmon.tui.driver import QuietTerminal
 from specmon.tui.oncall import OncallWiring
+from specmon.tui.patches.driver import QuietTerminal
+from specmon.tui.patches.toasts import RepaintedToasts
 from specmon.tui.screens import quit_dialog
 from specmon.tui.screens.main import MainScreen
 from specmon.tui.sources import AppSources
-from specmon.tui.toasts import RepaintedToasts
 from specmon.view import state as status
 from specmon.view.log_feed import LogFeed
 
@@ -355,11 +355,11 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
 
     @on(messages.SweepProgressed)
     def _sweep_progressed(self, message: messages.SweepProgressed) -> None:
-        self.oncall.sweep_progressed(message)
+        self.oncall.sweeps.progressed(message)
 
     @on(messages.SweepFinished)
     def _sweep_finished(self, message: messages.SweepFinished) -> None:
-        self.oncall.sweep_finished(message)
+        self.oncall.sweeps.finished(message)
 
     @on(messages.ResultsLoaded)
     def _results_loaded(self, message: messages.ResultsLoaded) -> None:

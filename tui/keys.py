@@ -98,17 +98,17 @@ def palette_commands(app: PaletteHost) -> Iterator[SystemCommand]:
             f"An orphaned SGLang worker holding {(proc.used_mib or 0) / 1024:.1f} GiB on GPU {proc.gpu_index}",
             lambda p=proc: app.oncall.ask_kill(p),
         )
-    if app.oncall.sweeping:
+    if app.oncall.sweeps.running:
         yield SystemCommand(
             "Cancel the sweep",
             "Stop after the step under way (a benchmark measuring is cancelled); `specmon sweep --resume` goes on",
-            app.oncall.cancel_sweep,
+            app.oncall.sweeps.cancel,
         )
-    elif app.oncall.can_sweep():
+    elif app.oncall.sweeps.can_start():
         yield SystemCommand(
             "Sweep presets…",
             "Benchmark every preset of this server's model in turn (`specmon sweep`) and recommend one",
-            app.oncall.ask_sweep,
+            app.oncall.sweeps.ask,
         )
     if can_switch:
         for name, preset in app.config.presets.items():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from specmon.oncall import progress
 from specmon.tui import messages
+from specmon.tui.sweeping import SweepWiring
 
 if TYPE_CHECKING:
     from textual.message import Message
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from specmon.gpu.model import GpuProcess, GpuSnapshot
     from specmon.launch.presets import Preset
     from specmon.oncall.discovery import FoundServer
-    from specmon.sweep.runner import SweepRunner
     from specmon.tui.config import AppConfig
     from specmon.tui.screens.main import MainScreen
     from specmon.tui.sources import AppSources
@@ -92,8 +92,8 @@ class OncallWiring:
         self._looking = False
         self._ticks_lost = 0
         self._log_restarts = 0
-        self.sweeping = False
-        self._sweep_runner: SweepRunner | None = None
+        self.sweeps = SweepWiring(app, self)
+        """The sweep run from the app (its picker, runner thread and progress)."""
         self.gpus: GpuSnapshot | None = None
         """The last GPU snapshot (its leftover processes may be killed from the palette)."""
         self._store_watch: StoreWatch | None = None
@@ -141,7 +141,7 @@ class OncallWiring:
         preset = app.config.presets.get(name)
         if preset is None or not self.can_switch() or app.watch.switching_to is not None:
             return
-        if self.sweeping:
+        if self.sweeps.running:
             app.notify("A sweep is running: it switches the presets itself", severity="warning")
             return
         question = None if confirmed else self._switch_question(name)
@@ -236,120 +236,9 @@ class OncallWiring:
                    severity="information" if report.state == "ready" and not report.alerts else "warning",
                    markup=False)
 
-    # ----- sweeping (issue 15): `specmon sweep`'s runner on a worker thread, progress in the Benchmark pane
-
-    def can_sweep(self) -> bool:
-        return self.attached is not None and self.can_switch() and self.app.watch.preset is not None
-
-    def ask_sweep(self) -> None:
-        """Pick among the presets that run this server's launcher and model; start the sweep they make."""
-        from specmon.tui.screens.sweep_picker import SweepPicker
-
-        app = self.app
-        if not self.can_sweep() or self.sweeping or app.watch.switching_to is not None:
-            app.notify("A sweep needs an attached server with a known preset, and no switch or sweep running",
-                       severity="warning")
-            return
-        candidates = progress.sweep_candidates(app.config.presets, app.watch.preset)
-        picker = SweepPicker(progress.sweep_choices(candidates, self.last), self._sweep_problem)
-        app.push_screen(picker, self._sweep_picked)
-
-    def _sweep_plan(self, names: list[str]):
-        from specmon.sweep.plan import plan_sweep
-
-        return plan_sweep([self.app.config.presets[name] for name in names])
-
-    def _sweep_problem(self, names: list[str]) -> str | None:
-        """Why these presets make no sweep (the picker says it and stays open), or None."""
-        from specmon.sweep.plan import SweepError
-
-        try:
-            self._sweep_plan(names)
-        except SweepError as exc:
-            return str(exc)
-        return None
-
-    def _sweep_picked(self, names: list[str] | None) -> None:
-        from specmon.sweep.plan import SweepError
-
-        if not names:
-            return
-        try:
-            plan = self._sweep_plan(names)
-        except SweepError as exc:
-            self.app.notify(str(exc), title="Sweep", severity="error", markup=False)
-            return
-        self.start_sweep(plan)
-
-    def start_sweep(self, plan) -> None:
-        self.sweeping = True
-        self.app.main.show_pane("bench")
-        self.app.main.show_bench_note(f"sweep {plan.run_id}: starting")
-        _daemon(lambda: self._sweep(plan), "sweep")  # quitting mid-sweep leaves it resumable (`--resume`)
-
-    def _sweep(self, plan) -> None:
-        """On a worker thread: run the sweep; each event and finished run is posted as it happens."""
-        from specmon.bench.results import ResultStore
-        from specmon.oncall.state import state_dir
-        from specmon.sweep.plan import SweepStore
-        from specmon.sweep.runner import SweepRunner
-
-        post = self.app.post_message
-
-        class PostingStore(ResultStore):
-            def finish_run(self, result: BenchResult) -> None:
-                super().finish_run(result)
-                post(messages.SweepProgressed(f"{result.preset}: benchmark {result.status}", result))
-
-        presets = {s.preset: self.app.config.presets[s.preset] for s in plan.steps}
-        runner = SweepRunner(plan, presets, SweepStore(state_dir() / "sweeps"), PostingStore(),
-                             on_event=lambda text: post(messages.SweepProgressed(text)),
-                             on_progress=lambda progress: post(messages.BenchProgressed(progress)),
-                             server=self.attached)
-        self._sweep_runner = runner
-        try:
-            report = runner.run()
-            post(messages.SweepFinished(report, cancelled=not plan.finished))
-        except Exception as exc:  # the sweep is saved after each step: `specmon sweep --resume` goes on
-            post(messages.SweepFinished(None, f"{type(exc).__name__}: {exc}", run_id=plan.run_id))
-
-    def cancel_sweep(self) -> None:
-        """Stop the sweep after the step under way (a benchmark measuring is cancelled); resumable later."""
-        runner = self._sweep_runner
-        if not self.sweeping or runner is None or runner.cancelled:
-            return
-        runner.cancel()
-        self.app.main.show_bench_note("sweep: cancelling after the step under way…")
-
-    def sweep_progressed(self, message: messages.SweepProgressed) -> None:
-        app = self.app
-        app.main.show_bench_note(f"sweep: {message.text}")
-        if message.result is not None:
-            app.bench_results[:] = progress.merged_runs(app.bench_results, [message.result])
-            self.bench_finished(message.result)
-            app.main.show_bench_results(list(app.bench_results))
-            app.main.show_bench_note(f"sweep: {message.text}")
-
-    def sweep_finished(self, message: messages.SweepFinished) -> None:
-        self.sweeping = False
-        self._sweep_runner = None
-        report = message.report
-        # the resume command first: a narrow screen wraps or cuts what follows it, never the command
-        if report is None:
-            resume = f"specmon sweep --resume {message.run_id}" if message.run_id else "specmon sweep --resume"
-            text = f"sweep stopped: {resume} · {message.error}"
-        elif message.cancelled:
-            measured = sum(1 for row in report.rows if row.get("state") == "measured")
-            text = (f"sweep cancelled: specmon sweep --resume {report.run_id} · {measured} of {len(report.rows)} "
-                    "runs measured; the resume measures the rest")
-        else:
-            chosen = report.recommended or f"none ({report.no_recommendation})"
-            text = (f"sweep {report.run_id} done: recommended {chosen}, "
-                    f"left serving {report.left_serving or 'nothing'}")
-            text += "".join(f"; {note}" for note in report.notes)
-        self.app.main.show_bench_note(text)
-        self.app.notify(text, title="Sweep", severity="information" if report else "error", markup=False)
-        self._lost = True  # the server serving now is whatever the sweep left: look it up
+    def lost_track(self) -> None:
+        """The server serving now may be another (a sweep or a switch ended): look it up at the next check."""
+        self._lost = True
 
     # ----- GPU memory left over by orphaned SGLang workers: killed by pid, after confirmation, own user only
 

@@ -4,17 +4,23 @@ a symlink (specmon.private_files). A refused or failed write is a notification, 
 from __future__ import annotations
 
 import os
+import re
+from datetime import datetime
 
-from textual._files import generate_datetime_filename
 from textual.app import App
 
 from specmon.private_files import write_private_text
 
 
+def dated_name(prefix: str, suffix: str) -> str:
+    """`prefix` and this moment as a file name (Textual's own way: ISO time, no character a path treats apart)."""
+    return re.sub(r'[ <>:"/\\|?*.]', "_", f"{prefix} {datetime.now().isoformat()}") + suffix
+
+
 def save_svg(app: App, path: str | None = None) -> str | None:
     """Write the screen to `path` (default: a dated file in the current directory); its path, or None on error."""
     if path is None:
-        path = generate_datetime_filename(app.title, ".svg")
+        path = dated_name(app.title, ".svg")
     path = os.path.abspath(os.path.expanduser(path))
     try:
         write_private_text(path, app.export_screenshot())

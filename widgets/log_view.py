@@ -1,4 +1,9 @@
-"""LogView: the bounded server-log pane, written in batches, with per-line highlighting and search."""
+"""LogView: the bounded server-log pane, written in batches, with per-line highlighting and search.
+
+Its speed comes from overriding ``Log``'s private rendering (``_update_size``, ``_render_line``,
+``_render_line_strip``, ``_render_line_cache``), written for Textual 8.2.8 (pinned ``<9``); it lives here, not in
+``specmon.tui.patches``, because widgets never import the app. No upstream issue: ``Log`` measures every line's
+cells on a worker and caches rendered lines only while text is selected, by design."""
 
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.sglang.metric_names import GENERATION_TOKENS_TOTAL, SPEC_VERIFY_CALLS_TOTAL
+
 WORDS = (
     "the model server reads each prompt and writes a careful answer about cache memory speed tokens draft",
     "verify accept batch graph kernel latency throughput request stream chunk client timing budget preset",
@@ -228,12 +230,12 @@ class LoopbackServer:
     def _metrics_text(self) -> str:
         labels = '{model_name="loopback",engine_type="unified",tp_rank="0",pp_rank="0"}'
         return (
-            "# HELP sglang:generation_tokens_total Number of generation tokens processed.\n"
-            "# TYPE sglang:generation_tokens_total counter\n"
-            f"sglang:generation_tokens_total{labels} {float(self.generation_tokens)}\n"
-            "# HELP sglang:spec_verify_calls_total Number of speculative verify calls.\n"
-            "# TYPE sglang:spec_verify_calls_total counter\n"
-            f"sglang:spec_verify_calls_total{labels} {float(self.verify_calls)}\n"
+            f"# HELP {GENERATION_TOKENS_TOTAL} Number of generation tokens processed.\n"
+            f"# TYPE {GENERATION_TOKENS_TOTAL} counter\n"
+            f"{GENERATION_TOKENS_TOTAL}{labels} {float(self.generation_tokens)}\n"
+            f"# HELP {SPEC_VERIFY_CALLS_TOTAL} Number of speculative verify calls.\n"
+            f"# TYPE {SPEC_VERIFY_CALLS_TOTAL} counter\n"
+            f"{SPEC_VERIFY_CALLS_TOTAL}{labels} {float(self.verify_calls)}\n"
         )
 
     async def _generate(self, request: dict[str, Any], writer: asyncio.StreamWriter) -> bool:

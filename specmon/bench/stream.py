@@ -24,6 +24,7 @@ from specmon.bench.model import RequestResult
 from specmon.bench.predict import clean_histogram
 from specmon.bench.stats import is_degenerate
 from specmon.bounded_http import AnswerRefused, auth_headers, decoded_pieces
+from specmon.redact import redacted_text
 
 MAX_ERROR_CHARS = 300
 # A count this far past max_new_tokens is the server's error, not a verify step's overshoot.
@@ -37,6 +38,9 @@ DEFAULT_STALL_TIMEOUT_S = 60.0
 
 class StreamError(Exception):
     """The stream broke: an HTTP error, a non-JSON body, garbled SSE, or an error event from the server."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redacted_text(message))  # stored with the run: a server's words may echo the API key
 
 
 class InvalidAnswer(StreamError):

@@ -22,6 +22,13 @@ from specmon.emulator.launch_args import (
 )
 from specmon.emulator.ranks import rank_layout
 from specmon.emulator.sglang_log import SGLangLogWriter
+from specmon.sglang.metric_names import (
+    CONTEXT_LEN,
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_PAGES,
+    PAGE_SIZE,
+    STARTUP_AVAILABLE_GPU_MEMORY_GB,
+)
 
 
 def _write_pre_log(log: SGLangLogWriter, entries: list[tuple[str, str]]) -> None:
@@ -117,11 +124,11 @@ def serve(config: LaunchConfig) -> int:
     if metrics is not None:
         page_size = max(1, int(args.get("page_size") or 1))
         metrics.scheduler.emit_constants({
-            "sglang:max_total_num_tokens": result.max_total_num_tokens,
-            "sglang:page_size": page_size,
-            "sglang:num_pages": result.max_total_num_tokens // page_size,
-            "sglang:context_len": int(args.get("context_length") or 0),
-            "sglang:startup_available_gpu_memory_gb": result.available_gib,
+            MAX_TOTAL_NUM_TOKENS: result.max_total_num_tokens,
+            PAGE_SIZE: page_size,
+            NUM_PAGES: result.max_total_num_tokens // page_size,
+            CONTEXT_LEN: int(args.get("context_length") or 0),
+            STARTUP_AVAILABLE_GPU_MEMORY_GB: result.available_gib,
         })
     if leader is not None:
         return serve_worker_node(host, port, log, metrics, leader)

@@ -33,6 +33,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.samples import Sample
 
 from specmon.emulator.ranks import RankLayout, engine_type
+from specmon.sglang import metric_names as metric
 from specmon.sglang.metrics import MetricTable, load_shipped_metrics
 
 prometheus_client.disable_created_metrics()  # SGLang's multiprocess collector exposes no *_created samples
@@ -41,30 +42,42 @@ EMULATED_VERSION = "0.5.16"
 
 # What `SchedulerMetricsCollector.emit_constants` sets once, on every rank (metrics_collector.py:1401).
 CONSTANT_GAUGES = (
-    "sglang:max_total_num_tokens", "sglang:engine_startup_time", "sglang:engine_load_weights_time",
-    "sglang:page_size", "sglang:num_pages", "sglang:context_len", "sglang:startup_available_gpu_memory_gb",
+    metric.MAX_TOTAL_NUM_TOKENS, metric.ENGINE_STARTUP_TIME, metric.ENGINE_LOAD_WEIGHTS_TIME,
+    metric.PAGE_SIZE, metric.NUM_PAGES, metric.CONTEXT_LEN, metric.STARTUP_AVAILABLE_GPU_MEMORY_GB,
 )
 # What `log_stats` sets at every stats report (metrics_collector.py:1274), with `SchedulerStats`' defaults.
 STATS_GAUGES: dict[str, float] = {
-    "sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0, "sglang:num_grammar_queue_reqs": 0.0,
-    "sglang:gen_throughput": 0.0, "sglang:cache_hit_rate": 0.0, "sglang:decode_sum_seq_lens": 0.0,
-    "sglang:token_usage": 0.0, "sglang:full_token_usage": 0.0, "sglang:swa_token_usage": 0.0,
-    "sglang:mamba_usage": 0.0, "sglang:num_used_tokens": 0.0, "sglang:kv_available_tokens": 0.0,
-    "sglang:kv_evictable_tokens": 0.0, "sglang:kv_used_tokens": 0.0, "sglang:swa_available_tokens": 0.0,
-    "sglang:swa_evictable_tokens": 0.0, "sglang:swa_used_tokens": 0.0, "sglang:mamba_available_tokens": 0.0,
-    "sglang:mamba_evictable_tokens": 0.0, "sglang:mamba_used_tokens": 0.0, "sglang:spec_accept_length": 0.0,
-    "sglang:spec_accept_rate": 0.0, "sglang:spec_cap_length": 0.0, "sglang:spec_block_accept_length": 0.0,
-    "sglang:spec_num_steps": 0.0, "sglang:spec_num_draft_tokens": 0.0, "sglang:num_retracted_reqs": 0.0,
-    "sglang:num_paused_reqs": 0.0, "sglang:num_prefill_bootstrap_queue_reqs": 0.0,
-    "sglang:num_prefill_inflight_queue_reqs": 0.0, "sglang:num_decode_prealloc_queue_reqs": 0.0,
-    "sglang:num_decode_transfer_queue_reqs": 0.0, "sglang:pending_prealloc_token_usage": 0.0,
-    "sglang:utilization": 0.0, "sglang:fwd_occupancy": math.nan, "sglang:new_token_ratio": 0.0,
-    "sglang:is_cuda_graph": 0.0, "sglang:num_unique_running_routing_keys": 0.0,
+    metric.NUM_RUNNING_REQS: 0.0, metric.NUM_QUEUE_REQS: 0.0, metric.NUM_GRAMMAR_QUEUE_REQS: 0.0,
+    metric.GEN_THROUGHPUT: 0.0, metric.CACHE_HIT_RATE: 0.0, metric.DECODE_SUM_SEQ_LENS: 0.0,
+    metric.TOKEN_USAGE: 0.0, metric.FULL_TOKEN_USAGE: 0.0, metric.SWA_TOKEN_USAGE: 0.0,
+    metric.MAMBA_USAGE: 0.0, metric.NUM_USED_TOKENS: 0.0, metric.KV_AVAILABLE_TOKENS: 0.0,
+    metric.KV_EVICTABLE_TOKENS: 0.0, metric.KV_USED_TOKENS: 0.0, metric.SWA_AVAILABLE_TOKENS: 0.0,
+    metric.SWA_EVICTABLE_TOKENS: 0.0, metric.SWA_USED_TOKENS: 0.0, metric.MAMBA_AVAILABLE_TOKENS: 0.0,
+    metric.MAMBA_EVICTABLE_TOKENS: 0.0, metric.MAMBA_USED_TOKENS: 0.0, metric.SPEC_ACCEPT_LENGTH: 0.0,
+    metric.SPEC_ACCEPT_RATE: 0.0, metric.SPEC_CAP_LENGTH: 0.0, metric.SPEC_BLOCK_ACCEPT_LENGTH: 0.0,
+    metric.SPEC_NUM_STEPS: 0.0, metric.SPEC_NUM_DRAFT_TOKENS: 0.0, metric.NUM_RETRACTED_REQS: 0.0,
+    metric.NUM_PAUSED_REQS: 0.0, metric.NUM_PREFILL_BOOTSTRAP_QUEUE_REQS: 0.0,
+    metric.NUM_PREFILL_INFLIGHT_QUEUE_REQS: 0.0, metric.NUM_DECODE_PREALLOC_QUEUE_REQS: 0.0,
+    metric.NUM_DECODE_TRANSFER_QUEUE_REQS: 0.0, metric.PENDING_PREALLOC_TOKEN_USAGE: 0.0,
+    metric.UTILIZATION: 0.0, metric.FWD_OCCUPANCY: math.nan, metric.NEW_TOKEN_RATIO: 0.0,
+    metric.IS_CUDA_GRAPH: 0.0, metric.NUM_UNIQUE_RUNNING_ROUTING_KEYS: 0.0,
 }
-ROUTING_KEY_GAUGES = ("sglang:routing_key_running_req_count", "sglang:routing_key_all_req_count")
-SCHEDULER_COUNTERS = ("sglang:realtime_tokens_total", "sglang:cuda_graph_passes_total")  # by `mode`
-QUEUE_TIME = "sglang:queue_time_seconds"
-STAGE_LATENCY = "sglang:per_stage_req_latency_seconds"  # by `stage`
+ROUTING_KEY_GAUGES = (metric.ROUTING_KEY_RUNNING_REQ_COUNT, metric.ROUTING_KEY_ALL_REQ_COUNT)
+SCHEDULER_COUNTERS = (metric.REALTIME_TOKENS_TOTAL, metric.CUDA_GRAPH_PASSES_TOTAL)  # by `mode`
+QUEUE_TIME = metric.QUEUE_TIME_SECONDS
+STAGE_LATENCY = metric.PER_STAGE_REQ_LATENCY_SECONDS  # by `stage`
+# The tokenizer's, the HTTP middleware's and the CPU monitor's (node 0 only).
+NODE0_FAMILIES = (
+    metric.PROMPT_TOKENS_TOTAL, metric.GENERATION_TOKENS_TOTAL, metric.SPEC_VERIFY_CALLS_TOTAL,
+    metric.CACHED_TOKENS_TOTAL, metric.NUM_REQUESTS_TOTAL, metric.TIME_TO_FIRST_TOKEN_SECONDS,
+    metric.E2E_REQUEST_LATENCY_SECONDS, metric.INTER_TOKEN_LATENCY_SECONDS, metric.PROMPT_TOKENS_HISTOGRAM,
+    metric.UNCACHED_PROMPT_TOKENS_HISTOGRAM, metric.GENERATION_TOKENS_HISTOGRAM, metric.HTTP_REQUESTS_TOTAL,
+    metric.HTTP_RESPONSES_TOTAL, metric.HTTP_REQUESTS_ACTIVE, metric.ROUTING_KEYS_ACTIVE,
+    metric.PROCESS_CPU_SECONDS_TOTAL,
+)
+EXPORTED = frozenset({*SCHEDULER_COUNTERS, QUEUE_TIME, STAGE_LATENCY, *CONSTANT_GAUGES, *STATS_GAUGES,
+                      *ROUTING_KEY_GAUGES, *NODE0_FAMILIES})
+"""Every family the emulator's /metrics shows once it has served traffic (SGLang 0.5.16's names)."""
 _PID_MODES = (None, "all", "liveall")  # gauges the multiprocess collector labels with the writing pid
 
 
@@ -274,7 +287,7 @@ class _ProcessCpu:
         self._started = time.process_time()
 
     def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily("sglang:process_cpu_seconds_total", self._help, labels=["component"])
+        family = CounterMetricFamily(metric.PROCESS_CPU_SECONDS_TOTAL, self._help, labels=["component"])
         family.add_metric(["detokenizer"], 0.0)
         family.add_metric(["tokenizer"], max(0.0, time.process_time() - self._started))
         yield family
@@ -294,7 +307,7 @@ class _NonEmpty:
                     yield family
 
 
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 BANNER = b"# specmon SGLang 0.5.16 emulator: emulated metrics, not a real SGLang server\n"
 
 
@@ -351,31 +364,31 @@ class EmulatorMetrics:
             spec = self.table.get(name)
             return Histogram(name, spec.help, names, registry=r, buckets=spec.buckets or Histogram.DEFAULT_BUCKETS)
 
-        self.prompt_tokens_total = counter("sglang:prompt_tokens_total")
-        self.generation_tokens_total = counter("sglang:generation_tokens_total")
-        self.spec_verify_calls_total = counter("sglang:spec_verify_calls_total")
-        self.cached_tokens_total = counter("sglang:cached_tokens_total", "cache_source")
-        self.num_requests_total = counter("sglang:num_requests_total")
-        self.time_to_first_token = histogram("sglang:time_to_first_token_seconds")
-        self.e2e_request_latency = histogram("sglang:e2e_request_latency_seconds")
-        self.inter_token_latency = histogram("sglang:inter_token_latency_seconds")
-        self.prompt_tokens_histogram = histogram("sglang:prompt_tokens_histogram")
-        self.uncached_prompt_tokens_histogram = histogram("sglang:uncached_prompt_tokens_histogram")
-        self.generation_tokens_histogram = histogram("sglang:generation_tokens_histogram")
+        self.prompt_tokens_total = counter(metric.PROMPT_TOKENS_TOTAL)
+        self.generation_tokens_total = counter(metric.GENERATION_TOKENS_TOTAL)
+        self.spec_verify_calls_total = counter(metric.SPEC_VERIFY_CALLS_TOTAL)
+        self.cached_tokens_total = counter(metric.CACHED_TOKENS_TOTAL, "cache_source")
+        self.num_requests_total = counter(metric.NUM_REQUESTS_TOTAL)
+        self.time_to_first_token = histogram(metric.TIME_TO_FIRST_TOKEN_SECONDS)
+        self.e2e_request_latency = histogram(metric.E2E_REQUEST_LATENCY_SECONDS)
+        self.inter_token_latency = histogram(metric.INTER_TOKEN_LATENCY_SECONDS)
+        self.prompt_tokens_histogram = histogram(metric.PROMPT_TOKENS_HISTOGRAM)
+        self.uncached_prompt_tokens_histogram = histogram(metric.UNCACHED_PROMPT_TOKENS_HISTOGRAM)
+        self.generation_tokens_histogram = histogram(metric.GENERATION_TOKENS_HISTOGRAM)
         http = CollectorRegistry(auto_describe=False)
         self._http = http
         self.http_requests_total = Counter(
-            "sglang:http_requests_total", self.table.get("sglang:http_requests_total").help,
+            metric.HTTP_REQUESTS_TOTAL, self.table.get(metric.HTTP_REQUESTS_TOTAL).help,
             ["endpoint", "method"], registry=http)
         self.http_responses_total = Counter(
-            "sglang:http_responses_total", self.table.get("sglang:http_responses_total").help,
+            metric.HTTP_RESPONSES_TOTAL, self.table.get(metric.HTTP_RESPONSES_TOTAL).help,
             ["endpoint", "status_code", "method"], registry=http)
         self.http_requests_active = prometheus_client.Gauge(
-            "sglang:http_requests_active", self.table.get("sglang:http_requests_active").help,
+            metric.HTTP_REQUESTS_ACTIVE, self.table.get(metric.HTTP_REQUESTS_ACTIVE).help,
             ["endpoint", "method"], registry=http)
         self.routing_keys_active = prometheus_client.Gauge(
-            "sglang:routing_keys_active", self.table.get("sglang:routing_keys_active").help, registry=http)
-        self._cpu = _ProcessCpu(self.table.get("sglang:process_cpu_seconds_total").help)
+            metric.ROUTING_KEYS_ACTIVE, self.table.get(metric.ROUTING_KEYS_ACTIVE).help, registry=http)
+        self._cpu = _ProcessCpu(self.table.get(metric.PROCESS_CPU_SECONDS_TOTAL).help)
 
     # --- the tokenizer side -------------------------------------------------------------------
     def finished(self, *, prompt_tokens: int, cached_tokens: int, completion_tokens: int, verify_ct: int,

@@ -26,6 +26,26 @@ from specmon.emulator.gpus import SimulatedGpus
 from specmon.emulator.metrics import EmulatorMetrics
 from specmon.emulator.sglang_log import SGLangLogWriter
 from specmon.emulator.speed_model import EOS_TOKEN_ID, SpeedModel, TextModel, acceptance_rng
+from specmon.sglang.metric_names import (
+    CACHE_HIT_RATE,
+    CUDA_GRAPH_PASSES_TOTAL,
+    DECODE_SUM_SEQ_LENS,
+    FULL_TOKEN_USAGE,
+    GEN_THROUGHPUT,
+    IS_CUDA_GRAPH,
+    KV_AVAILABLE_TOKENS,
+    KV_USED_TOKENS,
+    NEW_TOKEN_RATIO,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    NUM_USED_TOKENS,
+    REALTIME_TOKENS_TOTAL,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_ACCEPT_RATE,
+    SPEC_NUM_DRAFT_TOKENS,
+    SPEC_NUM_STEPS,
+    TOKEN_USAGE,
+)
 
 PREFILL_BASE_S = 0.006
 PREFILL_PER_TOKEN_S = 0.00002
@@ -269,7 +289,7 @@ class EmulatedScheduler:
         now = time.monotonic()
         for group in range(self.dp_groups):
             if now - self._last_stats_at[group] >= IDLE_METRICS_S / self.speed.time_scale:
-                self._log_stats(group, {"sglang:gen_throughput": 0.0})
+                self._log_stats(group, {GEN_THROUGHPUT: 0.0})
 
     def _used_tokens(self, group: int | None = None) -> int:
         return sum(r.prompt_tokens + r.completion_tokens for r in self._running if group in (None, r.group))
@@ -284,14 +304,14 @@ class EmulatedScheduler:
             queued = sum(1 for r in self._waiting if r.group == group)
         usage = used / self.max_total_tokens
         stats = {
-            "sglang:num_running_reqs": running,
-            "sglang:num_queue_reqs": queued,
-            "sglang:token_usage": usage,
-            "sglang:full_token_usage": usage,
-            "sglang:num_used_tokens": used,
-            "sglang:kv_used_tokens": used,
-            "sglang:kv_available_tokens": self.max_total_tokens - used,
-            "sglang:is_cuda_graph": 1.0 if self.cuda_graph else 0.0,
+            NUM_RUNNING_REQS: running,
+            NUM_QUEUE_REQS: queued,
+            TOKEN_USAGE: usage,
+            FULL_TOKEN_USAGE: usage,
+            NUM_USED_TOKENS: used,
+            KV_USED_TOKENS: used,
+            KV_AVAILABLE_TOKENS: self.max_total_tokens - used,
+            IS_CUDA_GRAPH: 1.0 if self.cuda_graph else 0.0,
         }
         stats.update(values)
         self.metrics.scheduler.log_stats(group, stats)
@@ -344,12 +364,12 @@ class EmulatedScheduler:
                 sched.observe_queue_time(group, max(0.0, admitted_at - request.received_at))
                 sched.observe_stage(group, "request_process", 0.0001)
                 sched.observe_stage(group, "prefill_forward", seconds)
-            sched.inc("sglang:cuda_graph_passes_total", group, graph_mode)
-            sched.inc("sglang:realtime_tokens_total", group, "prefill_compute", computed)
-            sched.inc("sglang:realtime_tokens_total", group, "prefill_cache", hit)
+            sched.inc(CUDA_GRAPH_PASSES_TOTAL, group, graph_mode)
+            sched.inc(REALTIME_TOKENS_TOTAL, group, "prefill_compute", computed)
+            sched.inc(REALTIME_TOKENS_TOTAL, group, "prefill_cache", hit)
             self._log_stats(group, {
-                "sglang:cache_hit_rate": hit / (hit + computed) if hit + computed else 0.0,
-                "sglang:new_token_ratio": INIT_NEW_TOKEN_RATIO,
+                CACHE_HIT_RATE: hit / (hit + computed) if hit + computed else 0.0,
+                NEW_TOKEN_RATIO: INIT_NEW_TOKEN_RATIO,
             })
 
     def _decode_step(self) -> None:
@@ -400,8 +420,8 @@ class EmulatedScheduler:
             return
         graph_mode = "decode_cuda_graph" if self.cuda_graph else "decode_none"
         for group, tokens in step_tokens.items():
-            self.metrics.scheduler.inc("sglang:realtime_tokens_total", group, "decode", tokens)
-            self.metrics.scheduler.inc("sglang:cuda_graph_passes_total", group, graph_mode)
+            self.metrics.scheduler.inc(REALTIME_TOKENS_TOTAL, group, "decode", tokens)
+            self.metrics.scheduler.inc(CUDA_GRAPH_PASSES_TOTAL, group, graph_mode)
 
     def _report_decode_windows(self, elapsed: float) -> None:
         """Each DP group's decode stats report (SGLang's `report_decode_stats` at the log interval)."""
@@ -409,16 +429,16 @@ class EmulatedScheduler:
         for group, window in self._group_windows.items():
             if window.batch:
                 values = {
-                    "sglang:gen_throughput": window.tokens / max(1e-9, elapsed),
-                    "sglang:cache_hit_rate": 0.0,
-                    "sglang:decode_sum_seq_lens": self._used_tokens(group),
+                    GEN_THROUGHPUT: window.tokens / max(1e-9, elapsed),
+                    CACHE_HIT_RATE: 0.0,
+                    DECODE_SUM_SEQ_LENS: self._used_tokens(group),
                 }
                 if shape.enabled and window.verify:
                     values.update({
-                        "sglang:spec_accept_length": window.tokens / window.verify,
-                        "sglang:spec_accept_rate": window.correct / max(1, window.proposed),
-                        "sglang:spec_num_steps": self.spec_steps,
-                        "sglang:spec_num_draft_tokens": shape.draft_tokens,
+                        SPEC_ACCEPT_LENGTH: window.tokens / window.verify,
+                        SPEC_ACCEPT_RATE: window.correct / max(1, window.proposed),
+                        SPEC_NUM_STEPS: self.spec_steps,
+                        SPEC_NUM_DRAFT_TOKENS: shape.draft_tokens,
                     })
                 self._log_stats(group, values)
             self._group_windows[group] = _GroupWindow()

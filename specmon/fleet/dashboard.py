@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from specmon.fleet.promql import FleetQueries
+from specmon.textfile import BENCH_ACCEPT_LENGTH, BENCH_DECODE_TOKENS_PER_SECOND
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -70,8 +71,8 @@ def dashboard(queries: FleetQueries | None = None) -> dict[str, Any]:
         _panel("Lowest GPU utilization per host (DCGM)", [(rec["gpu_util_min"], f"{{{{{host}}}}}")], 12, 32,
                "percent"),
         _panel("specmon's last benchmark per server and preset (textfile collector)",
-               [("specmon_bench_decode_tokens_per_second", "{{server}} {{preset}} tok/s"),
-                ("specmon_bench_accept_length", "{{server}} {{preset}} acceptance")], 0, 40, w=24, kind="table"),
+               [(BENCH_DECODE_TOKENS_PER_SECOND, "{{server}} {{preset}} tok/s"),
+                (BENCH_ACCEPT_LENGTH, "{{server}} {{preset}} acceptance")], 0, 40, w=24, kind="table"),
         _panel("Firing specmon alerts", [('ALERTS{alertname=~"Specmon.*", alertstate="firing"}',
                                           "{{alertname}} " + each)], 0, 48, w=24, kind="table"),
     ]

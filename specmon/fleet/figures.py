@@ -15,6 +15,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from specmon.fleet.promapi import Sample
 from specmon.fleet.promql import GAUGES_PART, TTFT_BOUNDS, FleetQueries
 from specmon.live.quantiles import Quantile
+from specmon.sglang.metric_names import (
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    NUM_USED_TOKENS,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_NUM_DRAFT_TOKENS,
+    SPEC_NUM_STEPS,
+    TOKEN_USAGE,
+)
 
 Values = dict[str, float]
 
@@ -33,7 +43,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
             out[column.key] = _unnamed(parts.get(column.key, ()))
             continue
         if column.key == "running_per_dp":
-            out[column.key] = gauges.get("sglang:num_running_reqs", [])
+            out[column.key] = gauges.get(NUM_RUNNING_REQS, [])
             continue
         if column.key == "gpu_memory_used_ratio":
             out[column.key] = _framebuffer_ratio(parts.get("dcgm_framebuffer", ()))
@@ -52,15 +62,15 @@ def _server_figure(key: str, s: str, parts: Mapping[str, Sequence[Sample]],
     if key == "accept_length":  # generation / (verify > 0)
         return _ratio(_per_server(parts.get("generation_tok_s", ()), s), _per_server(parts.get("verify_per_s", ()), s))
     if key == "queued":
-        return _dedup(gauges.get("sglang:num_queue_reqs", ()), s, _sum)
+        return _dedup(gauges.get(NUM_QUEUE_REQS, ()), s, _sum)
     if key == "accept_gauge":  # ... > 0: a server that does not speculate reports 0
-        return _above_0(_dedup(gauges.get("sglang:spec_accept_length", ()), s, _avg))
+        return _above_0(_dedup(gauges.get(SPEC_ACCEPT_LENGTH, ()), s, _avg))
     if key == "kv_used_ratio":  # (used / (total > 0)) or avg(token_usage)
-        used = _dedup(gauges.get("sglang:num_used_tokens", ()), s, _sum)
-        total = _dedup(gauges.get("sglang:max_total_num_tokens", ()), s, _sum)
-        return _or(_ratio(used, total), _dedup(gauges.get("sglang:token_usage", ()), s, _avg))
+        used = _dedup(gauges.get(NUM_USED_TOKENS, ()), s, _sum)
+        total = _dedup(gauges.get(MAX_TOTAL_NUM_TOKENS, ()), s, _sum)
+        return _or(_ratio(used, total), _dedup(gauges.get(TOKEN_USAGE, ()), s, _avg))
     if key in ("draft_tokens", "num_steps"):  # max by (server) > 0
-        return _above_0(_dedup(gauges.get(f"sglang:spec_num_{key.removeprefix('num_')}", ()), s, _max))
+        return _above_0(_dedup(gauges.get(SPEC_NUM_DRAFT_TOKENS if key == "draft_tokens" else SPEC_NUM_STEPS, ()), s, _max))
     raise KeyError(f"no inline computation for the column {key!r}")
 
 

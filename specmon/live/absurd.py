@@ -21,6 +21,7 @@ from specmon.plausible import (
     MAX_TOKENS,
     Figures,
 )
+from specmon.sglang.metric_names import SPEC_NUM_DRAFT_TOKENS, SPEC_NUM_STEPS
 
 KV_SLACK = 1.01
 """KV tokens used may pass the cache's size by rounding (a usage ratio times the size), not more."""
@@ -75,9 +76,9 @@ def drop_absurd(snap: dict[str, Any], effective: dict[str, Any], max_running: in
             absurd["running"] = str(figures.absurd[0])
             snap["per_dp_running"], snap["running"] = {}, None
             break
-    for key in ("metrics_num_steps", "metrics_num_draft_tokens"):
+    for key, name in (("metrics_num_steps", SPEC_NUM_STEPS), ("metrics_num_draft_tokens", SPEC_NUM_DRAFT_TOKENS)):
         figures = Figures()
-        if key in effective and figures.count(f"sglang:spec_{key.removeprefix('metrics_')}", effective[key],
+        if key in effective and figures.count(name, effective[key],
                                               maximum=MAX_DRAFT) is None:
             absurd[key] = str(figures.absurd[0])
             del effective[key]

@@ -52,10 +52,11 @@ async def collect(
     clock: Callable[[], float] = time.time,
 ) -> LiveSnapshot:
     """Scrape ``url`` every ``interval_s`` for ``window_s`` seconds and return the snapshot over that window."""
-    from specmon.serving.client import normalize_base_url, reading_client
+    from specmon.serving.client import reading_client
+    from specmon.urls import base_url
 
     tracker = LiveTracker(preset=preset, asked=asked, baseline_accept=baseline)
-    async with reading_client(normalize_base_url(url), api_key) as http:
+    async with reading_client(base_url(url), api_key) as http:
         reading = await read_server_info(http)
         if reading.info is not None:
             tracker.set_server_info(reading.info)

@@ -70,10 +70,11 @@ class LiveSampler:
         self._runner.join(timeout)
 
     async def _run(self) -> None:
-        from specmon.serving.client import normalize_base_url, reading_client
+        from specmon.serving.client import reading_client
+        from specmon.urls import base_url
 
         self._info_at = self._absent_at = None
-        async with reading_client(normalize_base_url(self.url), self.api_key) as http:
+        async with reading_client(base_url(self.url), self.api_key) as http:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 try:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from specmon.live.model import LiveSnapshot
 from specmon.live.quantiles import Percentiles
+from specmon.sglang.metric_names import PREFIX
 
-SOURCE_TEXT = {"metrics": "/metrics", "prometheus": "Prometheus (its sglang:* samples)",
+SOURCE_TEXT = {"metrics": "/metrics", "prometheus": f"Prometheus (its {PREFIX}* samples)",
                "log": "log (Decode batch lines)", "none": "no data yet"}
 
 

@@ -17,9 +17,24 @@ from specmon.live.absurd import drop_absurd
 from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
 from specmon.live.rules import STALL_S
-from specmon.live.window import GEN, ScrapeWindow, WindowFigures, counters_went_down
+from specmon.live.window import DECODE_TOKENS, GEN, ScrapeWindow, WindowFigures, counters_went_down
 from specmon.serving.client import SpecSettings, spec_settings
 from specmon.serving.prom import Scrape
+from specmon.sglang.metric_names import (
+    CACHE_HIT_RATE,
+    CUDA_GRAPH_PASSES_TOTAL,
+    GEN_THROUGHPUT,
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    NUM_USED_TOKENS,
+    PREFIX,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_ACCEPT_RATE,
+    SPEC_NUM_DRAFT_TOKENS,
+    SPEC_NUM_STEPS,
+    TOKEN_USAGE,
+)
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
@@ -31,7 +46,7 @@ From the log the limit grows to three times the usual gap between its batch line
 SAME_CLOCK_S = 3600.0
 """A log timestamp this close to the wall clock is on it (the same host's time): it says when the line was
 written, not when specmon read it."""
-_PROGRESS_GAUGES = ("sglang:num_used_tokens", "sglang:gen_throughput", "sglang:token_usage")
+_PROGRESS_GAUGES = (NUM_USED_TOKENS, GEN_THROUGHPUT, TOKEN_USAGE)
 
 
 def serves(spec: SpecSettings, asked: Mapping[str, Any] | Sequence[str] | None) -> bool:
@@ -201,8 +216,8 @@ class LiveTracker:
             self.new_run()
         run = self.run
         run.window.add(scrape)
-        key = (scrape.counters.get(GEN), scrape.counters.get("sglang:realtime_tokens_total{mode=decode}"),
-               scrape.counters.get("sglang:cuda_graph_passes_total"),
+        key = (scrape.counters.get(GEN), scrape.counters.get(DECODE_TOKENS),
+               scrape.counters.get(CUDA_GRAPH_PASSES_TOTAL),
                *(scrape.gauges.get(name) for name in _PROGRESS_GAUGES))
         if key != run.progress_key:
             run.progress_key, run.progress_at = key, scrape.taken_at
@@ -324,7 +339,7 @@ class LiveTracker:
             severity = "error" if snap["state"] == "unreadable" else "warning"  # else the log has the figures
             alerts.append(Alert("metrics", severity, self.metrics_error))
         elif self.metrics_state == "ok" and snap["source"] == "none":
-            alerts.append(Alert("metrics", "warning", "GET /metrics: none of the sglang:* series specmon reads (not "
+            alerts.append(Alert("metrics", "warning", f"GET /metrics: none of the {PREFIX}* series specmon reads (not "
                                 "SGLang's /metrics, or its scheduler has not reported yet)"))
         elif self.metrics_state == "absent" and snap["source"] == "none":
             alerts.append(Alert("metrics", "info", "GET /metrics: HTTP 404 (the server runs without "
@@ -380,16 +395,16 @@ class LiveTracker:
         if accept is None and figures is not None:
             accept = figures.accept_gauge
         if accept is None and rate is None:
-            if g.get("sglang:spec_accept_length") and effective.get("algorithm"):
-                accept = g["sglang:spec_accept_length"]
-            rate = g.get("sglang:spec_accept_rate")
-        kv_total = g.get("sglang:max_total_num_tokens")
+            if g.get(SPEC_ACCEPT_LENGTH) and effective.get("algorithm"):
+                accept = g[SPEC_ACCEPT_LENGTH]
+            rate = g.get(SPEC_ACCEPT_RATE)
+        kv_total = g.get(MAX_TOTAL_NUM_TOKENS)
         if kv_total is None:
             kv_total = self._spec.max_total_num_tokens
-        running = g.get("sglang:num_running_reqs")
-        queued = g.get("sglang:num_queue_reqs")
+        running = g.get(NUM_RUNNING_REQS)
+        queued = g.get(NUM_QUEUE_REQS)
         cache = figures.cache_hit_rate if figures and figures.cache_hit_rate is not None else g.get(
-            "sglang:cache_hit_rate")
+            CACHE_HIT_RATE)
         state = "serving" if rules.serving(running, decode) or own else "idle"
         progress_at = run.progress_at if run.progress_at is not None else latest.taken_at
         stalled_for = latest.taken_at - progress_at
@@ -402,7 +417,7 @@ class LiveTracker:
         elif quiet_for >= QUIET_S:  # no traffic now; the gauges are from SGLang's last decode window
             state, decode = "idle", 0.0
             stale_for = quiet_for if running or queued else None
-        per_dp = latest.per_dp.get("sglang:num_running_reqs", {})
+        per_dp = latest.per_dp.get(NUM_RUNNING_REQS, {})
         _add(alerts, rules.dp_imbalance(per_dp))
         window_latency = next((lat for lat in latencies if lat.window_s == window_s), None)
         if window_latency is None:
@@ -416,7 +431,7 @@ class LiveTracker:
             "running": running,
             "queued": queued,
             "max_running": self._max_running(),
-            "kv_used": g.get("sglang:num_used_tokens"),
+            "kv_used": g.get(NUM_USED_TOKENS),
             "kv_total": kv_total if isinstance(kv_total, int | float) else None,
             "accept_length": accept if effective.get("algorithm") or figures and figures.accept_length else None,
             "accept_rate": rate if effective.get("algorithm") else None,
@@ -498,8 +513,8 @@ class LiveTracker:
                    "version": spec.version}
         latest = run.window.latest
         if latest is not None:
-            for key, name in (("metrics_num_steps", "sglang:spec_num_steps"),
-                              ("metrics_num_draft_tokens", "sglang:spec_num_draft_tokens")):
+            for key, name in (("metrics_num_steps", SPEC_NUM_STEPS),
+                              ("metrics_num_draft_tokens", SPEC_NUM_DRAFT_TOKENS)):
                 value = latest.gauges.get(name)
                 if value:
                     out[key] = int(value)
@@ -513,7 +528,7 @@ class LiveTracker:
         for key, metric_key in (("num_steps", "metrics_num_steps"), ("num_draft_tokens", "metrics_num_draft_tokens")):
             if effective.get(key) and effective.get(metric_key) and effective[key] != effective[metric_key]:
                 alerts.append(Alert("spec_mismatch", "warning",
-                                    f"{key}: /server_info {effective[key]}, sglang:spec_* {effective[metric_key]}"))
+                                    f"{key}: /server_info {effective[key]}, {PREFIX}spec_* {effective[metric_key]}"))
         _add(alerts, rules.acceptance(snap.get("accept_length"), bool(effective.get("algorithm")),
                                       self._generated(snap, window_s), self.baseline_accept))
         _add(alerts, rules.kv_full(snap.get("kv_used"), snap.get("kv_total"), snap.get("queued")))

@@ -7,13 +7,23 @@ from dataclasses import dataclass
 
 from specmon.live.quantiles import Percentiles, bucket_delta, percentiles_ms
 from specmon.serving.prom import HISTOGRAMS, Scrape
+from specmon.sglang.metric_names import (
+    CACHED_TOKENS_TOTAL,
+    GENERATION_TOKENS_TOTAL,
+    NUM_REQUESTS_TOTAL,
+    PROMPT_TOKENS_TOTAL,
+    REALTIME_TOKENS_TOTAL,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_ACCEPT_RATE,
+    SPEC_VERIFY_CALLS_TOTAL,
+)
 
-GEN = "sglang:generation_tokens_total"
-VERIFY = "sglang:spec_verify_calls_total"
-PROMPT = "sglang:prompt_tokens_total"
-CACHED = "sglang:cached_tokens_total"
-REQUESTS = "sglang:num_requests_total"
-DECODE_TOKENS = "sglang:realtime_tokens_total{mode=decode}"
+GEN = GENERATION_TOKENS_TOTAL
+VERIFY = SPEC_VERIFY_CALLS_TOTAL
+PROMPT = PROMPT_TOKENS_TOTAL
+CACHED = CACHED_TOKENS_TOTAL
+REQUESTS = NUM_REQUESTS_TOTAL
+DECODE_TOKENS = f"{REALTIME_TOKENS_TOTAL}{{mode=decode}}"
 RESET_COUNTERS = (GEN, VERIFY, PROMPT, REQUESTS, DECODE_TOKENS)
 TTFT, ITL, E2E = HISTOGRAMS
 
@@ -114,7 +124,7 @@ class ScrapeWindow:
 
         gen, verify = d(GEN), d(VERIFY)
         decode = d(DECODE_TOKENS)
-        accept_gauge, accept_rate = self._gauge_means(base, ("sglang:spec_accept_length", "sglang:spec_accept_rate"))
+        accept_gauge, accept_rate = self._gauge_means(base, (SPEC_ACCEPT_LENGTH, SPEC_ACCEPT_RATE))
         produced = decode if decode is not None else gen
         prompt, cached = d(PROMPT), d(CACHED)
         return WindowFigures(

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from specmon import exits
+from specmon.sglang.metric_names import STARTUP_TIME_SECONDS
 from specmon.text import printable, strict_json
 from specmon.units import format_seconds
 
@@ -148,7 +149,7 @@ class _StartExporter:
         self.shown_at = 0.0
 
     def progress(self, startup_state) -> None:
-        from specmon.textfile import capture_ratio, export, server_label
+        from specmon.textfile import STARTUP_CAPTURE_PROGRESS_RATIO, capture_ratio, export, server_label
 
         ratio = capture_ratio(startup_state)
         if self.directory is None or ratio is None or time.monotonic() - self.shown_at < 1.0:
@@ -157,10 +158,16 @@ class _StartExporter:
             return
         self.shown, self.shown_at = ratio, time.monotonic()
         export(self.directory, _note,
-               set_=[("specmon_startup_capture_progress_ratio", {"server": server_label(self.url)}, ratio)])
+               set_=[(STARTUP_CAPTURE_PROGRESS_RATIO, {"server": server_label(self.url)}, ratio)])
 
     def finished(self, preset: str, outcome) -> None:
-        from specmon.textfile import export, server_label, startup_samples
+        from specmon.textfile import (
+            STARTUP_CAPTURE_PROGRESS_RATIO,
+            STARTUP_FAILURES,
+            export,
+            server_label,
+            startup_samples,
+        )
 
         if self.directory is None:
             return
@@ -172,8 +179,8 @@ class _StartExporter:
             return
         error = (outcome.startup or {}).get("error") or {}
         reason = error.get("kind") if isinstance(error, dict) and error.get("kind") else outcome.state
-        export(self.directory, _note, add=[("specmon_startup_failures", {"server": server, "reason": reason}, 1.0)],
-               drop=[("specmon_startup_capture_progress_ratio", {"server": server})])
+        export(self.directory, _note, add=[(STARTUP_FAILURES, {"server": server, "reason": reason}, 1.0)],
+               drop=[(STARTUP_CAPTURE_PROGRESS_RATIO, {"server": server})])
 
 
 def _exports_startup_phases(url: str) -> bool:
@@ -185,7 +192,7 @@ def _exports_startup_phases(url: str) -> bool:
             seen = b""
             for chunk in answer.iter_bytes():
                 seen = seen[-64:] + chunk
-                if b"sglang:startup_time_seconds" in seen:
+                if STARTUP_TIME_SECONDS.encode() in seen:
                     return True
                 if len(seen) > 8 * 1024 * 1024:
                     break
@@ -231,7 +238,10 @@ def run_ps(args: argparse.Namespace) -> int:
     for problem in inventory.problems:
         _note(f"ignored state file {problem}")
     if getattr(args, "prometheus_sd", False):
-        print(strict_json(prometheus_sd(inventory), indent=2))
+        groups, refused = prometheus_sd(inventory)
+        for problem in refused:
+            _note(f"left out of the file_sd targets: {problem}")
+        print(strict_json(groups, indent=2))
         return EXIT_OK
     pruned = []
     if getattr(args, "prune", False):
@@ -257,22 +267,30 @@ def run_ps(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def prometheus_sd(inventory) -> list[dict[str, Any]]:
+def prometheus_sd(inventory) -> tuple[list[dict[str, Any]], list[str]]:
     """Prometheus file_sd groups for the live servers specmon launched: one target each, labelled with
-    `server` (its id), `preset` and `role` (the preset's --disaggregation-mode, else unified)."""
+    `server` (its id), `preset` and `role` (the preset's --disaggregation-mode, else unified); and, each in one
+    line, the servers left out because their URL is no plain `host:port` target (`urls.address_of`: a path,
+    a query, a user:password@, a newline), which Prometheus would refuse or scrape wrong."""
     from specmon.launch.presets import load_presets
+    from specmon.urls import UrlRefused, address_of
 
     presets = load_presets().presets
-    groups = []
+    groups, refused = [], []
     for server in inventory.servers:
         if not (server.alive and server.launched_by_specmon):
             continue
+        try:
+            target = address_of(server.url, what=f"server {server.id}'s url")
+        except UrlRefused as exc:
+            refused.append(str(exc))
+            continue
         preset = presets.get(server.preset) if server.preset else None
         role = str(preset.args.get("disaggregation-mode", "unified")) if preset is not None else "unified"
-        groups.append({"targets": [server.url.split("://", 1)[-1].rstrip("/")],
+        groups.append({"targets": [target],
                        "labels": {"server": server.id, "preset": server.preset or "none",
                                   "role": "unified" if role in ("null", "None") else role}})
-    return groups
+    return groups, refused
 
 
 # ------------------------------------------------------------------------------------------------- stop
@@ -293,15 +311,21 @@ def pick_server(inventory, key: str | None, what: str, how_to_name: str):
 
 def _export_stop(args: argparse.Namespace, server, result) -> None:
     """GPU memory left over by the stopped server (processes not killed) to the textfile collector."""
-    from specmon.textfile import export, server_label, textfile_dir
+    from specmon.textfile import (
+        LEFTOVER_GPU_MEMORY_BYTES,
+        STARTUP_CAPTURE_PROGRESS_RATIO,
+        export,
+        server_label,
+        textfile_dir,
+    )
 
     label = {"server": server_label(server.url)}
     left_mib = sum(x.used_mib or 0.0 for x in result.leftovers if not x.killed)
-    update: dict[str, Any] = {"drop": [("specmon_startup_capture_progress_ratio", label)]}
+    update: dict[str, Any] = {"drop": [(STARTUP_CAPTURE_PROGRESS_RATIO, label)]}
     if left_mib > 0:
-        update["set_"] = [("specmon_leftover_gpu_memory_bytes", label, left_mib * 1024 * 1024)]
+        update["set_"] = [(LEFTOVER_GPU_MEMORY_BYTES, label, left_mib * 1024 * 1024)]
     else:
-        update["drop"].append(("specmon_leftover_gpu_memory_bytes", label))
+        update["drop"].append((LEFTOVER_GPU_MEMORY_BYTES, label))
     export(textfile_dir(getattr(args, "textfile_dir", None)), _note, **update)
 
 

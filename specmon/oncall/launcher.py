@@ -16,11 +16,11 @@ from specmon.launch.marks import LAUNCH_TOKEN_ENV, SERVER_ID_ENV
 from specmon.launch.presets import Preset
 from specmon.launch.supervisor import ServerSupervisor, SupervisorError, launcher_problem
 from specmon.oncall import state
-from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
 from specmon.private_files import make_private_dir
 from specmon.units import format_seconds
+from specmon.urls import url_of
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
 HEALTH_LIMIT = 64 * 1024
@@ -59,7 +59,8 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     honours --no-preflight), so the supervisor does not.
     """
     real_port = port if port is not None else preset.port
-    gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
+    url = url_of(preset.host, real_port, what="the preset's host and port")  # UrlRefused before any launch
+    gpu_url = url_of(preset.host, real_port + 1) + "/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
     token, server_id = state.new_launch_token(), state.new_server_id()
     supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False,
@@ -71,7 +72,7 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
         pid=0,
         pgid=0,
         create_time=0.0,
-        url=url_of(preset.host, real_port),
+        url=url,
         host=preset.host,
         port=real_port,
         log="",

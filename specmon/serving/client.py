@@ -11,12 +11,13 @@ import errno
 import os
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import httpx
 
+from specmon import urls
 from specmon.bounded_http import (
     Answer,
     AnswerRefused,
@@ -27,9 +28,10 @@ from specmon.bounded_http import (
     fetch,
     header_value,
 )
-from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
+from specmon.inputs import KIB, MIB, InputError, parse_json, read_secret
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
 from specmon.ports import is_loopback_host
+from specmon.redact import redacted_text, remember_secret
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
 from specmon.text import printable
 
@@ -59,7 +61,7 @@ class SGLangError(Exception):
     """A request to the server failed; `status_code` is None when no HTTP answer came back."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redacted_text(message))  # a server's or a proxy's words may echo the API key
         self.status_code = status_code
 
 
@@ -279,20 +281,9 @@ class GenerateResult:
         }
 
 
-def normalize_base_url(base_url: str) -> str:
-    """`localhost` becomes 127.0.0.1 (no IPv6/resolver delay), a missing scheme becomes http, no trailing /."""
-    text = base_url.strip()
-    if "://" not in text:
-        text = "http://" + text
-    url = httpx.URL(text)
-    if url.host == "localhost":
-        url = url.copy_with(host="127.0.0.1")
-    return str(url).rstrip("/")
-
-
 def is_loopback(base_url: str) -> bool:
     """Whether the URL names this machine (then HTTP(S)_PROXY settings must not apply)."""
-    return is_loopback_host(httpx.URL(normalize_base_url(base_url)).host)
+    return is_loopback_host(httpx.URL(urls.base_url(base_url)).host)
 
 
 def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
@@ -337,21 +328,27 @@ def generate_payload(
 
 
 
-def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
-    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
+def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None,
+                    warn: Callable[[str], None] | None = None) -> str | None:
+    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set. A key
+    file others may read is told to `warn` (`inputs.read_secret`); the key is remembered, so that no error
+    text specmon shows holds it (`redact.remember_secret`).
 
     Raises OSError when the file cannot be read (the message names the file, never its content), and
     HeaderRefused (an InputError) when the key cannot go in a request's header (`bounded_http.header_value`).
     """
     if api_key_file:
         try:
-            key = read_text(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file").strip()
+            key = read_secret(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file", warn=warn).strip()
         except InputError as error:  # a FIFO, a device, too big: said as a read error is, with the reason
             raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
         except UnicodeDecodeError:
             raise OSError(errno.EINVAL, "not UTF-8 text") from None
+        remember_secret(key)
         return header_value(key, f"the API key file {api_key_file}") or None
-    return header_value(os.environ.get(API_KEY_ENV, "").strip(), f"${API_KEY_ENV}") or None
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    remember_secret(key)
+    return header_value(key, f"${API_KEY_ENV}") or None
 
 
 @dataclass
@@ -371,7 +368,7 @@ class SGLangClient:
     """Async client of one SGLang server. Use as `async with SGLangClient(url) as client: ...`."""
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
-        self.base_url = normalize_base_url(base_url)
+        self.base_url = urls.base_url(base_url)
         self.timeout = timeout
         self._http = http_client(self.base_url, api_key, timeout=timeout)
         self._gets = reading_client(self.base_url, api_key, timeout)

@@ -6,22 +6,33 @@ import time
 from dataclasses import dataclass, field
 
 from specmon.serving.prom import parse_scrape
+from specmon.sglang.metric_names import (
+    GEN_THROUGHPUT,
+    GENERATION_TOKENS_TOTAL,
+    NUM_QUEUE_REQS,
+    NUM_REQUESTS_TOTAL,
+    NUM_RUNNING_REQS,
+    PROMPT_TOKENS_TOTAL,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_VERIFY_CALLS_TOTAL,
+    TOKEN_USAGE,
+)
 
 COUNTERS = {
-    "generation_tokens": "sglang:generation_tokens_total",
-    "spec_verify_calls": "sglang:spec_verify_calls_total",
-    "num_requests": "sglang:num_requests_total",
-    "prompt_tokens": "sglang:prompt_tokens_total",
+    "generation_tokens": GENERATION_TOKENS_TOTAL,
+    "spec_verify_calls": SPEC_VERIFY_CALLS_TOTAL,
+    "num_requests": NUM_REQUESTS_TOTAL,
+    "prompt_tokens": PROMPT_TOKENS_TOTAL,
 }
 # Gauges that add up across data-parallel ranks; the others are averaged (as `specmon.serving.prom` merges them).
 SUMMED_GAUGES = {
-    "gen_throughput": "sglang:gen_throughput",
-    "num_running_reqs": "sglang:num_running_reqs",
-    "num_queue_reqs": "sglang:num_queue_reqs",
+    "gen_throughput": GEN_THROUGHPUT,
+    "num_running_reqs": NUM_RUNNING_REQS,
+    "num_queue_reqs": NUM_QUEUE_REQS,
 }
 AVERAGED_GAUGES = {
-    "spec_accept_length": "sglang:spec_accept_length",
-    "token_usage": "sglang:token_usage",
+    "spec_accept_length": SPEC_ACCEPT_LENGTH,
+    "token_usage": TOKEN_USAGE,
 }
 
 

@@ -9,6 +9,32 @@ from dataclasses import dataclass, field, replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from specmon.sglang.metric_names import (
+    CACHE_HIT_RATE,
+    CACHED_TOKENS_TOTAL,
+    CUDA_GRAPH_PASSES_TOTAL,
+    E2E_REQUEST_LATENCY_SECONDS,
+    GEN_THROUGHPUT,
+    GENERATION_TOKENS_TOTAL,
+    INTER_TOKEN_LATENCY_SECONDS,
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_QUEUE_REQS,
+    NUM_REQUESTS_TOTAL,
+    NUM_RUNNING_REQS,
+    NUM_USED_TOKENS,
+    PROMPT_TOKENS_TOTAL,
+    REALTIME_TOKENS_TOTAL,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_ACCEPT_RATE,
+    SPEC_NUM_DRAFT_TOKENS,
+    SPEC_NUM_STEPS,
+    SPEC_VERIFY_CALLS_TOTAL,
+    STARTUP_CUDA_GRAPH_TIME_SECONDS,
+    STARTUP_TIME_SECONDS,
+    TIME_TO_FIRST_TOKEN_SECONDS,
+    TOKEN_USAGE,
+)
+
 MAX_TEXT_CHARS = 8 * 1024 * 1024
 """A /metrics answer longer than this is cut (never parsed whole): bounded memory whatever the server sends."""
 MAX_SERIES = 20_000
@@ -23,32 +49,32 @@ REPLICA_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank",
 DP_LABEL = "dp_rank"
 
 COUNTERS = (
-    "sglang:generation_tokens_total",
-    "sglang:prompt_tokens_total",
-    "sglang:cached_tokens_total",
-    "sglang:num_requests_total",
-    "sglang:spec_verify_calls_total",
-    "sglang:realtime_tokens_total",
-    "sglang:cuda_graph_passes_total",
+    GENERATION_TOKENS_TOTAL,
+    PROMPT_TOKENS_TOTAL,
+    CACHED_TOKENS_TOTAL,
+    NUM_REQUESTS_TOTAL,
+    SPEC_VERIFY_CALLS_TOTAL,
+    REALTIME_TOKENS_TOTAL,
+    CUDA_GRAPH_PASSES_TOTAL,
 )
-COUNTERS_BY_MODE = frozenset({"sglang:realtime_tokens_total"})
+COUNTERS_BY_MODE = frozenset({REALTIME_TOKENS_TOTAL})
 """Counters kept per `mode` label as well (``name{mode=decode}``), for SGLang's own modes only."""
 MODES = frozenset({"decode", "prefill_compute", "prefill_cache"})
 SUMMED_GAUGES = frozenset({
-    "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_used_tokens", "sglang:max_total_num_tokens",
-    "sglang:gen_throughput",
+    NUM_RUNNING_REQS, NUM_QUEUE_REQS, NUM_USED_TOKENS, MAX_TOTAL_NUM_TOKENS,
+    GEN_THROUGHPUT,
 })
 AVERAGED_GAUGES = frozenset({
-    "sglang:token_usage", "sglang:cache_hit_rate", "sglang:spec_accept_length", "sglang:spec_accept_rate",
-    "sglang:spec_num_steps", "sglang:spec_num_draft_tokens",
+    TOKEN_USAGE, CACHE_HIT_RATE, SPEC_ACCEPT_LENGTH, SPEC_ACCEPT_RATE,
+    SPEC_NUM_STEPS, SPEC_NUM_DRAFT_TOKENS,
 })
 HISTOGRAMS = (
-    "sglang:time_to_first_token_seconds",
-    "sglang:inter_token_latency_seconds",
-    "sglang:e2e_request_latency_seconds",
+    TIME_TO_FIRST_TOKEN_SECONDS,
+    INTER_TOKEN_LATENCY_SECONDS,
+    E2E_REQUEST_LATENCY_SECONDS,
 )
-PER_DP_GAUGES = frozenset({"sglang:num_running_reqs", "sglang:num_queue_reqs"})
-STARTUP_GAUGES = {"sglang:startup_time_seconds": "", "sglang:startup_cuda_graph_time_seconds": "cuda_graph."}
+PER_DP_GAUGES = frozenset({NUM_RUNNING_REQS, NUM_QUEUE_REQS})
+STARTUP_GAUGES = {STARTUP_TIME_SECONDS: "", STARTUP_CUDA_GRAPH_TIME_SECONDS: "cuda_graph."}
 """SGLang's own startup durations (0.5.17+), one per `phase` label: kept as ``startup.PREFIX+PHASE``."""
 MAX_STARTUP_PHASES = 32
 

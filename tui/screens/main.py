@@ -10,8 +10,9 @@ from textual.containers import Container
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Tab, Tabs
+from textual.widgets import Input, Tab, Tabs
 
+from specmon.tui.patches.footer import KeysFooter
 from specmon.widgets.bench_panel import NARROW_COLUMNS as BENCH_COLUMNS
 from specmon.widgets.bench_panel import BenchPanel
 from specmon.widgets.gpu_pane import COMPACT_FROM, DETAIL_INFO_LINES, GpuPane
@@ -37,16 +38,6 @@ SERVER_MIN_COLUMNS = 92
 RIGHT_SHARE = 0.4
 LIVE_ROWS = 16
 """The Live view's rows at full width: state, figures, speculation, three latency windows, alerts, history."""
-
-
-class KeysFooter(Footer):
-    """Textual's footer, recomposed whenever the bindings change, also while the app has no focus: Textual's
-    waits for focus, so a browser tab that is only watched (the --web view) showed an empty footer."""
-
-    def bindings_changed(self, screen: Screen) -> None:
-        self._bindings_ready = True
-        if self.is_attached and screen is self.screen:
-            self.call_after_refresh(self.recompose)
 
 
 class MainScreen(Screen):

@@ -1,4 +1,8 @@
-"""Notifications that leave nothing painted behind them once they have gone."""
+"""Notifications that leave nothing painted behind them once they have gone.
+
+Written for Textual 8.2.8 (pinned ``<9``): in a busy app the region an expired toast uncovered was left painted
+over on the terminal (seen in tmux; no upstream issue found). Public API only (``notify``, ``set_timer``,
+``refresh``): a repaint of the whole screen once each toast has gone. Drop it when toasts leave nothing behind."""
 
 from __future__ import annotations
 

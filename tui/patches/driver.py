@@ -2,7 +2,13 @@
 the app's exit wakes it. Textual's own wakes ten times a second (``select(0.1)``) to look at its exit flag: at idle
 that is 0.1 % of a core, a fifth of what the whole app may cost idle. Its parser's timeouts (a lone Esc is a key
 once ``ESCDELAY`` has passed with nothing after it) are still served: after any input the thread looks every
-``INPUT_TICK_S`` until ``SETTLE_S`` passed with none."""
+``INPUT_TICK_S`` until ``SETTLE_S`` passed with none.
+
+Written for Textual 8.2.8 (pinned ``<9``); reaches into ``textual._parser``, ``textual._xterm_parser`` and
+``LinuxDriver._get_terminal_size``/``run_input_thread``. Upstream: the input thread's ``select(0.1)`` has no
+issue of its own (its wake-up is how Textual looks at its exit flag); the terminal size taken from stale
+``$COLUMNS``/``$LINES`` is Textualize/textual#6153 (open). After ``App.suspend`` (the fleet's drill-down) the
+driver starts again with a new wake pipe. Drop each part when Textual's own does the same."""
 
 from __future__ import annotations
 

@@ -62,9 +62,9 @@ class _Continuation:
 
 class FailureReading:
     """The failure side of ``StartupTracker``, which it is a base of (see the module docstring): it uses the
-    tracker's ``_state``, ``_ts``, ``clock``, ``_ready``, ``_over``, ``_seen_rank0``, ``_load_count``,
-    ``_versions`` and its ``_enter``, ``_finish_phase``, ``_phase_name``, ``_stopped``, ``_emit`` and event
-    helpers."""
+    tracker's ``_state``, ``_ts``, ``clock``, ``_ready``, ``_over``, ``_seen_rank0``, ``_fit`` (the versions the
+    log fits), ``_load_count`` (``memory``'s) and its ``_enter``, ``_finish_phase``, ``_phase_name``, ``_stopped``,
+    ``_emit`` and event helpers."""
 
     def _init_failures(self) -> None:
         self._tb: TracebackReader | None = None
@@ -192,6 +192,19 @@ class FailureReading:
             return None
         phase = self._phase_name()
         self._fail(classify_exception(msg, phase, None), msg.strip(), phase)
+        return "error"
+
+    def _warmup_failed(self, msg: str) -> LineKind:
+        """SGLang's own warmup request failed: the Python server's `Initialization failed. warmup error`, whose
+        traceback may follow it (then the line is a placeholder for the traceback's error), or 0.5.22+'s Rust
+        server's one line, `startup warmup failed ... error=...`."""
+        self._enter("warmup")
+        if not msg.startswith("Initialization failed. warmup error"):
+            self._fail("warmup_failed", msg.strip(), "warmup", level=SYMPTOM)
+            return "error"
+        self._fail("warmup_failed", msg, "warmup", level=PLACEHOLDER if "Traceback" in msg else SYMPTOM)
+        if "Traceback" in msg:
+            self._tb = TracebackReader("warmup")
         return "error"
 
     # --- tracebacks ---------------------------------------------------------------------------------------
@@ -405,7 +418,7 @@ class FailureReading:
     def _hint(self, kind: str, message: str, phase: str | None, *, speculative: bool = False,
               scheduler_crash: bool = False) -> str:  # fmt: skip
         fraction = self._state.mem_fraction_static
-        flag = loglines.cuda_graph_flag(self._versions)
+        flag = loglines.cuda_graph_flag(self._fit.versions)
         return hint_for(kind, message, phase, speculative=speculative, mem_fraction=fraction, cuda_graph_flag=flag,
                         scheduler_crash=scheduler_crash)  # fmt: skip
 

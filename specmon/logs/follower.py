@@ -1,128 +1,34 @@
 """Reading a log as it grows: bytes -> lines and ``\\r`` progress frames, and ``tail -F`` on a path.
 
-``LineSplitter`` is pure (bytes in, ``LogItem`` out) and is shared by the file follower, stdin reading
-and the app's child-process pipe. ``LogFollower`` polls a path without blocking and follows truncation
-and rotation. Nothing here imports Textual.
+``LineSplitter`` is pure (bytes in, ``LogItem`` out; the items and ``FrameRun`` are ``specmon.logs.frames``'s)
+and is shared by the file follower, stdin reading and the app's child-process pipe. ``LogFollower`` polls a path
+without blocking and follows truncation and rotation. Nothing here imports Textual.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
 from itertools import repeat
-from typing import BinaryIO, Literal, NamedTuple
+from typing import BinaryIO
 
+from specmon.logs.frames import (
+    DEFAULT_MAX_LINE_BYTES,
+    TRUNCATION_MARK,
+    FrameRun,
+    LogItem,
+    clean_text,
+    frame_text,
+)
 from specmon.logs.waiter import IDLE_POLL_S, LogWaiter
 
-ItemKind = Literal["line", "frame", "frames"]
-
-DEFAULT_MAX_LINE_BYTES = 64 * 1024
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 FINGERPRINT_BYTES = 256  # the file's first bytes, kept to notice a truncate-and-refill between two polls
-TRUNCATION_MARK = "…"
-
-# ANSI/VT escape sequences (CSI, OSC, two-byte ESC forms), a lone ESC, and the other C0 controls except TAB.
-_CONTROL = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n\r]*(?:\x07|\x1b\\)?|[@-Z\\-_])?"
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]"
-)
-_CONTROL_BYTES = bytes(range(0x20)).replace(b"\t", b"").replace(b"\n", b"").replace(b"\r", b"") + b"\x7f"
-
-
-class LogItem(NamedTuple):
-    """One piece of a log: a complete ``line``, or a ``frame`` (a ``\\r``-redrawn progress bar state).
-
-    A splitter made with ``frame_runs=True`` delivers a long run of frames of one physical line as one ``frames``
-    item whose ``text`` is a ``FrameRun`` (its frames decoded only when read).
-    """
-
-    kind: ItemKind
-    text: str
-
-
-def clean_text(raw: bytes) -> str:
-    """Decode log bytes (invalid UTF-8 replaced) and strip ANSI escapes and control characters."""
-    text = raw.decode("utf-8", "replace")
-    if len(raw.translate(None, _CONTROL_BYTES)) != len(raw):
-        text = _CONTROL.sub("", text)
-    return text
-
-
 FRAME_RUN_BYTES = 2048
 """Frames in a row on one physical line, this long or longer, are one ``FrameRun`` (with ``frame_runs=True``)."""
-
-
-def frame_text(segment: bytes, max_line_bytes: int) -> str | None:
-    """One ``\\r``-terminated segment as the frame the splitter delivers (decoded, cleaned, cut at the limit), or
-    None for a blank one (dropped). A cut frame is never blank, like a cut final line: only its first
-    ``max_line_bytes + 1`` bytes may decide, since that is all a splitter keeps of a segment split across reads."""
-    if len(segment) > max_line_bytes:
-        return clean_text(segment[:max_line_bytes]) + TRUNCATION_MARK
-    if not segment.strip():
-        return None
-    text = clean_text(segment)
-    return text if text.strip() else None
-
-
-class FrameRun:
-    """Progress frames in a row on one physical line (a tqdm bar redrawn with ``\\r``), kept as their bytes.
-
-    ``data[start:end]`` holds the frames' segments joined by ``\\r``, as written (``data`` is the chunk read, not
-    copied). A frame is decoded only when it is read, exactly as ``LineSplitter`` delivers a single frame
-    (``frame_text``), so a reader that needs only some of them (the tracker: a bar's first and last frames, see
-    ``StartupTracker.feed_frames``) does not pay for the rest.
-    """
-
-    __slots__ = ("data", "start", "end", "max_line_bytes")
-
-    def __init__(self, data: bytes, start: int = 0, end: int | None = None,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
-        self.data = data
-        self.start = start
-        self.end = len(data) if end is None else end
-        self.max_line_bytes = max_line_bytes
-
-    @property
-    def raw(self) -> bytes:
-        """The run's bytes (a copy)."""
-        return self.data[self.start : self.end]
-
-    def texts(self, start: int | None = None, end: int | None = None) -> Iterator[str]:
-        """The frames whose segments lie in ``data[start:end]`` (offsets in ``data``, by default the run's;
-        ``start`` a segment's first byte, ``end`` the ``\\r`` after one or the run's end), blank ones left out."""
-        cap = self.max_line_bytes
-        for segment in self.data[self.start if start is None else start : self.end if end is None else end].split(
-            b"\r"
-        ):
-            text = frame_text(segment, cap)
-            if text is not None:
-                yield text
-
-    def text(self, start: int, end: int) -> str | None:
-        """The frame whose segment is ``data[start:end]``, or None when it is blank."""
-        return frame_text(self.data[start:end], self.max_line_bytes)
-
-    def after_first(self) -> FrameRun | None:
-        """The run without its first frame (None when it has only one)."""
-        cut = self.data.find(b"\r", self.start, self.end)
-        return None if cut < 0 else FrameRun(self.data, cut + 1, self.end, self.max_line_bytes)
-
-    def first_text(self) -> str | None:
-        """The run's first frame (None when it is blank)."""
-        cut = self.data.find(b"\r", self.start, self.end)
-        return self.text(self.start, self.end if cut < 0 else cut)
-
-    def __repr__(self) -> str:
-        return f"FrameRun({self.data[self.start : self.start + 40]!r}..., {self.end - self.start} bytes)"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FrameRun) and (self.raw, self.max_line_bytes) == (other.raw, other.max_line_bytes)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 class LineSplitter:

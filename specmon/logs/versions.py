@@ -1,0 +1,39 @@
+"""VersionFit: which SGLang versions could have written a log, narrowed line by line.
+
+Those whose line templates (``specmon.sglang.loglines``) each milestone line read so far fits.
+"""
+
+from __future__ import annotations
+
+from specmon.sglang import loglines
+
+
+class VersionFit:
+    """The SGLang versions a log's milestone lines fit: ``versions`` is None until a line narrows them."""
+
+    __slots__ = ("versions", "_fits")
+
+    def __init__(self) -> None:
+        self.versions: frozenset[str] | None = None
+        self._fits: dict[tuple[str, str], frozenset[str] | None] = {}  # (milestone, line) -> its versions
+
+    def narrow(self, name: str, msg: str) -> bool:
+        """Narrow the versions to those whose `name` template writes `msg` (unless none would be left); True when
+        that changed them."""
+        if self.versions is not None and not loglines.can_narrow(name, self.versions):
+            return False
+        key = (name, msg)
+        versions = self._fits.get(key, self)
+        if versions is self:  # not seen: a line repeated (the same capture again, on each rank) is matched once
+            versions = loglines.line_versions(name, msg.rstrip())
+            if len(msg) <= 4096:
+                if len(self._fits) >= 64:
+                    self._fits.clear()
+                self._fits[key] = versions
+        if versions is None:
+            return False
+        narrowed = versions if self.versions is None else (self.versions & versions) or self.versions
+        if narrowed == self.versions:
+            return False
+        self.versions = narrowed
+        return True

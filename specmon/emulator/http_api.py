@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from specmon.emulator.launch_args import public_args
+from specmon.emulator.meta import meta_info
 from specmon.emulator.metrics import EmulatorMetrics
 from specmon.emulator.scheduler import EmulatedScheduler, GenRequest
 from specmon.emulator.sglang_log import SGLangLogWriter
@@ -327,10 +328,12 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
                 return self._chunk_obj(request, request.text, count, final=True)
 
     def _chunk_obj(self, request: GenRequest, text: str, count: int, *, final: bool, first: bool = False) -> dict:
+        scheduler = self.state.scheduler
         return {
             "text": text,
             "output_ids": request.output_ids[:count],
-            "meta_info": self.state.scheduler.meta_info(request, count, final=final, first=first),
+            "meta_info": meta_info(request, count, family=scheduler.family, speculative=scheduler.speed.shape.enabled,
+                                   dp_groups=scheduler.dp_groups, final=final, first=first),
         }
 
     def _stream_generate(self, request: GenRequest) -> None:

@@ -194,8 +194,8 @@ def _parse_wanted(text: str, taken_at: float) -> Scrape:
                     if le is None:
                         continue
                     groups = bucket_groups.setdefault(histogram_buckets[name], {})
-                    key = (le, _group(sample.labels, replica_and_le))
-                    _merge_replicas(groups, key, float(value))
+                    bucket = (le, _group(sample.labels, replica_and_le))
+                    _merge_replicas(groups, bucket, float(value))
     except Exception as exc:  # the parser raises ValueError and others on malformed text
         return Scrape(taken_at, error=f"unreadable /metrics: {exc}"[:200])
 

@@ -105,7 +105,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
         decode = _decode(run)
         speedup = comparison = None
         against = baseline_for(run, measured) if run is not None and not outcome.baseline else None
-        if against is not None and against is not run:
+        if run is not None and against is not None and against is not run:
             comparison = compare(run, against)
             speedup = comparison.speedup
         accept = (run.summary.get("accept_length") or {}) if run is not None else {}

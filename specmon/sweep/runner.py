@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
-from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
+from specmon.sweep.plan import Leave, SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
 
@@ -36,7 +36,7 @@ class SweepOptions:
 
     preflight: bool = True
     ready_timeout_s: float = 1800.0
-    leave: str = "best"
+    leave: Leave = "best"
     skip_predicted_worse: bool = False
 
 

@@ -13,8 +13,9 @@ try:
 except KeyboardInterrupt:
     code = exits.EXIT_SIGINT
 except Exception as exc:  # a signal wrapped by the import it landed in (see exits.interrupted_code)
-    code = exits.interrupted_code(exc)
-    if code is None:
+    interrupted = exits.interrupted_code(exc)
+    if interrupted is None:
         raise
+    code = interrupted
 exits.settle()
 sys.exit(code)

@@ -25,11 +25,11 @@ class _Parser(argparse.ArgumentParser):
     commands: dict[str, argparse.ArgumentParser] = {}
     _given: list[str] = []
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         super().error(message + self._suggestions(message))
 
     def unknown_options(self) -> list[str]:
@@ -509,7 +509,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """The full argument parser, with one subparser per command."""
     parser = _Parser(
         prog="specmon",

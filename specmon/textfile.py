@@ -25,6 +25,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -204,7 +205,7 @@ def _open_lock(path: Path) -> int:
     return fd
 
 
-def _usable(value: object) -> bool:
+def _usable(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and math.isfinite(value) and value >= 0
 
 
@@ -224,7 +225,7 @@ def _registry(samples: Samples) -> CollectorRegistry:
         metric = metric_type(spec.name, spec.help, spec.labels, registry=registry)
         for key, value in values.items():
             child = metric.labels(**dict(key))
-            if spec.kind == "counter":
+            if isinstance(child, Counter):
                 child.inc(value)
             else:
                 child.set(value)
@@ -250,9 +251,9 @@ def bench_samples(url: str, preset: str | None, summary: Mapping, finished_at: f
                   speedup: float | None = None) -> list[tuple[str, dict[str, str], float]]:
     """A finished benchmark's figures (a `bench --json` summary) as textfile samples."""
     labels = {"server": server_label(url), "preset": preset or "none"}
-    decode = summary.get("decode_tok_s") if isinstance(summary.get("decode_tok_s"), Mapping) else {}
-    accept = summary.get("accept_length") if isinstance(summary.get("accept_length"), Mapping) else {}
-    ttft = summary.get("ttft_s") if isinstance(summary.get("ttft_s"), Mapping) else {}
+    decode = found if isinstance(found := summary.get("decode_tok_s"), Mapping) else {}
+    accept = found if isinstance(found := summary.get("accept_length"), Mapping) else {}
+    ttft = found if isinstance(found := summary.get("ttft_s"), Mapping) else {}
     out = []
     for name, value in ((BENCH_DECODE_TOKENS_PER_SECOND, decode.get("median")),
                         (BENCH_ACCEPT_LENGTH, accept.get("token_weighted")),

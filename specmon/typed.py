@@ -133,7 +133,7 @@ def _bare(kind: Any) -> Any:
 
 
 def _metas(kind: Any) -> list[msgspec.Meta]:
-    found = []
+    found: list[msgspec.Meta] = []
     while get_origin(kind) is Annotated:
         found.extend(m for m in kind.__metadata__ if isinstance(m, msgspec.Meta))
         kind = get_args(kind)[0]

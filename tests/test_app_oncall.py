@@ -51,7 +51,7 @@ async def test_the_attached_app_follows_a_switch_made_from_another_terminal(oc):
         done = await asyncio.to_thread(oc.run, "switch", "fast-b", "--yes", "--requests", "0", "--from",
                                        first["id"])  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
-        assert await wait_for(pilot, lambda: app.watch.preset is not None and app.watch.preset.name == "fast-b",
+        assert await wait_for(pilot, lambda: app.server_state.preset is not None and app.server_state.preset.name == "fast-b",
                               30), "the app took the new server's preset"  # fmt: skip
         assert app.log_path != first["log"] and app.config.attached.pid != first["pid"]
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30), app.current_state()
@@ -85,7 +85,7 @@ async def test_switching_an_attached_server_in_the_app_shows_each_step_and_befor
         notes = " ".join(text for text, _ in app.oncall.switch.notes())
         assert "before → after" in notes and "decode tok/s" in notes, notes
         assert "stopping" in screen_text(app) and "before → after" in screen_text(app)
-        assert app.watch.preset.name == "fast-b" and app.watch.switching_to is None
+        assert app.server_state.preset.name == "fast-b" and app.server_state.switching_to is None
         assert gone(first["pid"]) and app.config.attached.pid != first["pid"]
         assert await wait_for(pilot, lambda: app.current_state() == "ready", 30), app.current_state()
 

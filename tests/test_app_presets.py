@@ -66,11 +66,11 @@ async def test_preset_picker_restarts_the_server_and_follows_the_new_log(tmp_pat
             await pilot.press("p")
             assert isinstance(app.screen, PresetPicker)
             await pilot.press("enter")  # it opens on a preset other than the running one
-            assert app.watch.switching_to == "beta" or app.watch.preset.name == "beta"
+            assert app.server_state.switching_to == "beta" or app.server_state.preset.name == "beta"
             assert await wait_for(pilot, lambda: any("hello from beta" in line for line in log.lines), 10)
             assert not any("hello from alpha" in line for line in log.lines), "the log pane starts over"
             assert supervisor.preset.name == "beta" and supervisor.pid != first_pid
-            assert app.watch.preset.name == "beta" and app.watch.switching_to is None
+            assert app.server_state.preset.name == "beta" and app.server_state.switching_to is None
             assert not any("Switched to" in str(n.message) for n in app._notifications), "not ready yet"
             (tmp_path / "beta.ready").touch()
             assert await wait_for(pilot, lambda: any("Switched to beta" in str(n.message)
@@ -94,7 +94,7 @@ async def test_escape_closes_the_picker_without_switching(tmp_path):
             assert isinstance(app.screen, PresetPicker)
             await pilot.press("escape")
             assert not isinstance(app.screen, PresetPicker)
-            assert supervisor.pid == pid and app.watch.switching_to is None
+            assert supervisor.pid == pid and app.server_state.switching_to is None
             titles = {c.title for c in app.get_system_commands(app.screen)}
             assert {"Switch preset: alpha", "Switch preset: beta"} <= titles
     finally:
@@ -194,7 +194,7 @@ async def test_the_picker_opens_on_another_preset_and_choosing_the_running_one_a
             assert await wait_for(pilot, lambda: "already runs alpha" in screen_text(app))
             await pilot.press("enter" if choose == "picker" else "n")  # a second Enter typed ahead says no
             assert await wait_for(pilot, lambda: not isinstance(app.screen, Confirm))
-            assert supervisor.restarts == [] and app.watch.switching_to is None
+            assert supervisor.restarts == [] and app.server_state.switching_to is None
         app.switch_preset("alpha")
         assert await wait_for(pilot, lambda: isinstance(app.screen, Confirm))
         await pilot.press("y")

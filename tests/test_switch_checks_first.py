@@ -113,7 +113,7 @@ async def test_the_apps_switch_to_a_bad_preset_leaves_the_attached_server_servin
         notes = " ".join(text for text, _ in app.oncall.switch.notes())
         assert "still serves" in notes and "stopping" not in notes, notes
         assert not gone(first["pid"]) and serving(first["url"])
-        assert app.config.attached.pid == first["pid"] and app.watch.preset.name == "fast-a"
+        assert app.config.attached.pid == first["pid"] and app.server_state.preset.name == "fast-a"
         assert await app_wait_for(pilot, lambda: app.current_state() == "ready", 30), app.current_state()
         assert await app_wait_for(pilot, lambda: app.feed.state.state == "ready", 30), "the old log again"
 

@@ -30,7 +30,7 @@ from specmon.view import state as status
 from specmon.view.log_feed import LogFeed
 
 if TYPE_CHECKING:
-    from specmon.bench.model import BenchResult
+    from specmon.bench.model import BenchProgress, BenchResult
     from specmon.bench.run import BenchRun
 
 DARK_THEME = "textual-dark"
@@ -47,14 +47,14 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "specmon"
-    BINDINGS = keys.BINDINGS
+    BINDINGS = [*keys.BINDINGS]  # a list of Textual's BindingType, as App declares it
     ACTION_HELP = keys.ACTION_HELP
 
     def __init__(self, config: AppConfig) -> None:
         super().__init__()
         self.config = config
         self.feed = LogFeed(max_pending=config.max_lines)
-        self.watch = status.MonitorState(preset=config.preset, watched_through=config.watched_through)
+        self.server_state = status.MonitorState(preset=config.preset, watched_through=config.watched_through)
         self.bench_running = False
         self.bench_results: list[BenchResult] = []
         self.log_path = config.log_path
@@ -98,7 +98,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         if self.config.poll:
             self.sources.start_poller()
         if self.config.gpu_source is not None:
-            self.sources.start_gpu_sampler()
+            self.sources.start_gpu_sampler(self.config.gpu_source)
             self._pace_gpus()  # then at each change of the header's state, and as a benchmark starts and ends
         self.live.start()
         if self.config.live_source is not None and not self.log_path:
@@ -119,7 +119,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
 
     def _check_milestones(self, state: str) -> None:
         wanted = {*self.config.screenshots_at, *self.config.exit_on}
-        milestone = self.watch.new_milestone(state, wanted)
+        milestone = self.server_state.new_milestone(state, wanted)
         if milestone is not None:
             self.set_timer(MILESTONE_SETTLE_S, lambda: self._reach_milestone(milestone))
 
@@ -175,7 +175,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def _notify_failure(self) -> None:
         """One notification per failed run, with the error panel's diagnosis (replaced if it is refined)."""
         with self.feed.lock:
-            due = self.watch.failure_notice(self.cadence.shown_generation, self.feed.state.error)
+            due = self.server_state.failure_notice(self.cadence.shown_generation, self.feed.state.error)
         if due is not None:
             (title, message), replaces = due
             if replaces:
@@ -186,7 +186,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         """The server as the app knows it now; hold ``feed.lock`` while using it (it holds the tracker's state)."""
         supervisor = self.config.supervisor
         exit_code = supervisor.returncode if supervisor is not None else None
-        return self.watch.view(self.feed.state, self.config.poll, bool(self.log_path), exit_code, self.feed.restarts)
+        return self.server_state.view(self.feed.state, self.config.poll, bool(self.log_path), exit_code, self.feed.restarts)
 
     def current_state(self) -> str:
         """The header's state (see ``status.header_state``)."""
@@ -202,7 +202,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             rows, notes = status.live_rows(view)
             notes += self.oncall.switch.notes() if self.oncall.switch is not None else []
             self.main.show_server(view.startup, rows, notes, bool(self.log_path), self._running_extra_s())
-            header = (self.config.url, self.watch.preset_name, status.header_state(view), self.config.emulator)
+            header = (self.config.url, self.server_state.preset_name, status.header_state(view), self.config.emulator)
             if status.phase_clock_runs(self.feed.state):
                 self._phase_clock.resume()
         if header != self._last_header:
@@ -214,7 +214,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def _running_extra_s(self) -> float:
         """Whole seconds a running phase went past the log's newest stamp (until now only while it is alive)."""
         supervisor = self.config.supervisor
-        alive = status.server_alive(supervisor is not None and supervisor.is_running, self.watch.http)
+        alive = status.server_alive(supervisor is not None and supervisor.is_running, self.server_state.http)
         return float(int(self.feed.unstamped_s(time.monotonic() if alive else None)))
 
     def _tick_running_phase(self) -> None:
@@ -231,10 +231,10 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
 
     @on(messages.ServerStatusChanged)
     def _server_status_changed(self, message: messages.ServerStatusChanged) -> None:
-        if self.watch.http_changed(message.status):
+        if self.server_state.http_changed(message.status):
             self.oncall.restart_seen()
         if message.status.state == "unreachable" and self.oncall.process_gone():
-            self.watch.exited = True  # within one poll: a dead process is "exited", not "unreachable"
+            self.server_state.exited = True  # within one poll: a dead process is "exited", not "unreachable"
             self.live.refresh()
         self._maybe_sanity_check()
         self.render_state()
@@ -277,12 +277,12 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
 
     @on(messages.SanityChecked)
     def _sanity_checked(self, message: messages.SanityChecked) -> None:
-        self.watch.sanity_checked(message.summary, message.ok)
+        self.server_state.sanity_checked(message.summary, message.ok)
         self.render_state()
 
     @on(messages.PresetSwitched)
     def _preset_switched(self, message: messages.PresetSwitched) -> None:
-        self.watch.end_switch(None if message.error else self.config.presets.get(message.preset_name))
+        self.server_state.end_switch(None if message.error else self.config.presets.get(message.preset_name))
         if message.error:
             self.notify(message.error, title="Preset switch failed", severity="error", markup=False)
             supervisor = self.config.supervisor
@@ -298,14 +298,14 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     # ----- the sanity check after ready (only when specmon launched the server): `specmon check`'s core
 
     def _maybe_sanity_check(self) -> None:
-        if self.config.sanity_check and self.config.supervisor is not None and self.watch.sanity_due(
+        if self.config.sanity_check and self.config.supervisor is not None and self.server_state.sanity_due(
             self.feed.generation
         ):
             self._sanity_check()
 
     @work(exclusive=True, group="sanity", exit_on_error=False)
     async def _sanity_check(self) -> None:
-        summary, ok = await self.sources.sanity_check(self.watch.preset)
+        summary, ok = await self.sources.sanity_check(self.server_state.preset)
         self.post_message(messages.SanityChecked(summary, ok=ok))
 
     # ----- actions
@@ -336,7 +336,9 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT_THEME if self.theme == DARK_THEME else DARK_THEME
 
-    def action_screenshot(self) -> None:
+    # Replaces Textual's own (which takes a file name and a folder) so that every screenshot goes through
+    # shots.save_svg: the signatures differ on purpose.
+    def action_screenshot(self) -> None:  # type: ignore[override]
         if (saved := shots.save_svg(self)) is not None:
             self.notify(f"Saved {saved}", title="Screenshot")
 
@@ -380,8 +382,10 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self.main.show_pane("bench")
         self.bench_running = True
         self._pace_gpus()
-        on_update = lambda p: self.post_message(messages.BenchProgressed(p))  # noqa: E731
-        self.bench_run = self.sources.start_bench(self.watch.preset, on_update)
+        def on_update(progress: BenchProgress) -> None:
+            self.post_message(messages.BenchProgressed(progress))
+
+        self.bench_run = self.sources.start_bench(self.server_state.preset, on_update)
         self._wait_bench(self.bench_run)
 
     @work(thread=True, group="bench", exit_on_error=False)
@@ -394,7 +398,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from keys.system_commands(self, super().get_system_commands(screen))
 
-    def action_quit(self) -> None:
+    async def action_quit(self) -> None:
         """Quit; attached to a server found by `specmon ps`, ask whether to leave it running (the default)."""
         if not quit_dialog.ask_before_quit(self, self.config.attached):
             self.exit(self.return_code)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -19,6 +20,9 @@ from specmon.text import printable
 from specmon.tui import shots
 from specmon.tui.patches.driver import QuietTerminal
 from specmon.widgets.fleet_table import FleetView
+
+if TYPE_CHECKING:
+    from specmon.fleet.poller import FleetPoller
 
 BINDINGS = [
     Binding("enter", "drill_down", "Open", id="drill-down"),
@@ -47,7 +51,7 @@ class FleetApp(QuietTerminal, App):
     """The fleet's one screen: header, table, footer."""
 
     TITLE = "specmon fleet"
-    BINDINGS = BINDINGS
+    BINDINGS = [*BINDINGS]  # a list of Textual's BindingType, as App declares it
 
     def __init__(self, options, argv: list[str], read_only: bool = False, poll: bool = True,
                  exit_after_s: float | None = None, screenshot_path: str | None = None) -> None:
@@ -60,7 +64,7 @@ class FleetApp(QuietTerminal, App):
         self.poll = poll
         self.exit_after_s = exit_after_s
         self.screenshot_path = screenshot_path
-        self.poller = None
+        self.poller: FleetPoller | None = None
         self.snapshots = 0
 
     def compose(self) -> ComposeResult:
@@ -140,7 +144,9 @@ class FleetApp(QuietTerminal, App):
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
-    def action_screenshot(self) -> None:
+    # Replaces Textual's own (which takes a file name and a folder) so that every screenshot goes through
+    # shots.save_svg: the signatures differ on purpose.
+    def action_screenshot(self) -> None:  # type: ignore[override]
         path = shots.save_svg(self)
         if path:
             self.notify(path, title="Screenshot saved")

@@ -26,7 +26,7 @@ class LiveHost(Protocol):
 
     config: AppConfig
     feed: LogFeed
-    watch: MonitorState
+    server_state: MonitorState
     bench_results: list[BenchResult]
 
     @property
@@ -66,7 +66,7 @@ class LiveWiring:
         """Follow the preset and the server's process, then show a snapshot."""
         self._follow_preset()
         supervisor = self.app.config.supervisor
-        gone = self.app.watch.exited or (supervisor is not None and supervisor.returncode is not None)
+        gone = self.app.server_state.exited or (supervisor is not None and supervisor.returncode is not None)
         with self.app.feed.lock:
             starting = status.starting_up(self.app.view())
         with self.monitor.lock:
@@ -76,7 +76,7 @@ class LiveWiring:
 
     def _follow_preset(self) -> None:
         """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""
-        preset = self.app.watch.serving_preset
+        preset = self.app.server_state.serving_preset
         name = preset.name if preset is not None else None
         followed = (name, len(self.app.bench_results))
         if followed == self._followed:

@@ -52,7 +52,7 @@ class OncallHost(Protocol):
     benchmark, the main screen, and Textual's means to post, ask, notify and run work."""
 
     config: AppConfig
-    watch: MonitorState
+    server_state: MonitorState
     feed: LogFeed
     sources: AppSources
     bench_run: BenchRun | None
@@ -131,15 +131,15 @@ class OncallWiring:
         from specmon.tui.screens.preset_picker import PresetPicker
 
         app = self.app
-        current = app.watch.preset.name if app.watch.preset is not None else None
+        current = app.server_state.preset.name if app.server_state.preset is not None else None
         lines = {name: progress.result_line(result) for name, result in self.last.items()}
-        app.push_screen(PresetPicker(app.config.presets, current, lines), lambda n: n and self.switch_to(n))
+        app.push_screen(PresetPicker(app.config.presets, current, lines), lambda n: self.switch_to(n) if n else None)
 
     def switch_to(self, name: str, confirmed: bool = False) -> None:
         """Restart the server with preset ``name`` (asking first while a benchmark runs: it is cancelled)."""
         app = self.app
         preset = app.config.presets.get(name)
-        if preset is None or not self.can_switch() or app.watch.switching_to is not None:
+        if preset is None or not self.can_switch() or app.server_state.switching_to is not None:
             return
         if self.sweeps.running:
             app.notify("A sweep is running: it switches the presets itself", severity="warning")
@@ -149,9 +149,9 @@ class OncallWiring:
             from specmon.tui.screens.confirm import Confirm
 
             ask = Confirm(question, default=not self.runs_now(name))  # a restart of what runs: Enter says no
-            app.push_screen(ask, lambda yes: yes and self.switch_to(name, confirmed=True))
+            app.push_screen(ask, lambda yes: self.switch_to(name, confirmed=True) if yes else None)
             return
-        app.watch.begin_switch(name, preset)
+        app.server_state.begin_switch(name, preset)
         app.sources.stop_following()
         app.feed.reset()
         if app.config.supervisor is None:
@@ -166,7 +166,7 @@ class OncallWiring:
     def runs_now(self, name: str) -> bool:
         """Whether ``name`` is the preset of a server that runs now (starting, serving: not failed or gone)."""
         app = self.app
-        running = app.watch.preset is not None and app.watch.preset.name == name
+        running = app.server_state.preset is not None and app.server_state.preset.name == name
         return running and app.current_state() not in ("failed", "stopped", "exited")
 
     def _switch_question(self, name: str) -> str | None:
@@ -221,14 +221,14 @@ class OncallWiring:
         if self.switch is not None:
             self.switch.finish(report)
         if message.server is not None:
-            app.watch.end_switch(app.config.presets.get(report.to))
+            app.server_state.end_switch(app.config.presets.get(report.to))
             self.follow(message.server, new_run=False)
         elif report.old_still_serving:  # it failed before stopping anything: the old server's log again
-            app.watch.end_switch(None)
+            app.server_state.end_switch(None)
             if app.log_path:
                 app.sources.follow(app.log_path)
         else:
-            app.watch.end_switch(None)
+            app.server_state.end_switch(None)
             self._lost = True  # whatever runs on the port now (maybe the old server, maybe nothing)
         title = "Preset" if report.state == "ready" else "Preset switch failed"
         text = f"Switched to {report.to}" if report.state == "ready" else report.error or "the switch failed"
@@ -277,7 +277,7 @@ class OncallWiring:
         if supervisor is not None:
             return supervisor.returncode is not None
         server = self.attached
-        if server is None or self.app.watch.switching_to is not None:
+        if server is None or self.app.server_state.switching_to is not None:
             return False
         from specmon.oncall.stopper import server_process
 
@@ -285,7 +285,7 @@ class OncallWiring:
 
     def restart_seen(self) -> None:
         """The log or HTTP shows a restart: look the server up again (its log and preset may have changed)."""
-        if self.attached is not None and self.app.watch.switching_to is None:
+        if self.attached is not None and self.app.server_state.switching_to is None:
             self._lost = True
             self._look()
 
@@ -293,7 +293,7 @@ class OncallWiring:
         """Every ``LOOK_EVERY_S``: a restart the log began, or the followed process gone, starts a look-up
         (a process scan), repeated while none is found, less often after ``SLOW_LOOK_AFTER`` tries."""
         server = self.attached
-        if server is None or self.app.watch.switching_to is not None:
+        if server is None or self.app.server_state.switching_to is not None:
             return
         if self.app.feed.restarts != self._log_restarts:
             self._log_restarts, self._lost = self.app.feed.restarts, True
@@ -308,8 +308,8 @@ class OncallWiring:
                 self._lost = psutil.Process(server.pid).status() == psutil.STATUS_ZOMBIE
             except psutil.Error:
                 self._lost = True
-            if self._lost and not self.app.watch.exited:
-                self.app.watch.exited = True
+            if self._lost and not self.app.server_state.exited:
+                self.app.server_state.exited = True
                 self.app.render_state()
         if self._lost:
             self._look()
@@ -350,13 +350,13 @@ class OncallWiring:
     def follow(self, server: FoundServer, new_run: bool = True) -> None:
         """Follow ``server`` from now on: its log (the earlier run kept in history) and its preset."""
         app = self.app
-        if app.config.supervisor is not None or app.watch.switching_to is not None:
+        if app.config.supervisor is not None or app.server_state.switching_to is not None:
             return
         self._lost, self._ticks_lost = False, 0
         app.config.attached = server
         if new_run:
             self.switch = None
-            app.watch.server_replaced(app.config.presets.get(server.preset) if server.preset else None)
+            app.server_state.server_replaced(app.config.presets.get(server.preset) if server.preset else None)
         if server.log and server.log != app.log_path:
             app.sources.stop_following()
             if new_run:
@@ -408,9 +408,9 @@ class OncallWiring:
             app.notify(skipped, title="Stored results", severity="warning", markup=False)
         if app.config.supervisor is not None:  # a server this app launched has no history yet
             return
-        preset = app.watch.preset
+        preset = app.server_state.preset
         model = preset.args.get("model-path") if preset is not None else None
-        history = progress.history_for(results, app.watch.preset_name, app.config.url,
+        history = progress.history_for(results, app.server_state.preset_name, app.config.url,
                                        model if isinstance(model, str) else None)
         measuring = app.bench_run.result.run_id if app.bench_run is not None else None
         history = [r for r in history if r.run_id != measuring]  # its own run: shown as it finishes

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from specmon.bench.model import BenchProgress
     from specmon.bench.run import BenchRun
     from specmon.gpu.model import GpuSnapshot
-    from specmon.gpu.sampler import GpuSampler
+    from specmon.gpu.sampler import GpuSampler, GpuSource
     from specmon.launch.presets import Preset
     from specmon.serving.poller import ServerPoller, ServerStatus
     from specmon.tui.config import AppConfig
@@ -29,8 +29,8 @@ class AppSources:
         self,
         config: AppConfig,
         feed: LogFeed,
-        on_status: Callable[[ServerStatus], None],
-        on_gpus: Callable[[GpuSnapshot], None],
+        on_status: Callable[[ServerStatus], object],
+        on_gpus: Callable[[GpuSnapshot], object],
     ) -> None:
         self._config = config
         self._feed = feed
@@ -63,10 +63,10 @@ class AppSources:
         )
         self.poller.start()
 
-    def start_gpu_sampler(self) -> None:
+    def start_gpu_sampler(self, source: GpuSource) -> None:
         from specmon.gpu.sampler import GpuSampler
 
-        self.gpu_sampler = GpuSampler(self._config.gpu_source, interval_s=1.0, on_sample=self._on_gpus)
+        self.gpu_sampler = GpuSampler(source, interval_s=1.0, on_sample=self._on_gpus)
         self.gpu_sampler.start()
 
     def start_bench(self, preset: Preset | None, on_update: Callable[[BenchProgress], None]) -> BenchRun:

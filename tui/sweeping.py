@@ -10,6 +10,8 @@ from specmon.oncall import progress
 from specmon.tui import messages
 
 if TYPE_CHECKING:
+    from textual.message import Message
+
     from specmon.bench.model import BenchResult
     from specmon.sweep.runner import SweepRunner
     from specmon.tui.oncall import OncallHost, OncallWiring
@@ -25,18 +27,18 @@ class SweepWiring:
         self._sweep_runner: SweepRunner | None = None
 
     def can_start(self) -> bool:
-        return self.oncall.attached is not None and self.oncall.can_switch() and self.app.watch.preset is not None
+        return self.oncall.attached is not None and self.oncall.can_switch() and self.app.server_state.preset is not None
 
     def ask(self) -> None:
         """Pick among the presets that run this server's launcher and model; start the sweep they make."""
         from specmon.tui.screens.sweep_picker import SweepPicker
 
         app = self.app
-        if not self.can_start() or self.running or app.watch.switching_to is not None:
+        if not self.can_start() or self.running or app.server_state.switching_to is not None:
             app.notify("A sweep needs an attached server with a known preset, and no switch or sweep running",
                        severity="warning")
             return
-        candidates = progress.sweep_candidates(app.config.presets, app.watch.preset)
+        candidates = progress.sweep_candidates(app.config.presets, app.server_state.preset)
         picker = SweepPicker(progress.sweep_choices(candidates, self.oncall.last), self._sweep_problem)
         app.push_screen(picker, self._sweep_picked)
 
@@ -80,7 +82,8 @@ class SweepWiring:
         from specmon.sweep.plan import SweepStore
         from specmon.sweep.runner import SweepRunner
 
-        post = self.app.post_message
+        def post(message: Message) -> None:  # the callbacks' type: what they return is not used
+            self.app.post_message(message)
 
         class PostingStore(ResultStore):
             def finish_run(self, result: BenchResult) -> None:

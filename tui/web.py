@@ -60,8 +60,10 @@ def origin_allowed(origin: str | None, host_header: str | None) -> bool:
     A client that sends no Origin is no browser page (a page cannot leave it out)."""
     if origin is None:
         return True
+    if not host_header:
+        return False
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and bool(host_header) and parts.netloc.lower() == host_header.lower()
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower()
 
 
 def terminal_size(width: object, height: object) -> tuple[int, int]:
@@ -152,7 +154,8 @@ def serve(args: argparse.Namespace, argv: list[str] | None = None) -> int:
                     self.sessions -= 1
             return await handler(request)
 
-    serve_module.AppService = ExecAppService  # the server builds its app services by this name
+    # The server builds its app services by this module-level name, its only hook: mypy refuses assigning a class.
+    serve_module.AppService = ExecAppService  # type: ignore[misc]
     command = shlex.join(argv or app_argv(args))
     what = "fleet" if argv else "monitor"
     with tempfile.TemporaryDirectory(prefix="specmon-web-") as templates:

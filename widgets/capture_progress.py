@@ -39,7 +39,9 @@ class CaptureBar(ProgressBar):
     """Textual's ProgressBar without its once-a-second timer, which only refreshes an ETA this bar does not show
     (the label carries SGLang's own): it woke the app every second, hidden or not."""
 
-    def on_mount(self, event: Mount) -> None:
+    # Textual calls the on_mount of each class of the MRO; this one needs the event to stop ProgressBar's, which
+    # takes none: the signatures cannot agree.
+    def on_mount(self, event: Mount) -> None:  # type: ignore[override]
         event.prevent_default()  # ProgressBar.on_mount: update(), then update() again every second
         self.update()
 
@@ -66,7 +68,7 @@ class CaptureProgress(Vertical):
 
     def show(self, capture) -> None:
         """Show a ``specmon.logs.model.Capture`` (or hide when None); a no-op when nothing visible changed."""
-        label = describe_capture(capture) if capture is not None else None
+        label = describe_capture(capture) if capture is not None else ""
         key = (label, capture.total if capture else None, capture.done if capture else None)
         if key == self._shown:
             return

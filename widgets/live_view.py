@@ -115,8 +115,8 @@ class LiveView(Widget):
         grid.add_row("Speculation", effective_text(s), *([""] * (columns - 2)))
         latency = Table("window", "TTFT p50/p90/p99", "ITL", "E2E", box=None, padding=(0, 1), header_style="bold",
                         pad_edge=False)
-        for row in latency_rows(s):
-            latency.add_row(*row)
+        for cells in latency_rows(s):
+            latency.add_row(*cells)
         parts: list = [head, grid, latency]
         for alert in s.alerts:
             parts.append(Text(f"! {alert.text}", style=ALERT_STYLE.get(alert.severity, ""), overflow="ellipsis",

@@ -105,7 +105,8 @@ class LogView(Log):
         if self.following and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    def _update_size(self, updates: int, lines: list[str]) -> None:
+    # Log's is a thread worker (`@work`: it returns a Worker, which Log does not use); this one measures here.
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
         """The widest of the new lines. ASCII lines without tabs are as wide as they are long, measured here at
         once; Log's own way (every line's cells, on a worker thread per write) is for the others. Following
         10,000 lines a second, that was 3 % of a core."""

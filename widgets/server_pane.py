@@ -75,7 +75,7 @@ class ServerPane(Vertical):
         """Jump to the next (or previous) line matching ``query``; False when none matches."""
         return self.log_view.search(query, forward=forward) is not None
 
-    def write_log(self, lines: list[str], kinds: list[LineKind | None]) -> None:
+    def write_log(self, lines: list[str], kinds: list[LineKind | str | None]) -> None:
         """Append lines (with their highlight kinds) to the log."""
         self.log_view.write_classified(lines, kinds)
 

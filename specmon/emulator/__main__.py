@@ -100,8 +100,9 @@ def serve(config: LaunchConfig) -> int:
     host = args.get("host") or "127.0.0.1"
     port = int(args["port"])
     gpus = SimulatedGpus(options.gpus or layout.gpus)
+    assert options.gpu_port is not None, "parse_launch_args sets it"
     try:
-        GpuEndpoint(int(options.gpu_port), gpus).start()
+        GpuEndpoint(options.gpu_port, gpus).start()
     except OSError as error:
         log.raw(f"specmon emulator: GPU endpoint unavailable on port {options.gpu_port}: {error.strerror}")
     metrics = None

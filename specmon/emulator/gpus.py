@@ -116,6 +116,7 @@ class SimulatedGpus:
 
 
 class _GpuHandler(BaseHTTPRequestHandler):
+    server: GpuEndpoint
     server_version = "specmon-emulator"
     protocol_version = "HTTP/1.1"
 

@@ -98,6 +98,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
     server: SGLangHTTPServer
+    _status: int | None  # the status sent for the request being answered (None before it is sent)
 
     # --- plumbing -----------------------------------------------------------------------------
     @property
@@ -187,7 +188,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         """Route one request, counted by SGLang's HTTP middleware metrics (`http_requests_total`, ...)."""
         path = urlsplit(self.path).path
         metrics = self.state.metrics
-        self._status: int | None = None
+        self._status = None
         if metrics is not None:
             metrics.http_started(path, self.command)
         try:
@@ -392,12 +393,13 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             prompt = "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages
                                if isinstance(m, dict))
         else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list):
-                prompt = prompt[0] if prompt else ""
-            if not isinstance(prompt, str):
+            given = body.get("prompt")
+            if isinstance(given, list):
+                given = given[0] if given else ""
+            if not isinstance(given, str):
                 self._error(400, "prompt must be a string.")
                 return
+            prompt = given
         try:
             request = self._new_request(prompt, count_prompt_tokens(prompt), self._openai_sampling(body))
         except (TypeError, ValueError) as error:
@@ -428,7 +430,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             return None, None
         return reason["type"], reason.get("matched")
 
-    def _openai_final(self, request: GenRequest, cid: str, created: int, model: str, chat: bool) -> dict:
+    def _openai_final(self, request: GenRequest, cid: str, created: int, model: object, chat: bool) -> dict:
         finish, matched = self._finish(request)
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": request.text},
@@ -439,7 +441,7 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
         return {"id": cid, "object": "chat.completion" if chat else "text_completion", "created": created,
                 "model": model, "choices": [choice], "usage": self._usage(request)}
 
-    def _openai_stream(self, request: GenRequest, cid: str, created: int, model: str, chat: bool, body) -> None:
+    def _openai_stream(self, request: GenRequest, cid: str, created: int, model: object, chat: bool, body) -> None:
         kind = "chat.completion.chunk" if chat else "text_completion"
         sent = ""
         try:

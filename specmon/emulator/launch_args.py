@@ -52,7 +52,7 @@ RESOLVED_AT_STARTUP: dict[str, Any] = {
 _CHOICE_ORDER_SEEN = {"--sampling-backend": ("ascend", "pytorch", "flashinfer")}
 _PREFILL_GRAPH_BS = [4, 8, 12, 16, 20, 24, 28, *range(32, 256, 16), *range(256, 512, 32), *range(512, 1024, 64),
                      *range(1024, 4096, 256), *range(4096, 8193, 512)]
-_CUDA_GRAPH_CONFIG = {
+_CUDA_GRAPH_CONFIG: dict[str, dict[str, Any]] = {
     "decode": {"backend": "full", "max_bs": 8, "bs": [1, 2, 4, 8], "tc_compiler": "eager",
                "full_prefill_max_req": None},
     "prefill": {"backend": "breakable", "max_bs": 8192, "bs": _PREFILL_GRAPH_BS, "tc_compiler": "eager",

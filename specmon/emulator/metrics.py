@@ -94,7 +94,7 @@ class _Buckets:
         self.sum += value
 
     def cumulative(self) -> list[tuple[str, float]]:
-        total, out = 0, []
+        total, out = 0, list[tuple[str, float]]()
         for bound, count in zip([*self.bounds, math.inf], self.counts, strict=True):
             total += count
             out.append(("+Inf" if bound == math.inf else prometheus_client.utils.floatToGoString(bound), total))
@@ -229,10 +229,11 @@ class SchedulerMetrics:
             if view.queue_time[0][-1][1]:
                 _histogram_samples(queue, QUEUE_TIME, labels, *view.queue_time)
         families += [stages, queue]
-        for name in CONSTANT_GAUGES if constants is not None else ():
-            family = self._family(name)
-            family.samples += [_sample(name, labels, constants[name]) for _rank, labels in self._labels]
-            families.append(family)
+        if constants is not None:
+            for name in CONSTANT_GAUGES:
+                family = self._family(name)
+                family.samples += [_sample(name, labels, constants[name]) for _rank, labels in self._labels]
+                families.append(family)
         for name in STATS_GAUGES:
             family = self._family(name)
             pid = {"pid": self._pid} if self.table.get(name).multiprocess_mode in _PID_MODES else {}

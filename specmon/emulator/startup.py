@@ -430,13 +430,15 @@ class StartupScript:
 
     def _fill(self, descs: list[str]) -> list[str]:
         """Descriptions whose avail_mem is read when each frame is written."""
-        return [_LiveDesc(d, self.gpus) for d in descs]  # type: ignore[misc]
+        return [_LiveDesc(d, self.gpus) for d in descs]
 
 
 class _LiveDesc(str):
     """A tqdm description template whose `avail_mem` is filled in when it is formatted."""
 
-    def __new__(cls, template: str, gpus: SimulatedGpus):
+    _gpus: SimulatedGpus
+
+    def __new__(cls, template: str, gpus: SimulatedGpus) -> _LiveDesc:
         obj = super().__new__(cls, template)
         obj._gpus = gpus
         return obj

@@ -175,8 +175,8 @@ def _framebuffer_ratio(samples: Iterable[Sample]) -> list[Sample]:
         name = labels.pop("__name__", "")
         groups.setdefault(tuple(sorted(labels.items())), {})[name] = sample.value
     out = []
-    for labels, by_name in groups.items():
+    for group, by_name in groups.items():
         used, free = by_name.get("DCGM_FI_DEV_FB_USED"), by_name.get("DCGM_FI_DEV_FB_FREE")
         if used is not None and free is not None and used + free > 0:
-            out.append(Sample(dict(labels), used / (used + free)))
+            out.append(Sample(dict(group), used / (used + free)))
     return out

@@ -260,7 +260,7 @@ class _Reader:
         if quote not in ('"', "'", "`"):
             raise self.fail("expected a quoted value")
         self.at += 1
-        out = []
+        out: list[str] = []
         while True:
             if self.done():
                 raise self.fail("a value without its closing quote")

@@ -124,7 +124,8 @@ MESSAGE = TableColumn("message", "alerts", 24, lambda r: printable("; ".join(a.t
 def columns_for(width: int, gap: int = 1) -> tuple[TableColumn, ...]:
     """The columns that fit in `width` cells (`gap` cells between), dropped right to left. When all fit, the
     alerts in words replace the alert's kind and take the width left."""
-    chosen, used = [], 0
+    chosen: list[TableColumn] = []
+    used = 0
     for column in COLUMNS:
         need = column.width + (gap if chosen else 0)
         if chosen and used + need > width:

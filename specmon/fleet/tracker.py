@@ -149,11 +149,11 @@ class FleetTracker:
             if row.server not in seen and row.server not in self._gone:
                 self._gone[row.server] = row
         for name, row in list(self._gone.items()):
-            last_up = self._last_up.get(name)
-            if last_up is not None and reading.taken_at - last_up > FORGET_AFTER_S:
+            up_at = self._last_up.get(name)
+            if up_at is not None and reading.taken_at - up_at > FORGET_AFTER_S:
                 del self._gone[name]
                 continue
-            rows.append(self._down(row, reading.taken_at, last_up))
+            rows.append(self._down(row, reading.taken_at, up_at))
         rows.sort(key=lambda row: (row.worst, row.server))
         snapshot = FleetSnapshot(self.prometheus, reading.window_s, tuple(rows), reading.taken_at, reading.scrape_s,
                                  reading.query_s, tuple(notes), gpu_note)
@@ -200,7 +200,9 @@ class FleetTracker:
                  ) -> tuple[list[tuple[dict, float]], list[tuple[dict, float]]]:
         """The samples whose value can be used, and those that cannot (each with NaN: "spoiled", said unless it
         is a NaN that means no data or was said already)."""
-        kept, spoiled, skipped = [], [], {}
+        kept: list[tuple[dict, float]] = []
+        spoiled: list[tuple[dict, float]] = []
+        skipped: dict[str, int] = {}
         for sample in samples:
             why = column.check(sample.value)
             if why is None:
@@ -236,7 +238,7 @@ class FleetTracker:
             for item in reading.history:
                 name = item.labels.get(label)
                 if name:
-                    points = deque(maxlen=HISTORY_POINTS)
+                    points: deque[tuple[float, float | None]] = deque(maxlen=HISTORY_POINTS)
                     for t, v in item.points:
                         why = checker.check(v)
                         if why is not None:
@@ -289,7 +291,8 @@ class FleetTracker:
         draft_tokens = (int(draft) if draft else _label_count(target_label, "draft_tokens", name, notes)
                         or known.draft_tokens or record.draft_tokens)
         algorithm = target_label.get("algorithm") or known.algorithm or record.algorithm
-        accept, source = v("accept_length"), "counters"
+        accept = v("accept_length")
+        source: str | None = "counters"
         gauge = v("accept_gauge")
         if accept is None and gauge:
             accept, source = gauge, "gauge"

@@ -109,7 +109,7 @@ class FakeNvml:
         self.gone_code = None
         self.init_error = None
 
-    def _enter(self, name: str, handle: Any = None) -> FakeGpu | None:
+    def _enter(self, name: str) -> None:
         with self._lock:
             self.calls[name] = self.calls.get(name, 0) + 1
         if self.gone_code is not None:
@@ -119,8 +119,10 @@ class FakeNvml:
         if self.serialized and name != "nvmlDeviceGetPcieThroughput":
             with self._rm_lock:
                 pass
-        if handle is None:
-            return None
+
+    def _device(self, name: str, handle: Any) -> FakeGpu:
+        """The GPU of a handle, for a per-device call (counted and failed as _enter does)."""
+        self._enter(name)
         gpu = self.gpus[handle.index]
         if gpu.lost:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
@@ -160,13 +162,13 @@ class FakeNvml:
         return SimpleNamespace(index=index)
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
-        return self._enter("nvmlDeviceGetName", handle).name
+        return self._device("nvmlDeviceGetName", handle).name
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
-        return self._enter("nvmlDeviceGetUUID", handle).uuid
+        return self._device("nvmlDeviceGetUUID", handle).uuid
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:
-        gpu = self._enter("nvmlDeviceGetMemoryInfo", handle)
+        gpu = self._device("nvmlDeviceGetMemoryInfo", handle)
         if version:
             if not self.memory_v2:
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
@@ -178,33 +180,33 @@ class FakeNvml:
         return SimpleNamespace(total=gpu.total_mib * MIB, used=used, free=gpu.total_mib * MIB - used)
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
-        gpu = self._enter("nvmlDeviceGetUtilizationRates", handle)
+        gpu = self._device("nvmlDeviceGetUtilizationRates", handle)
         return SimpleNamespace(gpu=gpu.util_gpu, memory=gpu.util_mem)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
-        return self._enter("nvmlDeviceGetPowerUsage", handle).power_mw
+        return self._device("nvmlDeviceGetPowerUsage", handle).power_mw
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
-        return self._enter("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_mw
+        return self._device("nvmlDeviceGetEnforcedPowerLimit", handle).power_limit_mw
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
-        return self._enter("nvmlDeviceGetPowerManagementLimit", handle).power_limit_mw
+        return self._device("nvmlDeviceGetPowerManagementLimit", handle).power_limit_mw
 
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
-        return self._enter("nvmlDeviceGetTemperature", handle).temp_c
+        return self._device("nvmlDeviceGetTemperature", handle).temp_c
 
     def nvmlDeviceGetClockInfo(self, handle: Any, clock: int) -> int:
-        gpu = self._enter("nvmlDeviceGetClockInfo", handle)
+        gpu = self._device("nvmlDeviceGetClockInfo", handle)
         return gpu.sm_clock if clock == pynvml.NVML_CLOCK_SM else gpu.mem_clock
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
-        return self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle).throttle_mask
+        return self._device("nvmlDeviceGetCurrentClocksEventReasons", handle).throttle_mask
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
-        return self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", handle).throttle_mask
+        return self._device("nvmlDeviceGetCurrentClocksThrottleReasons", handle).throttle_mask
 
     def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
-        gpu = self._enter("nvmlDeviceGetPcieThroughput", handle)
+        gpu = self._device("nvmlDeviceGetPcieThroughput", handle)
         if self.pcie_delay_s:
             if self.serialized:
                 with self._rm_lock:
@@ -214,24 +216,24 @@ class FakeNvml:
         return gpu.pcie_tx_kbs if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else gpu.pcie_rx_kbs
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:
-        gpu = self._enter("nvmlDeviceGetTotalEccErrors", handle)
+        gpu = self._device("nvmlDeviceGetTotalEccErrors", handle)
         return gpu.ecc[1] if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else gpu.ecc[0]
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
-        gpu = self._enter("nvmlDeviceGetComputeRunningProcesses", handle)
+        gpu = self._device("nvmlDeviceGetComputeRunningProcesses", handle)
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in gpu.processes]
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
-        gpu = self._enter("nvmlDeviceGetGraphicsRunningProcesses", handle)
+        gpu = self._device("nvmlDeviceGetGraphicsRunningProcesses", handle)
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in gpu.graphics_processes]
 
     def nvmlDeviceGetP2PStatus(self, a: Any, b: Any, index: int) -> int:
-        gpu_a = self._enter("nvmlDeviceGetP2PStatus", a)
+        gpu_a = self._device("nvmlDeviceGetP2PStatus", a)
         gpu_b = self.gpus[b.index]
         ok = gpu_a.nvlink and gpu_b.nvlink and index == pynvml.NVML_P2P_CAPS_INDEX_NVLINK
         return pynvml.NVML_P2P_STATUS_OK if ok else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a: Any, b: Any) -> int:
-        self._enter("nvmlDeviceGetTopologyCommonAncestor", a)
+        self._device("nvmlDeviceGetTopologyCommonAncestor", a)
         same_half = (a.index < len(self.gpus) // 2) == (b.index < len(self.gpus) // 2)
         return pynvml.NVML_TOPOLOGY_NODE if same_half else pynvml.NVML_TOPOLOGY_SYSTEM

@@ -69,16 +69,14 @@ class SpeculativeFlags:
         """Ways these flags break SGLang's rules (sglang-facts §4.2); empty when they are sound."""
         if self.algorithm is None or self.algorithm.upper() == "NGRAM":
             return []
-        triple = (self.num_steps, self.eagle_topk, self.num_draft_tokens)
-        given = [v is not None for v in triple]
-        if not any(given):
+        steps, topk, draft = self.num_steps, self.eagle_topk, self.num_draft_tokens
+        if steps is None and topk is None and draft is None:
             return []
-        if not all(given):
+        if steps is None or topk is None or draft is None:
             return [
                 "give all three of speculative-num-steps, speculative-eagle-topk and "
                 "speculative-num-draft-tokens, or none of them (SGLang fails with a bare AssertionError)"
             ]
-        steps, topk, draft = triple
         out = []
         if topk > 1 and draft - 1 > tree_candidates(steps, topk):
             out.append(

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -30,6 +31,9 @@ from specmon.launch.marks import LAUNCH_MARKS, PRESET_ENV, PortHolders
 from specmon.launch.presets import Preset, host_warning
 from specmon.ports import PortCheckError, ProcessInfo, port_holders, port_is_free
 from specmon.private_files import make_private_dir, open_private_file, state_dir
+
+if TYPE_CHECKING:
+    from specmon.preflight.report import PreflightReport
 
 _POLL_S = 0.05
 LIFELINE_ENV = "SPECMON_LIFELINE_FD"
@@ -135,7 +139,7 @@ class ServerSupervisor:
         self._preset = preset
         self._env = dict(env or {})
         self.preflight = preflight
-        self.last_preflight = None
+        self.last_preflight: PreflightReport | None = None
         self._port_override = port
         self._first_log = Path(log_path) if log_path is not None else None
         if run_dir is not None:

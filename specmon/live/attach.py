@@ -85,10 +85,10 @@ def skipped_note(plan: AttachPlan) -> str:
 
 def read_items_between(path: str, start: int, end: int) -> list:
     """The log items (lines, progress frames) of bytes [start, end) of ``path``."""
-    from specmon.logs.follower import LineSplitter
+    from specmon.logs.follower import LineSplitter, LogItem
 
     splitter = LineSplitter(frame_runs=True)
-    items = []
+    items: list[LogItem] = []
     with open_regular(path, what="log file") as f:
         f.seek(start)
         left = end - start

@@ -88,7 +88,7 @@ class Percentiles:
         for name, q in self.quantiles:
             out.update(q.to_json(name) if self.within_ms is None else {name: None})
         if self.within_ms is not None:
-            out["within_ms"] = [_round(self.within_ms[0]), _round(self.within_ms[1])]
+            out["within_ms"] = [round(self.within_ms[0], 2), round(self.within_ms[1], 2)]
         return out
 
 
@@ -152,5 +152,5 @@ def percentiles_ms(buckets: Buckets | None) -> Percentiles:
     within = one_bucket(buckets)
     if within is not None:
         return Percentiles(count=int(buckets[-1][1]), within_ms=(within[0] * 1000.0, within[1] * 1000.0))
-    ms = {name: estimate(q, buckets).scaled(1000.0) for name, q in QUANTILES}
-    return Percentiles(**ms, count=int(buckets[-1][1]))
+    p50, p90, p99 = (estimate(q, buckets).scaled(1000.0) for _, q in QUANTILES)
+    return Percentiles(p50, p90, p99, count=int(buckets[-1][1]))

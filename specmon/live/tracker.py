@@ -287,9 +287,7 @@ class LiveTracker:
                     self.new_run()  # a new startup in the log (with /metrics, counters tell)
                     batches = self.run.batches
                 batches.feed(line, arrived_at)
-        last = lines[-1]
-        if not last.strip():
-            last = next((line for line in reversed(lines) if line.strip()), None)
+        last = lines[-1] if lines[-1].strip() else next((line for line in reversed(lines) if line.strip()), None)
         if last is not None:
             self.last_log_line = last[:400]
 
@@ -303,11 +301,11 @@ class LiveTracker:
     def snapshot(self, window_s: float = 60.0, now: float | None = None) -> LiveSnapshot:
         run = self.run
         latest = run.window.latest
-        use_metrics = self.metrics_state == "ok" and latest is not None and not latest.empty
+        scrape = latest if self.metrics_state == "ok" and latest is not None and not latest.empty else None
         effective = self._effective(run)
         alerts: list[Alert] = []
-        if use_metrics:
-            snap = self._from_metrics(run, window_s, effective, alerts, now)
+        if scrape is not None:
+            snap = self._from_metrics(run, scrape, window_s, effective, alerts, now)
         elif run.batches.lines:
             snap = self._from_log(run, window_s, effective, alerts, now)
         else:  # no figures: none yet, or none that can be read
@@ -347,7 +345,7 @@ class LiveTracker:
         if self.info_error:
             alerts.append(Alert("server_info", "warning", f"/server_info not used: {self.info_error}"))
         _add(alerts, rules.restarted(self.restarts, run.index + 1))
-        at = now if now is not None else (run.window.latest.taken_at if use_metrics else None)
+        at = now if now is not None else (scrape.taken_at if scrape is not None else None)
         self._add_point(run, at, snap)
         return LiveSnapshot(
             window_s=window_s,
@@ -373,11 +371,11 @@ class LiveTracker:
     def _max_running(self) -> int | None:
         return self._spec.max_running_requests
 
-    def _from_metrics(self, run: Run, window_s: float, effective: dict, alerts: list[Alert],
+    def _from_metrics(self, run: Run, latest: Scrape, window_s: float, effective: dict, alerts: list[Alert],
                       now: float | None) -> dict[str, Any]:
         """The snapshot's figures from /metrics; "stale_for" (taken out by `snapshot`) says for how long no token
-        was generated while the gauges still count requests from SGLang's last decode window."""
-        latest = run.window.latest
+        was generated while the gauges still count requests from SGLang's last decode window; `latest` is the run's
+        newest scrape."""
         g = latest.gauges
         figures = run.window.figures(window_s)
         latencies = tuple(self._latencies(run.window.figures(w), w) for w in WINDOWS_S)
@@ -462,7 +460,7 @@ class LiveTracker:
         quiet_after = max(QUIET_S, 3.0 * run.batches.usual_gap_s())
         quiet_for = now - last if now is not None and last is not None else 0.0
         quiet = quiet_for > quiet_after
-        kv_total = self._spec.max_total_num_tokens
+        kv_total: float | None = self._spec.max_total_num_tokens
         kv_used = fig.kv_used
         if kv_used is None and fig.kv_usage is not None and isinstance(kv_total, int | float):
             kv_used = fig.kv_usage * kv_total

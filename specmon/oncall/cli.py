@@ -94,19 +94,19 @@ def run_start(args: argparse.Namespace) -> int:
 
     preset = _load_preset(args, args.preset)
     if not args.no_preflight:
-        outcome = preflight(preset, port=args.port)
-        if outcome.skipped:
-            _note(outcome.skipped)
-        elif not outcome.ok:
+        checked = preflight(preset, port=args.port)
+        if checked.skipped:
+            _note(checked.skipped)
+        elif not checked.ok:
             _emit(
                 args,
                 {
                     "preset": preset.name,
                     "state": "failed",
                     "error": "the preflight failed",
-                    "preflight": outcome.to_json(),
+                    "preflight": checked.to_json(),
                 },
-                "preflight failed:\n" + "\n".join(f"  {p}" for p in outcome.problems),
+                "preflight failed:\n" + "\n".join(f"  {p}" for p in checked.problems),
             )
             return EXIT_FAILED
     try:
@@ -239,15 +239,16 @@ def run_ps(args: argparse.Namespace) -> int:
         _note(f"ignored state file {problem}")
     if getattr(args, "prometheus_sd", False):
         groups, refused = prometheus_sd(inventory)
-        for problem in refused:
-            _note(f"left out of the file_sd targets: {problem}")
+        for refusal in refused:
+            _note(f"left out of the file_sd targets: {refusal}")
         print(strict_json(groups, indent=2))
         return EXIT_OK
     pruned = []
     if getattr(args, "prune", False):
-        for server in [s for s in inventory.servers if s.record is not None and not s.alive]:
-            state.remove(server.record)
-            pruned.append(server.id)
+        for server in inventory.servers:
+            if server.record is not None and not server.alive:
+                state.remove(server.record)
+                pruned.append(server.id)
         inventory.servers = [s for s in inventory.servers if s.id not in pruned]
     dead = [s for s in inventory.servers if not s.alive]
     if getattr(args, "alive", False):

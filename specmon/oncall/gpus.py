@@ -7,8 +7,12 @@ that is not available (no driver, the emulator gone) says so instead of raising.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from specmon.gpu.model import GpuSnapshot
+
+if TYPE_CHECKING:
+    from specmon.gpu.sampler import GpuSource
 
 FREE_MARGIN_MIB = 1024.0
 """A GPU counts as free again when its used memory is back within this of its level before launch."""
@@ -16,6 +20,7 @@ FREE_MARGIN_MIB = 1024.0
 
 def read_gpus(gpu_url: str | None = None) -> GpuSnapshot:
     """One reading: the emulator's simulated GPUs when `gpu_url` is given, else NVML (never raises)."""
+    source: GpuSource
     if gpu_url:
         from specmon.gpu.demo import DemoGpuSource
 

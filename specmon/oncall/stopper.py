@@ -185,7 +185,7 @@ def _send(pgid: int | None, procs: list[psutil.Process], sig: signal.Signals) ->
     member), and to each process that is still itself and was not reached through the group: each gets it once
     (a second SIGTERM lands inside the server's handler for the first)."""
     in_group = {p.pid for p in procs if _alive(p) and _pgid(p) == pgid} if pgid is not None else set()
-    if in_group:
+    if pgid is not None and in_group:
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):

@@ -107,7 +107,7 @@ def check_speculative(preset: Preset, facts, report: PreflightReport, target_arc
     if kind in CHAIN_KINDS:
         given = {_STEPS: steps, _TOPK: topk, _DRAFT: draft}
         missing = [flag for flag, value in given.items() if value is None]
-        if missing == [_DRAFT] and topk == 1 and rules.get("topk1_sets_draft_tokens", True):
+        if draft is None and steps is not None and topk == 1 and rules.get("topk1_sets_draft_tokens", True):
             report.add("warning", "spec-draft-tokens-implied", f"no {_DRAFT}: with {_TOPK} 1 SGLang {version} "
                        f"sets it to {_STEPS} + 1 = {steps + 1}", None, _DRAFT)
             draft, missing = steps + 1, []

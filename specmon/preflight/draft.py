@@ -96,9 +96,9 @@ def _read_shards(report: DraftReport) -> None:
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if isinstance(weight_map, dict):
             index_names = set(weight_map)
-            for shard in sorted({str(v) for v in weight_map.values()}):
-                if not (path / shard).is_file():
-                    report.add("error", "draft-shard-missing", f"{INDEX_FILE} lists {shard}, which is missing")
+            for listed in sorted({str(v) for v in weight_map.values()}):
+                if not (path / listed).is_file():
+                    report.add("error", "draft-shard-missing", f"{INDEX_FILE} lists {listed}, which is missing")
         elif index is not None:
             report.add("error", "draft-index-unreadable", f"{INDEX_FILE} has no weight_map object")
     if not shards:
@@ -285,8 +285,8 @@ def _vocabulary(file: Path) -> Any:
         raise CheckpointError(f"{file}: not valid JSON: {error}") from None
     if not isinstance(parsed, dict):
         raise CheckpointError(f"{file}: not a JSON object")
-    model = parsed.get("model") if isinstance(parsed.get("model"), dict) else {}
-    added = parsed.get("added_tokens") if isinstance(parsed.get("added_tokens"), list) else []
+    model, added = parsed.get("model"), parsed.get("added_tokens")
+    model, added = model if isinstance(model, dict) else {}, added if isinstance(added, list) else []
     return model.get("vocab"), sorted((t.get("id"), t.get("content")) for t in added if isinstance(t, dict))
 
 
@@ -362,7 +362,7 @@ def examine_draft(
     _read_shards(report)
     if report.config is not None:
         report.kind = kind or guess_kind(report.architectures)
-        target_dir = Path(target) if target_config is not None else None
+        target_dir = Path(target) if target is not None and target_config is not None else None
         _check_config(report, target_config, rules, report.kind, target_dir)
         _check_keys(report, rules)
     return report

@@ -91,10 +91,11 @@ def fc_inputs(config: Mapping[str, Any], shapes: Mapping[str, Any]) -> tuple[int
     hidden_in = config.get("target_hidden_size") or config.get("hidden_size")
     shape = next((s for name, s in shapes.items() if name == "fc.weight" or name.endswith(".fc.weight")), None)
     from_weights = None
-    if isinstance(hidden_in, int) and hidden_in > 0 and _int_list(shape) and len(shape) == 2:
-        width = shape[1]
+    if isinstance(hidden_in, int) and hidden_in > 0 and (dims := _int_list(shape)) and len(dims) == 2:
+        width = dims[1]
         from_weights = width // hidden_in if width % hidden_in == 0 else -1
-    eagle = config.get("eagle_config") if isinstance(config.get("eagle_config"), Mapping) else {}
+    eagle = config.get("eagle_config")
+    eagle = eagle if isinstance(eagle, Mapping) else {}
     ids = _int_list(eagle.get("eagle_aux_hidden_state_layer_ids"))
     number = config.get("num_aux_hidden_states")
     if isinstance(number, int) and not isinstance(number, bool):

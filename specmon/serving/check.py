@@ -250,8 +250,9 @@ async def run_check(
             detail = "HTTP 503: still warming up" if health.state == "starting" else health.error or "?"
             report.add("health", "fail", detail)
             return report
-        detail = f"HTTP 200 in {health.latency_s * 1000:.0f} ms"
-        if health.latency_s >= 0.5:  # seen on a real 0.5.16: about 1 s, the time of the generation it runs
+        latency_s = health.latency_s  # an answer's is measured: None only without one
+        detail = "HTTP 200" if latency_s is None else f"HTTP 200 in {latency_s * 1000:.0f} ms"
+        if latency_s is not None and latency_s >= 0.5:  # seen on a real 0.5.16: about 1 s, the time of the generation it runs
             detail += " (SGLang's /health runs a one-token generation)"
         report.add("health", "ok", detail)
         try:

@@ -63,7 +63,7 @@ class ServerPoller:
     def __init__(
         self,
         base_url: str,
-        on_status: Callable[[ServerStatus], None],
+        on_status: Callable[[ServerStatus], object],
         interval_s: float = 1.0,
         api_key: str | None = None,
         *,

@@ -212,16 +212,16 @@ def _parse_wanted(text: str, taken_at: float) -> Scrape:
                     _merge_replicas(groups, _group(sample.labels, REPLICA_LABELS), float(value))
                 elif name in STARTUP_GAUGES:
                     phase = sample.labels.get("phase")
-                    key = f"startup.{STARTUP_GAUGES[name]}{phase}"
-                    if isinstance(phase, str) and (key in startup or len(startup) < MAX_STARTUP_PHASES):
-                        startup[key] = max(startup.get(key, 0.0), float(value))  # the slowest rank's
+                    phase_key = f"startup.{STARTUP_GAUGES[name]}{phase}"
+                    if isinstance(phase, str) and (phase_key in startup or len(startup) < MAX_STARTUP_PHASES):
+                        startup[phase_key] = max(startup.get(phase_key, 0.0), float(value))  # the slowest rank's
                 elif name in histogram_buckets:
                     le = _bound(sample.labels.get("le"))
                     if le is None:
                         continue
                     groups = bucket_groups.setdefault(histogram_buckets[name], {})
-                    key = (le, _group(sample.labels, replica_and_le))
-                    _merge_replicas(groups, key, float(value))
+                    bucket = (le, _group(sample.labels, replica_and_le))
+                    _merge_replicas(groups, bucket, float(value))
     except Exception as exc:  # the parser raises ValueError and others on malformed text
         return Scrape(taken_at, error=f"unreadable /metrics: {exc}"[:200])
 

@@ -360,12 +360,12 @@ class Evaluator:
         return Evaluator(function.module, local, self.field_default).value(final)
 
     def _ListComp(self, node: ast.ListComp) -> list:
-        if len(node.generators) != 1 or not isinstance(node.generators[0].target, ast.Name):
+        if len(node.generators) != 1 or not isinstance(target := node.generators[0].target, ast.Name):
             raise Unresolved("comprehension")
         generator = node.generators[0]
         results = []
         for item in self._iterate(self.value(generator.iter)):
-            inner = Evaluator(self.module, {**self.local, generator.target.id: item}, self.field_default)
+            inner = Evaluator(self.module, {**self.local, target.id: item}, self.field_default)
             if all(inner.value(condition) for condition in generator.ifs):
                 results.append(inner.value(node.elt))
         return results

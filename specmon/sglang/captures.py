@@ -122,7 +122,8 @@ def _methods(text: str) -> list[tuple[str, int, str, str]]:
         if not owner:
             continue
         indent = len(match.group(1).expandtabs())
-        lines, end = [], match.start()
+        lines: list[str] = []
+        end = match.start()
         for line in text[match.start():].splitlines(keepends=True):
             if lines and line.strip() and len(line) - len(line.lstrip()) <= indent and not line.lstrip().startswith(")"):
                 break
@@ -167,9 +168,9 @@ def read_captures(package_dir: str | Path) -> dict[str, Any] | None:
                 delegates[owner] = _DELEGATE.findall(body)[-1]
     architectures = {}
     for name in sorted(bases):
-        owner = _resolve(name, bases, classes, delegates)
-        if owner is not None and re.search(r"For(CausalLM|ConditionalGeneration)\w*$", name):
-            architectures[name] = owner
+        resolved = _resolve(name, bases, classes, delegates)
+        if resolved is not None and re.search(r"For(CausalLM|ConditionalGeneration)\w*$", name):
+            architectures[name] = resolved
     return {"classes": {name: classes[name] for name in sorted(set(architectures.values()))},
             "architectures": architectures}
 

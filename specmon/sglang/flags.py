@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from specmon.sglang.source import FLAG_KEYS, SUPPRESS, SGLangSourceError, read_source, source_stamp
 
@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 DATA_DIR = Path(__file__).with_name("data")
-SHIPPED = "shipped table"
-SOURCE = "package source"
+SHIPPED: Final = "shipped table"
+SOURCE: Final = "package source"
 
 # Flags that people guess (other servers' names) mapped to SGLang's. Not SGLang data: our own knowledge.
 FLAG_ALIASES: dict[str, str] = {

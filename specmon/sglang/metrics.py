@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,7 +148,7 @@ class _Definitions(ast.NodeVisitor):
                 self.found.append(family)
         self.generic_visit(node)
 
-    def _family(self, kind: str, name: str, arguments: dict[str, ast.AST], lineno: int) -> dict[str, Any]:
+    def _family(self, kind: str, name: str, arguments: Mapping[str, ast.AST], lineno: int) -> dict[str, Any]:
         role = next((_ROLES[o] for o in reversed(self._owner) if o in _ROLES), None)
         if role is None:
             role = next((o for o in reversed(self._owner) if o[:1].isupper()), self._owner[0] if self._owner else "module")
@@ -178,7 +179,7 @@ class _Definitions(ast.NodeVisitor):
             node = self._lists[-1].get(node.id)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "generate_buckets":
             default = next((k.value for k in node.keywords if k.arg == "default_buckets"), None)
-            return self._buckets(default if default is not None else (node.args[1:2] or [None])[0])
+            return self._buckets(default if default is not None else node.args[1] if len(node.args) > 1 else None)
         if node is None:
             return None
         literal = _floats(_constant(node))

@@ -83,9 +83,10 @@ def read_source(package_dir: str | Path, generated_from: str | None = None) -> d
 class _Reader:
     def __init__(self, root: Path) -> None:
         self.package = Package(root)
-        self.server_args = self.package.module(f"{root.name}.srt.server_args")
-        if self.server_args is None:
+        server_args = self.package.module(f"{root.name}.srt.server_args")
+        if server_args is None:
             raise SGLangSourceError(f"{root}: cannot load srt/server_args.py")
+        self.server_args: Module = server_args
         self.cls = self.server_args.class_def("ServerArgs")
         self.layout = "field-namespaces" if "_INPUT_NAMESPACES" in self.server_args.names else "add_argument"
         self.fields = self._fields()  # name -> (module, AnnAssign), in ServerArgs order
@@ -338,15 +339,16 @@ class _Reader:
     def _typed_field(self, flag: dict[str, Any], inner: ast.AST, meta: dict, value, no_default: bool) -> None:
         inner = _unwrap_optional(inner)
         type_parser = _type_name(meta.get("type_parser"))
-        head = ast.unparse(inner.value).split(".")[-1] if isinstance(inner, ast.Subscript) else None
+        head, arguments = None, []
+        if isinstance(inner, ast.Subscript):
+            head = ast.unparse(inner.value).split(".")[-1]
+            arguments = inner.slice.elts if isinstance(inner.slice, ast.Tuple) else [inner.slice]
         if head == "Literal":
-            literals = inner.slice.elts if isinstance(inner.slice, ast.Tuple) else [inner.slice]
-            values = [item.value for item in literals if isinstance(item, ast.Constant)]
+            values = [item.value for item in arguments if isinstance(item, ast.Constant)]
             literal_type = type(values[0]).__name__ if values else "str"
             flag.update(type=type_parser or _infer_type(literal_type), choices=value("choices") or values)
         elif head in ("List", "list") and type_parser is None:
-            element = inner.slice.elts[0] if isinstance(inner.slice, ast.Tuple) else inner.slice
-            flag.update(type=_infer_type(ast.unparse(element)), nargs=value("nargs") or "+",
+            flag.update(type=_infer_type(ast.unparse(arguments[0])), nargs=value("nargs") or "+",
                         choices=value("choices"))
         elif isinstance(inner, ast.Name) and inner.id == "bool":
             flag.update(action="store_true")

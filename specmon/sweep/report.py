@@ -103,7 +103,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
         run = outcome.run
         speedup = comparison = None
         against = baseline_for(run, measured) if run is not None and not outcome.baseline else None
-        if against is not None and against is not run:
+        if run is not None and against is not None and against is not run:
             comparison = compare(run, against)
             speedup = comparison.speedup
         accept = run.summary.accept_length if run is not None else AcceptFigures()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
-from specmon.sweep.plan import SweepPlan, SweepStep, SweepStore
+from specmon.sweep.plan import Leave, SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
 
@@ -35,7 +35,7 @@ class SweepOptions:
 
     preflight: bool = True
     ready_timeout_s: float = 1800.0
-    leave: str = "best"
+    leave: Leave = "best"
     skip_predicted_worse: bool = False
 
 
@@ -277,7 +277,8 @@ class SweepRunner:
         guess = prediction_for(self._predictions()[0], self._drafting(step))
         if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
-        best_low = max((r.summary.tok_s_ci95 or [0])[0] for drafting, r in self._measured() if drafting is not None)
+        lows = [(r.summary.tok_s_ci95 or [None])[0] for drafting, r in self._measured() if drafting is not None]
+        best_low = max((low for low in lows if low is not None), default=0.0)  # a run without a CI: 0
         return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
 
     def _leave(self, report: SweepReport) -> str | None:

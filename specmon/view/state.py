@@ -111,8 +111,9 @@ class MonitorState:
             self._away_after_ready = True
         if http.state == "ready":
             self.spec_stale = False
-            changed = previous is not None and previous.state == "ready" and None not in (previous.spec, http.spec)
-            restarted = self._away_after_ready or (changed and run_identity(previous.spec) != run_identity(http.spec))
+            before = previous.spec if previous is not None and previous.state == "ready" else None
+            changed = before is not None and http.spec is not None and run_identity(before) != run_identity(http.spec)
+            restarted = self._away_after_ready or changed
             self._away_after_ready = False
         if restarted and self.switching_to is None:
             self.restarts += 1

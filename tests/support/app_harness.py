@@ -83,7 +83,7 @@ def capturing_app() -> SpecmonApp:
 def ready_app() -> SpecmonApp:
     """Ready, with the live server's effective settings next to the preset's asked values."""
     app = fixture_app(READY_LOG, until="SIGTERM received", preset=fixture_preset())
-    app.watch.http = fixture_status()
+    app.server_state.http = fixture_status()
     return app
 
 

@@ -54,6 +54,8 @@ class WakingEvent(threading.Event):
 class QuietLinuxDriver(LinuxDriver):
     """Textual's ``LinuxDriver``, its input thread blocked while nothing comes in (see the module's docstring)."""
 
+    exit_event: WakingEvent
+
     def __init__(self, app: App[Any], **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self._wake_r = self._wake_w = -1
@@ -154,6 +156,8 @@ class QuietTerminal:
     (Textual's end for an exception its driver's input thread raised) ends it with exit code 1, as an exception in
     a handler does: an app that printed a traceback never exits 0."""
 
+    _return_code: int | None  # App's
+
     def on_load(self) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on the main thread, or no signals
             loop = asyncio.get_running_loop()
@@ -173,6 +177,6 @@ class QuietTerminal:
         return QuietLinuxDriver if driver_class is LinuxDriver else driver_class
 
     def panic(self, *renderables: Any) -> None:
-        if not self._return_code:  # type: ignore[has-type]
+        if not self._return_code:
             self._return_code = 1
         super().panic(*renderables)  # type: ignore[misc]

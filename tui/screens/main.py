@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from specmon.live.model import LiveSnapshot
     from specmon.logs.model import LineKind, StartupState
     from specmon.view.state import Note, Row
+
+W = TypeVar("W", bound="Widget")
 
 PANES = ("server", "gpus", "bench", "live")
 WIDE_COLUMNS = 160
@@ -90,7 +92,7 @@ class MainScreen(Screen):
         self.composed = True
         self.post_message(self.Composed())
 
-    def _one(self, selector: str) -> list[Widget]:
+    def _one(self, selector: str, kind: type[W]) -> list[W]:
         """The widget with this id selector (``[]`` before it is mounted), found once: a DOM query costs about
         1 ms, and the Live view, GPU pane, header and Server pane are looked up at every update."""
         widget = self._found.get(selector)
@@ -99,16 +101,16 @@ class MainScreen(Screen):
             if widget is None:
                 return []
             self._found[selector] = widget
-        return [widget]
+        return [widget] if isinstance(widget, kind) else []
 
     @property
     def header(self) -> StatusHeader:
-        found = self._one("#header")
+        found = self._one("#header", StatusHeader)
         return found[0] if found else self.query_one(StatusHeader)
 
     @property
     def server_pane(self) -> ServerPane:
-        found = self._one("#pane-server")
+        found = self._one("#pane-server", ServerPane)
         return found[0] if found else self.query_one(ServerPane)
 
     def show_header(self, url: str, preset: str | None, state: str, emulator: bool) -> None:
@@ -119,7 +121,7 @@ class MainScreen(Screen):
         """Render the startup state and the live rows in the Server pane."""
         self.server_pane.show(startup, rows, notes, has_log, running_extra_s)
 
-    def write_log(self, lines: list[str], kinds: list[LineKind | None]) -> None:
+    def write_log(self, lines: list[str], kinds: list[LineKind | str | None]) -> None:
         self.server_pane.write_log(lines, kinds)
 
     def clear_log(self) -> None:
@@ -174,7 +176,7 @@ class MainScreen(Screen):
 
     def _gpu_rows_needed(self) -> int:
         """The GPU pane's rows for its GPUs: one line each when compact, else readings and a short chart."""
-        snapshot = self._pending_gpus or next((p.snapshot for p in self._one("#gpu-pane")), None)
+        snapshot = self._pending_gpus or next((p.snapshot for p in self._one("#gpu-pane", GpuPane)), None)
         gpus = len(snapshot.gpus) if snapshot is not None and snapshot.available else 1
         processes = min(len(snapshot.processes), 8) if snapshot is not None else 2
         per_gpu = 1 if gpus >= COMPACT_FROM else DETAIL_INFO_LINES + 4
@@ -230,7 +232,7 @@ class MainScreen(Screen):
     def _flush_gpus(self) -> None:
         snapshot, self._pending_gpus = self._pending_gpus, None
         if snapshot is not None:
-            for pane in self._one("#gpu-pane"):
+            for pane in self._one("#gpu-pane", GpuPane):
                 self._guarded("GPU pane", pane.show, snapshot)
 
     def show_live(self, snapshot: LiveSnapshot) -> None:
@@ -243,25 +245,25 @@ class MainScreen(Screen):
     def _flush_live(self) -> None:
         snapshot, self._pending_live = self._pending_live, None
         if snapshot is not None:
-            for view in self._one("#live-view"):
+            for view in self._one("#live-view", LiveView):
                 self._guarded("Live view", view.show, snapshot)
 
     def show_bench_progress(self, progress: BenchProgress) -> None:
-        for panel in self._one("#bench-panel"):
+        for panel in self._one("#bench-panel", BenchPanel):
             self._guarded("Benchmark panel", panel.show_progress, progress)
 
     def show_bench_note(self, text: str) -> None:
-        for panel in self.query("#bench-panel"):
+        for panel in self.query("#bench-panel").results(BenchPanel):
             self._guarded("Benchmark panel", panel.show_note, text)
 
     def show_bench_results(self, results: list[BenchResult]) -> None:
         """Show these runs in the Benchmark pane, once their model is built on a worker thread (it bootstraps each
         speedup's CI); a model built for older runs than the last asked is dropped."""
-        panels = self._one("#bench-panel")
+        panels = self._one("#bench-panel", BenchPanel)
         if not panels:
             return
         self._bench_asked += 1
-        asked, baseline = self._bench_asked, panels[0].baseline  # type: ignore[attr-defined]
+        asked, baseline = self._bench_asked, panels[0].baseline
 
         def build() -> None:
             try:
@@ -277,7 +279,7 @@ class MainScreen(Screen):
 
     def _bench_pane_built(self, asked: int, model: BenchPaneModel) -> None:
         if asked == self._bench_asked:
-            for panel in self._one("#bench-panel"):
+            for panel in self._one("#bench-panel", BenchPanel):
                 self._guarded("Benchmark panel", panel.show_results, model)
 
     def _guarded(self, what: str, show, value) -> None:

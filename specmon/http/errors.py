@@ -1,0 +1,50 @@
+"""What can go wrong with a request, as specmon's own exception classes (whatever client is underneath).
+
+Callers catch these, never the client library's: `HttpError` is any failure; `RequestTimeout` no (whole) answer
+in time; `TransportError` nothing usable came back (no connection, a broken one, broken framing); `AnswerRefused`
+an answer specmon will not read (too large once decoded, an encoding it does not decode); `RequestRefused` a
+request that was not sent (a header that would inject another). The names of the transport's classes are
+httpx's, so a message that names one (`unreachable (ConnectError)`) reads as it always did.
+"""
+
+from __future__ import annotations
+
+
+class HttpError(Exception):
+    """A request failed; the message names the request (`GET /metrics: ...`) and says why."""
+
+
+class RequestTimeout(HttpError):
+    """No answer, or no whole answer, within the request's deadline."""
+
+
+class TransportError(HttpError):
+    """Nothing usable came back: no connection could be made, or the connection or its framing broke."""
+
+
+class ConnectError(TransportError):
+    """No connection could be made (refused, no route, no such host, a TLS handshake that failed)."""
+
+
+class ConnectTimeout(TransportError, RequestTimeout):
+    """No connection within the connect timeout."""
+
+
+class ReadError(TransportError):
+    """The connection broke while the answer was read."""
+
+
+class RemoteProtocolError(TransportError):
+    """The server broke HTTP: disconnected without an answer, a body cut short, a head that cannot be parsed."""
+
+
+class AnswerTooSlow(RequestTimeout):
+    """The whole answer did not arrive within its deadline (a server that drips, or holds the body back)."""
+
+
+class AnswerRefused(HttpError):
+    """An answer specmon will not read: over its size limit, an encoding it does not decode, or broken."""
+
+
+class RequestRefused(HttpError):
+    """A request that was not sent: a header with a line break or a NUL, which would begin another header."""

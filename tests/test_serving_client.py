@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from specmon.http.urls import is_loopback
 from specmon.ports import free_port
 from specmon.serving.client import (
     AuthenticationFailed,
     SGLangClient,
     SGLangError,
-    is_loopback,
     normalize_base_url,
     resolve_api_key,
     spec_settings,

@@ -1,25 +1,26 @@
-"""A read-only client of Prometheus' HTTP API (httpx): instant and range queries and the scrape configuration.
+"""A read-only client of Prometheus' HTTP API (specmon.http): instant and range queries and the scrape configuration.
 
 Only GETs. Secrets come from files (a bearer token, `user:password` for basic auth), never from the command
-line, and are never printed. Every answer is bounded (MAX_ANSWER_BYTES) and deadlined; a malformed one is a
-PromError, never a traceback. Values are returned as Prometheus gives them (NaN and ±Inf included): the fleet's
+line, and are never printed. Every answer goes through specmon's bounds (`HttpClient.fetch`: at most
+MAX_ANSWER_BYTES once decoded, whole within its deadline, strict JSON); a malformed one is a PromError, never a
+traceback. Values are returned as Prometheus gives them (NaN and ±Inf included): the fleet's
 columns check them (`promql.Column.check`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import math
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import httpx
 import yaml
 
-from specmon.bounded_http import HeaderRefused, auth_headers
+from specmon.http.client import HttpClient
+from specmon.http.decode import DECODED
+from specmon.http.errors import AnswerRefused, AnswerTooLarge, HttpError, RequestTimeout, TransportError
+from specmon.http.headers import HeaderRefused, auth_headers
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """An answer longer than this is refused: bounded memory whatever a proxy in front of Prometheus sends."""
@@ -46,7 +47,7 @@ class PromAuth:
     basic_auth_file: str | None = None
     ca_file: str | None = None
 
-    def headers_and_auth(self) -> tuple[dict[str, str], httpx.BasicAuth | None]:
+    def headers_and_auth(self) -> tuple[dict[str, str], tuple[str, str] | None]:
         """The Authorization header or basic auth, read from the files now (raises PromError on a bad file)."""
         if self.bearer_token_file and self.basic_auth_file:
             raise PromError("bad_answer", "give a bearer-token file or a basic-auth file, not both")
@@ -63,7 +64,7 @@ class PromAuth:
             user, sep, password = (line[0] if line else "").partition(":")
             if not sep or not user:
                 raise PromError("unauthorized", f"the basic-auth file {self.basic_auth_file} is not `user:password`")
-            return {}, httpx.BasicAuth(user, password)
+            return {}, (user, password)
         return {}, None
 
     def verify(self) -> ssl.SSLContext | bool:
@@ -123,17 +124,17 @@ class PromClient:
         self.auth = auth or PromAuth()
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
-        self._http: httpx.AsyncClient | None = None
+        self._http: HttpClient | None = None
 
     async def __aenter__(self) -> PromClient:
-        from specmon.serving.client import is_loopback
+        from specmon.http.urls import is_loopback
 
         headers, basic = self.auth.headers_and_auth()
-        if is_loopback(self.url):  # no network to spare: compressing the answers would only cost Prometheus CPU
-            headers["Accept-Encoding"] = "identity"
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers={"User-Agent": USER_AGENT, **headers}, auth=basic,
-            verify=self.auth.verify(), timeout=self.timeout_s, follow_redirects=False, trust_env=False,
+        # On loopback there is no network to spare: compressing the answers would only cost Prometheus CPU.
+        self._http = HttpClient(
+            self.url, headers=headers, basic_auth=basic, ssl_context=self.auth.verify(),
+            connect_timeout_s=self.timeout_s, accept_encoding="identity" if is_loopback(self.url) else DECODED,
+            user_agent=USER_AGENT,
         )
         return self
 
@@ -203,15 +204,20 @@ class PromClient:
         if self._http is None:
             raise RuntimeError("PromClient used outside `async with`")
         try:
-            status, body = await asyncio.wait_for(self._get(path, params), self.timeout_s * 2)
-        except (httpx.TransportError, TimeoutError, OSError) as exc:
+            got = await self._http.fetch("GET", path, params=params, limit=self.max_bytes, deadline_s=self.timeout_s * 2)
+        except (TransportError, RequestTimeout) as exc:
             raise PromError("unreachable", f"Prometheus at {self.url} did not answer ({type(exc).__name__})") from None
-        except httpx.HTTPError as exc:
+        except AnswerTooLarge:
+            raise PromError("bad_answer", f"Prometheus' answer to {path} is over {self.max_bytes} bytes") from None
+        except AnswerRefused as exc:
+            raise PromError("bad_answer", f"Prometheus' answer to {path}: {exc.reason}") from None
+        except HttpError as exc:
             raise PromError("bad_answer", f"Prometheus at {self.url}: {type(exc).__name__}") from None
+        status = got.status_code
         if status in (401, 403):
             raise PromError("unauthorized", f"Prometheus at {self.url} answered HTTP {status} (check the credentials)")
         try:
-            answer = json.loads(body)
+            answer = got.json(f"Prometheus' answer to {path}")
         except ValueError:
             answer = None
         if not isinstance(answer, dict) or answer.get("status") not in ("success", "error"):
@@ -225,16 +231,6 @@ class PromClient:
         if not isinstance(data, dict):
             raise PromError("bad_answer", f"Prometheus at {self.url} answered no data object")
         return data
-
-    async def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
-        assert self._http is not None
-        async with self._http.stream("GET", path, params=params) as response:
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > self.max_bytes:
-                    raise PromError("bad_answer", f"Prometheus' answer to {path} is over {self.max_bytes} bytes")
-            return response.status_code, bytes(body)
 
 
 def _labels(item: Any) -> dict[str, str]:

@@ -37,14 +37,18 @@ from specmon.http.errors import (
     RemoteProtocolError,
     RequestRefused,
 )
+from specmon.http.headers import basic_auth_headers
 from specmon.http.urls import BadUrl, checked_url, proxy_for
 from specmon.inputs import parse_json
+from specmon.text import printable
 
 MAX_HEAD_LINE = 8190
 """A response's status line and each of its header lines at most this many bytes (a real SGLang head is ~200)."""
 MAX_HEADERS = 128
 """A response head of at most this many header lines."""
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+MAX_REASON_CHARS = 300
+"""A failure's reason is cut here (a parser's message may quote what the server sent)."""
 USER_AGENT = "specmon"
 
 _UNSENDABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -132,11 +136,11 @@ class HttpClient:
         self.base_url = checked_url(base_url.rstrip("/"), "the server URL") if base_url else ""
         self.connect_timeout_s = connect_timeout_s
         self.headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": accept_encoding,
-                        **(headers or {})}
+                        **(headers or {}), **(basic_auth_headers(*basic_auth) if basic_auth else {})}
         self._unsendable = next((name for name, value in self.headers.items()
                                  if _UNSENDABLE.search(name + value) or ":" in name or not value.isascii()), None)
-        self._basic_auth = basic_auth
         self._ssl = ssl_context
+        self._proxies: dict[tuple[str, str], str | None] = {}
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -148,16 +152,23 @@ class HttpClient:
             raise BadUrl(f"{url[:80]!r} is not a path of the server's URL")
         return checked_url(self.base_url + url)
 
+    def _proxy(self, url: str) -> str | None:
+        """`urls.proxy_for`, decided once per scheme and host for the client's life (as the environment is)."""
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        if key not in self._proxies:
+            self._proxies[key] = proxy_for(url)
+        return self._proxies[key]
+
     def _session_now(self) -> aiohttp.ClientSession:
         if self._closed:
             raise RuntimeError("the HTTP client is closed")
         if self._session is None:
-            auth = aiohttp.BasicAuth(*self._basic_auth, encoding="utf-8") if self._basic_auth else None
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(force_close=True, limit=0, ssl=self._ssl),
                 timeout=aiohttp.ClientTimeout(total=None, connect=self.connect_timeout_s,
                                               sock_connect=self.connect_timeout_s),
-                headers=self.headers, auth=auth, auto_decompress=False, trust_env=False,
+                headers=self.headers, auto_decompress=False, trust_env=False,
                 cookie_jar=aiohttp.DummyCookieJar(), max_line_size=MAX_HEAD_LINE, max_field_size=MAX_HEAD_LINE,
                 max_headers=MAX_HEADERS,
             )
@@ -171,7 +182,7 @@ class HttpClient:
         full = self.url(url)
         what = f"{method} {urlsplit(full).path or '/'}"
         if self._unsendable is not None:
-            raise RequestRefused(f"{what}: the {self._unsendable[:40]} header has a line break, a NUL or a "
+            raise RequestRefused.of(what, f"the {self._unsendable[:40]} header has a line break, a NUL or a "
                                  "non-ASCII character: not sent")
         extra = dict(headers or {})
         body = None
@@ -181,7 +192,7 @@ class HttpClient:
         session = self._session_now()
         try:
             response = await session.request(method, full, params=params, data=body, headers=extra,
-                                             allow_redirects=False, proxy=proxy_for(full))
+                                             allow_redirects=False, proxy=self._proxy(full))
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise translated(exc, what, self.connect_timeout_s) from None
         try:
@@ -200,7 +211,7 @@ class HttpClient:
                                                                 headers=headers) as answer:
                 return Answer(answer.status_code, answer.headers, await answer.body(limit))
         except TimeoutError:
-            raise AnswerTooSlow(f"{what}: no whole answer within {deadline_s:g} s") from None
+            raise AnswerTooSlow.of(what, f"no whole answer within {deadline_s:g} s") from None
 
     async def aclose(self) -> None:
         self._closed = True
@@ -216,28 +227,34 @@ class HttpClient:
 
 
 def translated(exc: BaseException, what: str, connect_timeout_s: float | None = None) -> HttpError:
-    """aiohttp's (or the socket's) exception as specmon's, its message beginning with `what` (the request)."""
+    """aiohttp's (or the socket's) exception as specmon's, in one line beginning with `what` (the request)."""
     if isinstance(exc, HttpError):
         return exc
+    error = _translated(exc, what, connect_timeout_s)
+    reason = printable(" ".join(error.reason.split()))[:MAX_REASON_CHARS]
+    return type(error).of(what, reason)
+
+
+def _translated(exc: BaseException, what: str, connect_timeout_s: float | None) -> HttpError:
     if isinstance(exc, aiohttp.ConnectionTimeoutError | aiohttp.ServerTimeoutError):
         within = f" within {connect_timeout_s:g} s" if connect_timeout_s else ""
-        return ConnectTimeout(f"{what}: no connection{within}")
+        return ConnectTimeout.of(what, f"no connection{within}")
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return ConnectError(f"{what}: {exc.host}:{exc.port}: {exc.strerror or exc.os_error}")
+        return ConnectError.of(what, f"{exc.host}:{exc.port}: {exc.strerror or exc.os_error}")
     if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return RemoteProtocolError(f"{what}: the server disconnected without sending a whole answer")
+        return RemoteProtocolError.of(what, "the server disconnected without sending a whole answer")
     if isinstance(exc, aiohttp.ClientPayloadError):
         cause = exc.__cause__ or exc.__context__
-        return RemoteProtocolError(f"{what}: {_payload_message(cause if cause is not None else exc)}")
+        return RemoteProtocolError.of(what, f"{_payload_message(cause if cause is not None else exc)}")
     if isinstance(exc, aiohttp.ClientResponseError):
-        return RemoteProtocolError(f"{what}: {exc.message or exc}")
+        return RemoteProtocolError.of(what, f"{exc.message or exc}")
     if isinstance(exc, aiohttp.InvalidURL):
-        return BadUrl(f"{what}: not a URL specmon asks ({exc})")
+        return BadUrl.of(what, f"not a URL specmon asks ({exc})")
     if isinstance(exc, ValueError):
-        return RequestRefused(f"{what}: {exc}: not sent")
+        return RequestRefused.of(what, f"{exc}: not sent")
     if isinstance(exc, OSError):
-        return ReadError(f"{what}: {exc.strerror or exc}")
-    return RemoteProtocolError(f"{what}: {type(exc).__name__}: {exc}")
+        return ReadError.of(what, f"{exc.strerror or exc}")
+    return RemoteProtocolError.of(what, f"{type(exc).__name__}: {exc}")
 
 
 def _payload_message(exc: BaseException) -> str:

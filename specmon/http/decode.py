@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 
-from specmon.http.errors import AnswerRefused
+from specmon.http.errors import AnswerRefused, AnswerTooLarge
 from specmon.inputs import size_text
 
 MAX_LAYERS = 2
@@ -35,16 +35,16 @@ class BodyDecoder:
         names = [name for name in names if name and name != "identity"]
         for name in names:
             if name not in ("gzip", "x-gzip", "deflate"):
-                raise AnswerRefused(f"{what}: Content-Encoding {name[:40]!r} is not one specmon decodes")
+                raise AnswerRefused.of(what, f"Content-Encoding {name[:40]!r} is not one specmon decodes")
         if len(names) > MAX_LAYERS:
-            raise AnswerRefused(f"{what}: Content-Encoding with {len(names)} layers (at most {MAX_LAYERS})")
+            raise AnswerRefused.of(what, f"Content-Encoding with {len(names)} layers (at most {MAX_LAYERS})")
         self.layers = [_Layer(name) for name in reversed(names)]  # the last applied is undone first
         self.limit = limit
         self.what = what
         self.size = 0
 
-    def _too_large(self) -> AnswerRefused:
-        return AnswerRefused(f"{self.what}: more than {size_text(self.limit)} once decoded")
+    def _too_large(self) -> AnswerTooLarge:
+        return AnswerTooLarge.of(self.what, f"more than {size_text(self.limit)} once decoded")
 
     def feed(self, raw: bytes) -> bytes:
         data = raw
@@ -52,17 +52,17 @@ class BodyDecoder:
             if not data:
                 return b""
             if layer.inflater.eof:
-                raise AnswerRefused(f"{self.what}: bytes after the end of its {layer.name} data")
+                raise AnswerRefused.of(self.what, f"bytes after the end of its {layer.name} data")
             room = self.limit + 1 - layer.produced
             try:
                 data = layer.inflater.decompress(data, room)
             except zlib.error as error:
-                raise AnswerRefused(f"{self.what}: broken {layer.name} data ({error})") from None
+                raise AnswerRefused.of(self.what, f"broken {layer.name} data ({error})") from None
             layer.produced += len(data)
             if layer.produced > self.limit or layer.inflater.unconsumed_tail:
                 raise self._too_large()
             if layer.inflater.unused_data:
-                raise AnswerRefused(f"{self.what}: bytes after the end of its {layer.name} data")
+                raise AnswerRefused.of(self.what, f"bytes after the end of its {layer.name} data")
         self.size += len(data)
         if self.size > self.limit:
             raise self._too_large()
@@ -71,5 +71,5 @@ class BodyDecoder:
     def finish(self) -> bytes:
         for layer in self.layers:
             if not layer.inflater.eof:
-                raise AnswerRefused(f"{self.what}: its {layer.name} data ends early")
+                raise AnswerRefused.of(self.what, f"its {layer.name} data ends early")
         return b""

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 
 class HttpError(Exception):
-    """A request failed; the message names the request (`GET /metrics: ...`) and says why."""
+    """A request failed; the message names the request (`GET /metrics: ...`) and says why, `reason` only why."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+
+    @classmethod
+    def of(cls, what: str, reason: str) -> HttpError:
+        """The error of the request `what` (`GET /metrics`), for `reason`."""
+        return cls(f"{what}: {reason}", reason)
 
 
 class RequestTimeout(HttpError):
@@ -44,6 +53,10 @@ class AnswerTooSlow(RequestTimeout):
 
 class AnswerRefused(HttpError):
     """An answer specmon will not read: over its size limit, an encoding it does not decode, or broken."""
+
+
+class AnswerTooLarge(AnswerRefused):
+    """An answer over its size limit once decoded (however few bytes came over the network)."""
 
 
 class RequestRefused(HttpError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 from specmon.inputs import InputError
 
 
@@ -26,3 +28,9 @@ def auth_headers(token: str | None, source: str = "the API key") -> dict[str, st
     """The one place a request's secret header is built: `Authorization: Bearer TOKEN` (none without a token),
     the token checked by `header_value`."""
     return {"Authorization": f"Bearer {header_value(token, source)}"} if token else {}
+
+
+def basic_auth_headers(user: str, password: str) -> dict[str, str]:
+    """`Authorization: Basic ...` for `user` and `password` (UTF-8, as RFC 7617 allows and httpx sent it)."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return {"Authorization": f"Basic {token}"}

@@ -67,7 +67,10 @@ def checked_url(url: str, what: str = "the URL") -> str:
         raise _refuse(url, what, f"it holds {kind} (character {unsafe.start() + 1})")
     if not url.isascii():
         raise _refuse(url, what, "it holds a non-ASCII character")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed [
+        raise _refuse(url, what, "its host is not an IPv6 address") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise _refuse(url, what, "only http:// and https:// are asked")
     _check_host(url, parts, what)

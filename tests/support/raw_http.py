@@ -50,11 +50,13 @@ def chunked(events: Sequence[bytes], headers: Sequence[str] = ()) -> bytes:
 
 @dataclass
 class RawServer:
-    """The server on a thread of its own; `requests` lists every request read, `connections` counts them."""
+    """The server on a thread of its own; `requests` lists every request read, `connections` counts the
+    connections accepted and `closed` those that ended (the client closed it, or the script did)."""
 
     script: Script
     requests: list[RawRequest] = field(default_factory=list)
     connections: int = 0
+    closed: int = 0
 
     def __post_init__(self) -> None:
         self._loop = asyncio.new_event_loop()
@@ -133,3 +135,4 @@ class RawServer:
         finally:
             self._tasks.discard(task)
             writer.close()
+            self.closed += 1

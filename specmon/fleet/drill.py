@@ -110,16 +110,19 @@ def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Ale
 
 
 def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> str | None:
-    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL."""
-    import httpx
+    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL.
+    Each answer is read within `timeout_s` and at most MAX_INFO_BYTES once decoded (else not SGLang's)."""
+    from specmon.http.blocking import BlockingFetcher
+    from specmon.http.errors import HttpError
+    from specmon.serving.client import MAX_INFO_BYTES
 
-    for target in targets:
-        url = f"http://{target}"
-        try:
-            with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+    with BlockingFetcher(connect_timeout_s=timeout_s) as fetcher:
+        for target in targets:
+            url = f"http://{target}"
+            try:
                 for path in ("/model_info", "/get_model_info"):
-                    if client.get(url + path).status_code == 200:
+                    if fetcher.fetch("GET", url + path, limit=MAX_INFO_BYTES, deadline_s=timeout_s).status_code == 200:
                         return url
-        except httpx.HTTPError:
-            continue
+            except HttpError:
+                continue
     return None

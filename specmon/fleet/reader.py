@@ -5,13 +5,10 @@ each router's `/workers`. Read-only GETs; each fault becomes a PromError or a no
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-
-import httpx
 
 from specmon.fleet.figures import figures
 from specmon.fleet.promapi import PromClient, PromError, Sample, ScrapeConfig
@@ -234,22 +231,21 @@ def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:
 
 async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker], str | None]:
     """An sglang-router's `GET /workers`: each worker's URL and role; a problem as one line (never raises)."""
+    from specmon.http.client import HttpClient
+    from specmon.http.errors import AnswerTooLarge, HttpError
+
     url = router.rstrip("/")
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as http, \
-                http.stream("GET", url + "/workers") as response:
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_WORKERS_BYTES:
-                    return [], f"router {url}: /workers answer over {MAX_WORKERS_BYTES} bytes, ignored"
-            status = response.status_code
-    except (httpx.HTTPError, OSError) as exc:
+        async with HttpClient(connect_timeout_s=timeout_s) as http:
+            answer = await http.fetch("GET", url + "/workers", limit=MAX_WORKERS_BYTES, deadline_s=timeout_s)
+    except AnswerTooLarge:
+        return [], f"router {url}: /workers answer over {MAX_WORKERS_BYTES} bytes, ignored"
+    except HttpError as exc:
         return [], f"router {url} did not answer ({type(exc).__name__}): roles from labels"
-    if status != 200:
-        return [], f"router {url}: /workers answered HTTP {status}: roles from labels"
+    if answer.status_code != 200:
+        return [], f"router {url}: /workers answered HTTP {answer.status_code}: roles from labels"
     try:
-        data = json.loads(body)
+        data = answer.json(f"router {url}: /workers")
     except ValueError:
         return [], f"router {url}: /workers is not JSON: roles from labels"
     items = data.get("workers") if isinstance(data, dict) else None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromAuth, PromClient, PromError
 from specmon.fleet.promql import FleetQueries, valid_label_name, valid_selector
+from specmon.http.urls import BadUrl, checked_url
 from specmon.text import strict_json
 
 EXIT_OK, EXIT_ALERTING, EXIT_PROMETHEUS = 0, 1, 2
@@ -40,9 +41,12 @@ class FleetOptions:
                 out.append(f"{flag} {name!r} is not a Prometheus label name")
         if not self.window_s > 0 or not self.interval_s > 0:
             out.append("--window and --interval must be positive")
-        for url in (self.prometheus, *self.routers):
-            if url is not None and not url.startswith(("http://", "https://")):
-                out.append(f"{url!r} is not an http(s) URL")
+        for flag, url in (("--prometheus", self.prometheus), *(("--router", router) for router in self.routers)):
+            try:
+                if url is not None:
+                    checked_url(url, flag)
+            except BadUrl as exc:
+                out.append(str(exc))
         return out
 
     def client(self) -> PromClient:

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from specmon.emulator.metrics import EmulatorMetrics
 from specmon.http.blocking import BlockingFetcher
 from specmon.http.errors import HttpError
+from specmon.inputs import parse_json
 
 RANKS_PATH = "/_emulator/ranks"
 POLL_S = 0.5
@@ -119,7 +120,8 @@ class LeaderLink:
         """Node 0's answer, or None when it does not answer or answers something unreadable."""
         try:
             got = self._client.fetch("GET", self.url, limit=MAX_ANSWER_BYTES, deadline_s=2.0)
-            answer = got.json("node 0's groups") if got.status_code == 200 else None
+            # node 0 is specmon's own emulator: its figures may hold NaN (json.dumps' default), so not strict
+            answer = parse_json(got.content, where="node 0's groups") if got.status_code == 200 else None
         except (HttpError, ValueError):
             return None
         return answer if isinstance(answer, dict) and isinstance(answer.get("groups"), dict) else None

@@ -13,15 +13,14 @@ T = TypeVar("T")
 
 
 class BlockingFetcher:
-    """`HttpClient.fetch` with its own loop and client, kept between calls (`client_options` are
-    HttpClient's). Called from a thread whose loop is running (the app's), each call runs on a short-lived
-    thread instead."""
+    """`HttpClient.fetch` with its own loop, kept between calls, and a client made and closed with each call
+    (`client_options` are HttpClient's), so none is left open whoever forgets to close this. Called from a
+    thread whose loop is running (the app's), each call runs on a short-lived thread instead."""
 
     def __init__(self, base_url: str = "", **client_options: Any) -> None:
         self._runner = asyncio.Runner()
         self._base_url = base_url
         self._options = client_options
-        self._http: HttpClient | None = None
         self._closed = False
 
     def fetch(self, method: str, url: str, *, limit: int, deadline_s: float, **options: Any) -> Answer:
@@ -30,23 +29,16 @@ class BlockingFetcher:
         return _outside_a_loop(lambda: self._runner.run(self._fetch(method, url, limit, deadline_s, options)))
 
     async def _fetch(self, method: str, url: str, limit: int, deadline_s: float, options: dict) -> Answer:
-        if self._http is None:
-            self._http = HttpClient(self._base_url, **self._options)
-        return await self._http.fetch(method, url, limit=limit, deadline_s=deadline_s, **options)
+        async with HttpClient(self._base_url, **self._options) as http:
+            return await http.fetch(method, url, limit=limit, deadline_s=deadline_s, **options)
 
     def close(self) -> None:
-        """Close the client and the loop; a second close does nothing (sources are stopped by more than one
-        owner as the app ends)."""
+        """Close the loop; a second close does nothing (sources are stopped by more than one owner as the app
+        ends)."""
         if self._closed:
             return
         self._closed = True
-
-        def shut() -> None:
-            if self._http is not None:  # no coroutine made for a runner that never ran one
-                self._runner.run(self._http.aclose())
-            self._runner.close()
-
-        _outside_a_loop(shut)
+        _outside_a_loop(self._runner.close)
 
     def __enter__(self) -> BlockingFetcher:
         return self

@@ -1,5 +1,5 @@
 """What bounded reading of a server costs, and what it saves: the time of one /metrics and /server_info read of a
-real SGLang 0.5.16 answer (plain and gzipped) through `bounded_http.fetch` against httpx's own reading, of one
+real SGLang 0.5.16 answer (plain and gzipped) through specmon's `HttpClient.fetch` against httpx's own reading, of one
 read of the emulator's GPU feed (`DemoGpuSource`) against a plain httpx.Client, and the peak memory of reading a
 `Content-Encoding: gzip, gzip` bomb each way.
 
@@ -16,20 +16,21 @@ import tracemalloc
 
 import httpx
 
-from specmon.bounded_http import AnswerRefused, fetch
 from specmon.gpu.demo import DemoGpuSource
 from specmon.gpu.model import GpuSnapshot
+from specmon.http.client import HttpClient
+from specmon.http.errors import AnswerRefused
 from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
 from tests.support.hostile_http import SGLANG_INFO, SGLANG_METRICS, Answer, HostileServer, bomb_answer
 
 
 async def _time_reads(url: str, path: str, reads: int, bounded: bool, limit: int) -> list[float]:
     times = []
-    async with httpx.AsyncClient(base_url=url, timeout=10.0) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=10.0) as http, HttpClient(url) as ours:
         for _ in range(reads):
             started = time.perf_counter()
             if bounded:
-                await fetch(http, "GET", path, limit=limit, deadline_s=10.0)
+                await ours.fetch("GET", path, limit=limit, deadline_s=10.0)
             else:
                 (await http.get(path)).read()
             times.append(time.perf_counter() - started)
@@ -56,10 +57,10 @@ def _time_sync(make, url: str, reads: int, bounded: bool) -> list[float]:
 async def _peak(url: str, bounded: bool) -> tuple[float, str]:
     tracemalloc.start()
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=60.0) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=60.0) as http, HttpClient(url) as ours:
             if bounded:
                 try:
-                    await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=60.0)
+                    await ours.fetch("GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=60.0)
                     outcome = "read"
                 except AnswerRefused as error:
                     outcome = f"refused: {error}"

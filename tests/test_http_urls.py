@@ -92,4 +92,4 @@ def test_a_bad_url_from_a_state_file_or_a_label_is_a_failed_read_not_a_traceback
     finally:
         source.close()
     assert not snapshot.available and "its port is not a number from 1 to 65535" in snapshot.reason
-    assert reachable_url(["127.0.0.1:99999", "gpu box:1", "x" * 5000 + ":1"], timeout_s=1.0) is None
+    assert reachable_url(["127.0.0.1:99999", "gpu box:1", "x" * 5000 + ":1", "[::1:5"], timeout_s=1.0) is None

@@ -180,7 +180,7 @@ class HttpClient:
         """One request; its answer's head, with the body still to read (see `Streamed`). Nothing bounds its
         time here: the caller does (`fetch`, or a stream's watchdog). The connection closes on leaving."""
         full = self.url(url)
-        what = f"{method} {urlsplit(full).path or '/'}"
+        what = _what(method, full)
         if self._unsendable is not None:
             raise RequestRefused.of(what, f"the {self._unsendable[:40]} header has a line break, a NUL or a "
                                  "non-ASCII character: not sent")
@@ -205,7 +205,7 @@ class HttpClient:
                     headers: Mapping[str, str] | None = None) -> Answer:
         """One request whose whole answer (connection, head and body) comes within `deadline_s` and decodes to
         at most `limit` bytes. Raises specmon's errors: AnswerTooSlow, AnswerRefused, a TransportError..."""
-        what = f"{method} {urlsplit(url).path or url}"
+        what = _what(method, url)
         try:
             async with asyncio.timeout(deadline_s), self.stream(method, url, params=params, json=json,
                                                                 headers=headers) as answer:
@@ -224,6 +224,15 @@ class HttpClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _what(method: str, url: str) -> str:
+    """The request in a message: its method and path (`GET /metrics`), whatever the URL holds."""
+    try:
+        path = urlsplit(url).path
+    except ValueError:  # an unclosed [: refused by checked_url
+        path = ""
+    return f"{method} {printable(path or url)[:120]}"
 
 
 def translated(exc: BaseException, what: str, connect_timeout_s: float | None = None) -> HttpError:

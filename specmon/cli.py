@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from specmon import exits
 
 Handler = str  # "package.module:function", imported lazily
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_NEGATIVE_NUMBER = re.compile(r"^-\d+\Z|^-\d*\.\d+\Z")  # \Z: `$` also matches before a final newline
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,6 +30,8 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str):  # type: ignore[override]
+        if isinstance(getattr(sys.exc_info()[1], "__context__", None), _UrlArgumentRefused):
+            self.exit(2, f"{self.prog}: error: {message}\n")  # the refusal says it all: no usage above it
         super().error(message + self._suggestions(message))
 
     def unknown_options(self) -> list[str]:
@@ -85,6 +87,24 @@ def _add_log_summary(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.logs.cli:run_log_summary")
 
 
+class _UrlArgumentRefused(argparse.ArgumentTypeError):
+    """A URL flag's value `urls.base_url` refused: said in one line, without the usage."""
+
+
+def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
+    """An argparse type for a URL flag: `urls.base_url` (a user:password@ refused, never echoed)."""
+
+    def parse(text: str) -> str:
+        from specmon.urls import UrlRefused, base_url
+
+        try:
+            return base_url(text, what=what, scheme_required=scheme_required)
+        except UrlRefused as exc:
+            raise _UrlArgumentRefused(str(exc)) from None
+
+    return parse
+
+
 def _add_monitor(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "monitor",
@@ -92,7 +112,8 @@ def _add_monitor(sub: argparse._SubParsersAction) -> None:
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
     )
-    p.add_argument("--url", help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
+    p.add_argument("--url", type=_url("the URL"),
+                   help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
                    "server specmon launched; asks which when there are several; one it did not launch is attached "
                    "to only when named with --server or picked)")
     p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
@@ -207,7 +228,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
         "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
     )
-    p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--url", required=True, type=_url("the URL"),
+                   help="the server's base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--preset", help="label the run with this preset (and use its [bench] settings)")
     p.add_argument("--requests", type=int, help="measured requests (default: the preset's, or 20)")
     p.add_argument("--max-new-tokens", type=int, help="tokens per request (default: the preset's, or 256)")
@@ -275,7 +297,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
         "generation. Give exactly one of PRESET and --url.",
     )
     p.add_argument("preset_name", nargs="?", metavar="PRESET", help="the preset to preflight")
-    p.add_argument("--url", help="a running server's base URL")
+    p.add_argument("--url", type=_url("the URL"), help="a running server's base URL")
     p.add_argument("--preset", help="with --url: the preset the server was launched with (asked vs effective)")
     p.add_argument("--port", type=int, help="with PRESET: check this port instead of the preset's")
     p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
@@ -439,7 +461,8 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", nargs="?", choices=["rules", "dashboard"],
                    help="rules: print the Prometheus recording and alerting rules; dashboard: print the Grafana "
                    "dashboard that reads them")
-    p.add_argument("--prometheus", metavar="URL", help="the Prometheus to read, e.g. http://127.0.0.1:9090")
+    p.add_argument("--prometheus", metavar="URL", type=_url("the URL", scheme_required=True),
+                   help="the Prometheus to read, e.g. http://127.0.0.1:9090")
     p.add_argument("--selector", default='job="sglang"', metavar="MATCHERS",
                    help="which targets are SGLang servers (default 'job=\"sglang\"')")
     p.add_argument("--server-label", default="instance", metavar="L",
@@ -447,6 +470,7 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host-label", metavar="L", help="the label that names a target's host (default: instance "
                    "without its port)")
     p.add_argument("--router", action="append", default=[], metavar="URL",
+                   type=_url("the URL", scheme_required=True),
                    help="an sglang-router whose /workers gives each worker's role (repeatable)")
     p.add_argument("--gpu-selector", default='job="dcgm"', metavar="MATCHERS",
                    help="which targets are DCGM exporters (default 'job=\"dcgm\"')")

@@ -1,7 +1,8 @@
 """Outside files and texts read with bounds: regular files only, at most so many bytes, nested at most so deep.
 
 Every file specmon reads that someone else wrote (presets, a checkpoint's config.json, index and safetensors
-headers, state files, stored results, prompts, API key files, SGLang's source) comes through `read_file`; every
+headers, state files, stored results, prompts, SGLang's source) comes through `read_file`, and every secret
+(an API key file, a bearer-token or basic-auth file) through `read_secret`; every
 JSON or TOML text through `parse_json` / `parse_toml`. A FIFO, a device (/dev/zero), a directory or a file
 over its limit is refused before anything is read (a FIFO is opened without waiting for a writer), and a text
 nested deeper than `MAX_DEPTH` levels is refused with the reason instead of a RecursionError.
@@ -15,6 +16,7 @@ import os
 import re
 import stat
 import tomllib
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 MAX_DEPTH = 64
@@ -72,10 +74,14 @@ def read_file(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file
     """The bytes of `path`, a regular file (`open_regular`) of at most `max_bytes` (`what` names it in
     messages): InputError for anything else, or a file over the limit or growing past it while read."""
     with open_regular(path, what=what, follow=follow) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size > max_bytes:
-            raise InputError(f"{path}: {size_text(size)}, more than a {what} may have ({size_text(max_bytes)})")
-        data = handle.read(max_bytes + 1)
+        return _read_bounded(handle, path, max_bytes, what)
+
+
+def _read_bounded(handle: BinaryIO, path: str | os.PathLike[str], max_bytes: int, what: str) -> bytes:
+    size = os.fstat(handle.fileno()).st_size
+    if size > max_bytes:
+        raise InputError(f"{path}: {size_text(size)}, more than a {what} may have ({size_text(max_bytes)})")
+    data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InputError(f"{path}: grew past {size_text(max_bytes)} while read, more than a {what} may have")
     return data
@@ -84,6 +90,20 @@ def read_file(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file
 def read_text(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file", follow: bool = True) -> str:
     """`read_file` decoded as UTF-8 (UnicodeDecodeError, a ValueError, when it is not)."""
     return read_file(path, max_bytes, what=what, follow=follow).decode("utf-8")
+
+
+def read_secret(path: str | os.PathLike[str], max_bytes: int, *, what: str,
+                warn: Callable[[str], None] | None = None) -> str:
+    """The text of a file holding a secret, read as `read_text` reads (a regular file, bounded, a FIFO refused
+    at once). A file its group or other users may read is told to `warn` in one line, as ssh and kubectl warn of
+    one. The caller hands the secret to `redact.remember_secret`, so that no echo of it is ever shown."""
+    with open_regular(path, what=what) as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        data = _read_bounded(handle, path, max_bytes, what)
+    if warn is not None and mode & 0o044:
+        others = "other users" if mode & 0o004 else "its group"
+        warn(f"{path}: the {what} can be read by {others} (mode {stat.S_IMODE(mode):04o}): chmod 600 it")
+    return data.decode("utf-8")
 
 
 def _refuse_constant(name: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 STATE_DIR_ENV = "SPECMON_STATE_DIR"
@@ -58,19 +59,31 @@ def make_private_dir(path: Path) -> Path:
     return path
 
 
-def open_private_file(path: Path, *, append: bool = False, exclusive: bool = False) -> int:
-    """Open `path` for writing (appending, or reset), created with mode 0600; never through a symlink
-    (PrivatePathRefused)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
+def open_private_file(path: Path, *, append: bool = False, exclusive: bool = False, mode: int = 0o600) -> int:
+    """Open `path` for writing (appending, or reset), created with mode 0600 (or `mode`, for a file others must
+    read: the textfile collector's); never through a symlink (PrivatePathRefused), and only a regular file:
+    a FIFO is refused at once, never waited on (OSError EINVAL, or ENXIO when no reader holds it open)."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+             | (os.O_APPEND if append else os.O_TRUNC))
     if exclusive:
         flags |= os.O_EXCL
     try:
-        fd = os.open(path, flags, 0o600)
+        fd = os.open(path, flags, mode)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise PrivatePathRefused(errno.ELOOP, _REFUSED, str(path)) from None
+        if error.errno == errno.ENXIO:  # O_NONBLOCK's answer for a FIFO no one reads
+            raise OSError(errno.ENXIO, "a FIFO, not a regular file (refused)", str(path)) from None
         raise
-    os.fchmod(fd, 0o600)
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            raise OSError(errno.EINVAL, "not a regular file (refused)", str(path))
+        os.set_blocking(fd, True)
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

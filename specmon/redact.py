@@ -5,11 +5,19 @@ command line specmon shows (a port's holder, a GPU's processes) never shows anot
 carries a secret when its name says so (`--api-key`, `--hf-token`, `--ssl-keyfile-password`, `--db-secret`),
 and also when it is an abbreviation argparse would take for one of SGLang's secret flags: `--api-ke` and `--ad`
 are `--api-key` and `--admin-api-key` to SGLang's parser.
+
+Text from outside that specmon prints or stores (an error answer of Prometheus, of a proxy or of a server) goes
+through `redacted_text`: every secret specmon read (`remember_secret`: an API key, a bearer token, a basic-auth
+password, in the forms they travel in) and every echo of an `Authorization`, `Proxy-Authorization` or `Cookie`
+header or of a URL's `user:password@` is hidden.
 """
 
 from __future__ import annotations
 
+import base64
 import re
+import threading
+import urllib.parse
 from collections.abc import Iterable
 
 SGLANG_SECRET_FLAGS = ("api-key", "admin-api-key", "ssl-keyfile-password")
@@ -83,3 +91,59 @@ def redacted(argv: Iterable[str]) -> list[str]:
 def redacted_command(argv: Iterable[str]) -> str:
     """`redacted(argv)` joined with spaces, as a command line is shown."""
     return " ".join(redacted(argv))
+
+
+# ----- secrets echoed in text from outside
+
+MIN_SECRET_CHARS = 3
+"""A remembered secret shorter than this is not searched for in text (a 1-character password would hide every
+letter it is made of); its headers and URLs are hidden all the same."""
+
+_known: set[str] = set()
+_known_lock = threading.Lock()
+
+_QUOTED_VALUE = r"""(?:"(?:[^"\\]|\\.)*"?|'[^']*'?)"""
+# A header echoed as `Authorization: Bearer x`, `"authorization": "Basic x"`, `'Cookie': ['a=b']` or
+# `cookie=a=b`: the name, its separator, then the value (quoted, or to the end of the line).
+_HEADER_ECHO = re.compile(
+    r"""(?P<name>\b(?:proxy-)?authorization|\b(?:set-)?cookie)(?P<sep>["']?\s*[:=]\s*\[?\s*)"""
+    rf"""(?P<value>{_QUOTED_VALUE}|[^\r\n]*)""", re.IGNORECASE)
+# A credential as an Authorization header carries it (`Bearer x`, `Basic x`), wherever it is echoed.
+_SCHEME_CREDENTIALS = re.compile(r"""\b(?P<scheme>Bearer|Basic)(?P<space>\s+)[A-Za-z0-9._~+/=-]{6,}""")
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)[^/\s@?#]*@", re.IGNORECASE)
+
+
+def remember_secret(secret: str | None, *, user: str | None = None) -> None:
+    """Remember a secret specmon read (an API key, a bearer token, a password), so that `redacted_text` hides
+    it wherever it shows up: as it is, percent-encoded, and (with `user`) as the base64 of `user:secret` that
+    basic auth sends."""
+    if not secret:
+        return
+    forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}
+    if user is not None:
+        pair = f"{user}:{secret}".encode()
+        forms.add(base64.b64encode(pair).decode("ascii"))
+        forms.add(urllib.parse.quote(f"{user}:{secret}", safe=""))
+    with _known_lock:
+        _known.update(form for form in forms if len(form) >= MIN_SECRET_CHARS)
+
+
+def _hidden_header(match: re.Match[str]) -> str:
+    value = match.group("value")
+    quote = value[:1] if value[:1] in ("'", '"') else ""
+    closed = quote if quote and len(value) > 1 and value.endswith(quote) else ""
+    return f"{match.group('name')}{match.group('sep')}{quote}{HIDDEN}{closed}"
+
+
+def redacted_text(text: object) -> str:
+    """`text` (an error answer, a message built from one) with every remembered secret and every echo of an
+    Authorization or Cookie header, of a `Bearer`/`Basic` credential or of a URL's `user:password@` hidden."""
+    out = str(text)
+    with _known_lock:
+        known = sorted(_known, key=len, reverse=True)  # the longer form first: a secret inside its base64 pair
+    for secret in known:
+        if secret in out:
+            out = out.replace(secret, HIDDEN)
+    out = _HEADER_ECHO.sub(_hidden_header, out)
+    out = _SCHEME_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{m.group('space')}{HIDDEN}", out)
+    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{HIDDEN}@", out)

@@ -1,6 +1,12 @@
 """specmon's own measurements for node-exporter's textfile collector: `DIR/specmon.prom`, written atomically in
 prometheus-client's text format (no Textual here).
 
+DIR may be one others can write (node-exporter's collector directory often is), so nothing there is trusted:
+the lock file and the temporary file are opened without following a symbolic link, the temporary file is
+created new (O_EXCL) under a name nobody can guess, anything that is not a regular file (a FIFO planted at
+the lock, the file or the temporary name) is refused at once instead of waited on, and the file is read back
+through `inputs` (bounded, never through a link). prometheus_client's `write_to_textfile` does none of this.
+
 With `--textfile-dir DIR` (or `$SPECMON_TEXTFILE_DIR`) `bench`, `sweep`, `start` and `stop` each update the file:
 the samples they own are replaced, the others kept (read back from the file, under a lock). Labels are small
 sets (server, preset, phase, reason, gpu): never a pid, a request id or a path. SGLang 0.5.23 exports its own
@@ -10,18 +16,28 @@ not written for a server that exports SGLang's.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import math
 import os
+import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, write_to_textfile
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
+from specmon.inputs import InputError, kind_of, read_file
+from specmon.private_files import PrivatePathRefused, open_private_file
+from specmon.urls import UrlRefused, address_of
 
 ENV = "SPECMON_TEXTFILE_DIR"
 FILE_NAME = "specmon.prom"
+LOCK_NAME = ".specmon.prom.lock"
+FILE_MODE = 0o644
+"""node-exporter, often another user, reads the file: readable by all (it holds no secret: `server_label`)."""
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_SAMPLES = 20000
 """A file with more samples than this (or larger) is started afresh: bounded whatever is in it."""
@@ -67,8 +83,12 @@ def textfile_dir(given: str | None) -> Path | None:
 
 
 def server_label(url: str) -> str:
-    """A server as `host:port` (what Prometheus calls its `instance`), from its URL."""
-    return url.split("://", 1)[-1].split("/", 1)[0]
+    """A server as `host:port` (what Prometheus calls its `instance`), from its URL (`urls.address_of`); never
+    with a user:password@, whatever URL a stored record holds."""
+    try:
+        return address_of(url)
+    except UrlRefused:
+        return url.split("://", 1)[-1].split("/", 1)[0].rpartition("@")[2]
 
 
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
@@ -85,9 +105,10 @@ class Textfile:
                add: Iterable[tuple[str, Mapping[str, str], float]] = (),
                drop: Iterable[tuple[str, Mapping[str, str]]] = ()) -> None:
         """Set gauges, add to counters and drop samples (a family name and its labels), then write the file.
-        Raises OSError when the directory cannot be written."""
+        Raises OSError when the directory cannot be written, or holds a link or a FIFO where specmon writes."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / ".specmon.prom.lock", "a") as lock:
+        lock = _open_lock(self.directory / LOCK_NAME)
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             samples = self.read()
             for name, labels in drop:
@@ -100,17 +121,40 @@ class Textfile:
                     family = samples.setdefault(name, {})
                     key = _key(name, labels)
                     family[key] = family.get(key, 0.0) + float(value)
-            write_to_textfile(str(self.path), _registry(samples))
+            self._write(generate_latest(_registry(samples)))
+        finally:
+            os.close(lock)
+
+    def _write(self, data: bytes) -> None:
+        """`data` to a new temporary file of an unguessable name (O_EXCL, never through a link), renamed over the
+        file (a link planted at the file's own name is replaced, never followed)."""
+        temporary = self.directory / f".{FILE_NAME}.{secrets.token_hex(8)}.tmp"
+        fd = open_private_file(temporary, exclusive=True, mode=FILE_MODE)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, self.path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
     def read(self) -> Samples:
         """The samples of specmon's families now in the file (others, and unreadable files, are left out)."""
         try:
-            with open(self.path, "rb") as handle:
-                data = handle.read(MAX_FILE_BYTES + 1)
+            data = read_file(self.path, MAX_FILE_BYTES, what="textfile", follow=False)
         except FileNotFoundError:
             return {}
-        if len(data) > MAX_FILE_BYTES:
+        except InputError:  # over its size, a FIFO, a device: started afresh (the rename replaces it)
             return {}
+        except OSError as error:
+            if error.errno == errno.ELOOP:  # a link planted at its name: never read through (the rename replaces it)
+                return {}
+            raise
         samples: Samples = {}
         count = 0
         try:
@@ -128,6 +172,24 @@ class Textfile:
         except ValueError:
             return {}
         return samples
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, opened read-only (enough to flock; created 0644 when absent, so that another user's
+    specmon may lock it too) without following a link and without waiting on a FIFO. OSError (ELOOP, or
+    EINVAL for anything but a regular file) otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise PrivatePathRefused(errno.ELOOP, "is a symbolic link (refused: never followed)",
+                                     str(path)) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{kind_of(mode)}, not a lock file (refused)", str(path))
+    return fd
 
 
 def _usable(value: object) -> bool:
@@ -167,7 +229,9 @@ def export(directory: Path | None, warn, **update) -> None:
     try:
         Textfile(directory).update(**update)
     except OSError as exc:
-        warn(f"could not write {Path(directory) / FILE_NAME}: {exc.strerror or exc}")
+        path = Path(directory) / FILE_NAME
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        warn(f"could not write {path}: {exc.strerror or exc}{where}")
 
 
 def bench_samples(url: str, preset: str | None, summary: Mapping, finished_at: float | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def test_headless_demo_saves_a_screenshot_and_leaves_no_emulator(tmp_path):
     assert not _emulators(marker), "quitting the demo stops the emulator"
     logs = list((tmp_path / "state").rglob("*.log"))
     assert logs and all(oct(p.stat().st_mode & 0o777) == "0o600" for p in logs)
+    # named as every launch's log (a switch's beside it, `specmon start`'s in runs/): when, then the preset
+    assert [p.name for p in logs if not re.fullmatch(rf"\d{{8}}-\d{{6}}-{marker}\.log", p.name)] == [], logs
     made = [p for p in (tmp_path / "state").rglob("*") if p.is_dir()] + [tmp_path / "state"]
     assert all(oct(p.stat().st_mode & 0o777) == "0o700" for p in made), "the state dirs it made are private"
 

@@ -11,8 +11,8 @@ import pytest
 
 from specmon.bench.stream import stream_client, stream_generate
 from specmon.http.client import MAX_HEAD_LINE, HttpClient
-from specmon.http.urls import proxy_for
 from specmon.serving.client import generate_payload
+from specmon.urls import proxy_for
 from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
 

@@ -215,3 +215,24 @@ async def test_a_server_screen_that_fails_says_so_in_the_fleet(monkeypatch):
         monkeypatch.setattr(app, "drill_argv", lambda server: [sys.executable, "-c", "raise SystemExit(3)", "x", "y"])
         await pilot.press("enter")
         assert await wait_for(pilot, lambda: any("exit code 3" in n.message for n in app._notifications))
+
+
+async def test_read_only_as_the_web_serves_it_writes_no_screenshot_and_offers_none(tmp_path, monkeypatch):
+    """`fleet --web` runs the fleet read-only: F8 writes no SVG there, and neither the footer nor the palette
+    offers it; outside read-only F8 saves one."""
+    monkeypatch.chdir(tmp_path)
+    app = fleet_app(read_only=True)
+    async with app.run_test(size=(100, 24)) as pilot:
+        app.show(fleet_snapshot())
+        assert await wait_for(pilot, lambda: "Quit" in screen_text(app))
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        footer = [line for line in screen_text(app).splitlines() if "Quit" in line][-1]
+        await pilot.press("f8")
+        await pilot.pause(0.2)
+    assert "Save an SVG screenshot" not in titles and "Shot" not in footer and "Refresh now" in titles
+    assert list(tmp_path.glob("*.svg")) == []
+    app = fleet_app()
+    async with app.run_test(size=(100, 24)) as pilot:
+        app.show(fleet_snapshot())
+        await pilot.press("f8")
+        assert await wait_for(pilot, lambda: list(tmp_path.glob("*.svg")))

@@ -10,7 +10,7 @@ import pytest
 from specmon.fleet.figures import figures
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, format_duration, host_of, parse_duration
-from specmon.fleet.promql import GAUGES_PART, FleetQueries, valid_selector, window_for
+from specmon.fleet.promql import GAUGES_PART, NOW_PART, FleetQueries, selector_problem, window_for
 from specmon.fleet.text import COLUMNS, columns_for, snapshot_lines, sparkline
 from specmon.fleet.tracker import FleetReading, FleetTracker, Record, Worker
 from specmon.live import rules
@@ -235,8 +235,8 @@ def test_window_is_four_scrape_intervals_at_least_and_durations_read_back():
 
 
 def test_selectors_are_checked():
-    assert valid_selector('job="sglang",env=~"prod.*"') and valid_selector("")
-    assert not valid_selector('job="sglang"} or vector(1) {') and not valid_selector('job="x')
+    assert selector_problem('job="sglang",env=~"prod.*"') is None and selector_problem("") is None
+    assert selector_problem('job="sglang"} or vector(1) {') and selector_problem('job="x')
 
 
 def test_dp_dedup_is_max_by_dp_rank_then_sum_and_every_query_spans_all_servers():
@@ -293,8 +293,8 @@ def test_a_refresh_reads_each_metric_once_in_a_few_tagged_requests():
 def test_recorded_columns_are_read_by_record_name_and_need_no_pass_of_their_own():
     everything = FleetQueries()
     recorded = FleetQueries(recorded=frozenset(c.key for c in everything.columns() if not c.inline_only))
-    assert {part.key for part in recorded.parts()} == {"up"} | recorded.recorded
-    records = {column.record for column in everything.columns()} | {everything.up()}
+    assert {part.key for part in recorded.parts()} == {"up", NOW_PART} | recorded.recorded
+    records = {column.record for column in everything.columns()} | {everything.up(), "vector(time())"}
     assert all(part.expr in records for part in recorded.parts())
     some = FleetQueries(recorded=frozenset({"queued", "decode_tok_s"}))
     gauges = next(part.expr for part in some.parts() if part.key == GAUGES_PART)
@@ -346,3 +346,33 @@ def test_a_target_labelled_with_one_of_specmon_s_presets_gets_its_algorithm_and_
     assert (rows["a:1"].algorithm, rows["a:1"].draft_tokens) == ("EAGLE3", 5)
     assert rows["b:1"].draft_tokens == 8  # what the server reports it runs wins
     assert (rows["c:1"].preset, rows["c:1"].algorithm, rows["c:1"].draft_tokens) == ("custom", None, None)
+
+
+@pytest.mark.parametrize(("instance", "url"), [
+    ("10.0.0.1:30000", "http://10.0.0.1:30000"),
+    ("node-a.cluster.local:30000", "http://node-a.cluster.local:30000"),
+    ("[fe80::1]:30000", "http://[fe80::1]:30000"),
+    ("10.0.0.1:30000/health_generate", "http://10.0.0.1:30000"),
+    ("10.0.0.1:30000/health_generate?x=#", "http://10.0.0.1:30000"),
+    ("10.0.0.1:30000?/generate", "http://10.0.0.1:30000"),
+    ("10.0.0.1:30000#frag", "http://10.0.0.1:30000"),
+    ("http://10.0.0.1:30000/metrics", "http://10.0.0.1:30000"),
+    ("x@10.0.0.2:80", None), ("user:pw@10.0.0.2:80/", None), ("10.0.0.1:30000@evil:80", None),
+    ("10.0.0.1", None), ("10.0.0.1:0", None), ("10.0.0.1:99999", None), ("10.0.0.1:３０", None),
+    ("a b:30000", None), ("10.0.0.1:30000\\@evil:1", None), ("", None), ("[::1:30000", None),
+])
+def test_a_target_s_url_is_its_host_and_port_only(instance, url):
+    from specmon.fleet.drill import target_url
+
+    found, why = target_url(instance)
+    assert found == url and (why is None) == (url is not None)
+    if why:
+        assert "not contacted" in why
+
+
+def test_at_most_eight_targets_are_asked_whether_they_answer():
+    from specmon.fleet.drill import MAX_TARGETS_TRIED, reachable_url
+
+    url, notes = reachable_url([f"x{i}@127.0.0.1:1" for i in range(20_000)], timeout_s=0.2)
+    assert url is None and notes[0] == f"20000 targets: the first {MAX_TARGETS_TRIED} asked"
+    assert len(notes) == 1 + MAX_TARGETS_TRIED

@@ -7,23 +7,14 @@ import asyncio
 import base64
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from specmon.cli import main
 from specmon.fleet.promapi import PromAuth, PromClient, PromError
+from tests.support.fake_prometheus import MATRIX, UP_SAMPLE, FakePrometheus, good, with_now
 
-CONFIG = {"status": "success", "data": {"yaml": "global:\n  scrape_interval: 15s\nscrape_configs:\n"
-                                               "- job_name: sglang\n  scrape_interval: 10s\n"}}
-UP_SAMPLE = {"metric": {"__name__": "up", "job": "sglang", "instance": "10.0.0.1:30000", "specmon_column": "up"},
-             "value": [1, "1"]}
-UP = {"status": "success", "data": {"resultType": "vector", "result": [UP_SAMPLE]}}
-EMPTY = {"status": "success", "data": {"resultType": "vector", "result": []}}
-MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": []}}
 TOKEN = "s3cret-token-value"
 
 
@@ -33,35 +24,6 @@ def vector(value: str) -> dict:
              "specmon_column": "gauges"}
     return {"status": "success", "data": {"resultType": "vector", "result": [
         UP_SAMPLE, {"metric": queue, "value": [1, value]}]}}
-
-
-def good(path: str, query: str) -> tuple[int, bytes]:
-    if path == "/api/v1/status/config":
-        return 200, json.dumps(CONFIG).encode()
-    if path == "/api/v1/query_range":
-        return 200, json.dumps(MATRIX).encode()
-    if "label_replace(up{" in query:  # the combined query of every column
-        return 200, json.dumps(UP).encode()
-    return 200, json.dumps(EMPTY).encode()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self):
-        url = urlparse(self.path)
-        query = parse_qs(url.query).get("query", [""])[0]
-        self.server.seen.append((url.path, dict(self.headers)))
-        status, body = self.server.script(url.path, query, self.headers)
-        if status == 0:  # hang: answer nothing until the client gives up
-            time.sleep(5)
-            return
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(autouse=True)
@@ -76,17 +38,13 @@ def fake():
     servers = []
 
     def serve(script):
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.script, server.seen = script, []
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = FakePrometheus(script)
         servers.append(server)
-        return server, f"http://127.0.0.1:{server.server_address[1]}"
+        return server, server.url
 
     yield serve
     for server in servers:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def fleet(url: str, *extra: str) -> list[str]:
@@ -168,14 +126,15 @@ async def test_a_hanging_prometheus_times_out_and_an_oversized_answer_is_refused
 def test_hostile_values_are_skipped_and_said(fake, capsys, value, why):
     def script(path, query, headers):
         if path == "/api/v1/query" and "label_replace(up{" in query:
-            return 200, json.dumps(vector(value)).encode()
+            return 200, json.dumps(with_now(vector(value))).encode()
         return good(path, query)
 
     _, url = fake(script)
     assert main(fleet(url)) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["servers"][0]["queued"] is None
-    assert f"skipped 1 value(s) of queued: {why}" in captured.err
+    said = "skipped 1 value(s) of queued" if why == "NaN" else "skipped 1 value(s) of sglang:num_queue_reqs (queued)"
+    assert f"{said}: {why}" in captured.err and captured.err.count("skipped") == 1
 
 
 def test_bearer_token_and_basic_auth_come_from_files_and_are_never_printed(fake, capsys, tmp_path):

@@ -130,7 +130,9 @@ async def test_a_ready_servers_trickle_reaches_the_log_pane_through_the_one_shot
     app = SpecmonApp(AppConfig(url="http://127.0.0.1:9", log_path=str(log_path), poll=False, trickle_s=0.5))
     async with app.run_test(size=(80, 24)) as pilot:
         log = app.screen.query_one("#log")
-        assert await wait_for(pilot, lambda: not app.cadence.often_active and app.feed.pending == 0)
+        assert await wait_for(pilot, lambda: app.cadence.due_set is False and app.cadence._often is not None
+                              and not app.cadence.often_active and app.feed.pending == 0
+                              and any("fired up" in line for line in log.lines[-5:]))  # the startup shown, paused
         for i in range(3):
             with log_path.open("a") as out:
                 out.write(f'[2026-12-02 13:30:0{i}] INFO:     127.0.0.1:4{i} - "POST /generate HTTP/1.1" 200 OK\n')

@@ -579,6 +579,7 @@ def test_an_api_key_that_cannot_go_in_a_header_is_refused_in_one_line(tmp_path, 
            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     if source == "file":
         (tmp_path / "key").write_text(key + "\n")
+        (tmp_path / "key").chmod(0o600)  # one others may read adds its warning line
         argv += ["--api-key-file", str(tmp_path / "key")]
         where = f"the API key file {tmp_path / 'key'}"
     else:

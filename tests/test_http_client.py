@@ -19,11 +19,11 @@ import pytest
 from specmon.http.client import MAX_HEAD_LINE, MAX_HEADERS, HttpClient
 from specmon.http.errors import ConnectError, RemoteProtocolError, RequestRefused
 from specmon.http.headers import auth_headers
-from specmon.http.urls import proxy_for
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.ports import free_port
 from specmon.serving.client import MAX_METRICS_BYTES, SGLangClient
 from specmon.serving.poller import ServerPoller
+from specmon.urls import proxy_for
 from tests.support.hostile_http import SGLANG_INFO, Answer, HostileServer
 from tests.support.raw_http import RawRequest, RawServer, answer
 from tests.support.serving_replay import ReplayServer

@@ -1,4 +1,4 @@
-"""Every URL specmon takes or builds is checked in one place (`specmon.http.urls.checked_url`): a bad one (a port
+"""Every URL specmon takes or builds is checked in one place (`specmon.urls.checked_url`): a bad one (a port
 out of 1..65535, a host that is no host, escapes, control characters, a length no server URL has) is one clear
 line and exit 2 on the command line, and a failed read (never a traceback) where one comes from a state file or
 a label. Nothing is sent to a URL that was refused."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from specmon.http.urls import MAX_URL_CHARS, BadUrl, checked_url, normalize_base_url
+from specmon.urls import MAX_URL_CHARS, UrlRefused, base_url, checked_url
 from tests.support.hostile_http import HostileServer, routes_of
 
 BAD_URLS = {
@@ -33,13 +33,13 @@ BAD_URLS = {
 @pytest.mark.parametrize("name", list(BAD_URLS))
 def test_a_bad_url_is_refused_in_one_printable_line_that_says_why(name):
     url, why = BAD_URLS[name]
-    with pytest.raises(BadUrl) as refused:
+    with pytest.raises(UrlRefused) as refused:
         checked_url(url, "--url")
     message = str(refused.value)
     assert message.startswith("--url ") and why in message, message
     assert "\n" not in message and "\x1b" not in message and len(message) < 300, message
-    with pytest.raises(BadUrl):
-        normalize_base_url(url)
+    with pytest.raises(UrlRefused):
+        base_url(url)
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:30000", "https://gpu-box:8443/prefix", "http://[::1]:1",
@@ -50,8 +50,8 @@ def test_a_good_url_passes_unchanged(url):
 
 def test_a_base_url_has_no_query_or_fragment():
     for url in ("http://127.0.0.1:30000/?x=1", "http://127.0.0.1:30000#top"):
-        with pytest.raises(BadUrl, match="no query or fragment"):
-            normalize_base_url(url)
+        with pytest.raises(UrlRefused, match="no query or fragment"):
+            base_url(url)
 
 
 COMMANDS = {
@@ -92,4 +92,5 @@ def test_a_bad_url_from_a_state_file_or_a_label_is_a_failed_read_not_a_traceback
     finally:
         source.close()
     assert not snapshot.available and "its port is not a number from 1 to 65535" in snapshot.reason
-    assert reachable_url(["127.0.0.1:99999", "gpu box:1", "x" * 5000 + ":1", "[::1:5"], timeout_s=1.0) is None
+    url, notes = reachable_url(["127.0.0.1:99999", "gpu box:1", "x" * 5000 + ":1", "[::1:5"], timeout_s=1.0)
+    assert url is None and len(notes) == 4 and all("not contacted" in note for note in notes), notes

@@ -37,7 +37,7 @@ def test_start_wait_prints_each_phase_and_capture_and_one_time_to_ready(oc):
         if args:
             assert said == [] and json.loads(done.stdout)["ready_after_s"] > 0, done.stderr
         else:
-            assert said == ["ready after"] and re.search(r"^ready after \d+\.\d s$", done.stdout, re.M), done.stdout
+            assert said == ["ready after"] and re.search(r"^ready after \d+\.\ds$", done.stdout, re.M), done.stdout
         assert oc.run("stop", "--yes").returncode == 0
 
 

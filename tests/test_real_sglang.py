@@ -229,7 +229,9 @@ def test_follower_on_a_growing_file_reaches_the_same_state(config: str, tmp_path
             tracker.feed_items(follower.poll())
             tracker.drain_events()
         tracker.feed_items(follower.poll())
-    assert tracker.state.to_json() == summary(config)[1]
+    summarised = summary(config)[1]
+    summarised.pop("acceptance")  # log-summary's reading of the served decode lines, beside the startup's state
+    assert tracker.state.to_json() == summarised
 
 
 def test_live_follow_output_agrees_with_the_summary() -> None:

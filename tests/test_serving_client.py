@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from specmon.http.urls import is_loopback
 from specmon.ports import free_port
 from specmon.serving.client import (
     AuthenticationFailed,
     SGLangClient,
     SGLangError,
-    normalize_base_url,
     resolve_api_key,
     spec_settings,
 )
+from specmon.urls import base_url, is_loopback
 from tests.support.serving_replay import API_FIXTURES, ReplayServer, first_stream
 
 
@@ -39,7 +38,7 @@ def _server_info(name: str) -> dict:
     ],
 )
 def test_base_url_is_normalised(given: str, expected: str) -> None:
-    assert normalize_base_url(given) == expected
+    assert base_url(given) == expected
 
 
 async def test_health_goes_from_starting_to_ready() -> None:

@@ -54,10 +54,11 @@ def test_ctrl_c_while_measuring_cancels_that_step_keeps_its_server_and_resumes(o
     plan = wait_for(lambda: (p := plan_of(oc)) and p["steps"][1]["bench_run_id"] and p, 150,
                     "the sweep measuring its second step")
     assert plan["steps"][1]["state"] == "pending", plan
-    code, err, took, _ = ctrl_c(sweep)
+    code, err, took, out = ctrl_c(sweep)
     assert code == 130, err[-3000:]
     assert f"specmon sweep --resume {plan['run_id']}" in err, err[-3000:]
     assert took < 60, f"it stopped after its step, not after the sweep: {took:.0f} s"
+    assert "left serving: slow-measure" in out, out  # what the cancelled step left serving, not "nothing"
 
     after = plan_of(oc)
     assert [s["state"] for s in after["steps"]] == ["measured", "cancelled", "pending"], after["steps"]

@@ -9,6 +9,7 @@ import functools
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from specmon import exits
@@ -100,8 +101,9 @@ def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.gpu.nvml import NvmlSource
     from specmon.http.headers import HeaderRefused
-    from specmon.serving.client import normalize_base_url, resolve_api_key
+    from specmon.serving.client import resolve_api_key
     from specmon.tui.config import AppConfig
+    from specmon.urls import base_url
 
     try:
         api_key = resolve_api_key(None)
@@ -157,7 +159,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 
         gpu_source = DemoGpuSource(found.gpu_url)
     config = AppConfig(
-        url=normalize_base_url(args.url),
+        url=base_url(args.url),
         log_path=args.log,
         preset=preset,
         presets=presets,
@@ -202,7 +204,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from specmon.gpu.demo import DemoGpuSource
     from specmon.launch.presets import load_presets
-    from specmon.launch.supervisor import ServerSupervisor, SupervisorError
+    from specmon.launch.supervisor import ServerSupervisor, SupervisorError, log_stem
     from specmon.ports import free_port_pair
     from specmon.tui.config import AppConfig
 
@@ -226,7 +228,7 @@ def run_demo(args: argparse.Namespace) -> int:
         preset = demos[default.name]
     port = free_port_pair()
     try:
-        log_path = demo_log_dir() / f"{preset.name}-{port}.log"
+        log_path = demo_log_dir() / f"{log_stem(preset.name)}.log"  # named as the switches' logs beside it
     except OSError as exc:
         from specmon.private_files import STATE_DIR_ENV
 
@@ -328,7 +330,7 @@ def fleet_server_config(args: argparse.Namespace, options):
     print(f"specmon fleet: {printable(args.server)}: reading its row from Prometheus…", file=sys.stderr, flush=True)
     snapshot = asyncio.run(snapshot_once(options, records={}, history=False))
     if snapshot.error:
-        print(f"specmon fleet: {snapshot.error}", file=sys.stderr)
+        print(f"specmon fleet: {printable(snapshot.error)}", file=sys.stderr)
         return EXIT_PROMETHEUS
     row = next((r for r in snapshot.rows if r.server == args.server), None)
     if row is None:
@@ -338,12 +340,15 @@ def fleet_server_config(args: argparse.Namespace, options):
     dcgm = DcgmGpuSource(functools.partial(_dcgm_series, options, row.host))
     print(f"specmon fleet: {printable(args.server)}: asking its address whether it answers from here…",
           file=sys.stderr, flush=True)
-    url = reachable_url(row.targets)
+    url, notes = reachable_url(row.targets)
+    for note in notes:
+        print(f"specmon fleet: {printable(args.server)}: {printable(note)}", file=sys.stderr)
     if url is not None:
         from specmon.ports import is_loopback_host
 
         return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback_host(row.host or "") else dcgm, read_only=True)
-    last_up_at = None if row.last_seen_s is None or snapshot.taken_at is None else snapshot.taken_at - row.last_seen_s
+    # on this host's clock (the snapshot's is Prometheus'): the drill-down says "last seen N ago" by it
+    last_up_at = None if row.last_seen_s is None else time.time() - row.last_seen_s
     config = AppConfig(
         url=f"{options.prometheus} · {args.server}", poll=False, read_only=True, gpu_source=dcgm,
         live_source=lambda monitor: PromLiveSampler(options.client, options.queries, args.server, monitor,

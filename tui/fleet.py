@@ -56,6 +56,7 @@ class FleetApp(QuietTerminal, App):
         self.argv = argv
         """The `specmon fleet ...` command line this app runs (a drill-down adds `--server NAME`)."""
         self.read_only_drill = read_only
+        """Read-only (`--read-only`, as `--web` runs it): drill-downs read-only, and no screenshot (a file)."""
         self.poll = poll
         self.exit_after_s = exit_after_s
         self.screenshot_path = screenshot_path
@@ -95,8 +96,14 @@ class FleetApp(QuietTerminal, App):
             shots.save_svg(self, self.screenshot_path)
         self.exit(0)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Read-only (as `--web` runs it): no screenshot, which writes a file (F8 hidden from the footer)."""
+        return not (self.read_only_drill and action == "screenshot")
+
     def get_system_commands(self, screen) -> Iterator[SystemCommand]:
         for binding in BINDINGS:
+            if self.check_action(binding.action, ()) is False:
+                continue
             title, help_text = ACTION_HELP[binding.action]
             yield SystemCommand(title, help_text, lambda a=binding.action: self.run_action(a))
 

@@ -160,7 +160,8 @@ def run_bench(args: argparse.Namespace) -> int:
     from specmon.text import strict_json
 
     try:
-        api_key = resolve_api_key(args.api_key_file)
+        api_key = resolve_api_key(
+            args.api_key_file, warn=lambda line: print(f"specmon bench: warning: {printable(line)}", file=sys.stderr))
     except OSError as exc:
         print(f"specmon bench: cannot read the API key file {printable(args.api_key_file)}: {exc.strerror or exc}",
               file=sys.stderr)

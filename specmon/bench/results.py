@@ -20,6 +20,7 @@ from typing import Any
 from specmon.bench.model import BenchResult, RequestResult
 from specmon.inputs import MIB, parse_json, read_file
 from specmon.private_files import make_private_dir, open_private_file, state_dir
+from specmon.urls import base_url
 
 RESULTS_SUBDIR = "results"
 MAX_RUN_FILE_BYTES = 512 * MIB
@@ -311,8 +312,11 @@ def _run_record(record: dict[str, Any]) -> BenchResult:
     started = record.get("started_at", 0.0)
     if not _is_number(started, 0, 1e11):
         raise ValueError(f"started_at {started!r} is not a time")
+    url = str(record.get("url", ""))
+    if url:
+        base_url(url, what="its url")  # UrlRefused (a ValueError): a user:password@ is never shown nor exported
     return BenchResult(
-        run_id=record["run_id"], preset=str(record.get("preset", "")), url=str(record.get("url", "")),
+        run_id=record["run_id"], preset=str(record.get("preset", "")), url=url,
         started_at=float(started), settings=settings, server=server,
     )
 

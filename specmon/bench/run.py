@@ -104,9 +104,9 @@ class BenchRun:
         own_tokens: OwnTokens = OWN_TOKENS,
         asked: Mapping[str, Any] | None = None,
     ) -> None:
-        from specmon.serving.client import normalize_base_url
+        from specmon.urls import base_url
 
-        self.url = normalize_base_url(url)
+        self.url = base_url(url)
         self.settings = RunSettings.of(settings)
         self.preset = preset_name or UNNAMED_PRESET
         self._auto_label = not preset_name

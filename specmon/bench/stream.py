@@ -23,6 +23,7 @@ from specmon.bench.stats import is_degenerate
 from specmon.http.client import HttpClient, Streamed
 from specmon.http.errors import AnswerRefused, HttpError
 from specmon.http.headers import auth_headers
+from specmon.redact import redacted_text
 
 MAX_ERROR_CHARS = 300
 # A count this far past max_new_tokens is the server's error, not a verify step's overshoot.
@@ -36,6 +37,9 @@ DEFAULT_STALL_TIMEOUT_S = 60.0
 
 class StreamError(Exception):
     """The stream broke: an HTTP error, a non-JSON body, garbled SSE, or an error event from the server."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redacted_text(message))  # stored with the run: a server's words may echo the API key
 
 
 class InvalidAnswer(StreamError):

@@ -294,7 +294,7 @@ class _NonEmpty:
                     yield family
 
 
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 BANNER = b"# specmon SGLang 0.5.16 emulator: emulated metrics, not a real SGLang server\n"
 
 

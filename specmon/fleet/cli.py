@@ -5,17 +5,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import shutil
 import sys
 from dataclasses import dataclass
 
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromAuth, PromClient, PromError
-from specmon.fleet.promql import FleetQueries, valid_label_name, valid_selector
-from specmon.http.urls import BadUrl, checked_url
-from specmon.text import strict_json
+from specmon.fleet.promql import (
+    MAX_WINDOW_S,
+    FleetQueries,
+    canonical_selector,
+    selector_problem,
+    valid_label_name,
+)
+from specmon.text import printable, quoted, strict_json
+from specmon.urls import UrlRefused, base_url
 
 EXIT_OK, EXIT_ALERTING, EXIT_PROMETHEUS = 0, 1, 2
+MAX_INTERVAL_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -30,23 +38,33 @@ class FleetOptions:
     auth: PromAuth
 
     def problems(self) -> list[str]:
+        """What is wrong with the options, each in one line; the secret and CA files are read now (a secret
+        file others may read is warned of on stderr)."""
         q = self.queries
         out = []
-        if not valid_selector(q.selector):
-            out.append(f"--selector {q.selector!r} is not a list of matchers (e.g. 'job=\"sglang\"', no braces)")
-        if not valid_selector(q.gpu_selector):
-            out.append(f"--gpu-selector {q.gpu_selector!r} is not a list of matchers (e.g. 'job=\"dcgm\"')")
+        for flag, selector, example in (("--selector", q.selector, 'job="sglang"'),
+                                        ("--gpu-selector", q.gpu_selector, 'job="dcgm"')):
+            problem = selector_problem(selector)
+            if problem:
+                out.append(f"{flag} {quoted(selector)} is not a list of matchers ({problem}; e.g. '{example}', "
+                           f"no braces)")
         for flag, name in (("--server-label", q.server_label), ("--host-label", q.host_label)):
             if name is not None and not valid_label_name(name):
-                out.append(f"{flag} {name!r} is not a Prometheus label name")
-        if not self.window_s > 0 or not self.interval_s > 0:
-            out.append("--window and --interval must be positive")
+                out.append(f"{flag} {quoted(name)} is not a Prometheus label name")
+        for flag, seconds, most in (("--window", self.window_s, MAX_WINDOW_S),
+                                    ("--interval", self.interval_s, MAX_INTERVAL_S)):
+            if not (math.isfinite(seconds) and 0 < seconds <= most):
+                out.append(f"{flag} {seconds:g} is not a number of seconds above 0 and at most {most:g}")
         for flag, url in (("--prometheus", self.prometheus), *(("--router", router) for router in self.routers)):
             try:
                 if url is not None:
-                    checked_url(url, flag)
-            except BadUrl as exc:
+                    base_url(url, what=flag, scheme_required=True)
+            except UrlRefused as exc:
                 out.append(str(exc))
+        try:
+            self.auth.check(warn=lambda line: print(f"specmon fleet: warning: {printable(line)}", file=sys.stderr))
+        except PromError as exc:
+            out.append(exc.message)
         return out
 
     def client(self) -> PromClient:
@@ -55,8 +73,11 @@ class FleetOptions:
 
 
 def options_from(args: argparse.Namespace) -> FleetOptions:
-    queries = FleetQueries(selector=args.selector, server_label=args.server_label, host_label=args.host_label,
-                           gpu_selector=args.gpu_selector, window_s=float(args.window))
+    """The options of a `fleet` command line, its selectors in canonical form (`problems()` says what is wrong
+    with them)."""
+    queries = FleetQueries(selector=canonical_selector(args.selector), server_label=args.server_label,
+                           host_label=args.host_label, gpu_selector=canonical_selector(args.gpu_selector),
+                           window_s=float(args.window))
     return FleetOptions(args.prometheus, queries, float(args.window), float(args.interval), tuple(args.router or ()),
                         PromAuth(args.bearer_token_file, args.basic_auth_file, args.ca_file))
 
@@ -83,10 +104,10 @@ def run_fleet(args: argparse.Namespace) -> int:
         return EXIT_PROMETHEUS
     snapshot = asyncio.run(snapshot_once(options))
     if snapshot.error:
-        print(f"specmon fleet: {snapshot.error}", file=sys.stderr)
+        print(f"specmon fleet: {printable(snapshot.error)}", file=sys.stderr)
         return EXIT_PROMETHEUS
     for note in (*snapshot.notes, *([snapshot.gpu_note] if snapshot.gpu_note else [])):
-        print(f"specmon fleet: {note}", file=sys.stderr)
+        print(f"specmon fleet: {printable(note)}", file=sys.stderr)
     if args.json:
         print(strict_json(snapshot.to_json(), indent=2))
     else:

@@ -4,10 +4,12 @@ its `sglang:*` samples (turned into the exposition text the /metrics parser read
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterable
 
+from specmon.fleet.matchers import valid_label_name
 from specmon.fleet.model import FleetRow
 from specmon.fleet.promapi import PromClient, PromError, Sample
 from specmon.fleet.promql import FleetQueries
@@ -19,6 +21,7 @@ from specmon.loop_thread import LoopThread
 from specmon.serving.prom import parse_scrape
 from specmon.text import printable
 
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 TARGET_LABELS = frozenset({"instance", "job", "__name__"})
 """Labels Prometheus adds per target: left out, so a multi-node server's ranks merge as one /metrics would."""
 
@@ -32,9 +35,10 @@ def samples_text(samples: Iterable[Sample], drop: frozenset[str] = TARGET_LABELS
     lines = []
     for sample in samples:
         name = sample.labels.get("__name__")
-        if not name:
+        if not name or not _METRIC_NAME.fullmatch(name):  # a name or label name that is not one: no line of its own
             continue
-        labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items()) if k not in drop)
+        labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items())
+                          if k not in drop and valid_label_name(k))
         lines.append(f"{name}{{{labels}}} {sample.value!r}" if labels else f"{name} {sample.value!r}")
     return "\n".join(lines) + "\n"
 
@@ -109,20 +113,50 @@ def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Ale
     return down, Alert("fleet", "info", printable(f"fleet row: {facts}"))
 
 
-def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> str | None:
-    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL.
-    Each answer is read within `timeout_s` and at most MAX_INFO_BYTES once decoded (else not SGLang's)."""
+MAX_TARGETS_TRIED = 8
+"""A server's targets asked whether they answer from here, at most (each may take the whole timeout)."""
+
+
+def target_url(instance: str) -> tuple[str | None, str | None]:
+    """The URL of a scrape target (its `instance` label), made from its host and port only: `http://host:port`.
+    A scheme, path, query or fragment the label carries is left off (SGLang's /health_generate generates); what
+    is left must be a plain `host:port` (`urls.target_url`: a label that names a user, `user@host`, which would
+    send the request to the host after `@`, has no port or a host that is not a name or an address is not
+    contacted). Returns (URL, None) or (None, why)."""
+    from specmon.urls import UrlRefused
+    from specmon.urls import target_url as plain_target_url
+
+    text = instance.split("://", 1)[1] if "://" in instance else instance
+    address = re.split(r"[/?#]", text, maxsplit=1)[0]
+    try:
+        return plain_target_url(address, what="target"), None
+    except UrlRefused as exc:
+        return None, f"{exc}: not contacted"
+
+
+def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> tuple[str | None, list[str]]:
+    """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL
+    of its host and port only (`target_url`), and what was said of the targets not asked (at most
+    MAX_TARGETS_TRIED are). Each answer is read within `timeout_s` and at most MAX_INFO_BYTES once decoded (else
+    not SGLang's)."""
     from specmon.http.blocking import BlockingFetcher
     from specmon.http.errors import HttpError
     from specmon.serving.client import MAX_INFO_BYTES
 
+    notes: list[str] = []
+    targets = list(targets)
+    if len(targets) > MAX_TARGETS_TRIED:
+        notes.append(f"{len(targets)} targets: the first {MAX_TARGETS_TRIED} asked")
     with BlockingFetcher(connect_timeout_s=timeout_s) as fetcher:
-        for target in targets:
-            url = f"http://{target}"
+        for target in targets[:MAX_TARGETS_TRIED]:
+            url, why = target_url(target)
+            if url is None:
+                notes.append(why or "")
+                continue
             try:
                 for path in ("/model_info", "/get_model_info"):
                     if fetcher.fetch("GET", url + path, limit=MAX_INFO_BYTES, deadline_s=timeout_s).status_code == 200:
-                        return url
+                        return url, notes
             except HttpError:
                 continue
-    return None
+    return None, notes

@@ -1,18 +1,21 @@
-"""A read-only client of Prometheus' HTTP API (specmon.http): instant and range queries and the scrape configuration.
+"""A read-only client of Prometheus' HTTP API (specmon.http): instant and range queries, the scrape configuration.
 
 Only GETs. Secrets come from files (a bearer token, `user:password` for basic auth), never from the command
-line, and are never printed. Every answer goes through specmon's bounds (`HttpClient.fetch`: at most
-MAX_ANSWER_BYTES once decoded, whole within its deadline, strict JSON); a malformed one is a PromError, never a
-traceback. Values are returned as Prometheus gives them (NaN and ±Inf included): the fleet's
-columns check them (`promql.Column.check`).
+line, and are never printed: every PromError's text is redacted (`redact.redacted_text`), whatever Prometheus
+or a proxy in front of it echoes. Every answer goes through specmon's bounds (`HttpClient.fetch`: at most
+MAX_ANSWER_BYTES once decoded, whole within its deadline; nested at most inputs.MAX_DEPTH); a malformed one is a
+PromError, never a traceback. Values are returned as Prometheus gives them (NaN and ±Inf included, a JSON number
+read as the string Prometheus sends): the fleet's columns check them (`promql.Column.check`). What an answer says beside its data (Prometheus' `warnings` and `infos`) and the series
+left out of it (labels over the bounds, a series answered twice) are kept in `PromClient.notes`, said by the
+caller: never dropped without a word.
 """
 
 from __future__ import annotations
 
 import math
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
@@ -21,19 +24,34 @@ from specmon.http.client import HttpClient
 from specmon.http.decode import DECODED
 from specmon.http.errors import AnswerRefused, AnswerTooLarge, HttpError, RequestTimeout, TransportError
 from specmon.http.headers import HeaderRefused, auth_headers
+from specmon.inputs import MIB, InputError, parse_json, read_secret, read_text
+from specmon.redact import redacted_text, remember_secret
+from specmon.text import printable, quoted
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """An answer longer than this is refused: bounded memory whatever a proxy in front of Prometheus sends."""
 MAX_SECRET_BYTES = 16 * 1024
+MAX_CA_BYTES = 16 * MIB
+"""A CA bundle larger than this is refused (Debian's whole ca-certificates bundle is 220 KB)."""
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 1024
+"""A series with more labels, or a label longer, is left out of its answer (and said): never cut short, which
+would merge two servers whose names differ only past the cut."""
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""A status/config YAML longer than this is not parsed (a real one is a few KiB; PyYAML takes seconds per MiB)."""
+MAX_SCRAPE_S = 3600.0
+"""A scrape interval over an hour cannot be a live fleet's (its rate window would be hours): not used, said."""
+MAX_WARNINGS = 3
+"""Prometheus' warnings and infos said per answer (the rest counted)."""
 USER_AGENT = "specmon-fleet"
 
 
 class PromError(Exception):
-    """Prometheus could not be asked: `kind` is "unreachable", "unauthorized", "bad_answer" or "query"."""
+    """Prometheus could not be asked: `kind` is "unreachable", "unauthorized", "bad_answer" or "query". The
+    message is printable (outside text in it escaped)."""
 
     def __init__(self, kind: str, message: str) -> None:
+        message = printable(redacted_text(message))
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -47,23 +65,32 @@ class PromAuth:
     basic_auth_file: str | None = None
     ca_file: str | None = None
 
-    def headers_and_auth(self) -> tuple[dict[str, str], tuple[str, str] | None]:
+    def check(self, warn: Callable[[str], None] | None = None) -> None:
+        """Read every file now, before anything is asked (PromError on a bad one); a secret file others may
+        read is told to `warn`."""
+        self.headers_and_auth(warn)
+        self.verify()
+
+    def headers_and_auth(self, warn: Callable[[str], None] | None = None
+                         ) -> tuple[dict[str, str], tuple[str, str] | None]:
         """The Authorization header or basic auth, read from the files now (raises PromError on a bad file)."""
         if self.bearer_token_file and self.basic_auth_file:
             raise PromError("bad_answer", "give a bearer-token file or a basic-auth file, not both")
         if self.bearer_token_file:
-            token = _read_secret(self.bearer_token_file, "bearer-token file").strip()
+            token = _read_secret(self.bearer_token_file, "bearer-token file", warn).strip()
             if not token:
                 raise PromError("unauthorized", f"the bearer-token file {self.bearer_token_file} holds no token")
+            remember_secret(token)
             try:
                 return auth_headers(token, f"the bearer-token file {self.bearer_token_file}"), None
             except HeaderRefused as exc:
                 raise PromError("unauthorized", str(exc)) from None
         if self.basic_auth_file:
-            line = _read_secret(self.basic_auth_file, "basic-auth file").splitlines()
+            line = _read_secret(self.basic_auth_file, "basic-auth file", warn).splitlines()
             user, sep, password = (line[0] if line else "").partition(":")
             if not sep or not user:
                 raise PromError("unauthorized", f"the basic-auth file {self.basic_auth_file} is not `user:password`")
+            remember_secret(password, user=user)
             return {}, (user, password)
         return {}, None
 
@@ -71,20 +98,22 @@ class PromAuth:
         if not self.ca_file:
             return True
         try:
-            return ssl.create_default_context(cafile=self.ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise PromError("unreachable", f"the CA file {self.ca_file} could not be read: {exc}") from None
+            bundle = read_text(self.ca_file, MAX_CA_BYTES, what="CA file")
+            return ssl.create_default_context(cadata=bundle)
+        except (OSError, ssl.SSLError, ValueError) as exc:  # InputError (a FIFO, too big) and UnicodeDecodeError
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise PromError("unreachable", f"the CA file {self.ca_file} could not be read: {reason}") from None
 
 
-def _read_secret(path: str, what: str) -> str:
+def _read_secret(path: str, what: str, warn: Callable[[str], None] | None) -> str:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_SECRET_BYTES + 1)
+        return read_secret(path, MAX_SECRET_BYTES, what=what, warn=warn)
+    except InputError as exc:  # a FIFO, a device, a directory, too large: refused before anything is read
+        raise PromError("unauthorized", str(exc)) from None
+    except UnicodeDecodeError:
+        raise PromError("unauthorized", f"the {what} {path} is not UTF-8 text") from None
     except OSError as exc:
         raise PromError("unauthorized", f"the {what} {path} could not be read: {exc.strerror}") from None
-    if len(data) > MAX_SECRET_BYTES:
-        raise PromError("unauthorized", f"the {what} {path} is larger than {MAX_SECRET_BYTES} bytes")
-    return data.decode("utf-8", "replace")
 
 
 class Sample(NamedTuple):
@@ -104,10 +133,12 @@ class RangeSeries:
 
 @dataclass(frozen=True)
 class ScrapeConfig:
-    """The scrape intervals Prometheus runs with: the global one and each job's."""
+    """The scrape intervals Prometheus runs with: the global one and each job's. `notes`: intervals that could
+    not be used, and why."""
 
     global_s: float
     by_job: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def interval_for(self, jobs: set[str] | frozenset[str] = frozenset()) -> float:
         """The longest interval among `jobs` (all jobs when none is known)."""
@@ -124,10 +155,14 @@ class PromClient:
         self.auth = auth or PromAuth()
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
+        self.notes: list[str] = []
+        """What the answers said beside their data (`take_notes`)."""
+        self.left_out: dict[str, int] = {}
+        """Series left out of the answers since the last `take_notes`, by why."""
         self._http: HttpClient | None = None
 
     async def __aenter__(self) -> PromClient:
-        from specmon.http.urls import is_loopback
+        from specmon.urls import is_loopback
 
         headers, basic = self.auth.headers_and_auth()
         # On loopback there is no network to spare: compressing the answers would only cost Prometheus CPU.
@@ -143,8 +178,16 @@ class PromClient:
             await self._http.aclose()
             self._http = None
 
+    def take_notes(self) -> list[str]:
+        """What was said since the last call: each note once, in order, then the series left out, by why."""
+        notes = list(dict.fromkeys(self.notes)) + [f"{count} series left out of Prometheus' answers: {why}"
+                                                   for why, count in self.left_out.items()]
+        self.notes, self.left_out = [], {}
+        return notes
+
     async def query(self, expr: str, at: float | None = None) -> list[Sample]:
-        """An instant query; its result must be a vector (or a scalar, given as one unlabelled sample)."""
+        """An instant query (at Prometheus' own time unless `at` is given); its result must be a vector (or a
+        scalar, given as one unlabelled sample)."""
         params = {"query": expr}
         if at is not None:
             params["time"] = f"{at:.3f}"
@@ -153,8 +196,9 @@ class PromClient:
         if kind == "scalar":
             return [Sample({}, _value(result))]
         if kind != "vector" or not isinstance(result, list):
-            raise PromError("bad_answer", f"query answered {kind!r}, not a vector")
-        return [Sample(_labels(item), _value(item.get("value"))) for item in result if isinstance(item, dict)]
+            raise PromError("bad_answer", f"query answered {quoted(kind)}, not a vector")
+        return [Sample(labels, value) for labels, value in
+                self._kept([(item, _value(item.get("value"))) for item in result if isinstance(item, dict)])]
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> list[RangeSeries]:
         data = await self._api("/api/v1/query_range",
@@ -162,42 +206,55 @@ class PromClient:
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise PromError("bad_answer", "range query did not answer a matrix")
-        series = []
+        items = []
         for item in result:
             values = item.get("values") if isinstance(item, dict) else None
-            if not isinstance(values, list):
+            if isinstance(values, list):
+                items.append((item, tuple((_time(v), _value(v)) for v in values)))
+        return [RangeSeries(labels, points) for labels, points in self._kept(items)]
+
+    def _kept(self, items: list[tuple[Any, Any]]) -> list[tuple[dict[str, str], Any]]:
+        """The series of an answer whose labels are within the bounds, each once: a series answered twice is
+        kept once when both say the same, else neither is used (said in `notes`)."""
+        kept: dict[tuple, tuple[dict[str, str], Any]] = {}
+        conflicting: set[tuple] = set()
+        for item, value in items:
+            labels = _labels(item)
+            if isinstance(labels, str):
+                self._leave_out(labels)
                 continue
-            points = tuple((_time(v), _value(v)) for v in values)
-            series.append(RangeSeries(_labels(item), points))
-        return series
+            key = tuple(labels.items())  # Prometheus writes each series' labels in one order (sorted)
+            if key not in kept:
+                kept[key] = (labels, value)
+            elif _same(kept[key][1], value):
+                self._leave_out("answered twice with the same labels and values (counted once)")
+            else:
+                conflicting.add(key)
+        if conflicting:
+            self._leave_out("answered twice with the same labels, different values (neither used)", len(conflicting))
+        return [pair for key, pair in kept.items() if key not in conflicting]
+
+    def _leave_out(self, why: str, count: int = 1) -> None:
+        self.left_out[why] = self.left_out.get(why, 0) + count
 
     async def scrape_config(self) -> ScrapeConfig:
         """The scrape intervals from `/api/v1/status/config` (the YAML Prometheus runs with)."""
         data = await self._api("/api/v1/status/config", {})
-        text = data.get("yaml")
-        if not isinstance(text, str):
-            raise PromError("bad_answer", "status/config answered no yaml")
-        try:
-            config = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise PromError("bad_answer", f"status/config's yaml is unreadable: {str(exc)[:120]}") from None
-        config = config if isinstance(config, dict) else {}
-        global_section = config.get("global") if isinstance(config.get("global"), dict) else {}
-        global_s = parse_duration(global_section.get("scrape_interval")) or 60.0
-        by_job: dict[str, float] = {}
-        for job in config.get("scrape_configs") or []:
-            if isinstance(job, dict) and isinstance(job.get("job_name"), str):
-                by_job[job["job_name"]] = parse_duration(job.get("scrape_interval")) or global_s
-        return ScrapeConfig(global_s, by_job)
+        return read_scrape_config(data.get("yaml"))
 
-    async def recording_rules(self) -> dict[str, str]:
-        """The recording rules Prometheus evaluates: record name → its expression (as Prometheus prints it)."""
+    async def recording_rules(self) -> dict[str, RecordingRule]:
+        """The recording rules Prometheus evaluates, by record name: expression (as Prometheus prints it),
+        health ("ok", "err", "unknown": not evaluated yet; "" when not said) and last error."""
         data = await self._api("/api/v1/rules", {"type": "record"})
-        rules: dict[str, str] = {}
-        for group in data.get("groups") or []:
-            for rule in (group.get("rules") or []) if isinstance(group, dict) else []:
+        rules: dict[str, RecordingRule] = {}
+        groups = data.get("groups")
+        for group in groups if isinstance(groups, list) else []:
+            group_rules = group.get("rules") if isinstance(group, dict) else None
+            for rule in group_rules if isinstance(group_rules, list) else []:
                 if isinstance(rule, dict) and isinstance(rule.get("name"), str) and isinstance(rule.get("query"), str):
-                    rules[rule["name"]] = rule["query"]
+                    health, error = rule.get("health"), rule.get("lastError")
+                    rules[rule["name"]] = RecordingRule(rule["query"], health if isinstance(health, str) else "",
+                                                        error if isinstance(error, str) else "")
         return rules
 
     async def _api(self, path: str, params: dict[str, str]) -> dict[str, Any]:
@@ -213,57 +270,155 @@ class PromClient:
             raise PromError("bad_answer", f"Prometheus' answer to {path}: {exc.reason}") from None
         except HttpError as exc:
             raise PromError("bad_answer", f"Prometheus at {self.url}: {type(exc).__name__}") from None
-        status = got.status_code
-        if status in (401, 403):
-            raise PromError("unauthorized", f"Prometheus at {self.url} answered HTTP {status} (check the credentials)")
-        try:
-            answer = got.json(f"Prometheus' answer to {path}")
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict) or answer.get("status") not in ("success", "error"):
-            raise PromError("bad_answer", f"Prometheus at {self.url} answered HTTP {status} with no API answer "
-                            f"(is it Prometheus?)")
-        if answer["status"] == "error":
-            message = str(answer.get("error", "error"))[:300]
-            kind = "query" if answer.get("errorType") in ("bad_data", "execution", "timeout") else "bad_answer"
-            raise PromError(kind, f"Prometheus refused {path}: {message}")
-        data = answer.get("data")
-        if not isinstance(data, dict):
-            raise PromError("bad_answer", f"Prometheus at {self.url} answered no data object")
+        data, notes = api_data(self.url, path, got.status_code, got.content)
+        self.notes += notes
         return data
 
 
-def _labels(item: Any) -> dict[str, str]:
+@dataclass(frozen=True)
+class RecordingRule:
+    """A recording rule as Prometheus' /api/v1/rules gives it."""
+
+    query: str
+    health: str = "ok"
+    last_error: str = ""
+
+
+def api_data(url: str, path: str, status: int, body: bytes) -> tuple[dict[str, Any], list[str]]:
+    """An API answer's `data` object and what it said beside it (its `warnings` and `infos`, printable and
+    bounded); PromError for a refusal, an error answer or something that is not Prometheus' API."""
+    if status in (401, 403):
+        raise PromError("unauthorized", f"Prometheus at {url} answered HTTP {status} (check the credentials)")
+    try:
+        answer = parse_json(body, where=f"Prometheus' answer to {path}")
+    except InputError as exc:
+        raise PromError("bad_answer", str(exc)) from None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or answer.get("status") not in ("success", "error"):
+        raise PromError("bad_answer", f"Prometheus at {url} answered HTTP {status} with no API answer "
+                        f"(is it Prometheus?)")
+    if answer["status"] == "error":
+        error = answer.get("error", "error")
+        message = error if isinstance(error, str) else repr(error)
+        kind = "query" if answer.get("errorType") in ("bad_data", "execution", "timeout") else "bad_answer"
+        raise PromError(kind, f"Prometheus refused {path}: {message[:300]}")
+    data = answer.get("data")
+    if not isinstance(data, dict):
+        raise PromError("bad_answer", f"Prometheus at {url} answered no data object")
+    notes = []
+    for key, said in (("warnings", "warns"), ("infos", "notes")):
+        items = answer.get(key)
+        if not isinstance(items, list) or not items:
+            continue
+        texts = [quoted(item, 200) if isinstance(item, str) else quoted(repr(item)[:200]) for item in items]
+        more = f" (and {len(texts) - MAX_WARNINGS} more)" if len(texts) > MAX_WARNINGS else ""
+        notes.append(f"Prometheus {said} about {path}: {'; '.join(texts[:MAX_WARNINGS])}{more}")
+    return data, notes
+
+
+def _labels(item: Any) -> dict[str, str] | str:
+    """A series' labels, or why it is left out (more than MAX_LABELS labels, one over MAX_LABEL_CHARS, one that
+    is not text or not valid Unicode)."""
     metric = item.get("metric") if isinstance(item, dict) else None
     if not isinstance(metric, dict):
         return {}
-    if len(metric) <= MAX_LABELS:
-        for key, value in metric.items():
-            if type(value) is not str or len(value) > MAX_LABEL_CHARS or len(key) > MAX_LABEL_CHARS:
-                break
-        else:
-            return metric  # the usual answer, already as it should be (JSON object keys are always strings)
-    labels = {}
-    for key, value in list(metric.items())[:MAX_LABELS]:
-        if isinstance(value, str):
-            labels[key[:MAX_LABEL_CHARS]] = value[:MAX_LABEL_CHARS]
-    return labels
+    if len(metric) > MAX_LABELS:
+        return f"more than {MAX_LABELS} labels"
+    for key, value in metric.items():
+        if type(value) is not str:
+            return "a label value that is not text"
+        if len(value) > MAX_LABEL_CHARS or len(key) > MAX_LABEL_CHARS:
+            return f"a label over {MAX_LABEL_CHARS} characters"
+        if not (value.isascii() and key.isascii()) and not _unicode(key + value):
+            return "a label that is not valid Unicode"
+    return metric
+
+
+def _unicode(text: str) -> bool:
+    """Whether `text` is valid Unicode (JSON's `\\ud800` escapes decode to lone surrogates, which no terminal,
+    URL or PromQL string can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _same(first: Any, second: Any) -> bool:
+    """Whether two values (or two tuples of points) of a series answered twice are the same (NaN is NaN)."""
+    if isinstance(first, tuple) and isinstance(second, tuple):
+        return len(first) == len(second) and all(_same(a, b) for a, b in zip(first, second, strict=True))
+    return first == second or (first != first and second != second)
 
 
 def _value(pair: Any) -> float:
-    """`[time, "value"]` → float (NaN for anything unreadable)."""
-    if type(pair) is not list or len(pair) != 2 or type(pair[1]) is not str:
+    """`[time, "value"]` → float (a JSON number, as a compatible backend may send it, too; NaN for anything
+    unreadable, ±Inf for a number too large). Python's float() also takes `1_000` and spaces, which Prometheus
+    never writes: refused."""
+    if type(pair) is not list or len(pair) != 2:
         return math.nan
-    try:
-        return float(pair[1])
-    except ValueError:
-        return math.nan
+    value = pair[1]
+    if type(value) is str:
+        if len(value) > 64 or "_" in value or value[:1].isspace() or value[-1:].isspace():
+            return math.nan
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    if type(value) in (int, float):
+        try:
+            return float(value)
+        except OverflowError:  # an integer past a float's range
+            return math.inf if value > 0 else -math.inf
+    return math.nan
 
 
 def _time(pair: Any) -> float:
-    if isinstance(pair, list) and pair and isinstance(pair[0], int | float):
-        return float(pair[0])
+    if isinstance(pair, list) and pair and type(pair[0]) in (int, float):
+        try:
+            return float(pair[0])
+        except OverflowError:
+            return math.nan
     return math.nan
+
+
+def read_scrape_config(text: Any) -> ScrapeConfig:
+    """The scrape intervals of status/config's YAML: the global one (60 s, Prometheus' default, when it says
+    none) and each job's. An interval that cannot be used (over MAX_SCRAPE_S, unreadable) is left out and said
+    in `notes`; PromError when the YAML cannot be read at all."""
+    if not isinstance(text, str):
+        raise PromError("bad_answer", "status/config answered no yaml")
+    if len(text) > MAX_CONFIG_BYTES:
+        raise PromError("bad_answer", f"status/config's yaml is over {MAX_CONFIG_BYTES} bytes")
+    try:
+        config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise PromError("bad_answer", f"status/config's yaml is unreadable: {str(exc)[:120]}") from None
+    except RecursionError:
+        raise PromError("bad_answer", "status/config's yaml is nested too deeply") from None
+    config = config if isinstance(config, dict) else {}
+    notes: list[str] = []
+
+    def interval(where: str, value: Any) -> float | None:
+        seconds = parse_duration(value)
+        if seconds is not None and seconds > MAX_SCRAPE_S:
+            notes.append(f"{where}'s scrape interval {quoted(value)} cannot be a live fleet's (over "
+                         f"{MAX_SCRAPE_S:g} s): not used")
+            return None
+        if seconds is None and value is not None:
+            notes.append(f"{where}'s scrape interval {quoted(value)} is not a duration: not used")
+        return seconds
+
+    global_section = config.get("global") if isinstance(config.get("global"), dict) else {}
+    global_s = interval("the global section", global_section.get("scrape_interval")) or 60.0
+    by_job: dict[str, float] = {}
+    jobs = config.get("scrape_configs")
+    for job in jobs if isinstance(jobs, list) else []:
+        if isinstance(job, dict) and isinstance(job.get("job_name"), str):
+            by_job[job["job_name"]] = interval(f"the job {quoted(job['job_name'])}", job.get("scrape_interval")) \
+                or global_s
+    return ScrapeConfig(global_s, by_job, tuple(notes))
 
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
@@ -271,7 +426,7 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 6048
 
 def parse_duration(text: Any) -> float | None:
     """A Prometheus duration (`15s`, `1m30s`, `500ms`) in seconds; None when unreadable."""
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text or len(text) > 64:
         return None
     total, number = 0.0, ""
     i = 0
@@ -306,9 +461,3 @@ def host_of(address: str) -> str:
     if text.startswith("["):
         return text[1:text.find("]")] if "]" in text else text
     return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
-
-
-def ensure_file(path: str | None) -> None:
-    """A given secret or CA path must be a readable regular file (checked before anything is asked)."""
-    if path and not Path(path).is_file():
-        raise PromError("unauthorized", f"{path} is not a readable file")

@@ -17,13 +17,15 @@ Rate windows are at least 4 × the scrape interval (`window_for`).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import yaml
 
+from specmon.fleet.matchers import MatcherError, canonical, promql_string, regex_literal
+from specmon.fleet.matchers import valid_label_name as valid_label_name
 from specmon.fleet.promapi import format_duration
 from specmon.live import rules
+from specmon.plausible import MAX_DRAFT, MAX_LATENCY_MS, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS
 
 MIN_WINDOW_SCRAPES = 4
 """A rate window shorter than 4 scrape intervals may hold fewer than two samples (then the rate is empty)."""
@@ -41,7 +43,12 @@ GAUGES_PART = "gauges"
 """The part holding every scheduler gauge a column needs, one series per (metric, server, DP rank, engine type)."""
 HOST_NAME_LABELS = ("Hostname", "hostname")
 """dcgm-exporter's host label: `Hostname` up to 4.8, `hostname` since NVIDIA/dcgm-exporter#655."""
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+NOW_PART = "now"
+"""The part that answers the time Prometheus evaluated a refresh at (`vector(time())`)."""
+SCRAPE_COUNT_S = 600.0
+"""The span whose `up` samples tell the scrape interval when Prometheus does not say it (`scrape_counts`)."""
+MAX_WINDOW_S = 7 * 86400.0
+"""The longest rate window (`--window`) taken: a week."""
 
 
 def window_for(asked_s: float, scrape_s: float) -> float:
@@ -49,15 +56,21 @@ def window_for(asked_s: float, scrape_s: float) -> float:
     return max(float(asked_s), MIN_WINDOW_SCRAPES * float(scrape_s))
 
 
-def valid_label_name(name: str) -> bool:
-    return bool(_LABEL_NAME.match(name))
+def selector_problem(selector: str) -> str | None:
+    """Why `selector` is not a list of label matchers specmon can put in its PromQL (None when it is)."""
+    try:
+        canonical(selector)
+    except MatcherError as exc:
+        return str(exc)
+    return None
 
 
-def valid_selector(selector: str) -> bool:
-    """A selector's matchers (`job="sglang",env=~"prod.*"`), without braces; quotes balanced, no braces."""
-    if "{" in selector or "}" in selector or "\n" in selector:
-        return False
-    return selector.count('"') % 2 == 0
+def canonical_selector(selector: str) -> str:
+    """`selector`'s matchers written in one form (as given when they cannot be read: `selector_problem`)."""
+    try:
+        return canonical(selector)
+    except MatcherError:
+        return selector
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,8 @@ class Column:
     expr: str
     low: float = 0.0
     high: float = math.inf
+    whole: bool = False
+    """A count: a fractional value is absurd too."""
     per_host: bool = False
     inline_only: bool = False
     """Evaluated by `fleet` only, not a recording rule (a figure only the inline view needs)."""
@@ -87,6 +102,8 @@ class Column:
             return "negative" if value < 0 else f"below {self.low:g}"
         if value > self.high:
             return f"absurd (over {self.high:g})"
+        if self.whole and value != int(value):
+            return "not a whole number"
         return None
 
 
@@ -102,6 +119,28 @@ class Part:
 
     def tagged(self) -> str:
         return f'label_replace({self.expr}, "{COLUMN_LABEL}", "{self.key}", "", "")'
+
+
+MAX_FRAMEBUFFER_MIB = 1e8
+"""A host's framebuffer, used or free, summed over its GPUs: 100 TB."""
+PART_CHECKS: dict[str, Column] = {check.key: check for check in (
+    Column("realtime_tok_s", "", "", high=MAX_TOK_S),
+    Column("generation_tok_s", "", "", high=MAX_TOK_S),
+    Column("verify_per_s", "", "", high=MAX_TOK_S),
+    Column("ttft_quantile", "", "", high=MAX_LATENCY_MS / 1000),
+    Column("sglang:num_running_reqs", "", "", high=MAX_REQUESTS, whole=True),
+    Column("sglang:num_queue_reqs", "", "", high=MAX_REQUESTS, whole=True),
+    Column("sglang:num_used_tokens", "", "", high=MAX_TOKENS, whole=True),
+    Column("sglang:max_total_num_tokens", "", "", high=MAX_TOKENS, whole=True),
+    Column("sglang:token_usage", "", "", high=1.5),
+    Column("sglang:spec_accept_length", "", "", high=64),
+    Column("sglang:spec_num_draft_tokens", "", "", high=MAX_DRAFT, whole=True),
+    Column("sglang:spec_num_steps", "", "", high=MAX_DRAFT, whole=True),
+    Column("DCGM_FI_DEV_FB_USED", "", "", high=MAX_FRAMEBUFFER_MIB),
+    Column("DCGM_FI_DEV_FB_FREE", "", "", high=MAX_FRAMEBUFFER_MIB),
+)}
+"""What each part's values can be (by part key, or by metric name in the gauges and framebuffer parts): checked
+before a column is computed from them, as a column's own values are (`Column.check`)."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +230,7 @@ class FleetQueries:
         """The TTFT bucket bounds (`le`) of `servers` (all with an empty list), from their series now: asked once
         per server (they are its launch's configuration), not with every refresh."""
         s = self.server_label
-        extra = (f"{s}=~{_quote(_alternatives(servers))}",) if servers else ()
+        extra = (f"{s}=~{promql_string(_alternatives(servers))}",) if servers else ()
         return f"group by ({s}, le) (sglang:time_to_first_token_seconds_bucket{self._sel(*extra)})"
 
     def ttft_p99(self) -> dict[str, str]:
@@ -217,9 +256,9 @@ class FleetQueries:
         kv_used = self.dedup("sglang:num_used_tokens")
         kv_total = self.dedup("sglang:max_total_num_tokens")
         columns = (
-            Column("decode_tok_s", f"{s}:sglang_decode_tokens:rate{w}", self.decode_rate(w), high=1e8,
+            Column("decode_tok_s", f"{s}:sglang_decode_tokens:rate{w}", self.decode_rate(w), high=MAX_TOK_S,
                    reads=("realtime_tok_s", "generation_tok_s")),
-            Column("generation_tok_s", f"{s}:sglang_generation_tokens:rate{w}", self.generation_rate(), high=1e8,
+            Column("generation_tok_s", f"{s}:sglang_generation_tokens:rate{w}", self.generation_rate(), high=MAX_TOK_S,
                    reads=("generation_tok_s",)),
             Column("accept_length", f"{s}:sglang_accept_length:ratio_rate{w}",
                    f"{self.generation_rate()} / ({self.verify_rate()} > 0)", 0.5, 64,
@@ -228,32 +267,36 @@ class FleetQueries:
                    f"avg by ({s}) (max by ({s}, dp_rank) (sglang:spec_accept_length{self._sel()})) > 0", 0, 64,
                    reads=("sglang:spec_accept_length",)),
             Column("running_per_dp", f"{level_dp}:sglang_num_running_reqs:max",
-                   f"max by ({s}, dp_rank, engine_type) (sglang:num_running_reqs{self._sel()})", high=1e7,
+                   f"max by ({s}, dp_rank, engine_type) (sglang:num_running_reqs{self._sel()})", high=MAX_REQUESTS,
+                   whole=True,
                    reads=("sglang:num_running_reqs",)),
-            Column("queued", f"{s}:sglang_num_queue_reqs:sum", self.dedup("sglang:num_queue_reqs"), high=1e8,
+            Column("queued", f"{s}:sglang_num_queue_reqs:sum", self.dedup("sglang:num_queue_reqs"),
+                   high=MAX_REQUESTS, whole=True,
                    reads=("sglang:num_queue_reqs",)),
             Column("kv_used_ratio", f"{s}:sglang_kv_used:ratio",
                    f"({kv_used} / ({kv_total} > 0)) or "
                    f"avg by ({s}) (max by ({s}, dp_rank) (sglang:token_usage{self._sel()}))", high=1.5,
                    reads=("sglang:num_used_tokens", "sglang:max_total_num_tokens", "sglang:token_usage")),
             *(Column(key, f"{s}:sglang_time_to_first_token_seconds:{key.removeprefix('ttft_').removesuffix('_s')}"
-                     f"_rate{w}", expr, high=86400, reads=("ttft_quantile",))
+                     f"_rate{w}", expr, high=MAX_LATENCY_MS / 1000, reads=("ttft_quantile",))
               for key, expr in self.ttft_p99().items()),
             Column("draft_tokens", f"{s}:sglang_spec_num_draft_tokens:max",
-                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()}) > 0", high=1024,
+                   f"max by ({s}) (sglang:spec_num_draft_tokens{self._sel()}) > 0", high=MAX_DRAFT,
+                   whole=True,
                    reads=("sglang:spec_num_draft_tokens",)),
             Column("num_steps", f"{s}:sglang_spec_num_steps:max",
-                   f"max by ({s}) (sglang:spec_num_steps{self._sel()}) > 0", high=1024,
+                   f"max by ({s}) (sglang:spec_num_steps{self._sel()}) > 0", high=MAX_DRAFT, whole=True,
                    reads=("sglang:spec_num_steps",)),
             Column("restarts", f"{s}:sglang_restarts:resets{RESTART_LOOKBACK}",
-                   f"max by ({s}) (resets(sglang:num_requests_total{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6),
+                   f"max by ({s}) (resets(sglang:num_requests_total{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6,
+                   whole=True),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
-                   self.decode_rate(self.stall_window), high=1e8),
-            Column("stall_samples", "", self.stall_samples([]), high=1e6, inline_only=True),
+                   self.decode_rate(self.stall_window), high=MAX_TOK_S),
+            Column("stall_samples", "", self.stall_samples([]), high=1e6, whole=True, inline_only=True),
             Column("gpu_memory_used_ratio", f"{self.host_level}:dcgm_fb_used:ratio",
                    f"sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_USED')}) / "
                    f"(sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_USED')}) + "
-                   f"sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_FREE')}) > 0)", high=1.01,
+                   f"sum by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_FB_FREE')}) > 0)", high=1.0,
                    per_host=True, reads=("dcgm_framebuffer",)),
             Column("gpu_util_min", f"{self.host_level}:dcgm_gpu_util:min",
                    f"min by ({self.host_group}) ({self._gsel('DCGM_FI_DEV_GPU_UTIL')})", high=100.5, per_host=True),
@@ -272,7 +315,7 @@ class FleetQueries:
                 "verify_per_s": Part("verify_per_s", self.verify_rate()),
                 "ttft_quantile": Part("ttft_quantile", self.ttft_quantile(), weight=20),
                 "dcgm_framebuffer": Part("dcgm_framebuffer", self.dcgm_framebuffer(), weight=4)}
-        parts = [Part("up", self.up())]
+        parts = [Part("up", self.up()), Part(NOW_PART, "vector(time())")]
         wanted: list[str] = []
         gauges: list[str] = []
         for column in self.columns():
@@ -288,24 +331,33 @@ class FleetQueries:
                     target.append(read)
         parts += [base[key] for key in wanted]
         if gauges:
-            names = "|".join(re.escape(name) for name in gauges)
+            names = "|".join(regex_literal(name) for name in gauges)
             parts.append(Part(GAUGES_PART, f'max by (__name__, {s}, dp_rank, engine_type) '
-                                           f'({self._sel(f"__name__=~{_quote(names)}")})',
+                                           f'({self._sel(f"__name__=~{promql_string(names)}")})',
                               weight=2 * len(gauges)))
         return parts
+
+    def scrape_counts(self) -> str:
+        """How many `up` samples each job's targets have over SCRAPE_COUNT_S (the most of any target): the scrape
+        interval, where Prometheus does not say it (Thanos Query, VictoriaMetrics, Mimir have no status/config)."""
+        return f"max by (job) (count_over_time({self.up()}[{format_duration(SCRAPE_COUNT_S)}]))"
+
+    def jobs(self) -> str:
+        """Every job Prometheus scrapes (said when the selector matches no target)."""
+        return "count by (job) (up)"
 
     def stall_samples(self, servers: list[str]) -> str:
         """How many samples of the stall window Prometheus holds for `servers` (all with an empty list): how far
         back "no decode progress" is known."""
         s = self.server_label
-        extra = (f"{s}=~{_quote(_alternatives(servers))}",) if servers else ()
+        extra = (f"{s}=~{promql_string(_alternatives(servers))}",) if servers else ()
         return (f"max by ({s}) (count_over_time(sglang:num_running_reqs"
                 f"{self._sel(*extra)}[{self.stall_window}]))")
 
     def last_up(self, instances: list[str], resolution_s: float) -> str:
         """When each of `instances` (targets down now) was last up, to the scrape interval: asked once per
         target newly seen down (an hour's subquery at that resolution costs more than every column together)."""
-        selector = self._sel(f"instance=~{_quote(_alternatives(instances))}")
+        selector = self._sel(f"instance=~{promql_string(_alternatives(instances))}")
         return (f"max by (instance) (max_over_time(timestamp(up{selector} == 1)"
                 f"[{LAST_SEEN_LOOKBACK}:{format_duration(resolution_s)}]))")
 
@@ -316,11 +368,11 @@ class FleetQueries:
         by = "instance" if self.server_label == "instance" else f"instance, {self.server_label}"
         asks = []
         if up_now:
-            selector = self._sel('__name__=~"sglang:.+"', f"instance=~{_quote(_alternatives(up_now))}")
+            selector = self._sel('__name__=~"sglang:.+"', f"instance=~{promql_string(_alternatives(up_now))}")
             asks.append(f"group by ({by}) ({selector})")
         if down:
             asks.append(f"group by ({by}) (last_over_time(sglang:max_total_num_tokens"
-                        f"{self._sel(f'instance=~{_quote(_alternatives(down))}')}[{LAST_SEEN_LOOKBACK}]))")
+                        f"{self._sel(f'instance=~{promql_string(_alternatives(down))}')}[{LAST_SEEN_LOOKBACK}]))")
         return " or ".join(asks)
 
     def combined(self, groups: int = 1) -> list[str]:
@@ -344,7 +396,7 @@ class FleetQueries:
     def server_samples(self, server: str) -> str:
         """Every `sglang:*` sample of one server (its drill-down is fed from them)."""
         return '{__name__=~"sglang:.*",' + ",".join(
-            part for part in (self.selector, f'{self.server_label}="{_escape(server)}"') if part) + "}"
+            part for part in (self.selector, f'{self.server_label}={promql_string(server)}') if part) + "}"
 
     def gpu_series(self) -> str:
         """Every DCGM series the GPU selector matches (a drill-down keeps its host's: `tracker.on_host`)."""
@@ -409,18 +461,9 @@ def recorded_columns(queries: FleetQueries, rules: dict[str, str]) -> frozenset[
                      and bare(rules[column.record]) == bare(column.expr))
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _quote(value: str) -> str:
-    """`value` as a PromQL double-quoted string."""
-    return f'"{_escape(value)}"'
-
-
 def _alternatives(names: list[str]) -> str:
-    """A regular expression matching exactly `names`."""
-    return "|".join(re.escape(name) for name in names)
+    """A regular expression (RE2's) matching exactly `names`."""
+    return "|".join(regex_literal(name) for name in names)
 
 
 def _balanced_or(expressions: list[str]) -> str:

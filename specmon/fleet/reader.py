@@ -1,6 +1,11 @@
 """One refresh of the fleet: every column for every server in a few combined requests (the parts the columns
 are made of, tagged; `specmon.fleet.figures` computes the columns), the tok/s history every few minutes, and
-each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note."""
+each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note.
+
+Every request is evaluated at Prometheus' own time (this host's clock may be off: the skew is said), the parts'
+values are checked before a column is computed from them (`promql.PART_CHECKS`: an absurd one is said and
+counts as NaN, so no figure is made from it), and what Prometheus said beside its answers (warnings, series
+left out) is said with the snapshot."""
 
 from __future__ import annotations
 
@@ -11,16 +16,22 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from specmon.fleet.figures import figures
-from specmon.fleet.promapi import PromClient, PromError, Sample, ScrapeConfig
+from specmon.fleet.promapi import PromClient, PromError, RecordingRule, Sample, ScrapeConfig
 from specmon.fleet.promql import (
     COLUMN_LABEL,
+    GAUGES_PART,
     HISTORY_S,
+    NOW_PART,
+    PART_CHECKS,
+    SCRAPE_COUNT_S,
     TTFT_BOUNDS,
     FleetQueries,
     recorded_columns,
     window_for,
 )
-from specmon.fleet.tracker import FleetReading, Worker
+from specmon.fleet.tracker import FleetReading, Worker, ago
+from specmon.inputs import InputError
+from specmon.text import printable, quoted
 
 QUERY_GROUPS = 2
 """The parts are asked in this many requests at once (Prometheus evaluates them on several cores)."""
@@ -31,6 +42,11 @@ HISTORY_EVERY_S = 300.0
 MAX_WORKERS_BYTES = 4 * 1024 * 1024
 MAX_WORKERS = 10000
 ROLES = frozenset({"regular", "prefill", "decode"})
+DEFAULT_SCRAPE_S = 60.0
+"""The scrape interval taken when Prometheus says none and its samples cannot tell (Prometheus' own default)."""
+SKEW_S = 10.0
+"""This host's clock further than this from Prometheus' is said (the fleet is read at Prometheus' time)."""
+MAX_JOBS_SAID = 5
 
 
 class FleetReader:
@@ -38,12 +54,15 @@ class FleetReader:
     PromError (Prometheus unreachable, 401, not answering the API)."""
 
     def __init__(self, client: PromClient, queries: FleetQueries, asked_window_s: float,
-                 routers: Sequence[str] = (), clock=time.time) -> None:
+                 routers: Sequence[str] = (), clock=None) -> None:
         self.client = client
         self.queries = queries
         self.asked_window_s = asked_window_s
         self.routers = list(routers)
         self.clock = clock
+        """The time to read the fleet at (tests, benchmarks); None: Prometheus' own time, never this host's."""
+        self.jobs: list[str] | None = None
+        """Prometheus' jobs, asked once when the selector matches no target (to say which there are)."""
         self.scrape: ScrapeConfig | None = None
         self.notes: list[str] = []
         self.groups = QUERY_GROUPS
@@ -60,13 +79,15 @@ class FleetReader:
         target (again with the history, for those not found)."""
 
     async def configure(self) -> FleetQueries:
-        """Ask Prometheus for its scrape interval and set the rate window to at least 4 × it."""
-        self.scrape = await self.client.scrape_config()
+        """Ask Prometheus for its scrape interval and set the rate window to at least 4 × it; use the recording
+        rules Prometheus evaluates without fault."""
+        self.notes = []
+        self.scrape = await self._scrape_config()
+        self.notes += self.scrape.notes
         up = await self.client.query(self.queries.up())
         jobs = {s.labels["job"] for s in up if s.labels.get("job")}
         interval = self.scrape.interval_for(jobs)
         window = window_for(self.asked_window_s, interval)
-        self.notes = []
         if window > self.asked_window_s:
             self.notes.append(f"rate window raised from {self.asked_window_s:g} s to {window:g} s "
                               f"(4 × the scrape interval {interval:g} s)")
@@ -77,33 +98,60 @@ class FleetReader:
             if exc.kind in ("unreachable", "unauthorized"):
                 raise
             rules = {}  # an API without /rules: every column inline
-        self.queries = replace(self.queries, recorded=recorded_columns(self.queries, rules))
+        self.queries = replace(self.queries, recorded=recorded_columns(self.queries, _healthy(rules)))
+        self.notes += _failing_rules(self.queries, rules)
         if self.queries.recorded:
             self.notes.append(f"{len(self.queries.recorded)} of {len(self.queries.columns())} columns read from "
                               f"the recording rules Prometheus evaluates (`specmon fleet rules`)")
+        self.notes += self.client.take_notes()  # what Prometheus said beside these answers: said with every read
         return self.queries
+
+    async def _scrape_config(self) -> ScrapeConfig:
+        """status/config's scrape intervals; from a compatible backend that has none (Thanos Query,
+        VictoriaMetrics, Mimir), the interval its `up` samples of the last minutes show (else
+        DEFAULT_SCRAPE_S), said."""
+        try:
+            return await self.client.scrape_config()
+        except PromError as exc:
+            if exc.kind in ("unreachable", "unauthorized"):
+                raise
+            why = exc.message
+        counts = await self.client.query(self.queries.scrape_counts())
+        measured = [SCRAPE_COUNT_S / s.value for s in counts if math.isfinite(s.value) and s.value >= 2]
+        if measured:
+            interval = float(max(1, round(max(measured))))
+            return ScrapeConfig(interval, notes=(
+                f"no scrape interval from Prometheus ({why}): {interval:g} s taken, from its `up` samples of the "
+                f"last {SCRAPE_COUNT_S / 60:g} minutes",))
+        return ScrapeConfig(DEFAULT_SCRAPE_S, notes=(
+            f"no scrape interval from Prometheus ({why}) nor from its `up` samples: {DEFAULT_SCRAPE_S:g} s taken "
+            f"(Prometheus' default)",))
 
     async def read(self) -> FleetReading:
         if self.scrape is None:
             await self.configure()
         assert self.scrape is not None
-        now = self.clock()
-        started = time.perf_counter()
+        at = self.clock() if self.clock is not None else None
+        local, started = time.time(), time.perf_counter()
         interval = self.scrape.interval_for()
-        history_due = self.with_history and (self.history_at is None or now - self.history_at >= HISTORY_EVERY_S)
-        asks = [self.client.query(expr, at=now) for expr in self.queries.combined(self.groups)]
-        if history_due:
-            asks.append(self.client.query_range(self.queries.history(), now - HISTORY_S, now,
-                                                self.queries.history_step(interval)))
-        answers = await asyncio.gather(*asks)
-        history = answers[len(answers) - 1:] if history_due else []
+        answers = await asyncio.gather(*(self.client.query(expr, at=at) for expr in self.queries.combined(self.groups)))
         parts: dict[str, list[Sample]] = {}
-        for answer in answers[: len(answers) - len(history)]:
+        for answer in answers:
             for sample in answer:  # each answer's labels are its own dicts: the part's tag is taken off in place
                 parts.setdefault(sample.labels.pop(COLUMN_LABEL, ""), []).append(sample)
+        notes = list(self.notes)
+        evaluated_at = parts.pop(NOW_PART, [])
+        now = at if at is not None else self._evaluated_at(evaluated_at, local, started, notes)
         up = parts.pop("up", [])
+        if not up:
+            notes.append(await self._nothing_matches())
+        history_due = self.with_history and (self.history_at is None or now - self.history_at >= HISTORY_EVERY_S)
+        history = await self.client.query_range(self.queries.history(), now - HISTORY_S, now,
+                                                self.queries.history_step(interval)) if history_due else []
         if history_due:
             self.names = {target: name for target, name in self.names.items() if name is not None}
+        part_notes, nan_said = check_parts(self.queries, parts)
+        notes += part_notes
         await self._name_targets(up, now)
         if "ttft_quantile" in parts:
             parts.update(await self._ttft_bounds(parts["ttft_quantile"], now, history_due))
@@ -113,19 +161,42 @@ class FleetReader:
         query_s = time.perf_counter() - started
         if history_due:
             self.history_at = now
-        notes = list(self.notes)
         workers: list[Worker] = []
         for router in self.routers:
             found, problem = await read_workers(router, self.client.timeout_s)
             workers += found
             if problem:
                 notes.append(problem)
+        notes += self.client.take_notes()
         return FleetReading(
             taken_at=now, window_s=self.queries.window_s, scrape_s=interval, up=up,
             columns={key: columns.get(key, []) for key in ("last_up", *(c.key for c in self.queries.columns()))},
-            history=history[0] if history else (), history_read=history_due, workers=workers, notes=notes,
-            query_s=query_s,
+            history=history, history_read=history_due, workers=workers, notes=notes, query_s=query_s,
+            nan_said=nan_said,
         )
+
+    def _evaluated_at(self, now: list[Sample], local: float, started: float, notes: list[str]) -> float:
+        """The time Prometheus evaluated the refresh at (its `time()`); this host's clock off by more than SKEW_S
+        is said. This host's time only when Prometheus did not say its own (said too)."""
+        evaluated = now[0].value if len(now) == 1 else math.nan
+        if not math.isfinite(evaluated) or evaluated <= 0:
+            notes.append("Prometheus did not answer its time: the fleet is read at this host's time")
+            return local
+        skew = evaluated - (local + (time.perf_counter() - started) / 2)
+        if abs(skew) > SKEW_S:
+            notes.append(f"this host's clock is {ago(abs(skew))} {'behind' if skew > 0 else 'ahead of'} "
+                         f"Prometheus': the fleet is read at Prometheus' time")
+        return evaluated
+
+    async def _nothing_matches(self) -> str:
+        """What to say when `up{selector}` matches no target: the selector, and Prometheus' jobs (asked once)."""
+        if self.jobs is None:
+            answer = await self.client.query(self.queries.jobs())
+            self.jobs = sorted({job for s in answer if (job := s.labels.get("job"))})
+        jobs = ", ".join(quoted(job, 40) for job in self.jobs[:MAX_JOBS_SAID]) + (
+            f" and {len(self.jobs) - MAX_JOBS_SAID} more" if len(self.jobs) > MAX_JOBS_SAID else "")
+        return (f"no target matches {printable(self.queries.up())} in Prometheus: check --selector"
+                + (f" (its jobs: {jobs})" if jobs else " (it has no targets)"))
 
     async def _name_targets(self, up: list[Sample], now: float) -> None:
         """Give the server label to `up` samples that lack it (it is on the targets' metrics only: SGLang's
@@ -165,7 +236,7 @@ class FleetReader:
                     bound = float(sample.labels.get("le", "nan"))
                 except ValueError:
                     continue
-                if math.isfinite(bound):
+                if math.isfinite(bound) and bound > 0:  # +Inf is no bound; a TTFT bucket bound is above 0
                     found.setdefault(sample.labels.get(label, ""), []).append(bound)
             for name in new:
                 bounds = found.get(name)
@@ -229,6 +300,50 @@ def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:
     return replace(queries, window_s=window_s, recorded=frozenset())
 
 
+def _healthy(rules: dict[str, RecordingRule]) -> dict[str, str]:
+    """The recording rules Prometheus does not report failing (health "err"): record name → expression. A rule
+    not evaluated yet since Prometheus started ("unknown") still has its records from before."""
+    return {name: rule.query for name, rule in rules.items() if rule.health != "err"}
+
+
+def _failing_rules(queries: FleetQueries, rules: dict[str, RecordingRule]) -> list[str]:
+    """A note per recording rule of the fleet's (its record name and expression) that Prometheus reports
+    failing: its column is computed inline instead."""
+    failing = recorded_columns(queries, {name: rule.query for name, rule in rules.items() if rule.health == "err"})
+    notes = []
+    for column in queries.columns():
+        if column.key in failing:
+            error = rules[column.record].last_error
+            notes.append(f"the recording rule {column.record} fails in Prometheus"
+                         + (f" ({quoted(error, 120)})" if error else "") + f": {column.key} is computed inline")
+    return notes
+
+
+def check_parts(queries: FleetQueries, parts: dict[str, list[Sample]]) -> tuple[list[str], frozenset[str]]:
+    """Each part's values checked against what they can be (`PART_CHECKS`, by part or by metric for the
+    gauges and the framebuffer): an absurd one becomes NaN (so no column is computed from it, by PromQL's
+    rules) and is said, with the columns it is read for; those columns are returned (their NaN is said)."""
+    notes, said = [], set()
+    for key, samples in parts.items():
+        by_name = key in (GAUGES_PART, "dcgm_framebuffer")
+        skipped: dict[tuple[str, str], int] = {}
+        for i, sample in enumerate(samples):
+            name = sample.labels.get("__name__", "") if by_name else key
+            check = PART_CHECKS.get(name)
+            if check is None or math.isnan(sample.value):
+                continue
+            why = check.check(sample.value)
+            if why is not None:
+                samples[i] = Sample(sample.labels, math.nan)
+                skipped[(name, why)] = skipped.get((name, why), 0) + 1
+        for (name, why), count in skipped.items():
+            columns = [column.key for column in queries.columns() if name in column.reads or key in column.reads]
+            said.update(columns)
+            notes.append(f"skipped {count} value(s) of {printable(name)}"
+                         + (f" ({', '.join(columns)})" if columns else "") + f": {why}")
+    return notes, frozenset(said)
+
+
 async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker], str | None]:
     """An sglang-router's `GET /workers`: each worker's URL and role; a problem as one line (never raises)."""
     from specmon.http.client import HttpClient
@@ -246,6 +361,8 @@ async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker
         return [], f"router {url}: /workers answered HTTP {answer.status_code}: roles from labels"
     try:
         data = answer.json(f"router {url}: /workers")
+    except InputError as exc:
+        return [], f"{printable(exc)}: roles from labels"
     except ValueError:
         return [], f"router {url}: /workers is not JSON: roles from labels"
     items = data.get("workers") if isinstance(data, dict) else None
@@ -258,7 +375,7 @@ async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker
         role = item.get("worker_type")
         metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
         workers.append(Worker(
-            url=item["url"][:512], role=role if role in ROLES else "unknown",
+            url=item["url"][:512], role=role if isinstance(role, str) and role in ROLES else "unknown",
             healthy=item.get("is_healthy") if isinstance(item.get("is_healthy"), bool) else None,
             tp_size=_size(metadata.get("tp_size")), dp_size=_size(metadata.get("dp_size")), router=url,
         ))
@@ -266,8 +383,12 @@ async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker
 
 
 def _size(value: object) -> int | None:
-    try:
-        size = int(value)  # the router gives "1" (a string)
-    except (TypeError, ValueError):
+    """A parallel size from the router's metadata (it gives "1", a string): a whole number in 1..4096, else
+    None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    return size if 0 < size <= 4096 else None
+    try:
+        size = float(value) if len(str(value)) <= 20 else math.nan
+    except ValueError:
+        return None
+    return int(size) if math.isfinite(size) and size == int(size) and 0 < size <= 4096 else None

@@ -7,16 +7,20 @@ Live view's own rules (specmon.live.rules), fed from the fleet's figures.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
-from specmon.fleet.promql import HOST_NAME_LABELS, Column, FleetQueries
+from specmon.fleet.promql import HOST_NAME_LABELS, PART_CHECKS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
 from specmon.live.quantiles import Quantile
+from specmon.plausible import MAX_TOK_S
+from specmon.serving.prom import MAX_DP_RANKS
+from specmon.text import quoted
 
 MAX_SERVERS = 2000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
@@ -27,6 +31,9 @@ LAST_UP = Column("last_up", "", "", 0, 1e11)
 """When a down server was last up (Unix time), as the reader asks it (`FleetQueries.last_up`)."""
 NAN_IS_NO_DATA = frozenset({"ttft_p99_s", "accept_length"})
 """Columns where NaN means "no requests in the window", not a bad value."""
+DOWN_NAMED = 4
+"""A server's targets that are down named in its alert (the rest counted)."""
+TARGET_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class FleetReading:
     workers: Sequence[Worker] = ()
     notes: Sequence[str] = ()
     query_s: float | None = None
+    nan_said: frozenset[str] = frozenset()
+    """Columns computed from a value already said to be absurd (made NaN): their NaN is not said again."""
 
 
 @dataclass
@@ -112,8 +121,8 @@ class FleetTracker:
             column = columns.get(key)
             if column is None:
                 continue
-            checked = self._checked(column, samples, notes)
-            labelled[key] = checked
+            checked, spoiled = self._checked(column, samples, notes, key in reading.nan_said)
+            labelled[key] = checked + spoiled  # a figure made with a spoiled sample is no figure (`_pick`, per DP)
             if not column.per_host:
                 values[key] = self._by_server(checked)
         last_up = {name: when for name, when in values.get("last_up", {}).items()}
@@ -122,7 +131,7 @@ class FleetTracker:
                 last_up[name] = reading.taken_at
         for name, when in last_up.items():
             self._last_up[name] = max(when, self._last_up.get(name, 0.0))
-        history = self._update_history(reading, values.get("decode_tok_s", {}), servers)
+        history = self._update_history(reading, values.get("decode_tok_s", {}), servers, notes)
         gpu_memory = self._by_host(labelled.get("gpu_memory_used_ratio", []))
         gpu_util = self._by_host(labelled.get("gpu_util_min", []))
         gpu_note = None
@@ -130,7 +139,7 @@ class FleetTracker:
             gpu_note = f"no DCGM series match {{{self.queries.gpu_selector}}}: GPU columns show —"
         rows = []
         for server in servers.values():
-            rows.append(self._row(server, reading, values, labelled, history, (gpu_memory, gpu_util)))
+            rows.append(self._row(server, reading, values, labelled, history, (gpu_memory, gpu_util), notes))
         seen = {row.server for row in rows}
         for name in list(self._gone):
             if name in seen:
@@ -153,35 +162,56 @@ class FleetTracker:
     # ----- reading the answers
 
     def _servers(self, up: Sequence[Sample], notes: list[str]) -> dict[str, _Server]:
+        """The servers of `up` by the server label, each target once (a target answered twice is up when either
+        says so): an `up` that is neither 0 nor 1 is left out and said."""
         label = self.queries.server_label
         servers: dict[str, _Server] = {}
-        unlabelled = 0
+        targets: dict[tuple[str, str], _Target] = {}
+        unlabelled, absurd, twice = 0, 0, 0
         for sample in up:
             name = sample.labels.get(label)
             if not name:
                 unlabelled += 1
                 continue
+            if sample.value not in (0.0, 1.0):  # NaN included
+                absurd += 1
+                continue
+            instance = sample.labels.get("instance", name)
+            target = targets.get((name, instance))
+            if target is not None:
+                twice += 1
+                target.up = target.up or sample.value == 1.0
+                continue
             if name not in servers and len(servers) >= MAX_SERVERS:
                 notes.append(f"more than {MAX_SERVERS} servers: the rest left out")
                 break
-            server = servers.setdefault(name, _Server(name))
-            server.targets.append(_Target(sample.labels.get("instance", name), sample.value == 1.0,
-                                          dict(sample.labels)))
+            target = targets[(name, instance)] = _Target(instance, sample.value == 1.0, dict(sample.labels))
+            servers.setdefault(name, _Server(name)).targets.append(target)
         if unlabelled:
             notes.append(f"{unlabelled} target(s) without the server label {label!r} left out")
+        if absurd:
+            notes.append(f"skipped {absurd} value(s) of up: neither 0 nor 1 (those targets left out)")
+        if twice:
+            notes.append(f"{twice} target(s) answered twice in up (the same server and instance): counted once")
         return servers
 
-    def _checked(self, column: Column, samples: Sequence[Sample], notes: list[str]) -> list[tuple[dict, float]]:
-        kept, skipped = [], {}
+    def _checked(self, column: Column, samples: Sequence[Sample], notes: list[str], nan_said: bool = False
+                 ) -> tuple[list[tuple[dict, float]], list[tuple[dict, float]]]:
+        """The samples whose value can be used, and those that cannot (each with NaN: "spoiled", said unless it
+        is a NaN that means no data or was said already)."""
+        kept, spoiled, skipped = [], [], {}
         for sample in samples:
             why = column.check(sample.value)
             if why is None:
                 kept.append((sample.labels, sample.value))
-            elif not (why == "NaN" and column.key in NAN_IS_NO_DATA):
+                continue
+            if not (why == "NaN" and column.key in NAN_IS_NO_DATA):
+                spoiled.append((sample.labels, math.nan))
+            if not (why == "NaN" and (column.key in NAN_IS_NO_DATA or nan_said)):
                 skipped[why] = skipped.get(why, 0) + 1
         for why, count in skipped.items():
             notes.append(f"skipped {count} value(s) of {column.key}: {why}")
-        return kept
+        return kept, spoiled
 
     def _by_server(self, samples: list[tuple[dict, float]]) -> dict[str, float]:
         label = self.queries.server_label
@@ -192,20 +222,28 @@ class FleetTracker:
                 out[name] = value
         return out
 
-    def _update_history(self, reading: FleetReading, decode: dict[str, float],
-                        servers: dict[str, _Server]) -> dict[str, tuple[float | None, ...]]:
-        """Each server's tok/s over 15 minutes: a fresh range read replaces it; between reads, each refresh
-        adds its own point (one per history step at most)."""
+    def _update_history(self, reading: FleetReading, decode: dict[str, float], servers: dict[str, _Server],
+                        notes: list[str]) -> dict[str, tuple[float | None, ...]]:
+        """Each server's tok/s over 15 minutes: a fresh range read replaces it (an absurd point a gap, said);
+        between reads, each refresh adds its own point (one per history step at most)."""
         label = self.queries.server_label
         step = self.queries.history_step(reading.scrape_s)
         if reading.history_read:
-            checker = Column("history", "", "", high=1e8)
+            checker = Column("history", "", "", high=MAX_TOK_S)  # the decode rate's own range
             self._history = {}
+            skipped: dict[str, int] = {}
             for item in reading.history:
                 name = item.labels.get(label)
                 if name:
-                    self._history[name] = deque(((t, None if checker.check(v) else v) for t, v in item.points),
-                                                maxlen=HISTORY_POINTS)
+                    points = deque(maxlen=HISTORY_POINTS)
+                    for t, v in item.points:
+                        why = checker.check(v)
+                        if why is not None:
+                            skipped[why] = skipped.get(why, 0) + 1
+                        points.append((t, None if why else v))
+                    self._history[name] = points
+            for why, count in skipped.items():
+                notes.append(f"skipped {count} point(s) of the 15-minute tok/s: {why} (shown as gaps)")
         else:
             for name in servers:
                 points = self._history.setdefault(name, deque(maxlen=HISTORY_POINTS))
@@ -220,7 +258,7 @@ class FleetTracker:
 
     def _row(self, server: _Server, reading: FleetReading, values: dict[str, dict[str, float]],
              labelled: dict[str, list[tuple[dict, float]]], history: dict[str, tuple],
-             gpus: tuple[dict[str, list[float]], dict[str, list[float]]]) -> FleetRow:
+             gpus: tuple[dict[str, list[float]], dict[str, list[float]]], notes: list[str]) -> FleetRow:
         name = server.name
 
         def v(key: str) -> float | None:
@@ -236,13 +274,19 @@ class FleetTracker:
             if labels.get(self.queries.server_label) == name:
                 per_dp[labels.get("dp_rank", "")] = value
                 engine_type = engine_type or labels.get("engine_type")
+        if len(per_dp) > MAX_DP_RANKS:  # as the Live view refuses such a /metrics: no figure, said
+            notes.append(f"{quoted(name)} has {len(per_dp):,} dp_rank values, more than {MAX_DP_RANKS}: its "
+                         f"running requests not used")
+            per_dp = {}
+        if any(math.isnan(value) for value in per_dp.values()):  # a rank's value was absurd (said): no sum
+            per_dp = {}
         running = sum(per_dp.values()) if per_dp else None
         role, role_source = self._role(server, reading.workers, target_label, engine_type)
         preset = target_label.get("preset") or record.preset
         known = self.presets.get(preset, Record()) if preset else Record()
         draft = v("draft_tokens")
-        draft_tokens = (int(draft) if draft else _int(target_label.get("draft_tokens")) or known.draft_tokens
-                        or record.draft_tokens)
+        draft_tokens = (int(draft) if draft else _label_count(target_label, "draft_tokens", name, notes)
+                        or known.draft_tokens or record.draft_tokens)
         algorithm = target_label.get("algorithm") or known.algorithm or record.algorithm
         accept, source = v("accept_length"), "counters"
         gauge = v("accept_gauge")
@@ -267,8 +311,9 @@ class FleetTracker:
         else:
             if nodes_up < len(server.targets):
                 down = [t.instance for t in server.targets if not t.up]
+                more = f" and {len(down) - DOWN_NAMED} more" if len(down) > DOWN_NAMED else ""
                 alerts.append(Alert("down", "warning", f"{len(down)} of {len(server.targets)} nodes down: "
-                                    + ", ".join(down[:4])))
+                                    + ", ".join(t[:TARGET_CHARS] for t in down[:DOWN_NAMED]) + more))
             for alert in (rules.stall(running, stalled_for),
                           rules.acceptance(accept, speculative, generated, record.accept_length),
                           rules.kv_full(kv, 1.0, queued),
@@ -364,9 +409,10 @@ def _ratio(percent: float | None) -> float | None:
 
 
 def _pick(by_host: dict[str, list[float]], hosts: Sequence[str], pick) -> float | None:
-    """The highest memory use or the lowest utilization over the server's hosts' DCGM figures."""
+    """The highest memory use or the lowest utilization over the server's hosts' DCGM figures (None when one
+    of them could not be used: NaN)."""
     mine = [value for host in hosts for value in by_host.get(host, ())]
-    return pick(mine) if mine else None
+    return pick(mine) if mine and not any(math.isnan(value) for value in mine) else None
 
 
 def series_hosts(labels: Mapping[str, str], host_label: str | None) -> set[str]:
@@ -397,11 +443,22 @@ def _netloc(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0]
 
 
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
+def _label_count(labels: Mapping[str, str], key: str, server: str, notes: list[str]) -> int | None:
+    """A target label's count (`draft_tokens`), checked as the column of the same name is: None (said) when
+    it is not a whole number in the column's range."""
+    text = labels.get(key)
+    if text is None:
         return None
+    check = PART_CHECKS[f"sglang:spec_num_{key}"]
+    try:
+        value = float(text) if len(text) <= 20 else float("nan")
+    except ValueError:
+        value = float("nan")
+    why = check.check(value) if value != 0 else "0"
+    if why is not None:
+        notes.append(f"the label {key}={quoted(text, 20)} of {quoted(server)} cannot be true ({why}): not used")
+        return None
+    return int(value)
 
 
 def ago(seconds: float) -> str:

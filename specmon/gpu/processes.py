@@ -31,10 +31,10 @@ def orphaned(ps: psutil.Process, name: str) -> bool:
     return not (is_server_cmdline(argv) or is_sglang_child(argv))
 
 
-def owner(pid: int) -> str | None:
-    """The user a visible process runs as (None: gone, or not visible from here)."""
+def owner(ps: psutil.Process | int) -> str | None:
+    """The user a visible process (a handle already taken, or a pid) runs as (None: gone, or not visible)."""
     try:
-        return psutil.Process(pid).username()
+        return (psutil.Process(ps) if isinstance(ps, int) else ps).username()
     except (psutil.Error, KeyError, ValueError):  # KeyError: a uid with no name here
         return None
 
@@ -108,7 +108,7 @@ class ProcessInspector:
                 cmdline = ps.name()
             except psutil.Error:
                 cmdline = f"pid {ps.pid}"
-        return cmdline, owner(ps.pid)
+        return cmdline, owner(ps)
 
 
 def why_not_killable(proc: GpuProcess) -> str | None:

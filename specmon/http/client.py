@@ -30,6 +30,7 @@ import aiohttp
 from specmon.http.decode import DECODED, BodyDecoder
 from specmon.http.errors import (
     AnswerTooSlow,
+    BadUrl,
     ConnectError,
     ConnectTimeout,
     HttpError,
@@ -38,9 +39,9 @@ from specmon.http.errors import (
     RequestRefused,
 )
 from specmon.http.headers import basic_auth_headers
-from specmon.http.urls import BadUrl, checked_url, proxy_for
 from specmon.inputs import parse_json
 from specmon.text import printable
+from specmon.urls import UrlRefused, checked_url, proxy_for
 
 MAX_HEAD_LINE = 8190
 """A response's status line and each of its header lines at most this many bytes (a real SGLang head is ~200)."""
@@ -133,7 +134,7 @@ class HttpClient:
         accept_encoding: str = DECODED,
         user_agent: str = USER_AGENT,
     ) -> None:
-        self.base_url = checked_url(base_url.rstrip("/"), "the server URL") if base_url else ""
+        self.base_url = _checked(base_url.rstrip("/"), "the server URL") if base_url else ""
         self.connect_timeout_s = connect_timeout_s
         self.headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": accept_encoding,
                         **(headers or {}), **(basic_auth_headers(*basic_auth) if basic_auth else {})}
@@ -147,10 +148,10 @@ class HttpClient:
     def url(self, url: str) -> str:
         """`url` when it is whole (http:// or https://), else the base URL and this path; checked either way."""
         if url.startswith(("http://", "https://")):
-            return checked_url(url)
+            return _checked(url)
         if not self.base_url or not url.startswith("/"):
             raise BadUrl(f"{url[:80]!r} is not a path of the server's URL")
-        return checked_url(self.base_url + url)
+        return _checked(self.base_url + url)
 
     def _proxy(self, url: str) -> str | None:
         """`urls.proxy_for`, decided once per scheme and host for the client's life (as the environment is)."""
@@ -226,6 +227,14 @@ class HttpClient:
         await self.aclose()
 
 
+def _checked(url: str, what: str = "the URL") -> str:
+    """`urls.checked_url`, its refusal a BadUrl (an HttpError, as every failed request is)."""
+    try:
+        return checked_url(url, what)
+    except UrlRefused as exc:
+        raise BadUrl(str(exc)) from None
+
+
 def _what(method: str, url: str) -> str:
     """The request in a message: its method and path (`GET /metrics`), whatever the URL holds."""
     try:
@@ -267,7 +276,8 @@ def _translated(exc: BaseException, what: str, connect_timeout_s: float | None) 
 
 
 def _payload_message(exc: BaseException) -> str:
-    """A broken body in words: aiohttp's ContentLengthError and TransferEncodingError, as httpx said them."""
+    """A broken body in words: aiohttp's ContentLengthError and TransferEncodingError, in the words specmon
+    always used."""
     name = type(exc).__name__
     if name == "ContentLengthError":
         return "peer closed connection without sending complete message body (its Content-Length)"

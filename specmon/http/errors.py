@@ -2,12 +2,15 @@
 
 Callers catch these, never the client library's: `HttpError` is any failure; `RequestTimeout` no (whole) answer
 in time; `TransportError` nothing usable came back (no connection, a broken one, broken framing); `AnswerRefused`
-an answer specmon will not read (too large once decoded, an encoding it does not decode); `RequestRefused` a
-request that was not sent (a header that would inject another). The names of the transport's classes are
-httpx's, so a message that names one (`unreachable (ConnectError)`) reads as it always did.
+an answer specmon will not read (too large once decoded, an encoding it does not decode); `BadUrl` a URL
+`urls.checked_url` refused; `RequestRefused` a request that was not sent (a header that would inject another).
+The transport's classes keep the names specmon's messages always used, so a message that names one
+(`unreachable (ConnectError)`) reads as it always did.
 """
 
 from __future__ import annotations
+
+from specmon.urls import UrlRefused
 
 
 class HttpError(Exception):
@@ -57,6 +60,11 @@ class AnswerRefused(HttpError):
 
 class AnswerTooLarge(AnswerRefused):
     """An answer over its size limit once decoded (however few bytes came over the network)."""
+
+
+class BadUrl(HttpError, UrlRefused):
+    """A URL the client will not ask (`urls.checked_url` refused it): nothing was sent. Both an HttpError (a
+    failed read where the URL came from a file or a label) and a UrlRefused (exit 2 on the command line)."""
 
 
 class RequestRefused(HttpError):

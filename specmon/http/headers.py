@@ -31,6 +31,6 @@ def auth_headers(token: str | None, source: str = "the API key") -> dict[str, st
 
 
 def basic_auth_headers(user: str, password: str) -> dict[str, str]:
-    """`Authorization: Basic ...` for `user` and `password` (UTF-8, as RFC 7617 allows and httpx sent it)."""
+    """`Authorization: Basic ...` for `user` and `password` (UTF-8, as RFC 7617 allows)."""
     token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
     return {"Authorization": f"Basic {token}"}

@@ -20,16 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from specmon.inputs import KIB, InputError, parse_toml, read_text
-from specmon.launch.schema import BENCH_KEYS, InvalidKey, check_schema, key_line
+from specmon.launch.schema import (
+    DEFAULT_LAUNCHER,
+    ArgValue,
+    BenchSettings,
+    PresetFile,
+    check_schema,
+    key_line,
+)
 from specmon.ports import is_loopback_host
 from specmon.presets import BUILTIN_DIR
 from specmon.redact import is_secret_env_name
 from specmon.sglang.bounds import tree_candidates
 from specmon.text import did_you_mean, quoted
+from specmon.typed import FieldError
 
-ArgValue = str | int | float | bool | list[str | int | float]
-
-DEFAULT_LAUNCHER: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
 PYTHON_PLACEHOLDER = "{python}"
 DEFAULT_PORT = 30000  # SGLang's default --port
 DEFAULT_DEMO_PRESET = "demo-eagle3-10"
@@ -38,22 +43,6 @@ MAX_PRESET_BYTES = 256 * KIB
 ORIGIN_BUILTIN = "built-in"
 ORIGIN_USER = "user"
 ORIGIN_EXTRA = "--presets"
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    """The `[bench]` table: what `specmon bench` sends to a server launched with this preset."""
-
-    prompts: str = "builtin:chat"
-    requests: int = 20
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    warmup: int = 2
-    concurrency: int = 1
-
-    def to_json(self) -> dict[str, Any]:
-        """The `[bench]` table's keys and values."""
-        return {key: getattr(self, name) for key, (name, _types, _minimum) in BENCH_KEYS.items()}
 
 
 @dataclass(frozen=True)
@@ -320,7 +309,8 @@ _RESOLVED_KEYS = ("server", "bench", "demo")
 @dataclass
 class _RawPreset:
     name: str
-    doc: dict[str, Any]
+    doc: dict[str, Any]  # as parsed: `extends` merges these tables, then checks the result again
+    typed: PresetFile
     path: Path
     text: str
     origin: str
@@ -384,12 +374,12 @@ def _read_preset_file(path: Path, origin: str, errors: list[PresetError]) -> _Ra
         errors.append(PresetError(path, line, f"invalid TOML: {message}"))
         return None
     try:
-        check_schema(doc)
-    except InvalidKey as exc:
+        typed = check_schema(doc)
+    except FieldError as exc:
         name = doc.get("name") if isinstance(doc.get("name"), str) else path.stem
         errors.append(PresetError(path, key_line(text, exc.keypath), exc.message, name))
         return None
-    return _RawPreset(doc.get("name", path.stem), doc, path, text, origin)
+    return _RawPreset(typed.name or path.stem, doc, typed, path, text, origin)
 
 
 MAX_EXTENDS_DEPTH = 32
@@ -465,7 +455,7 @@ class _Resolver:
         return result
 
     def _build(self, raw: _RawPreset, idx: int) -> tuple[Preset, dict[str, Any], int] | None:
-        parent_name = raw.doc.get("extends")
+        parent_name = raw.typed.extends
         base: dict[str, Any] = {}
         depth = 1
         if parent_name:
@@ -498,20 +488,21 @@ class _Resolver:
                                 f"({_chain_text([raw.name, parent_name, '...'])})")
                 return None
         merged = merge_tables(base, {k: raw.doc[k] for k in _RESOLVED_KEYS if k in raw.doc})
-        server = merged.get("server", {})
-        bench = {BENCH_KEYS[k][0]: v for k, v in merged.get("bench", {}).items()}
-        if "temperature" in bench:
-            bench["temperature"] = float(bench["temperature"])
+        try:
+            tables = check_schema(merged)  # tables each valid on their own make a valid whole: checked all the same
+        except FieldError as exc:
+            self._fail(raw, f"with what it extends: {exc.message}")
+            return None
         preset = Preset(
             name=raw.name,
-            description=raw.doc.get("description", ""),
+            description=raw.typed.description,
             extends=parent_name,
-            launcher=tuple(server.get("launcher", DEFAULT_LAUNCHER)),
-            args=dict(server.get("args", {})),
-            env=dict(server.get("env", {})),
-            bench=BenchSettings(**bench),
+            launcher=tables.server.launcher,
+            args=dict(tables.server.args),
+            env=dict(tables.server.env),
+            bench=tables.bench,
             source=raw.path,
-            demo=bool(merged.get("demo", False)),
+            demo=tables.demo,
             origin=raw.origin,
             overrides=self.defs[raw.name][idx - 1].path if idx > 0 else None,
         )

@@ -100,6 +100,11 @@ def group_members(pgid: int) -> list[ProcessInfo]:
     return [m for m in members if m.status not in ("gone", psutil.STATUS_ZOMBIE)]
 
 
+def log_stem(preset_name: str) -> str:
+    """A launch's log name without its suffix, the same for every launch: ``20261203-154751-eagle3-10``."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{preset_name}"
+
+
 class ServerSupervisor:
     """Runs one server at a time from a preset: `start()`, `stop()`, `restart_with(preset)`.
 
@@ -344,7 +349,7 @@ class ServerSupervisor:
             make_private_dir(path.parent)
             return path, open_private_file(path)
         make_private_dir(self._run_dir)
-        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{self._preset.name}"
+        stem = log_stem(self._preset.name)
         for n in range(1, 1000):
             path = self._run_dir / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
             try:

@@ -54,6 +54,11 @@ def kv_full(used: float | None, total: float | None, queued: float | None) -> Al
     return Alert("kv_full", "warning", f"KV cache {used / total:.0%} full, {int(queued)} queued")
 
 
+DP_RANKS_NAMED = 8
+"""Data-parallel ranks named in the imbalance alert: the busiest and the idlest half each."""
+DP_RANK_CHARS = 12
+
+
 def dp_imbalance(running_per_dp: Mapping[str, float]) -> Alert | None:
     """Data-parallel ranks with very different numbers of running requests."""
     if len(running_per_dp) < 2:
@@ -61,8 +66,14 @@ def dp_imbalance(running_per_dp: Mapping[str, float]) -> Alert | None:
     values = list(running_per_dp.values())
     if max(values) - min(values) < DP_IMBALANCE_MIN_SPREAD or max(values) < 2 * max(min(values), 1):
         return None
-    shown = ", ".join(f"DP{k} {int(v)}" for k, v in sorted(running_per_dp.items()))
-    return Alert("dp_imbalance", "warning", f"DP ranks unbalanced: running {shown}")
+    ranks = list(running_per_dp.items())
+    if len(ranks) > DP_RANKS_NAMED:  # the busiest and the idlest named, the rest counted: one line, any number of ranks
+        ranks = (sorted(ranks, key=lambda rank: rank[1])[:DP_RANKS_NAMED // 2]
+                 + sorted(ranks, key=lambda rank: -rank[1])[:DP_RANKS_NAMED // 2])
+    ranks.sort(key=lambda rank: (len(rank[0]), rank[0]))  # DP2 before DP10
+    shown = ", ".join(f"DP{k[:DP_RANK_CHARS]} {int(v)}" for k, v in ranks)
+    more = f" (of {len(running_per_dp)} ranks)" if len(running_per_dp) > len(ranks) else ""
+    return Alert("dp_imbalance", "warning", f"DP ranks unbalanced: running {shown}{more}")
 
 
 def restarted(restarts: int, series: int | None = None) -> Alert | None:

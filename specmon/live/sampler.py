@@ -72,10 +72,10 @@ class LiveSampler:
     async def _run(self) -> None:
         from specmon.http.client import HttpClient
         from specmon.http.headers import auth_headers
-        from specmon.http.urls import normalize_base_url
+        from specmon.urls import base_url
 
         self._info_at = self._absent_at = None
-        async with HttpClient(normalize_base_url(self.url), headers=auth_headers(self.api_key),
+        async with HttpClient(base_url(self.url), headers=auth_headers(self.api_key),
                               connect_timeout_s=5.0) as http:
             while not self._stopping.is_set():
                 started = time.monotonic()

@@ -124,7 +124,7 @@ def run_start(args: argparse.Namespace) -> int:
 
     exporter = _StartExporter(textfile_dir(args.textfile_dir), record.url)
     outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=args.timeout,
-                         on_state=exporter.progress, on_line=_progress_line)
+                         on_state=exporter.progress, on_line=_progress_line, since=record.started_at)
     exporter.finished(preset.name, outcome)
     data.update(
         state="ready" if outcome.state == "ready" else "failed",
@@ -227,7 +227,10 @@ def run_ps(args: argparse.Namespace) -> int:
     for problem in inventory.problems:
         _note(f"ignored state file {problem}")
     if getattr(args, "prometheus_sd", False):
-        print(strict_json(prometheus_sd(inventory), indent=2))
+        groups, refused = prometheus_sd(inventory)
+        for problem in refused:
+            _note(f"left out of the file_sd targets: {problem}")
+        print(strict_json(groups, indent=2))
         return EXIT_OK
     pruned = []
     if getattr(args, "prune", False):
@@ -253,22 +256,30 @@ def run_ps(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def prometheus_sd(inventory) -> list[dict[str, Any]]:
+def prometheus_sd(inventory) -> tuple[list[dict[str, Any]], list[str]]:
     """Prometheus file_sd groups for the live servers specmon launched: one target each, labelled with
-    `server` (its id), `preset` and `role` (the preset's --disaggregation-mode, else unified)."""
+    `server` (its id), `preset` and `role` (the preset's --disaggregation-mode, else unified); and, each in one
+    line, the servers left out because their URL is no plain `host:port` target (`urls.address_of`: a path,
+    a query, a user:password@, a newline), which Prometheus would refuse or scrape wrong."""
     from specmon.launch.presets import load_presets
+    from specmon.urls import UrlRefused, address_of
 
     presets = load_presets().presets
-    groups = []
+    groups, refused = [], []
     for server in inventory.servers:
         if not (server.alive and server.launched_by_specmon):
             continue
+        try:
+            target = address_of(server.url, what=f"server {server.id}'s url")
+        except UrlRefused as exc:
+            refused.append(str(exc))
+            continue
         preset = presets.get(server.preset) if server.preset else None
         role = str(preset.args.get("disaggregation-mode", "unified")) if preset is not None else "unified"
-        groups.append({"targets": [server.url.split("://", 1)[-1].rstrip("/")],
+        groups.append({"targets": [target],
                        "labels": {"server": server.id, "preset": server.preset or "none",
                                   "role": "unified" if role in ("null", "None") else role}})
-    return groups
+    return groups, refused
 
 
 # ------------------------------------------------------------------------------------------------- stop

@@ -18,6 +18,7 @@ from specmon.oncall import state
 from specmon.oncall.gpus import memory_of, read_gpus
 from specmon.oncall.state import ServerRecord, StateProblem, stdout_log
 from specmon.sglang.processes import is_emulator_cmdline, is_server_cmdline, is_sglang_child
+from specmon.urls import UrlRefused, url_of
 
 DEFAULT_PORT = 30000
 DEFAULT_HOST = "127.0.0.1"
@@ -51,7 +52,7 @@ class FoundServer:
     def gpu_url(self) -> str | None:
         if self.record is not None and self.record.gpu_url:
             return self.record.gpu_url
-        return f"http://{self.host}:{self.port + 1}/_emulator/gpus" if self.emulator else None
+        return url_of(self.host, self.port + 1) + "/_emulator/gpus" if self.emulator else None
 
     def why_not_signalable(self) -> str | None:
         """Why specmon may not signal this server (None: it may)."""
@@ -190,10 +191,6 @@ def address_of(argv: list[str]) -> tuple[str, int]:
     return host, port
 
 
-def url_of(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
 def descendants(pid: int) -> list[int]:
     try:
         return [c.pid for c in psutil.Process(pid).children(recursive=True)]
@@ -257,13 +254,17 @@ def find_servers(with_gpus: bool = True) -> Inventory:
         pids = [pid, *descendants(pid)]
         claimed.update(pids)
         host, port = address_of(argv)
+        try:
+            url = url_of(host, port)
+        except UrlRefused:
+            continue  # no host (a user:password@, a path): SGLang cannot listen there, so nothing serves on it
         uids = info.get("uids")
         servers.append(
             FoundServer(
                 id=str(pid),
                 preset=None,
                 pid=pid,
-                url=url_of(host, port),
+                url=url,
                 host=host,
                 port=port,
                 log=stdout_log(pid),

@@ -16,11 +16,11 @@ from specmon.launch.marks import LAUNCH_TOKEN_ENV, SERVER_ID_ENV
 from specmon.launch.presets import Preset
 from specmon.launch.supervisor import ServerSupervisor, SupervisorError, launcher_problem
 from specmon.oncall import state
-from specmon.oncall.discovery import url_of
 from specmon.oncall.gpus import memory_by_gpu, read_gpus
 from specmon.oncall.state import ServerRecord
 from specmon.private_files import make_private_dir
 from specmon.units import format_seconds
+from specmon.urls import url_of
 
 DEFAULT_READY_TIMEOUT_S = 1800.0
 HEALTH_LIMIT = 64 * 1024
@@ -59,7 +59,8 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     honours --no-preflight), so the supervisor does not.
     """
     real_port = port if port is not None else preset.port
-    gpu_url = f"http://{preset.host}:{real_port + 1}/_emulator/gpus" if preset.demo else None
+    url = url_of(preset.host, real_port, what="the preset's host and port")  # UrlRefused before any launch
+    gpu_url = url_of(preset.host, real_port + 1) + "/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
     token, server_id = state.new_launch_token(), state.new_server_id()
     supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False,
@@ -71,7 +72,7 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
         pid=0,
         pgid=0,
         create_time=0.0,
-        url=url_of(preset.host, real_port),
+        url=url,
         host=preset.host,
         port=real_port,
         log="",
@@ -148,13 +149,15 @@ def wait_ready(
     on_state: Callable[[Any], None] | None = None,
     on_line: Callable[[str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    since: float | None = None,
 ) -> ReadyOutcome:
     """Follow the log (StartupTracker) and `/health` until the server is ready, fails, dies, time runs out, or
     ``should_stop()`` (Ctrl+C) ends the wait as "cancelled" (the server is left as it is).
 
     ``on_line`` gets one line per phase change and throttled capture and weight progress, as
     `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing);
-    ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress)."""
+    ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress). ``took_s``
+    counts from ``since`` (the launch's wall time) when given, else from this call."""
     from specmon.http.blocking import BlockingFetcher
     from specmon.http.errors import HttpError
     from specmon.logs.follower import LogFollower
@@ -163,7 +166,7 @@ def wait_ready(
     from specmon.logs.tracker import StartupTracker
     from specmon.oncall.state import process_matches
 
-    started = time.monotonic()
+    started = time.monotonic() - (max(0.0, time.time() - since) if since is not None else 0.0)
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True, frame_runs=True) if log else None
     client = BlockingFetcher(connect_timeout_s=2.0)

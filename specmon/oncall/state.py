@@ -10,24 +10,27 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import psutil
+from msgspec import Meta
 
 from specmon.inputs import InputError, kind_of, parse_json
 from specmon.launch.marks import LAUNCH_TOKEN_ENV
 from specmon.private_files import make_private_dir, open_private_file, state_dir
+from specmon.typed import FLOAT_MAX, FieldError, Time, convert
+from specmon.urls import base_url
 
 MAX_STATE_BYTES = 256 * 1024
 START_TIME_TOLERANCE_S = 0.5
 PENDING_SUFFIX = ".launching"
-MAX_TIME_S = 2**34
-"""A time in a state file is seconds since 1970 below this (the year 2514): anything else is no time."""
+PID_MAX_LIMIT = 4 * 1024 * 1024
+"""Linux's highest pid_max (and above every other system's): a larger pid is no process."""
 PENDING_GRACE_S = 30.0
 """A pending launch with no process after this long started nothing (its launch failed); its file goes."""
 
@@ -49,86 +52,49 @@ def new_launch_token() -> str:
     return secrets.token_hex(16)
 
 
-@dataclass
-class ServerRecord:
-    """A server specmon launched: enough to find it again, check it is the same process, and stop it."""
+Pid = Annotated[int, Meta(ge=2, le=PID_MAX_LIMIT, description="a process id (2 to 4,194,304)")]
+Port = Annotated[int, Meta(ge=1, le=65535, description="a port (1 to 65535)")]
+GpuIndex = Annotated[str, Meta(pattern=r"^[0-9]{1,4}$", description="a GPU index")]
+MiB = Annotated[float, Meta(ge=0, le=FLOAT_MAX, description="MiB (0 or more)")]
+LaunchToken = Annotated[str, Meta(pattern=r"^(?:[0-9a-f]{32})?$", description="32 hex digits, or nothing")]
 
-    id: str
+
+class ServerRecord(msgspec.Struct):
+    """A server specmon launched: enough to find it again, check it is the same process, and stop it. The
+    state file's declaration: a file is read back through it strictly (`from_json`); keys it does not know
+    (a later specmon's) are left aside."""
+
+    id: Annotated[str, Meta(min_length=1)]
     preset: str
-    argv: list[str]
-    pid: int
-    pgid: int
-    create_time: float  # the process's start time (psutil), so a reused pid is never taken for the server
+    argv: Annotated[list[str], Meta(min_length=1, description="a non-empty array of strings")]
+    pid: Pid
+    pgid: Pid
+    create_time: Time  # the process's start time (psutil), so a reused pid is never taken for the server
     url: str
     host: str
-    port: int
+    port: Port
     log: str
-    started_at: float
+    started_at: Time
     demo: bool = False
     gpu_url: str | None = None  # the emulator's simulated GPUs (demo presets)
-    gpu_baseline_mib: dict[str, float] = field(default_factory=dict)  # per GPU index, before launch
-    stopped_at: float | None = None  # when `specmon stop` began to stop it (written before its first signal)
-    launch_token: str = ""  # what the launched process has in $SPECMON_LAUNCH_TOKEN (a pending launch's key)
+    gpu_baseline_mib: dict[GpuIndex, MiB] = {}  # per GPU index, before launch
+    stopped_at: Time | None = None  # when `specmon stop` began to stop it (written before its first signal)
+    launch_token: LaunchToken = ""  # what the launched process has in $SPECMON_LAUNCH_TOKEN (a pending launch's key)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return msgspec.to_builtins(self)
 
     @classmethod
     def from_json(cls, data: Any) -> ServerRecord:
         """Raises ValueError with what is wrong."""
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        checks: dict[str, tuple[type, ...]] = {
-            "id": (str,),
-            "preset": (str,),
-            "argv": (list,),
-            "pid": (int,),
-            "pgid": (int,),
-            "create_time": (int, float),
-            "url": (str,),
-            "host": (str,),
-            "port": (int,),
-            "log": (str,),
-            "started_at": (int, float),
-        }
-        for key, types in checks.items():
-            value = data.get(key)
-            if isinstance(value, bool) or not isinstance(value, types):
-                raise ValueError(f"'{key}' is missing or of the wrong type")
-        if data["pid"] <= 1 or data["pgid"] <= 1 or not 0 < data["port"] < 65536:
-            raise ValueError("pid, pgid or port out of range")
-        stopped_at = data.get("stopped_at")
-        for key in ("create_time", "started_at", *(("stopped_at",) if isinstance(stopped_at, int | float) else ())):
-            if not 0 <= data[key] < MAX_TIME_S:
-                raise ValueError(f"'{key}' is not a time (seconds since 1970)")
-        if not all(isinstance(a, str) for a in data["argv"]):
-            raise ValueError("'argv' must be a list of strings")
-        baseline = data.get("gpu_baseline_mib") or {}
-        if not isinstance(baseline, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in baseline.values()
-        ):
-            raise ValueError("'gpu_baseline_mib' must map GPU indexes to numbers")
-        gpu_url = data.get("gpu_url")
-        stopped_at = data.get("stopped_at")
-        token = data.get("launch_token")
-        return cls(
-            id=data["id"],
-            preset=data["preset"],
-            argv=list(data["argv"]),
-            pid=data["pid"],
-            pgid=data["pgid"],
-            create_time=float(data["create_time"]),
-            url=data["url"],
-            host=data["host"],
-            port=data["port"],
-            log=data["log"],
-            started_at=float(data["started_at"]),
-            demo=bool(data.get("demo", False)),
-            gpu_url=gpu_url if isinstance(gpu_url, str) else None,
-            gpu_baseline_mib={str(k): float(v) for k, v in baseline.items()},
-            stopped_at=float(stopped_at) if isinstance(stopped_at, int | float) else None,
-            launch_token=token if isinstance(token, str) and re.fullmatch(r"[0-9a-f]{32}", token) else "",
-        )
+        try:
+            record = convert(data, cls, table="an object")
+        except FieldError as exc:
+            raise ValueError(exc.message) from None
+        for key in ("url", "gpu_url"):
+            if (value := getattr(record, key)) is not None:
+                base_url(value, what=f"'{key}'")  # UrlRefused (a ValueError): no user:password@, an http(s) URL
+        return record
 
     def is_alive(self) -> bool:
         """The recorded process is running now: same pid, same start time, same command line, not a zombie."""
@@ -241,16 +207,9 @@ def _read_json(path: Path) -> Any:
         raise ValueError(f"not valid JSON: {exc}") from None
 
 
-def _record_of(data: Any) -> ServerRecord:
-    try:
-        return ServerRecord.from_json(data)
-    except (TypeError, KeyError, AttributeError, OverflowError) as exc:
-        raise ValueError(f"not a server record ({type(exc).__name__}: {exc})"[:200]) from None
-
-
 def read(path: Path) -> ServerRecord:
     """One state file; raises ValueError (with the reason) for anything unusable."""
-    record = _record_of(_read_json(path))
+    record = ServerRecord.from_json(_read_json(path))
     if path.stem != record.id:
         raise ValueError(f"the file name does not match its id {record.id!r}")
     return record
@@ -284,7 +243,7 @@ def _pending(path: Path) -> ServerRecord:
     data = _read_json(path)
     if not isinstance(data, dict) or any(data.get(key) is not None for key in ("pid", "pgid", "create_time")):
         raise ValueError("not a pending launch")
-    record = _record_of({**data, "pid": 2, "pgid": 2, "create_time": 0.0})
+    record = ServerRecord.from_json({**data, "pid": 2, "pgid": 2, "create_time": 0.0})
     if path.name != f"{record.id}{PENDING_SUFFIX}":
         raise ValueError(f"the file name does not match its id {record.id!r}")
     record.pid = record.pgid = 0

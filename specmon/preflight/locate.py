@@ -31,7 +31,7 @@ except importlib.metadata.PackageNotFoundError:
 dirs = list(spec.submodule_search_locations or []) if spec else []
 print(json.dumps({"python": sys.executable, "dirs": dirs, "version": version}))
 """
-_PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+_PYTHON_NAME = re.compile(r"^python[0-9.]*\Z")
 
 
 @dataclass

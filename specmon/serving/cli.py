@@ -26,7 +26,8 @@ def run_check(args: argparse.Namespace) -> int:
 
         return run_check_preset(args)
     try:
-        api_key = resolve_api_key(args.api_key_file)
+        api_key = resolve_api_key(
+            args.api_key_file, warn=lambda line: print(f"specmon check: warning: {printable(line)}", file=sys.stderr))
     except OSError as exc:
         message = f"cannot read the API key file {args.api_key_file}: {exc.strerror}"
         if args.json:

@@ -10,16 +10,17 @@ import asyncio
 import errno
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from specmon import urls
 from specmon.http.client import Answer, HttpClient
 from specmon.http.errors import AnswerRefused, AnswerTooSlow, HttpError, RequestTimeout, TransportError
 from specmon.http.headers import auth_headers, header_value
-from specmon.http.urls import normalize_base_url
-from specmon.inputs import KIB, MIB, InputError, parse_json, read_text
+from specmon.inputs import KIB, MIB, InputError, parse_json, read_secret
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
+from specmon.redact import redacted_text, remember_secret
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
 from specmon.text import printable
 
@@ -49,7 +50,7 @@ class SGLangError(Exception):
     """A request to the server failed; `status_code` is None when no HTTP answer came back."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(redacted_text(message))  # a server's or a proxy's words may echo the API key
         self.status_code = status_code
 
 
@@ -285,21 +286,27 @@ def generate_payload(
 
 
 
-def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None) -> str | None:
-    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set.
+def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None,
+                    warn: Callable[[str], None] | None = None) -> str | None:
+    """The API key from `api_key_file` when given, else from $SPECMON_API_KEY; None when neither is set. A key
+    file others may read is told to `warn` (`inputs.read_secret`); the key is remembered, so that no error
+    text specmon shows holds it (`redact.remember_secret`).
 
     Raises OSError when the file cannot be read (the message names the file, never its content), and
     HeaderRefused (an InputError) when the key cannot go in a request's header (`http.headers.header_value`).
     """
     if api_key_file:
         try:
-            key = read_text(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file").strip()
+            key = read_secret(api_key_file, MAX_API_KEY_FILE_BYTES, what="API key file", warn=warn).strip()
         except InputError as error:  # a FIFO, a device, too big: said as a read error is, with the reason
             raise OSError(errno.EINVAL, str(error).removeprefix(f"{api_key_file}: ")) from None
         except UnicodeDecodeError:
             raise OSError(errno.EINVAL, "not UTF-8 text") from None
+        remember_secret(key)
         return header_value(key, f"the API key file {api_key_file}") or None
-    return header_value(os.environ.get(API_KEY_ENV, "").strip(), f"${API_KEY_ENV}") or None
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    remember_secret(key)
+    return header_value(key, f"${API_KEY_ENV}") or None
 
 
 @dataclass
@@ -319,7 +326,7 @@ class SGLangClient:
     """Async client of one SGLang server. Use as `async with SGLangClient(url) as client: ...`."""
 
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
-        self.base_url = normalize_base_url(base_url)
+        self.base_url = urls.base_url(base_url)
         self.timeout = timeout
         self._http = HttpClient(self.base_url, headers=auth_headers(api_key), connect_timeout_s=timeout)
         self._server_info_paths = _EndpointChoice(("/server_info", "/get_server_info"))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from specmon import urls
 from specmon.loop_thread import LoopThread
 from specmon.serving.client import (
     AuthenticationFailed,
@@ -17,7 +18,6 @@ from specmon.serving.client import (
     SGLangClient,
     SGLangError,
     SpecSettings,
-    normalize_base_url,
     spec_settings,
 )
 
@@ -73,7 +73,7 @@ class ServerPoller:
         health_refresh_s: float = 30.0,
         use_health_generate: bool = False,
     ) -> None:
-        self.url = normalize_base_url(base_url)
+        self.url = urls.base_url(base_url)
         self.interval_s = interval_s
         self.heartbeat_s = heartbeat_s
         self.health_timeout_s = health_timeout_s

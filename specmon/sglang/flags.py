@@ -87,7 +87,7 @@ def router_flag(option: str) -> bool:
 
 
 _NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "append_const", "count", "BooleanOptionalAction")
-_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)(\d+))?(?:[.-]?post(\d+))?(?:[.-]?dev(\d+))?$")
+_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)(\d+))?(?:[.-]?post(\d+))?(?:[.-]?dev(\d+))?\Z")
 
 
 def version_key(version: str) -> tuple:

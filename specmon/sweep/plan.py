@@ -9,19 +9,19 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta
 
 from specmon.inputs import MIB, InputError, load_json_file
 from specmon.private_files import make_private_dir, open_private_file
+from specmon.typed import FieldError, Seconds, Time, convert
 
 if TYPE_CHECKING:
     from specmon.launch.presets import Preset
 
-STEP_STATES = ("pending", "measured", "failed", "skipped", "cancelled")
-TO_DO = ("pending", "cancelled")
-"""The states of the steps a resume runs."""
 MAX_PLAN_BYTES = 4 * MIB
 
 
@@ -29,36 +29,43 @@ class SweepError(Exception):
     """A sweep cannot be planned or resumed (no baseline, a bad state file, an unknown run id)."""
 
 
-@dataclass
-class SweepStep:
+StepState = Literal["pending", "measured", "failed", "skipped", "cancelled"]
+STEP_STATES: tuple[str, ...] = get_args(StepState)
+TO_DO = ("pending", "cancelled")
+"""The states of the steps a resume runs."""
+Leave = Literal["best", "baseline", "none"]
+RunnerPid = Annotated[int, Meta(ge=1, description="a process id")]
+
+
+class SweepStep(msgspec.Struct):
     """One preset's turn in a sweep."""
 
     preset: str
     baseline: bool
     draft_tokens: int | None
-    state: str = "pending"
+    state: StepState = "pending"
     bench_run_id: str | None = None
-    startup_s: float | None = None
-    measure_s: float | None = None
+    startup_s: Seconds | None = None
+    measure_s: Seconds | None = None
     error: str | None = None
 
 
-@dataclass
-class SweepPlan:
-    """A sweep: its presets in order and the benchmark settings every step uses."""
+class SweepPlan(msgspec.Struct):
+    """A sweep: its presets in order and the benchmark settings every step uses. The state file's declaration:
+    a file is read back through it strictly (`from_json`)."""
 
     run_id: str
     steps: list[SweepStep]
     requests: int | None = None
-    created_at: float = field(default_factory=time.time)
+    created_at: Time = msgspec.field(default_factory=time.time)
     finished: bool = False
     left_serving: str | None = None
-    leave: str = "best"
+    leave: Leave = "best"
     """What the sweep leaves serving at its end: "best" (the recommended preset), "baseline" or "none"."""
     recommended: str | None = None
     """The recommendation from what is measured so far (saved after every step)."""
-    runner_pid: int | None = None
-    runner_started: float | None = None
+    runner_pid: RunnerPid | None = None
+    runner_started: Time | None = None
     """The process running the sweep (pid and start time): gone while unfinished means interrupted."""
     server_id: str | None = None
     """The server the sweep launched last (its id in `specmon ps`): the only one it replaces from then on."""
@@ -70,42 +77,15 @@ class SweepPlan:
         return next((s for s in self.steps if s.state in TO_DO), None)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return msgspec.to_builtins(self)
 
     @classmethod
     def from_json(cls, data: Any) -> SweepPlan:
         """A plan read back from its file; SweepError when the file is not one."""
         try:
-            steps = [SweepStep(**step) for step in data["steps"]]
-            plan = cls(
-                run_id=str(data["run_id"]),
-                steps=steps,
-                requests=data.get("requests"),
-                created_at=float(data.get("created_at", 0.0)),
-                finished=bool(data.get("finished", False)),
-                left_serving=data.get("left_serving"),
-                leave=str(data.get("leave") or "best"),
-                recommended=_text(data.get("recommended")),
-                runner_pid=_number(data.get("runner_pid"), int),
-                runner_started=_number(data.get("runner_started"), float),
-                server_id=_text(data.get("server_id")),
-                cancelled=data.get("cancelled") is True,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SweepError(f"not a sweep state file: {exc}") from None
-        if any(step.state not in STEP_STATES for step in steps):
-            raise SweepError("not a sweep state file: unknown step state")
-        return plan
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _number(value: Any, kind: type) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return kind(value)
+            return convert(data, cls, table="an object")
+        except FieldError as exc:
+            raise SweepError(f"not a sweep state file: {exc.message}") from None
 
 
 def new_sweep_id() -> str:
@@ -134,7 +114,9 @@ def plan_sweep(presets: Sequence[Preset], baseline: Preset | None = None, reques
     run_id = new_sweep_id()
 
     def step(preset: Preset, base: bool) -> SweepStep:
-        return SweepStep(preset.name, base, None if base else preset.speculative.effective_draft_tokens)
+        draft = preset.speculative.effective_draft_tokens
+        whole = isinstance(draft, int) and not isinstance(draft, bool)  # a preset's flag may hold anything
+        return SweepStep(preset.name, base, draft if whole and not base else None)
 
     steps = [step(baseline, True), *(step(p, False) for p in speculative), step(baseline, True)]
     return SweepPlan(run_id=run_id, steps=steps, requests=requests)

@@ -125,8 +125,10 @@ class SweepRunner:
             self.plan.recommended = self.report().recommended
             self.store.save(self.plan)
         report = self.report()
-        if self.cancelled:
-            return report  # unfinished: `specmon sweep --resume` goes on
+        if self.cancelled:  # unfinished: `specmon sweep --resume` goes on; what serves is what the step left
+            server = self._running_server()
+            report.left_serving = (server.preset or f"pid {server.pid}") if server is not None else None
+            return report
         if not self.plan.finished:
             self.plan.left_serving = self._leave(report)
             self.plan.finished = True

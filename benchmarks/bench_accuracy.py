@@ -33,10 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from specmon.bench.prompts import load_prompts
 from specmon.bench.run import BenchRun, RunSettings
@@ -59,7 +58,8 @@ class LoopbackProcess:
             raise RuntimeError("the loopback server did not start")
 
     def sent(self) -> list[dict[str, Any]]:
-        return httpx.get(self.url + "/_loopback/sent", timeout=10, trust_env=False).json()
+        with urllib.request.urlopen(self.url + "/_loopback/sent", timeout=10) as answer:
+            return json.loads(answer.read())
 
     def close(self) -> None:
         self.proc.terminate()
@@ -237,9 +237,9 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     columns: dict[str, list[tuple[float, float]]] = {}
     quick_ack = stream._set_quickack
     try:
-        async with httpx.AsyncClient(base_url=url, trust_env=False) as client, stream.stream_client(url) as streams:
+        async with stream.stream_client(url) as streams:
             async def truth() -> float:
-                times, counts = (await client.get("/sent")).json()
+                times, counts = json.loads((await streams.fetch("GET", "/sent", limit=64 << 20, deadline_s=30)).content)
                 return (counts[-1] - counts[0]) / (times[-1] - times[0])
 
             async def specmon_one(ack: bool) -> float:

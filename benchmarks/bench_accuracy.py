@@ -15,8 +15,8 @@ spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk.
 `--standin` measures issue 14 item 27 instead: a ThreadingHTTPServer child (HTTP/1.1 chunked SSE, no
 TCP_NODELAY, headers, 40 ms, then one event per verify step at a fixed cadence) at ~100, ~1,500, ~4,000, ~5,000 and
 ~10,000 tok/s; truth = (tokens after the first event) / (last send - first send). Columns: specmon's
-`stream_generate` on one reused connection as BenchRun uses it (`stream_client`: the h1 reader for http), the same without the TCP quick-ACK (the
-behaviour before the fix), and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
+`stream_generate` as BenchRun uses it (`stream_client`: specmon's aiohttp client, a connection per stream), the same
+without the TCP quick-ACK, and SGLang's own `async_request_sglang_generate` (aiohttp, one connection per
 request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that column is skipped):
 
     pip download --no-deps sglang==0.5.16 -d /tmp/sg && unzip -q /tmp/sg/sglang-*.whl 'sglang/*' -d /tmp/sg/src
@@ -33,10 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from specmon.bench.prompts import load_prompts
 from specmon.bench.run import BenchRun, RunSettings
@@ -59,7 +58,8 @@ class LoopbackProcess:
             raise RuntimeError("the loopback server did not start")
 
     def sent(self) -> list[dict[str, Any]]:
-        return httpx.get(self.url + "/_loopback/sent", timeout=10, trust_env=False).json()
+        with urllib.request.urlopen(self.url + "/_loopback/sent", timeout=10) as answer:
+            return json.loads(answer.read())
 
     def close(self) -> None:
         self.proc.terminate()
@@ -237,9 +237,9 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     columns: dict[str, list[tuple[float, float]]] = {}
     quick_ack = stream._set_quickack
     try:
-        async with httpx.AsyncClient(base_url=url, trust_env=False) as client, stream.stream_client(url) as streams:
+        async with stream.stream_client(url) as streams:
             async def truth() -> float:
-                times, counts = (await client.get("/sent")).json()
+                times, counts = json.loads((await streams.fetch("GET", "/sent", limit=64 << 20, deadline_s=30)).content)
                 return (counts[-1] - counts[0]) / (times[-1] - times[0])
 
             async def specmon_one(ack: bool) -> float:
@@ -281,6 +281,8 @@ def main() -> int:
     parser.add_argument("--standin", action="store_true", help="issue 14 item 27: the ThreadingHTTPServer stand-in")
     parser.add_argument("--sglang-src", metavar="DIR", help="an unzipped sglang wheel (for SGLang's request function)")
     parser.add_argument("--repeats", type=int, default=10, help="with --standin: requests per client and case")
+    parser.add_argument("--tok-s", metavar="LIST", help="with --standin: these rates only (e.g. 1000,4000: 5 tokens "
+                        "a step, 1024 tokens a request) instead of the five standard cases")
     parser.add_argument("--serve", nargs=2, metavar=("CADENCE", "PER_STEP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -292,7 +294,8 @@ def main() -> int:
         sglang_fn = load_sglang_request_function(args.sglang_src)
         if sglang_fn is None:
             print("note: no --sglang-src (or aiohttp missing): SGLang's request function is skipped", file=sys.stderr)
-        rows = [asyncio.run(standin_case(c, k, n, args.repeats, sglang_fn)) for c, k, n in STANDIN_CASES]
+        cases = STANDIN_CASES if not args.tok_s else [(5 / float(rate), 5, 1024) for rate in args.tok_s.split(",")]
+        rows = [asyncio.run(standin_case(c, k, n, args.repeats, sglang_fn)) for c, k, n in cases]
         print(json.dumps({"python": platform.python_version(), "standin": rows}, indent=2))
         return 0
     prompts = load_prompts()

@@ -14,8 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-
-import httpx
+import urllib.request
 
 from specmon.ports import free_port
 
@@ -49,8 +48,8 @@ def _launch(flags: list[str], speed: float) -> tuple[subprocess.Popen, str, floa
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"emulator exited {proc.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/health", timeout=2) as answer:
+            if answer.status == 200:
                 return proc, url, time.monotonic() - started
         time.sleep(0.05)
 
@@ -64,8 +63,11 @@ def _one(url: str, prompt: str, tokens: int) -> tuple[int, int, float]:
     """(completion tokens, verify steps, decode seconds after the first token) of one streamed request."""
     body = {"text": prompt, "stream": True, "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
     first = None
-    with httpx.stream("POST", url + "/generate", json=body, timeout=600) as response:
-        for line in response.iter_lines():
+    request = urllib.request.Request(url + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        for raw in response:
+            line = raw.decode().rstrip("\r\n")
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             meta = json.loads(line[6:])["meta_info"]

@@ -30,6 +30,8 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str):
+        if isinstance(getattr(sys.exc_info()[1], "__context__", None), _UrlArgumentRefused):
+            self.exit(2, f"{self.prog}: error: {message}\n")  # the refusal says it all: no usage above it
         super().error(message + self._suggestions(message))
 
     def unknown_options(self) -> list[str]:
@@ -85,6 +87,10 @@ def _add_log_summary(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="specmon.logs.cli:run_log_summary")
 
 
+class _UrlArgumentRefused(argparse.ArgumentTypeError):
+    """A URL flag's value `urls.base_url` refused: said in one line, without the usage."""
+
+
 def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
     """An argparse type for a URL flag: `urls.base_url` (a user:password@ refused, never echoed)."""
 
@@ -94,7 +100,7 @@ def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
         try:
             return base_url(text, what=what, scheme_required=scheme_required)
         except UrlRefused as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            raise _UrlArgumentRefused(str(exc)) from None
 
     return parse
 

@@ -7,13 +7,12 @@ import json
 import time
 import tracemalloc
 
-import httpx
 import pytest
 
 from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.bench.prompts import Prompt
 from specmon.bench.run import BenchRun, RunSettings
-from specmon.bench.stream import stream_generate
+from specmon.bench.stream import stream_client, stream_generate
 from specmon.serving.client import generate_payload
 from tests.support.hostile_http import HostileServer
 
@@ -46,7 +45,7 @@ class Hostile(HostileServer):
 
 
 async def _generate(script, max_new_tokens=16, **kwargs):
-    async with Hostile(script) as server, httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+    async with Hostile(script) as server, stream_client(server.url) as client:
         started = time.perf_counter()
         result = await stream_generate(client, generate_payload("hi", max_new_tokens), 0, "p0", **kwargs)
         return result, time.perf_counter() - started

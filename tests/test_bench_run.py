@@ -81,12 +81,12 @@ def test_each_request_is_saved_as_it_finishes_in_private_files(tmp_path):
     assert [r.decode_tok_s for r in back.requests] == [r.decode_tok_s for r in result.requests]
 
 
-def test_concurrent_streams_use_one_keepalive_connection_each(tmp_path):
+def test_concurrent_streams_hold_one_connection_each_and_none_after_it(tmp_path):
     with LoopbackServer(LoopbackConfig(tokens_per_s=800)) as server:
         result, _, _ = _run(server, tmp_path, RunSettings(requests=12, max_new_tokens=24, warmup=0, concurrency=4))
     assert result.summary.requests_ok == 12
-    # + the API client's two: one kept for its GETs (info, metrics), one for its POST (flush)
-    assert server.connections <= 4 + 2
+    assert server.connections >= 12  # a connection per stream, as SGLang's own benchmark
+    assert server.most_open <= 4 + 1  # + the API client's (info, flush, metrics), one at a time
 
 
 def test_flush_answering_400_is_retried(tmp_path):

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from specmon.bench.loopback import LoopbackConfig, LoopbackServer
-from specmon.bench.stream import error_message, stream_generate
+from specmon.bench.stream import error_message, stream_client, stream_generate
 from specmon.ports import free_port
 from specmon.serving.client import generate_payload
 
@@ -30,7 +29,7 @@ def final_chunk(stream: bytes) -> dict:
 
 async def _one(config: LoopbackConfig, max_new_tokens: int = 32):
     with LoopbackServer(config) as server:
-        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+        async with stream_client(server.url) as client:
             result = await stream_generate(client, generate_payload("Hello there", max_new_tokens), 0, "p0")
         return result, server
 
@@ -110,7 +109,7 @@ async def test_a_stream_cut_short_is_an_error_with_its_partial_figures():
 
 
 async def test_connection_refused_is_an_error_not_a_crash():
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{free_port()}", timeout=5) as client:
+    async with stream_client(f"http://127.0.0.1:{free_port()}") as client:
         result = await stream_generate(client, generate_payload("hi", 8), 3, "p3")
     assert not result.ok and result.error.startswith("ConnectError")
     assert result.index == 3 and result.prompt_id == "p3"

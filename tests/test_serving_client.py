@@ -13,11 +13,10 @@ from specmon.serving.client import (
     AuthenticationFailed,
     SGLangClient,
     SGLangError,
-    is_loopback,
     resolve_api_key,
     spec_settings,
 )
-from specmon.urls import base_url
+from specmon.urls import base_url, is_loopback
 from tests.support.serving_replay import API_FIXTURES, ReplayServer, first_stream
 
 

@@ -99,8 +99,8 @@ def _interrupt_exits_130(handler):
 @_interrupt_exits_130
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
-    from specmon.bounded_http import HeaderRefused
     from specmon.gpu.nvml import NvmlSource
+    from specmon.http.headers import HeaderRefused
     from specmon.serving.client import resolve_api_key
     from specmon.tui.config import AppConfig
     from specmon.urls import base_url

@@ -150,7 +150,7 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
 def run_bench(args: argparse.Namespace) -> int:
     """Handler of `specmon bench`."""
     from specmon.bench.prompts import PromptError, load_prompts
-    from specmon.bounded_http import HeaderRefused
+    from specmon.http.headers import HeaderRefused
     from specmon.serving.client import resolve_api_key
     from specmon.text import strict_json
 

@@ -84,6 +84,7 @@ class LoopbackServer:
         self.headers_seen: list[dict[str, str]] = []
         self.flush_calls = 0
         self.connections = 0
+        self.most_open = 0  # the most connections open at once
         self.generation_tokens = 0
         self.verify_calls = 0
         self._spec_tokens_since_flush = 0
@@ -147,6 +148,7 @@ class LoopbackServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         self.connections += 1
+        self.most_open = max(self.most_open, len(self._writers))
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

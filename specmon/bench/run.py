@@ -16,9 +16,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
-
-from specmon.bench.h1 import H1Client
 from specmon.bench.model import (
     OWN_TOKENS,
     BenchProgress,
@@ -34,6 +31,7 @@ from specmon.bench.results import ResultStore
 from specmon.bench.stats import CROSS_CHECK_TOLERANCE, relative_difference
 from specmon.bench.stream import DEFAULT_STALL_TIMEOUT_S, stream_client, stream_generate
 from specmon.bench.summary import summarize
+from specmon.http.client import HttpClient
 from specmon.loop_thread import LoopThread
 
 __all__ = ["BenchProgress", "BenchResult", "BenchRun", "RequestResult", "RunSettings", "new_run_id"]
@@ -78,7 +76,6 @@ class BenchRun:
         store: ResultStore | None = None,
         prompts: list[Prompt] | None = None,
         gpu_sampler: Any = None,
-        request_timeout_s: float = 300.0,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
         deadline_s: float | None = DEFAULT_DEADLINE_S,
         flush_retries: int = 5,
@@ -98,7 +95,6 @@ class BenchRun:
         self._prompts = prompts
         self._gpu_sampler = gpu_sampler
         self._measure_window: list[float] = []
-        self._request_timeout_s = request_timeout_s
         self._stall_timeout_s = stall_timeout_s
         self._deadline_s = deadline_s
         self._deadline: float | None = None
@@ -269,9 +265,7 @@ class BenchRun:
                 self.store.start_run(result)
             except OSError as exc:
                 raise NotMeasurable(f"cannot save results in {self.store.directory}: {exc.strerror or exc}") from exc
-            streams = max(1, self.settings.concurrency)
-            client = stream_client(self.url, self._api_key, streams=streams, timeout=self._request_timeout_s)
-            async with client as http:
+            async with stream_client(self.url, self._api_key) as http:
                 if self.settings.warmup > 0:
                     self._set_phase("warmup")
                     warm = [(i, prompts[-1 - (i % len(prompts))]) for i in range(self.settings.warmup)]
@@ -337,7 +331,7 @@ class BenchRun:
             )
         return flushed
 
-    async def _run_requests(self, http: httpx.AsyncClient | H1Client, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
+    async def _run_requests(self, http: HttpClient, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
         from specmon.serving.client import generate_payload
 
         queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()

@@ -17,13 +17,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
-from specmon.bench import h1
 from specmon.bench.model import RequestResult
 from specmon.bench.predict import clean_histogram
 from specmon.bench.stats import is_degenerate
-from specmon.bounded_http import AnswerRefused, auth_headers, decoded_pieces
+from specmon.http.client import HttpClient, Streamed
+from specmon.http.errors import AnswerRefused, HttpError
+from specmon.http.headers import auth_headers
 from specmon.redact import redacted_text
 
 MAX_ERROR_CHARS = 300
@@ -227,19 +226,6 @@ class _StreamState:
         return r
 
 
-def _quick_ack(response: httpx.Response) -> None:
-    """Ask the kernel to acknowledge at once what arrived (Linux TCP_QUICKACK).
-
-    On a reused keep-alive connection the kernel delays the ACK of the response headers (up to 40 ms);
-    a server without TCP_NODELAY then holds its first event until that ACK comes, so the first event
-    arrives late and decode tok/s reads high. A fresh connection starts in quick-ACK mode, which is why
-    SGLang's own benchmark (one connection per request) does not see it.
-    """
-    stream = response.extensions.get("network_stream")
-    if stream is not None:
-        _set_quickack(stream.get_extra_info("socket"))
-
-
 def _set_quickack(sock: Any) -> None:
     """TCP_QUICKACK on `sock` (a socket, or None); Linux only, and any error is ignored."""
     quickack = getattr(socket, "TCP_QUICKACK", None)
@@ -248,22 +234,15 @@ def _set_quickack(sock: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
 
 
-def stream_client(
-    base_url: str, api_key: str | None = None, *, streams: int = 1, timeout: float = 600.0, connect_timeout: float = 10.0
-) -> h1.H1Client | httpx.AsyncClient:
-    """The client `stream_generate` reads one server's streams with: the lean HTTP/1.1 one for a plain http://
-    server no proxy stands in front of (`direct_http`), else httpx (https, or through the environment's proxy).
-    Either keeps one connection alive per concurrent stream and closes them with itself."""
-    from specmon.serving.client import direct_http, http_client
-
-    if direct_http(base_url):
-        return h1.H1Client(base_url, auth_headers(api_key), connect_timeout=connect_timeout)
-    limits = httpx.Limits(max_connections=streams, max_keepalive_connections=streams)
-    return http_client(base_url, api_key, limits=limits, timeout=httpx.Timeout(timeout, connect=connect_timeout))
+def stream_client(base_url: str, api_key: str | None = None, *, connect_timeout: float = 10.0) -> HttpClient:
+    """The client `stream_generate` reads one server's streams with (the API key as a Bearer header, each
+    stream on a connection of its own, as SGLang's own benchmark does), closed with itself."""
+    return HttpClient(base_url, headers=auth_headers(api_key), connect_timeout_s=connect_timeout,
+                      accept_encoding="identity")
 
 
 async def stream_generate(
-    client: httpx.AsyncClient | h1.H1Client,
+    client: HttpClient,
     payload: dict[str, Any],
     index: int,
     prompt_id: str,
@@ -295,9 +274,9 @@ async def stream_generate(
     except StreamError as exc:
         result.ok = False
         result.error = str(exc)
-    except httpx.HTTPError as exc:
+    except HttpError as exc:
         result.ok = False
-        result.error = f"{type(exc).__name__}: {str(exc)[:MAX_ERROR_CHARS] or 'connection failed'}"
+        result.error = f"{type(exc).__name__}: {exc.reason[:MAX_ERROR_CHARS] or 'connection failed'}"
     if not result.ok:
         result.completion_tokens = result.completion_tokens or state.tokens
         result.output_text = result.output_text or state.text
@@ -332,33 +311,23 @@ class _Watchdog:
 
 
 async def _read_stream(
-    client: httpx.AsyncClient | h1.H1Client,
+    client: HttpClient,
     path: str,
     payload: dict[str, Any],
     state: _StreamState,
     watchdog: _Watchdog,
     max_new: int,
 ) -> None:
+    """The stream, each piece timed as the reader gets it (as SGLang's own request function times its lines)."""
     max_event = EVENT_BYTES_BASE + EVENT_BYTES_PER_TOKEN * max_new
-    if isinstance(client, h1.H1Client):
-        await _read_h1(client, path, payload, state, watchdog, max_event)
-        return
-    headers = {"accept-encoding": "identity"}
-    async with client.stream("POST", path, json=payload, headers=headers) as response:
+    sse = _SseFeed(state, watchdog, max_event)
+    async with client.stream("POST", path, json=payload, headers={"Accept-Encoding": "identity"}) as response:
         if response.status_code >= 400:
             raise StreamError(error_message(response.status_code, await _bounded_body(response, max_event)))
-        _quick_ack(response)
-        _check_encoding(response.status_code, response.headers.get("content-encoding", "identity").encode())
-        buffer = b""
-        async for chunk in response.aiter_raw():
-            at = time.perf_counter()
-            buffer += chunk
-            if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
-                buffer = _feed_events(state, buffer, at, watchdog)
-            if len(buffer) > max_event:
-                raise StreamError(f"garbled SSE: an event larger than {max_event} bytes without a separator")
-        if buffer.strip():
-            _feed_event(state, buffer, time.perf_counter())
+        sse.head(response)
+        async for piece in response.raw_pieces():
+            sse.feed(piece, time.perf_counter())
+    sse.finish()
 
 
 class _SseFeed:
@@ -374,9 +343,9 @@ class _SseFeed:
         self.buffer = b""
         self.sock: Any = None
 
-    def head(self, status: int, headers: dict[bytes, bytes], transport: asyncio.BaseTransport) -> None:
-        _check_encoding(status, headers.get(b"content-encoding", b"identity"))
-        self.sock = transport.get_extra_info("socket")
+    def head(self, response: Streamed) -> None:
+        _check_encoding(response.status_code, response.headers.get("Content-Encoding", "identity"))
+        self.sock = response.socket
         _set_quickack(self.sock)
 
     def feed(self, piece: bytes, at: float) -> None:
@@ -393,54 +362,18 @@ class _SseFeed:
             _feed_event(self.state, self.buffer, time.perf_counter())
 
 
-def _check_encoding(status: int, encoding: bytes) -> None:
+def _check_encoding(status: int, encoding: str) -> None:
     """A stream is read as sent (identity is asked): an encoded one is refused, never decoded unbounded."""
     encoding = encoding.strip().lower()
-    if status < 400 and encoding not in (b"identity", b""):
-        raise StreamError(f"unsupported content-encoding {encoding.decode(errors='replace')[:40]!r} (identity asked)")
+    if status < 400 and encoding not in ("identity", ""):
+        raise StreamError(f"unsupported content-encoding {encoding[:40]!r} (identity asked)")
 
 
-async def _read_h1(
-    client: h1.H1Client,
-    path: str,
-    payload: dict[str, Any],
-    state: _StreamState,
-    watchdog: _Watchdog,
-    max_event: int,
-) -> None:
-    """The stream on a pooled connection of the client's, read by `h1.StreamProtocol`."""
-    sse = _SseFeed(state, watchdog, max_event)
-    try:
-        async with asyncio.timeout(client.connect_timeout):
-            conn = await client.connect()
-    except TimeoutError:
-        raise StreamError(
-            f"ConnectTimeout: no connection to {client.host}:{client.port} in {client.connect_timeout} s"
-        ) from None
-    except OSError as exc:
-        raise StreamError(f"ConnectError: {exc}") from None
-    conn.begin_stream(sse.head, sse.feed, max_event)
-    try:
-        assert conn.done is not None
-        conn.send(client.request(path, payload))
-        await conn.done
-    except h1.H1Error as exc:
-        raise StreamError(str(exc)[:MAX_ERROR_CHARS]) from None
-    finally:
-        if conn.done is not None and not conn.done.done():
-            conn.done.cancel()  # a stall or the deadline: nobody waits for its outcome any more
-            conn.reusable = False
-        client.release(conn)
-    if conn.status >= 400:
-        raise StreamError(error_message(conn.status, conn.error_body[:max_event]))
-    sse.finish()
-
-
-async def _bounded_body(response: httpx.Response, limit: int) -> bytes:
+async def _bounded_body(response: Streamed, limit: int) -> bytes:
     """An error body, at most `limit` bytes once decoded (what comes past it is not read)."""
     body = b""
     try:
-        async for piece in decoded_pieces(response, limit, "the error body"):
+        async for piece in response.decoded_pieces(limit):
             body += piece
     except AnswerRefused as exc:
         return body[:limit] or str(exc).encode()

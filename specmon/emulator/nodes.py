@@ -22,9 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
-
 from specmon.emulator.metrics import EmulatorMetrics
+from specmon.http.blocking import BlockingFetcher
+from specmon.http.errors import HttpError
+from specmon.inputs import parse_json
 
 RANKS_PATH = "/_emulator/ranks"
 POLL_S = 0.5
@@ -113,24 +114,15 @@ class LeaderLink:
     def __init__(self, host: str, port: int, node_rank: int, speed: float = 1.0) -> None:
         self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}{RANKS_PATH}?node={node_rank}"
         self.lost_after_s = max(1.0, LEADER_LOST_S / max(speed, 1e-6))
-        self._client = httpx.Client(timeout=2.0, trust_env=False)
+        self._client = BlockingFetcher(connect_timeout_s=2.0)
 
     def fetch(self) -> dict[str, Any] | None:
         """Node 0's answer, or None when it does not answer or answers something unreadable."""
-        body = bytearray()
         try:
-            with self._client.stream("GET", self.url) as response:
-                if response.status_code != 200:
-                    return None
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_ANSWER_BYTES:
-                        return None
-        except httpx.HTTPError:
-            return None
-        try:
-            answer = json.loads(body)
-        except ValueError:
+            got = self._client.fetch("GET", self.url, limit=MAX_ANSWER_BYTES, deadline_s=2.0)
+            # node 0 is specmon's own emulator: its figures may hold NaN (json.dumps' default), so not strict
+            answer = parse_json(got.content, where="node 0's groups") if got.status_code == 200 else None
+        except (HttpError, ValueError):
             return None
         return answer if isinstance(answer, dict) and isinstance(answer.get("groups"), dict) else None
 

@@ -55,10 +55,10 @@ class FleetOptions:
                                     ("--interval", self.interval_s, MAX_INTERVAL_S)):
             if not (math.isfinite(seconds) and 0 < seconds <= most):
                 out.append(f"{flag} {seconds:g} is not a number of seconds above 0 and at most {most:g}")
-        for url in (self.prometheus, *self.routers):
+        for flag, url in (("--prometheus", self.prometheus), *(("--router", router) for router in self.routers)):
             try:
                 if url is not None:
-                    base_url(url, scheme_required=True)
+                    base_url(url, what=flag, scheme_required=True)
             except UrlRefused as exc:
                 out.append(str(exc))
         try:

@@ -137,23 +137,26 @@ def target_url(instance: str) -> tuple[str | None, str | None]:
 def reachable_url(targets: Iterable[str], timeout_s: float = 1.5) -> tuple[str | None, list[str]]:
     """The first target that answers SGLang's API from here (`/model_info`, which generates nothing), as a URL
     of its host and port only (`target_url`), and what was said of the targets not asked (at most
-    MAX_TARGETS_TRIED are)."""
-    import httpx
+    MAX_TARGETS_TRIED are). Each answer is read within `timeout_s` and at most MAX_INFO_BYTES once decoded (else
+    not SGLang's)."""
+    from specmon.http.blocking import BlockingFetcher
+    from specmon.http.errors import HttpError
+    from specmon.serving.client import MAX_INFO_BYTES
 
     notes: list[str] = []
     targets = list(targets)
     if len(targets) > MAX_TARGETS_TRIED:
         notes.append(f"{len(targets)} targets: the first {MAX_TARGETS_TRIED} asked")
-    for target in targets[:MAX_TARGETS_TRIED]:
-        url, why = target_url(target)
-        if url is None:
-            notes.append(why or "")
-            continue
-        try:
-            with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+    with BlockingFetcher(connect_timeout_s=timeout_s) as fetcher:
+        for target in targets[:MAX_TARGETS_TRIED]:
+            url, why = target_url(target)
+            if url is None:
+                notes.append(why or "")
+                continue
+            try:
                 for path in ("/model_info", "/get_model_info"):
-                    if client.get(url + path).status_code == 200:
+                    if fetcher.fetch("GET", url + path, limit=MAX_INFO_BYTES, deadline_s=timeout_s).status_code == 200:
                         return url, notes
-        except httpx.HTTPError:
-            continue
+            except HttpError:
+                continue
     return None, notes

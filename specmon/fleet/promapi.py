@@ -1,28 +1,29 @@
-"""A read-only client of Prometheus' HTTP API (httpx): instant and range queries and the scrape configuration.
+"""A read-only client of Prometheus' HTTP API (specmon.http): instant and range queries, the scrape configuration.
 
 Only GETs. Secrets come from files (a bearer token, `user:password` for basic auth), never from the command
 line, and are never printed: every PromError's text is redacted (`redact.redacted_text`), whatever Prometheus
-or a proxy in front of it echoes. Every answer is bounded (MAX_ANSWER_BYTES, nested at most inputs.MAX_DEPTH) and
-deadlined; a malformed one is a PromError, never a traceback. Values are returned as Prometheus gives them (NaN
-and ±Inf included, a JSON number read as the string Prometheus sends): the fleet's columns check them
-(`promql.Column.check`). What an answer says beside its data (Prometheus' `warnings` and `infos`) and the series
+or a proxy in front of it echoes. Every answer goes through specmon's bounds (`HttpClient.fetch`: at most
+MAX_ANSWER_BYTES once decoded, whole within its deadline; nested at most inputs.MAX_DEPTH); a malformed one is a
+PromError, never a traceback. Values are returned as Prometheus gives them (NaN and ±Inf included, a JSON number
+read as the string Prometheus sends): the fleet's columns check them (`promql.Column.check`). What an answer says beside its data (Prometheus' `warnings` and `infos`) and the series
 left out of it (labels over the bounds, a series answered twice) are kept in `PromClient.notes`, said by the
 caller: never dropped without a word.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import httpx
 import yaml
 
-from specmon.bounded_http import HeaderRefused, auth_headers
+from specmon.http.client import HttpClient
+from specmon.http.decode import DECODED
+from specmon.http.errors import AnswerRefused, AnswerTooLarge, HttpError, RequestTimeout, TransportError
+from specmon.http.headers import HeaderRefused, auth_headers
 from specmon.inputs import MIB, InputError, parse_json, read_secret, read_text
 from specmon.redact import redacted_text, remember_secret
 from specmon.text import printable, quoted
@@ -71,7 +72,7 @@ class PromAuth:
         self.verify()
 
     def headers_and_auth(self, warn: Callable[[str], None] | None = None
-                         ) -> tuple[dict[str, str], httpx.BasicAuth | None]:
+                         ) -> tuple[dict[str, str], tuple[str, str] | None]:
         """The Authorization header or basic auth, read from the files now (raises PromError on a bad file)."""
         if self.bearer_token_file and self.basic_auth_file:
             raise PromError("bad_answer", "give a bearer-token file or a basic-auth file, not both")
@@ -90,7 +91,7 @@ class PromAuth:
             if not sep or not user:
                 raise PromError("unauthorized", f"the basic-auth file {self.basic_auth_file} is not `user:password`")
             remember_secret(password, user=user)
-            return {}, httpx.BasicAuth(user, password)
+            return {}, (user, password)
         return {}, None
 
     def verify(self) -> ssl.SSLContext | bool:
@@ -158,17 +159,17 @@ class PromClient:
         """What the answers said beside their data (`take_notes`)."""
         self.left_out: dict[str, int] = {}
         """Series left out of the answers since the last `take_notes`, by why."""
-        self._http: httpx.AsyncClient | None = None
+        self._http: HttpClient | None = None
 
     async def __aenter__(self) -> PromClient:
-        from specmon.serving.client import is_loopback
+        from specmon.urls import is_loopback
 
         headers, basic = self.auth.headers_and_auth()
-        if is_loopback(self.url):  # no network to spare: compressing the answers would only cost Prometheus CPU
-            headers["Accept-Encoding"] = "identity"
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers={"User-Agent": USER_AGENT, **headers}, auth=basic,
-            verify=self.auth.verify(), timeout=self.timeout_s, follow_redirects=False, trust_env=False,
+        # On loopback there is no network to spare: compressing the answers would only cost Prometheus CPU.
+        self._http = HttpClient(
+            self.url, headers=headers, basic_auth=basic, ssl_context=self.auth.verify(),
+            connect_timeout_s=self.timeout_s, accept_encoding="identity" if is_loopback(self.url) else DECODED,
+            user_agent=USER_AGENT,
         )
         return self
 
@@ -260,24 +261,18 @@ class PromClient:
         if self._http is None:
             raise RuntimeError("PromClient used outside `async with`")
         try:
-            status, body = await asyncio.wait_for(self._get(path, params), self.timeout_s * 2)
-        except (httpx.TransportError, TimeoutError, OSError) as exc:
+            got = await self._http.fetch("GET", path, params=params, limit=self.max_bytes, deadline_s=self.timeout_s * 2)
+        except (TransportError, RequestTimeout) as exc:
             raise PromError("unreachable", f"Prometheus at {self.url} did not answer ({type(exc).__name__})") from None
-        except httpx.HTTPError as exc:
+        except AnswerTooLarge:
+            raise PromError("bad_answer", f"Prometheus' answer to {path} is over {self.max_bytes} bytes") from None
+        except AnswerRefused as exc:
+            raise PromError("bad_answer", f"Prometheus' answer to {path}: {exc.reason}") from None
+        except HttpError as exc:
             raise PromError("bad_answer", f"Prometheus at {self.url}: {type(exc).__name__}") from None
-        data, notes = api_data(self.url, path, status, body)
+        data, notes = api_data(self.url, path, got.status_code, got.content)
         self.notes += notes
         return data
-
-    async def _get(self, path: str, params: dict[str, str]) -> tuple[int, bytes]:
-        assert self._http is not None
-        async with self._http.stream("GET", path, params=params) as response:
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > self.max_bytes:
-                    raise PromError("bad_answer", f"Prometheus' answer to {path} is over {self.max_bytes} bytes")
-            return response.status_code, bytes(body)
 
 
 @dataclass(frozen=True)

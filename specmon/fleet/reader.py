@@ -15,8 +15,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-import httpx
-
 from specmon.fleet.figures import figures
 from specmon.fleet.promapi import PromClient, PromError, RecordingRule, Sample, ScrapeConfig
 from specmon.fleet.promql import (
@@ -32,7 +30,7 @@ from specmon.fleet.promql import (
     window_for,
 )
 from specmon.fleet.tracker import FleetReading, Worker, ago
-from specmon.inputs import InputError, parse_json
+from specmon.inputs import InputError
 from specmon.text import printable, quoted
 
 QUERY_GROUPS = 2
@@ -348,22 +346,21 @@ def check_parts(queries: FleetQueries, parts: dict[str, list[Sample]]) -> tuple[
 
 async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker], str | None]:
     """An sglang-router's `GET /workers`: each worker's URL and role; a problem as one line (never raises)."""
+    from specmon.http.client import HttpClient
+    from specmon.http.errors import AnswerTooLarge, HttpError
+
     url = router.rstrip("/")
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as http, \
-                http.stream("GET", url + "/workers") as response:
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_WORKERS_BYTES:
-                    return [], f"router {url}: /workers answer over {MAX_WORKERS_BYTES} bytes, ignored"
-            status = response.status_code
-    except (httpx.HTTPError, OSError) as exc:
+        async with HttpClient(connect_timeout_s=timeout_s) as http:
+            answer = await http.fetch("GET", url + "/workers", limit=MAX_WORKERS_BYTES, deadline_s=timeout_s)
+    except AnswerTooLarge:
+        return [], f"router {url}: /workers answer over {MAX_WORKERS_BYTES} bytes, ignored"
+    except HttpError as exc:
         return [], f"router {url} did not answer ({type(exc).__name__}): roles from labels"
-    if status != 200:
-        return [], f"router {url}: /workers answered HTTP {status}: roles from labels"
+    if answer.status_code != 200:
+        return [], f"router {url}: /workers answered HTTP {answer.status_code}: roles from labels"
     try:
-        data = parse_json(bytes(body), where=f"router {url}: /workers")
+        data = answer.json(f"router {url}: /workers")
     except InputError as exc:
         return [], f"{printable(exc)}: roles from labels"
     except ValueError:

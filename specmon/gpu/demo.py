@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
-import httpx
-
-from specmon.bounded_http import AnswerRefused, AnswerTooSlow, BlockingFetcher
 from specmon.gpu.model import GpuReading, GpuSnapshot
 from specmon.gpu.processes import fill_owners
+from specmon.http.blocking import BlockingFetcher
+from specmon.http.errors import AnswerRefused, AnswerTooSlow, HttpError
 from specmon.inputs import MIB
 from specmon.plausible import Absurd, Figures
 from specmon.ports import is_loopback_host
@@ -27,10 +27,10 @@ class DemoGpuSource:
     def __init__(self, url: str, timeout_s: float = 1.0) -> None:
         self.url = url
         self.timeout_s = timeout_s
-        self._fetcher = BlockingFetcher(timeout=timeout_s, trust_env=False)
+        self._fetcher = BlockingFetcher(connect_timeout_s=timeout_s)
         try:
-            self._local = is_loopback_host(httpx.URL(url).host)
-        except (httpx.InvalidURL, TypeError, ValueError):
+            self._local = is_loopback_host(urlsplit(url).hostname or "")
+        except (TypeError, ValueError):
             self._local = False
 
     def read(self) -> GpuSnapshot:
@@ -38,7 +38,7 @@ class DemoGpuSource:
         try:
             answer = self._fetcher.fetch("GET", self.url, limit=MAX_FEED_BYTES, deadline_s=self.timeout_s)
             if answer.status_code != 200:
-                raise httpx.HTTPError(f"HTTP {answer.status_code}")
+                raise HttpError(f"HTTP {answer.status_code}")
             snapshot = GpuSnapshot.from_json(answer.json("the emulator GPU feed"))
             snapshot.source = "emulator"
             for reading in snapshot.gpus:
@@ -47,7 +47,7 @@ class DemoGpuSource:
                 fill_owners(snapshot.gpus)
         except (AnswerRefused, AnswerTooSlow) as exc:
             snapshot = GpuSnapshot.unavailable(f"emulator GPU feed not read: {exc}", "emulator")
-        except httpx.HTTPError as exc:
+        except HttpError as exc:
             snapshot = GpuSnapshot.unavailable(f"emulator GPU feed unreachable: {exc or type(exc).__name__}", "emulator")
         except Exception as exc:  # any shape of answer: a reason, never a crash
             snapshot = GpuSnapshot.unavailable(f"emulator GPU feed is malformed: {type(exc).__name__}: {exc}"[:300],

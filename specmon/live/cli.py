@@ -12,7 +12,7 @@ from specmon.text import strict_json
 def run_once(args: argparse.Namespace) -> int:
     """Print one snapshot; exit 0, or 1 when the server is unreachable or an alert is an error (a stall,
     acceptance about 1 or far below the preset's benchmark), 2 for an unknown preset or an unusable API key."""
-    from specmon.bounded_http import HeaderRefused
+    from specmon.http.headers import HeaderRefused
     from specmon.live.once import baseline_accept, collect, describe
     from specmon.serving.client import resolve_api_key
     from specmon.text import printable

@@ -52,11 +52,12 @@ async def collect(
     clock: Callable[[], float] = time.time,
 ) -> LiveSnapshot:
     """Scrape ``url`` every ``interval_s`` for ``window_s`` seconds and return the snapshot over that window."""
-    from specmon.serving.client import reading_client
+    from specmon.http.client import HttpClient
+    from specmon.http.headers import auth_headers
     from specmon.urls import base_url
 
     tracker = LiveTracker(preset=preset, asked=asked, baseline_accept=baseline)
-    async with reading_client(base_url(url), api_key) as http:
+    async with HttpClient(base_url(url), headers=auth_headers(api_key), connect_timeout_s=5.0) as http:
         reading = await read_server_info(http)
         if reading.info is not None:
             tracker.set_server_info(reading.info)

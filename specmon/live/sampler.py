@@ -70,11 +70,13 @@ class LiveSampler:
         self._runner.join(timeout)
 
     async def _run(self) -> None:
-        from specmon.serving.client import reading_client
+        from specmon.http.client import HttpClient
+        from specmon.http.headers import auth_headers
         from specmon.urls import base_url
 
         self._info_at = self._absent_at = None
-        async with reading_client(base_url(self.url), self.api_key) as http:
+        async with HttpClient(base_url(self.url), headers=auth_headers(self.api_key),
+                              connect_timeout_s=5.0) as http:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 try:

@@ -1,5 +1,5 @@
 """Reading /metrics and /server_info for the live view: bounded (each answer whole within `READ_DEADLINE_S`
-and at most its size once decoded: `bounded_http.fetch`), never raising, and never generating (specmon's
+and at most its size once decoded: `HttpClient.fetch`), never raising, and never generating (specmon's
 reads are not traffic)."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-import httpx
-
-from specmon.bounded_http import Answer, AnswerRefused, DirectGets, fetch
+from specmon.http.client import Answer, HttpClient
+from specmon.http.errors import AnswerRefused, ConnectError, HttpError, RequestTimeout, TransportError
 from specmon.inputs import InputError
 from specmon.serving.client import MAX_INFO_BYTES, MAX_METRICS_BYTES
 from specmon.serving.prom import Scrape, ScrapeParser, parse_scrape
@@ -32,16 +31,16 @@ class Reading:
     error: str | None = None
 
 
-async def read_metrics(http: httpx.AsyncClient | DirectGets, taken_at: float,
+async def read_metrics(http: HttpClient, taken_at: float,
                        parser: ScrapeParser | None = None) -> Reading:
     """GET /metrics and parse it (see `parse_scrape`; with `parser`, what did not change is not parsed again)."""
     try:
-        answer = await fetch(http, "GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
-    except (AnswerRefused, httpx.TimeoutException) as exc:
+        answer = await http.fetch("GET", "/metrics", limit=MAX_METRICS_BYTES, deadline_s=READ_DEADLINE_S)
+    except (AnswerRefused, RequestTimeout) as exc:
         return Reading(Scrape(taken_at, error=printable(exc)[:200]))  # it answers, but not so that it can be read
-    except httpx.TransportError as exc:
+    except TransportError as exc:
         return Reading(None, unreachable=True, error=type(exc).__name__)
-    except httpx.HTTPError as exc:
+    except HttpError as exc:
         return Reading(Scrape(taken_at, error=printable(f"GET /metrics: {type(exc).__name__}: {exc}")[:200]))
     if answer.status_code == 404:
         return Reading(None, absent=True)
@@ -74,17 +73,17 @@ class InfoReading:
     error: str | None = None
 
 
-async def read_server_info(http: httpx.AsyncClient | DirectGets) -> InfoReading:
+async def read_server_info(http: HttpClient) -> InfoReading:
     """GET /server_info (falling back to /get_server_info): a JSON object in strict JSON (no NaN or Infinity,
     nested at most inputs.MAX_DEPTH), else the reason (none when nothing answers or neither path exists)."""
     for path in ("/server_info", "/get_server_info"):
         try:
-            answer = await fetch(http, "GET", path, limit=MAX_INFO_BYTES, deadline_s=READ_DEADLINE_S)
-        except (AnswerRefused, httpx.TimeoutException) as exc:
+            answer = await http.fetch("GET", path, limit=MAX_INFO_BYTES, deadline_s=READ_DEADLINE_S)
+        except (AnswerRefused, RequestTimeout) as exc:
             return InfoReading(None, str(exc)[:200])
-        except (httpx.ConnectError, httpx.ConnectTimeout):
+        except ConnectError:
             return InfoReading(None)  # nothing answers: the metrics reading says unreachable
-        except httpx.HTTPError as exc:
+        except HttpError as exc:
             return InfoReading(None, f"GET {path}: {type(exc).__name__}: {exc}"[:200])
         if answer.status_code == 404:
             continue

@@ -185,20 +185,16 @@ class _StartExporter:
 
 def _exports_startup_phases(url: str) -> bool:
     """Whether the server's /metrics already has SGLang's own `sglang:startup_time_seconds` (0.5.17+)."""
-    import httpx
+    from specmon.http.blocking import BlockingFetcher
+    from specmon.http.errors import HttpError
+    from specmon.serving.client import MAX_METRICS_BYTES
 
     try:
-        with httpx.Client(timeout=2.0, trust_env=False) as client, client.stream("GET", url + "/metrics") as answer:
-            seen = b""
-            for chunk in answer.iter_bytes():
-                seen = seen[-64:] + chunk
-                if STARTUP_TIME_SECONDS.encode() in seen:
-                    return True
-                if len(seen) > 8 * 1024 * 1024:
-                    break
-    except httpx.HTTPError:
-        pass
-    return False
+        with BlockingFetcher(connect_timeout_s=2.0) as fetcher:
+            answer = fetcher.fetch("GET", url.rstrip("/") + "/metrics", limit=MAX_METRICS_BYTES, deadline_s=2.0)
+    except HttpError:
+        return False
+    return answer.status_code == 200 and STARTUP_TIME_SECONDS.encode() in answer.content
 
 
 # --------------------------------------------------------------------------------------------------- ps

@@ -158,9 +158,8 @@ def wait_ready(
     `log-summary --follow` prints them (a real model takes many minutes to start: say what it is doing);
     ``on_state`` gets the tracker's state at every look (the textfile exporter's capture progress). ``took_s``
     counts from ``since`` (the launch's wall time) when given, else from this call."""
-    import httpx
-
-    from specmon.bounded_http import BlockingFetcher
+    from specmon.http.blocking import BlockingFetcher
+    from specmon.http.errors import HttpError
     from specmon.logs.follower import LogFollower
     from specmon.logs.model import ServerBecameReady
     from specmon.logs.summary import ChangePrinter
@@ -170,7 +169,7 @@ def wait_ready(
     started = time.monotonic() - (max(0.0, time.time() - since) if since is not None else 0.0)
     tracker = StartupTracker()
     follower = LogFollower(log, from_start=True, frame_runs=True) if log else None
-    client = BlockingFetcher(timeout=2.0, trust_env=False)
+    client = BlockingFetcher(connect_timeout_s=2.0)
     printer = ChangePrinter(None)
 
     def read_log() -> None:
@@ -204,7 +203,7 @@ def wait_ready(
             try:
                 answer = client.fetch("GET", url.rstrip("/") + "/health", limit=HEALTH_LIMIT, deadline_s=2.0)
                 healthy = answer.status_code == 200
-            except httpx.HTTPError:
+            except HttpError:
                 healthy = False
             if healthy:
                 return ReadyOutcome("ready", None, took, st.to_json())

@@ -211,16 +211,15 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
 
 
 def _effective(url: str) -> dict[str, Any]:
-    import httpx
-
-    from specmon.bounded_http import BlockingFetcher
+    from specmon.http.blocking import BlockingFetcher
+    from specmon.http.errors import HttpError
     from specmon.serving.client import MAX_INFO_BYTES, spec_settings
 
-    fetcher = BlockingFetcher(timeout=10.0, trust_env=False)
+    fetcher = BlockingFetcher(connect_timeout_s=10.0)
     try:
         info = fetcher.fetch("GET", url + "/server_info", limit=MAX_INFO_BYTES, deadline_s=10.0).json("/server_info")
         return dataclasses.asdict(spec_settings(info)) if isinstance(info, dict) else {}
-    except (httpx.HTTPError, ValueError, TypeError):
+    except (HttpError, ValueError, TypeError):
         return {}
     finally:
         fetcher.close()

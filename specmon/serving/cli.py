@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from specmon.bounded_http import HeaderRefused
+from specmon.http.headers import HeaderRefused
 from specmon.serving.check import EXIT_FAILED, format_report
 from specmon.serving.check import run_check as check_server
 from specmon.serving.client import resolve_api_key

@@ -10,27 +10,16 @@ import asyncio
 import errno
 import os
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-import httpx
-
 from specmon import urls
-from specmon.bounded_http import (
-    Answer,
-    AnswerRefused,
-    AnswerTooSlow,
-    DirectGets,
-    auth_headers,
-    decoded_pieces,
-    fetch,
-    header_value,
-)
+from specmon.http.client import Answer, HttpClient
+from specmon.http.errors import AnswerRefused, AnswerTooSlow, HttpError, RequestTimeout, TransportError
+from specmon.http.headers import auth_headers, header_value
 from specmon.inputs import KIB, MIB, InputError, parse_json, read_secret
 from specmon.plausible import MAX_DRAFT, MAX_REQUESTS, MAX_TOK_S, MAX_TOKENS, Absurd, Figures
-from specmon.ports import is_loopback_host
 from specmon.redact import redacted_text, remember_secret
 from specmon.serving.metrics import MetricsSnapshot, parse_metrics
 from specmon.text import printable
@@ -281,37 +270,6 @@ class GenerateResult:
         }
 
 
-def is_loopback(base_url: str) -> bool:
-    """Whether the URL names this machine (then HTTP(S)_PROXY settings must not apply)."""
-    return is_loopback_host(httpx.URL(urls.base_url(base_url)).host)
-
-
-def http_client(base_url: str, api_key: str | None = None, **options: Any) -> httpx.AsyncClient:
-    """An httpx client of one server: the API key as a Bearer header, no proxy for loopback URLs."""
-    return httpx.AsyncClient(base_url=base_url, headers=auth_headers(api_key), trust_env=not is_loopback(base_url),
-                             **options)
-
-
-def direct_http(base_url: str) -> bool:
-    """A plain http:// URL reached directly: loopback never goes through a proxy (as in `http_client`), and
-    another host only when the environment names no proxy for it."""
-    if not base_url.startswith("http://"):
-        return False
-    if is_loopback(base_url):
-        return True
-    proxies = urllib.request.getproxies()
-    if "http" not in proxies and "all" not in proxies:
-        return True
-    return bool(urllib.request.proxy_bypass(httpx.URL(base_url).host))
-
-
-def reading_client(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> httpx.AsyncClient | DirectGets:
-    """What polls one server's GETs (`bounded_http.fetch`): `DirectGets` where `direct_http` allows, else httpx."""
-    if direct_http(base_url):
-        return DirectGets(base_url, auth_headers(api_key), timeout)
-    return http_client(base_url, api_key, timeout=timeout)
-
-
 def generate_payload(
     text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True
 ) -> dict[str, Any]:
@@ -335,7 +293,7 @@ def resolve_api_key(api_key_file: str | os.PathLike[str] | None = None,
     text specmon shows holds it (`redact.remember_secret`).
 
     Raises OSError when the file cannot be read (the message names the file, never its content), and
-    HeaderRefused (an InputError) when the key cannot go in a request's header (`bounded_http.header_value`).
+    HeaderRefused (an InputError) when the key cannot go in a request's header (`http.headers.header_value`).
     """
     if api_key_file:
         try:
@@ -370,8 +328,7 @@ class SGLangClient:
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
         self.base_url = urls.base_url(base_url)
         self.timeout = timeout
-        self._http = http_client(self.base_url, api_key, timeout=timeout)
-        self._gets = reading_client(self.base_url, api_key, timeout)
+        self._http = HttpClient(self.base_url, headers=auth_headers(api_key), connect_timeout_s=timeout)
         self._server_info_paths = _EndpointChoice(("/server_info", "/get_server_info"))
         self._model_info_paths = _EndpointChoice(("/model_info", "/get_model_info"))
 
@@ -385,26 +342,23 @@ class SGLangClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._gets.aclose()
         await self._http.aclose()
 
-    async def _fetch(self, method: str, path: str, limit: int, seconds: float, **kwargs: Any) -> Answer:
-        if method == "GET" and not kwargs and isinstance(self._gets, DirectGets):
-            return await fetch(self._gets, "GET", path, limit=limit, deadline_s=seconds)
-        return await fetch(self._http, method, path, limit=limit, deadline_s=seconds, timeout=seconds, **kwargs)
-
-    async def _request(self, method: str, path: str, timeout: float | None = None, **kwargs: Any) -> Answer:
+    async def _request(self, method: str, path: str, timeout: float | None = None, json: Any = None) -> Answer:
         seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await self._fetch(method, path, _LIMITS.get(path, MAX_SMALL_BYTES), seconds, **kwargs)
+            response = await self._http.fetch(method, path, limit=_LIMITS.get(path, MAX_SMALL_BYTES),
+                                              deadline_s=seconds, json=json)
         except AnswerTooSlow as exc:
             raise SGLangError(f"{method} {path}: no whole answer within {seconds:g} s", 200) from exc
-        except httpx.TimeoutException as exc:
+        except RequestTimeout as exc:
             raise SGLangError(f"{method} {path}: no answer within {seconds:g} s") from exc
         except AnswerRefused as exc:
             raise SGLangError(str(exc), 200) from exc
-        except httpx.TransportError as exc:
+        except TransportError as exc:
             raise ServerUnreachable(f"{method} {path}: {self.base_url} is unreachable ({type(exc).__name__})") from exc
+        except HttpError as exc:
+            raise SGLangError(str(exc)) from exc
         if response.status_code in (401, 403):
             raise AuthenticationFailed(
                 f"{method} {path}: HTTP {response.status_code} (API key missing or wrong)", response.status_code
@@ -417,13 +371,13 @@ class SGLangClient:
         started = time.perf_counter()
         seconds = timeout if timeout is not None else self.timeout
         try:
-            response = await self._fetch("GET", path, MAX_SMALL_BYTES, seconds)
-        except httpx.TimeoutException:
+            response = await self._http.fetch("GET", path, limit=MAX_SMALL_BYTES, deadline_s=seconds)
+        except RequestTimeout:
             return HealthStatus(False, None, f"no answer within {seconds:g} s", None)
-        except AnswerRefused as exc:
-            return HealthStatus(False, None, str(exc), None)
-        except httpx.TransportError:
+        except TransportError:
             return HealthStatus(False, None, "unreachable", None)
+        except HttpError as exc:
+            return HealthStatus(False, None, str(exc), None)
         latency = time.perf_counter() - started
         code = response.status_code
         if code == 200:
@@ -550,7 +504,7 @@ class SGLangClient:
                         f"POST /generate: HTTP {response.status_code} (API key missing or wrong)",
                         response.status_code,
                     )
-                pieces = decoded_pieces(response, MAX_GENERATE_BYTES, "POST /generate")
+                pieces = response.decoded_pieces(MAX_GENERATE_BYTES)
                 if response.status_code != 200:
                     error = b"".join([piece async for piece in pieces])
                     _raise_for_generate(Answer(response.status_code, response.headers, error))
@@ -572,12 +526,14 @@ class SGLangClient:
                     last = chunk
         except TimeoutError as exc:
             raise SGLangError(f"POST /generate: no whole answer within {self.timeout:g} s") from exc
-        except httpx.TimeoutException as exc:
+        except RequestTimeout as exc:
             raise SGLangError(f"POST /generate: no answer within {self.timeout:g} s") from exc
         except AnswerRefused as exc:
             raise SGLangError(str(exc), 200) from exc
-        except httpx.TransportError as exc:
+        except TransportError as exc:
             raise ServerUnreachable(f"POST /generate: {self.base_url} is unreachable ({type(exc).__name__})") from exc
+        except HttpError as exc:
+            raise SGLangError(str(exc)) from exc
         if last is None:
             raise SGLangError("POST /generate: the stream ended without a chunk")
         result = checked_generate_result(last, time.perf_counter() - started)

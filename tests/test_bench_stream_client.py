@@ -1,17 +1,18 @@
-"""The lean HTTP/1.1 stream client (specmon/bench/h1.py, llhttp's framing through httptools): framing split anywhere, the API key
-sent, error bodies bounded, and the httpx path kept for https and proxied servers."""
+"""The benchmark's stream client (`bench.stream.stream_client`, specmon's one HTTP client): framing split
+anywhere, the API key sent, error bodies bounded, broken framing said with its reason, the proxy rule, and
+each stream on a connection of its own (as SGLang's own benchmark does), none left open."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
-import httpx
 import pytest
 
-from specmon.bench import h1
 from specmon.bench.stream import stream_client, stream_generate
-from specmon.h1_connection import MAX_HEAD
-from specmon.serving.client import direct_http, generate_payload
+from specmon.http.client import MAX_HEAD_LINE, HttpClient
+from specmon.serving.client import generate_payload
+from specmon.urls import proxy_for
 from tests.test_bench_hostile import HEAD, Hostile, chunk, event
 
 
@@ -38,7 +39,6 @@ GOOD = HEAD + chunk(event(2, "ab")) + chunk(event(5, "abcde")) + chunk(event(8, 
 @pytest.mark.parametrize("piece", [0, 1, 7])
 async def test_a_chunked_stream_split_anywhere_reads_the_same(piece):
     async with Recording(GOOD, piece) as server, stream_client(server.url) as client:
-        assert isinstance(client, h1.H1Client)
         result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
     assert result.ok, result.error
     assert result.completion_tokens == 8 and result.output_text == "abcdefgh"
@@ -72,61 +72,64 @@ async def test_a_content_length_body_and_an_error_status_read_like_httpx():
         pytest.param(HEAD + b"1" * 40 + b"\r\n", "Chunk size overflow", id="chunk-size-huge"),
         pytest.param(HEAD + chunk(event(2)), "peer closed connection without sending complete message body",
                      id="body-cut-short"),
-        pytest.param(b"", "Server disconnected without sending a response", id="no-response"),
+        pytest.param(b"", "the server disconnected without sending a whole answer", id="no-response"),
         pytest.param(b"SPDY/9 200 OK\r\n\r\n", "Expected HTTP/", id="not-http"),
         pytest.param(HEAD.replace(b"\r\n\r\n", b"\r\ncontent-encoding: br\r\n\r\n") + chunk(event(2)),
                      "content-encoding", id="compressed"),
         pytest.param(HEAD + b"f" * 2000, "Chunk size overflow", id="endless-chunk-size"),
-        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (16 * MAX_HEAD) + b"\r\n\r\n", "head over 65536 bytes",
-                     id="endless-head"),
-        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (MAX_HEAD + 1) + b"\r\n\r\n", "head over 65536 bytes",
-                     id="long-head"),
+        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (16 * 65536) + b"\r\n\r\n",
+                     f"more than {MAX_HEAD_LINE} bytes", id="endless-head"),
+        pytest.param(HEAD[:-4] + b"\r\nx-pad: " + b"a" * (MAX_HEAD_LINE + 1) + b"\r\n\r\n",
+                     f"more than {MAX_HEAD_LINE} bytes", id="long-head"),
+        pytest.param(HEAD[:-4] + b"\r\n" + b"x-pad: a\r\n" * 10_000 + b"\r\n", "Too many headers",
+                     id="endless-header-lines"),
     ],
 )
 async def test_broken_framing_is_an_error_with_its_reason(answer, expected):
     async with Recording(answer) as server, stream_client(server.url) as client:
         result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")
     assert not result.ok and expected in result.error, result.error
+    assert "\n" not in result.error
 
 
-def test_https_and_proxied_servers_keep_the_httpx_path(monkeypatch):
-    monkeypatch.delenv("no_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("http_proxy", raising=False)
+def test_loopback_is_never_proxied_and_another_host_only_when_the_environment_names_a_proxy(monkeypatch):
+    for name in ("no_proxy", "NO_PROXY", "http_proxy", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
-    assert not direct_http("https://127.0.0.1:5")
-    assert not direct_http("http://10.0.0.1:5")  # the environment's proxy stands in front of it
-    assert direct_http("http://127.0.0.1:5")  # loopback never goes through a proxy
-    assert isinstance(stream_client("http://10.0.0.1:5"), httpx.AsyncClient)
+    assert proxy_for("https://127.0.0.1:5") is None
+    assert proxy_for("http://10.0.0.1:5") == "http://proxy:3128"  # the environment's proxy stands in front of it
+    assert proxy_for("http://127.0.0.1:5") is None  # loopback never goes through a proxy
     monkeypatch.setenv("NO_PROXY", "10.0.0.1")
-    assert direct_http("http://10.0.0.1:5")
+    assert proxy_for("http://10.0.0.1:5") is None
     monkeypatch.delenv("HTTP_PROXY")
     monkeypatch.delenv("NO_PROXY")
-    assert direct_http("http://10.0.0.1:5") and isinstance(stream_client("http://10.0.0.1:5"), h1.H1Client)
+    assert proxy_for("http://10.0.0.1:5") is None
 
 
 async def test_a_header_value_with_a_line_break_is_refused_not_sent():
-    from specmon.bench import h1
-    from specmon.bounded_http import HeaderRefused
+    from specmon.http.headers import HeaderRefused
 
     async with Recording(GOOD) as server:
         with pytest.raises(HeaderRefused, match="holds a control character \\(a line break\\)"):  # the one place headers are built
             stream_client(server.url, "sk\r\nX-Injected: 1")
-        async with h1.H1Client(server.url, {"Authorization": "Bearer sk\r\nX-Injected: 1"}) as client:
+        async with HttpClient(server.url, headers={"Authorization": "Bearer sk\r\nX-Injected: 1"}) as client:
             result = await stream_generate(client, generate_payload("hi", 16), 0, "p0")  # and the client itself
-    assert not result.ok and "LocalProtocolError" in result.error
+    assert not result.ok and result.error.startswith("RequestRefused: ") and "not sent" in result.error
     assert not server.heads
 
 
-async def test_sequential_streams_reuse_one_connection_which_closes_with_the_client():
-    from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+async def test_each_stream_has_a_connection_of_its_own_and_none_is_left_open():
+    from tests.support.raw_http import RawServer, chunked
 
-    with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
-        async with stream_client(server.url) as client:
-            for i in range(3):
-                result = await stream_generate(client, generate_payload("hi", 12), i, f"p{i}")
-                assert result.ok, result.error
-            idle = list(client.idle)
-            assert len(idle) == 1 and not idle[0].closed
-        assert server.connections == 1
-        assert client.closed and not client.idle and idle[0].closed
+    async def script(request):
+        return [chunked([event(2, "ab"), event(8, "abcdefgh", finish=True), b"data: [DONE]\n\n"])]
+
+    async with RawServer(script) as server, stream_client(server.url) as client:
+        for i in range(3):
+            result = await stream_generate(client, generate_payload("hi", 12), i, f"p{i}")
+            assert result.ok, result.error
+        deadline = time.monotonic() + 10
+        while server.closed < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+    assert [r.connection for r in server.requests] == [1, 2, 3]
+    assert server.closed == 3, "a stream's connection was left open after its last chunk"

@@ -11,8 +11,8 @@ import pytest
 
 from specmon.live.text import figure_rows, latency_rows, snapshot_lines
 from specmon.live.tracker import LiveTracker
-from specmon.serving.client import spec_settings
 from specmon.serving.prom import parse_scrape
+from specmon.serving.spec import spec_settings
 from specmon.view.state import spec_rows
 from tests.support.hostile_http import SGLANG_INFO, Answer, HostileServer, info_with, routes_of
 

@@ -9,8 +9,8 @@ import pytest
 
 from specmon.launch.presets import load_presets
 from specmon.logs.model import StartupState
-from specmon.serving.client import SpecSettings
 from specmon.serving.poller import ServerStatus
+from specmon.serving.spec import SpecSettings
 from specmon.view.state import MonitorState, live_rows
 
 READY = StartupState(state="ready")

@@ -24,8 +24,8 @@ from specmon.gpu.model import GpuSnapshot
 from specmon.logs.follower import LogFollower
 from specmon.logs.summary import ChangePrinter
 from specmon.logs.tracker import StartupTracker
-from specmon.serving.client import spec_settings
 from specmon.serving.metrics import parse_metrics
+from specmon.serving.spec import spec_settings
 from specmon.units import format_seconds
 from tests.support.serving_replay import ReplayServer
 

@@ -10,8 +10,8 @@ from specmon.launch.presets import load_presets
 from specmon.logs.model import Capture, Phase, StartupError, StartupState
 from specmon.logs.summary import summarize_stream
 from specmon.logs.tracker import StartupTracker
-from specmon.serving.client import SpecSettings
 from specmon.serving.poller import ServerStatus
+from specmon.serving.spec import SpecSettings
 from specmon.view.state import (
     MonitorState,
     ServerView,

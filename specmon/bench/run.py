@@ -246,7 +246,8 @@ class BenchRun:
 
     async def _run(self) -> None:
         from specmon.serving.check import not_as_asked, why_adjusted
-        from specmon.serving.client import SGLangClient, spec_settings
+        from specmon.serving.client import SGLangClient
+        from specmon.serving.spec import spec_settings
 
         result = self.result
         prompts = self._prompts if self._prompts is not None else load_prompts(self.settings.prompts)
@@ -376,8 +377,9 @@ class BenchRun:
 
     async def _cross_check(self, api: Any, before: Any, flushed: bool) -> None:
         """Compare the client's acceptance length with the server's own figures; >5% apart is flagged."""
-        from specmon.serving.client import SGLangError, spec_settings
+        from specmon.serving.client import SGLangError
         from specmon.serving.metrics import delta
+        from specmon.serving.spec import spec_settings
 
         checks = self.result.cross_checks
         mismatches: dict[str, str] = {}

@@ -18,8 +18,8 @@ from specmon.live.loglines import BatchLog, LogFigures
 from specmon.live.model import WINDOWS_S, Alert, Latencies, LiveSnapshot, Series, SeriesPoint
 from specmon.live.rules import STALL_S
 from specmon.live.window import DECODE_TOKENS, GEN, ScrapeWindow, WindowFigures, counters_went_down
-from specmon.serving.client import SpecSettings, spec_settings
 from specmon.serving.prom import Scrape
+from specmon.serving.spec import SpecSettings, spec_settings
 from specmon.sglang.metric_names import (
     CACHE_HIT_RATE,
     CUDA_GRAPH_PASSES_TOTAL,

@@ -213,7 +213,8 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
 def _effective(url: str) -> dict[str, Any]:
     from specmon.http.blocking import BlockingFetcher
     from specmon.http.errors import HttpError
-    from specmon.serving.client import MAX_INFO_BYTES, spec_settings
+    from specmon.serving.client import MAX_INFO_BYTES
+    from specmon.serving.spec import spec_settings
 
     fetcher = BlockingFetcher(connect_timeout_s=10.0)
     try:

@@ -20,13 +20,11 @@ from specmon.serving.client import (
     GenerateResult,
     HealthStatus,
     ServerUnreachable,
-    SettingDifference,
     SGLangClient,
     SGLangError,
-    SpecSettings,
-    spec_settings,
 )
 from specmon.serving.metrics import MetricsSnapshot, delta
+from specmon.serving.spec import SettingDifference, SpecSettings, spec_settings
 from specmon.text import printable
 
 CheckLevel = Literal["ok", "info", "warn", "fail"]

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
     from specmon.launch.presets import Preset
     from specmon.logs.model import Capture, StartupError, StartupState
-    from specmon.serving.client import SpecSettings
     from specmon.serving.poller import ServerStatus
+    from specmon.serving.spec import SpecSettings
 
 Row = tuple[str, str]
 """A label and its value."""

@@ -52,8 +52,8 @@ def following_app(log_path: Path) -> SpecmonApp:
 
 def fixture_status(server_info: str = "h200-0.5.16-server-info-eagle3.json", state: str = "ready"):
     """A ServerStatus as the poller reports it, from a recorded /server_info answer (fixed times)."""
-    from specmon.serving.client import spec_settings
     from specmon.serving.poller import ServerStatus
+    from specmon.serving.spec import spec_settings
 
     spec = spec_settings(json.loads((FIXTURES / "api" / server_info).read_text()))
     return ServerStatus(state, 1_700_000_000.0, None, spec, spec.version, FIXTURE_URL, 0.0021)

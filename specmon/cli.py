@@ -8,87 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 import sys
 from collections.abc import Callable, Sequence
 
 from specmon import exits
+from specmon.hinting_parser import ArgumentRefused, HintingParser
 
 Handler = str  # "package.module:function", imported lazily
-_NEGATIVE_NUMBER = re.compile(r"^-\d+\Z|^-\d*\.\d+\Z")  # \Z: `$` also matches before a final newline
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors say "did you mean" for a mistyped subcommand, flag or choice (difflib), each said by
-    the parser of the (sub)command it belongs to, with that command's own usage."""
-
-    commands: dict[str, argparse.ArgumentParser] = {}
-    _given: list[str] = []
-
-    def parse_known_args(self, args=None, namespace=None):
-        self._given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
-
-    def error(self, message: str):
-        if isinstance(getattr(sys.exc_info()[1], "__context__", None), _UrlArgumentRefused):
-            self.exit(2, f"{self.prog}: error: {message}\n")  # the refusal says it all: no usage above it
-        super().error(message + self._suggestions(message))
-
-    def unknown_options(self) -> list[str]:
-        """The flags given to this parser that are none of its own (nor a prefix argparse would take)."""
-        known = [o for action in self._actions for o in action.option_strings]
-        unknown = []
-        for word in self._given:
-            if word == "--" or self.commands and not word.startswith("-"):
-                break  # what follows the command (or a mistyped one) is the command's
-            name = word.split("=", 1)[0]
-            if not name.startswith("-") or name == "-" or _NEGATIVE_NUMBER.match(name) or name in known:
-                continue
-            if name.startswith("--") and sum(o.startswith(name) for o in known) == 1:
-                continue  # an abbreviation argparse takes
-            unknown.append(name)
-        return unknown
-
-    def _suggestions(self, message: str) -> str:
-        from specmon.text import did_you_mean
-
-        choice = re.search(r"invalid choice: '([^']*)'", message)
-        said = ""
-        if choice:
-            options = [c for a in self._actions if a.choices for c in a.choices if choice.group(1) not in a.choices]
-            said = did_you_mean(choice.group(1), [str(c) for c in options])
-        return said + self._flag_suggestions(message)
-
-    def _flag_suggestions(self, message: str) -> str:
-        from specmon.text import close_to
-
-        flags = [o for action in self._actions for o in action.option_strings]
-        meant = {name: close_to(name, flags) for name in self.unknown_options()}
-        hints = [(f"{name}: " if len(meant) > 1 else "") + f"did you mean {' or '.join(close)}?"
-                 for name, close in meant.items() if close]
-        said = f" ({'; '.join(hints)})" if hints else ""
-        if message.startswith("unrecognized arguments:") or not meant:
-            return said
-        return f"; and {self.prog} has no {', '.join(meant)}{said}"
-
-
-def _add_log_summary(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "log-summary",
-        help="summarise an SGLang startup log: phases, captures, memory, time to ready, errors",
-        description="Read an SGLang server log and summarise its startup: the phase timeline, graph "
-        "captures, memory after each step, time to ready, and a classified error with a hint.",
-    )
-    p.add_argument("path", help="the log file, or - for standard input")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument(
-        "--follow", action="store_true", help="keep reading as the file grows, until ready or failure"
-    )
-    p.set_defaults(handler="specmon.logs.cli:run_log_summary")
-
-
-class _UrlArgumentRefused(argparse.ArgumentTypeError):
-    """A URL flag's value `urls.base_url` refused: said in one line, without the usage."""
 
 
 def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
@@ -100,95 +26,177 @@ def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
         try:
             return base_url(text, what=what, scheme_required=scheme_required)
         except UrlRefused as exc:
-            raise _UrlArgumentRefused(str(exc)) from None
+            raise ArgumentRefused(str(exc)) from None  # one line, no usage: the refusal says it all
 
     return parse
 
 
-def _add_monitor(sub: argparse._SubParsersAction) -> None:
+class _Shared:
+    """The options several commands take, each defined once here in a parent parser and given to each command
+    with `parents=` (argparse hands every command the one same option). Options whose meaning differs per command
+    (--url, --preset, --server, --timeout, --requests, --window) are the `_add_*` functions below."""
+
+    def __init__(self) -> None:
+        self.json = self._parent()
+        self.json.add_argument("--json", action="store_true", help="print the result as JSON")
+        self.presets = self._parent()
+        self.presets.add_argument("--presets", metavar="DIR", action="append", default=[],
+                                  help="extra preset directory (repeatable)")
+        self.yes = self._parent()
+        self.yes.add_argument("--yes", action="store_true", help="do not ask before stopping a server (stop: "
+                              "also kills your own leftovers)")
+        self.from_server = self._parent()
+        self.from_server.add_argument("--from", dest="server", metavar="ID|PID",
+                                      help="the server to replace (default: the one server specmon launched)")
+        self.api_key_file = self._parent()
+        self.api_key_file.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file "
+                                       "(default: $SPECMON_API_KEY)")
+        self.launch = self._parent()  # what a command that launches a preset's server is told
+        self.launch.add_argument("--speed", type=float, metavar="X",
+                                 help="demo presets: the emulator's speed factor (2 = twice as fast; default 1)")
+        self.launch.add_argument("--no-preflight", action="store_true",
+                                 help="launch without the preflight (`specmon check PRESET`)")
+        self.port = self._parent()
+        self.port.add_argument("--port", type=int, metavar="N", help="this port instead of the preset's")
+        self.results_dir = self._parent()
+        self.results_dir.add_argument("--dir", help="results directory (default: the user state directory)")
+        self.sglang_version = self._parent()
+        self.sglang_version.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: check "
+                                         "against this version's shipped rules (default: the SGLang `python3` "
+                                         "sees, else the newest shipped)")
+        self.textfile = self._parent()
+        self.textfile.add_argument("--textfile-dir", metavar="DIR", help="write specmon's figures to "
+                                   "DIR/specmon.prom for node-exporter's textfile collector (default: "
+                                   "$SPECMON_TEXTFILE_DIR; unset: not written)")
+        self.once = self._parent()
+        self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
+        self.web = self._parent()
+        self.web.add_argument("--web", action="store_true",
+                              help="serve the app, read-only, to a browser (textual-serve; one app per tab)")
+        self.web.add_argument("--read-only", action="store_true",
+                              help="no preset switching, no benchmarks, no files written (as --web serves)")
+        web = self.web.add_argument_group("with --web")
+        web.add_argument("--web-port", type=int, default=8765, metavar="N", help="the port (default 8765)")
+        web.add_argument("--bind", default="127.0.0.1", metavar="HOST",
+                         help="the address to listen on (default 127.0.0.1: this machine only)")
+        web.add_argument("--web-sessions", type=int, default=4, metavar="N",
+                         help="browser tabs served at once (default 4; one more is refused)")
+        self.headless = self._parent()
+        self.headless.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
+        headless = self.headless.add_argument_group("with --headless")
+        headless.add_argument("--duration", type=float, default=20.0, metavar="S", help="seconds to run (default 20)")
+        headless.add_argument("--screenshot", metavar="PATH.svg", help="save an SVG screenshot at the end")
+        headless.add_argument("--screenshot-at", metavar="EVENT:PATH.svg", action="append", default=[],
+                              help="an SVG screenshot when the server first reaches EVENT (capture, ready or "
+                              "failed)")
+        headless.add_argument("--exit-on", metavar="EVENTS", default="", help="exit at the first of these "
+                              "comma-separated events (ready: 0, failed: 1)")
+
+    @staticmethod
+    def _parent() -> argparse.ArgumentParser:
+        return argparse.ArgumentParser(add_help=False)
+
+
+def _group(p: argparse.ArgumentParser, title: str, *shared: str, description: str | None = None):
+    """A titled group of `p`'s options ("with --once": those that only apply with another), holding also the
+    options named in `shared` that `p` got from a parent."""
+    group = p.add_argument_group(title, description)
+    _move(p, group, *shared)
+    return group
+
+
+def _move(p: argparse.ArgumentParser, group, *shared: str) -> None:
+    """List the options `shared` (from a parent) in `p`'s help under `group`: each keeps its one definition, only
+    where `p`'s help shows it changes."""
+    for flag in shared:
+        action = p._option_string_actions[flag]
+        for other in p._action_groups:
+            if action in other._group_actions:
+                other._group_actions.remove(action)
+        group._group_actions.append(action)
+
+
+def _add_url(p, help: str, required: bool = False) -> None:
+    p.add_argument("--url", required=required, type=_url("the URL"), help=help)
+
+
+def _add_preset(p, help: str) -> None:
+    p.add_argument("--preset", metavar="NAME", help=help)
+
+
+def _add_server(p, metavar: str, help: str) -> None:
+    p.add_argument("--server", metavar=metavar, help=help)
+
+
+def _add_timeout(p, default: float, help: str) -> None:
+    p.add_argument("--timeout", type=float, default=default, metavar="S", help=help)
+
+
+def _add_requests(p, help: str, default: int | None = None) -> None:
+    p.add_argument("--requests", type=int, default=default, metavar="N", help=help)
+
+
+def _add_window(p, default: float, help: str) -> None:
+    p.add_argument("--window", type=float, default=default, metavar="S", help=help)
+
+
+def _add_log_summary(sub: argparse._SubParsersAction, shared: _Shared) -> None:
+    p = sub.add_parser(
+        "log-summary",
+        parents=[shared.json],
+        help="summarise an SGLang startup log: phases, captures, memory, time to ready, errors",
+        description="Read an SGLang server log and summarise its startup: the phase timeline, graph "
+        "captures, memory after each step, time to ready, and a classified error with a hint.",
+    )
+    p.add_argument("path", help="the log file, or - for standard input")
+    p.add_argument(
+        "--follow", action="store_true", help="keep reading as the file grows, until ready or failure"
+    )
+    p.set_defaults(handler="specmon.logs.cli:run_log_summary")
+
+
+def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "monitor",
+        parents=[shared.presets, shared.once, shared.json, shared.web, shared.headless],
         help="attach the app to a running SGLang server",
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
     )
-    p.add_argument("--url", type=_url("the URL"),
-                   help="the server's base URL, e.g. http://127.0.0.1:30000 (default: the running "
-                   "server specmon launched; asks which when there are several; one it did not launch is attached "
-                   "to only when named with --server or picked)")
-    p.add_argument("--server", metavar="ID|PID", help="attach to this server from `specmon ps`")
+    _add_url(p, "the server's base URL, e.g. http://127.0.0.1:30000 (default: the running server specmon "
+             "launched; asks which when there are several; one it did not launch is attached to only when named "
+             "with --server or picked)")
+    _add_server(p, "ID|PID", "attach to this server from `specmon ps`")
     p.add_argument("--log", help="the server's log file (followed from its start)")
-    p.add_argument("--preset", help="the preset the server was launched with (shows asked vs effective settings)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--once", action="store_true", help="print one live snapshot and exit (no app)")
-    p.add_argument("--window", type=float, default=10.0, metavar="S",
-                   help="with --once: seconds to scrape /metrics over (default 10)")
-    p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
-    p.add_argument("--web", action="store_true",
-                   help="serve the app, read-only, to a browser (textual-serve; one app per tab)")
-    p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
-    p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
-                   help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--web-sessions", type=int, default=4, metavar="N",
-                   help="with --web: browser tabs served at once (default 4; one more is refused)")
-    p.add_argument("--read-only", action="store_true",
-                   help="no preset switching, no benchmarks, no files written (as --web serves)")
-    _add_headless(p)
+    _add_preset(p, "the preset the server was launched with (shows asked vs effective settings)")
+    once = _group(p, "with --once", "--json")
+    _add_window(once, 10.0, "seconds to scrape /metrics over (default 10)")
     p.set_defaults(handler="specmon.tui.cli:run_monitor")
 
 
-def _add_textfile(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--textfile-dir", metavar="DIR",
-                   help="write specmon's figures to DIR/specmon.prom for node-exporter's textfile collector "
-                   "(default: $SPECMON_TEXTFILE_DIR; unset: not written)")
-
-
-def _add_headless(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
-    p.add_argument("--duration", type=float, default=20.0, help="with --headless: seconds to run")
-    p.add_argument("--screenshot", metavar="PATH.svg", help="with --headless: save an SVG screenshot at the end")
-    p.add_argument(
-        "--screenshot-at",
-        metavar="EVENT:PATH.svg",
-        action="append",
-        default=[],
-        help="with --headless: an SVG screenshot when the server first reaches EVENT (capture, ready or failed)",
-    )
-    p.add_argument(
-        "--exit-on",
-        metavar="EVENTS",
-        default="",
-        help="with --headless: exit at the first of these comma-separated events (ready: 0, failed: 1)",
-    )
-
-
-def _add_demo(sub: argparse._SubParsersAction) -> None:
+def _add_demo(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "demo",
+        parents=[shared.presets, shared.launch, shared.headless],
         help="run the app against the built-in SGLang emulator",
         description="Launch the SGLang emulator with a demo preset as a child process and open the app on it.",
     )
-    p.add_argument("--preset", default=None, help="the demo preset to launch (default: the first demo preset)")
-    p.add_argument("--speed", type=float, default=1.0, help="emulator speed factor (2 = twice as fast)")
-    p.add_argument("--no-preflight", action="store_true", help="launch without the preflight (`specmon check PRESET`)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    _add_headless(p)
+    _add_preset(p, "the demo preset to launch (default: the first demo preset)")
     p.set_defaults(handler="specmon.tui.cli:run_demo")
 
 
-def _add_presets(sub: argparse._SubParsersAction) -> None:
+def _add_presets(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "presets",
+        parents=[shared.presets, shared.json],
         help="list presets with their resolved SGLang command lines",
         description="List every preset (built in, user config directory, --presets DIR) with its "
         "description and the SGLang command line it resolves to.",
     )
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler="specmon.launch.cli:run_presets")
 
 
-def _add_emulate(sub: argparse._SubParsersAction) -> None:
+def _add_emulate(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "emulate",
         help="run the SGLang emulator with SGLang's launch flags",
@@ -209,29 +217,29 @@ def _add_emulate(sub: argparse._SubParsersAction) -> None:
     p.parse_known_args = _all_args_are_sglangs
 
 
-def _add_gpus(sub: argparse._SubParsersAction) -> None:
+def _add_gpus(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "gpus",
+        parents=[shared.json],
         help="read per-GPU memory, utilization and processes from NVML",
         description="One NVML reading of every GPU (memory, utilization, power, clocks, throttling, "
         "processes), or one every SECONDS with --watch.",
     )
-    p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--watch", type=float, metavar="SECONDS", help="print a reading every SECONDS")
     p.set_defaults(handler="specmon.gpu.cli:run_gpus")
 
 
-def _add_bench(sub: argparse._SubParsersAction) -> None:
+def _add_bench(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "bench",
+        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile],
         help="benchmark decode tok/s and acceptance length of a running server",
         description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
         "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
     )
-    p.add_argument("--url", required=True, type=_url("the URL"),
-                   help="the server's base URL, e.g. http://127.0.0.1:30000")
-    p.add_argument("--preset", help="label the run with this preset (and use its [bench] settings)")
-    p.add_argument("--requests", type=int, help="measured requests (default: the preset's, or 20)")
+    _add_url(p, "the server's base URL, e.g. http://127.0.0.1:30000", required=True)
+    _add_preset(p, "label the run with this preset (and use its [bench] settings)")
+    _add_requests(p, "measured requests (default: the preset's, or 20)")
     p.add_argument("--max-new-tokens", type=int, help="tokens per request (default: the preset's, or 256)")
     p.add_argument("--concurrency", type=int, help="concurrent streams (default 1)")
     p.add_argument("--warmup", type=int, help="warmup requests, not counted (default 2)")
@@ -247,32 +255,29 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "--deadline", type=float, default=3600.0, metavar="S",
         help="stop the run after S seconds, keeping what was measured (default 3600)",
     )
-    p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    _add_textfile(p)
     p.set_defaults(handler="specmon.bench.cli:run_bench")
 
 
-def _add_results(sub: argparse._SubParsersAction) -> None:
+def _add_results(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "results",
+        parents=[shared.results_dir, shared.json],
         help="list, compare and export past benchmark runs",
-        description="List and compare benchmark runs saved in the state directory; export CSV, JSON or markdown.",
+        description="List and compare benchmark runs saved in the state directory; export CSV, JSON or markdown "
+        "(--json is --format json).",
     )
     p.add_argument("runs", nargs="*", help="run ids to compare (default: all)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
-    p.add_argument("--json", dest="format", action="store_const", const="json", help="print as JSON (--format json)")
-    p.add_argument("--dir", help="results directory (default: the user state directory)")
     p.add_argument("--baseline", metavar="PRESET", help="speedups against runs of this preset (default: runs "
                    "without speculation): each run against the one most like it (same model, then server, then "
                    "settings) that started last before it, else first after it")
     p.set_defaults(handler="specmon.bench.cli:run_results")
 
 
-def _add_predict(sub: argparse._SubParsersAction) -> None:
+def _add_predict(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "predict",
+        parents=[shared.results_dir, shared.json],
         help="predict the acceptance length of shorter draft chains from a stored run",
         description="Replay a stored chain-drafting run (topk 1) over its per-step trace to predict the "
         "acceptance length of shorter chains, each with its bootstrap 95% CI (the histogram formula where a "
@@ -280,16 +285,15 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         "is exact.",
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the stored run (a unique prefix of its id)")
-    p.add_argument("--dir", help="results directory (default: the user state directory)")
     p.add_argument("--draft-tokens", metavar="M,M...", help="the draft-token counts to predict, e.g. 10,5 "
                    "(default: every count from 2 to the run's)")
-    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(handler="specmon.bench.cli:run_predict")
 
 
-def _add_check(sub: argparse._SubParsersAction) -> None:
+def _add_check(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "check",
+        parents=[shared.presets, shared.port, shared.api_key_file, shared.json],
         help="preflight a preset (no server needed), or sanity-check a running server with --url",
         description="`check PRESET`: the preflight that runs before every launch: which SGLang the launcher "
         "runs, its flags and speculative rules, the draft checkpoint, the port and the GPUs; exit 1 on an "
@@ -297,18 +301,18 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
         "generation. Give exactly one of PRESET and --url.",
     )
     p.add_argument("preset_name", nargs="?", metavar="PRESET", help="the preset to preflight")
-    p.add_argument("--url", type=_url("the URL"), help="a running server's base URL")
-    p.add_argument("--preset", help="with --url: the preset the server was launched with (asked vs effective)")
-    p.add_argument("--port", type=int, help="with PRESET: check this port instead of the preset's")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file")
-    p.add_argument("--json", action="store_true", help="print as JSON")
+    _group(p, "with PRESET", "--port")
+    with_url = p.add_argument_group("with --url")
+    _add_url(with_url, "a running server's base URL (instead of PRESET)")
+    _add_preset(with_url, "the preset the server was launched with (asked vs effective)")
+    _move(p, with_url, "--api-key-file")
     p.set_defaults(handler="specmon.serving.cli:run_check")
 
 
-def _add_doctor(sub: argparse._SubParsersAction) -> None:
+def _add_doctor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "doctor",
+        parents=[shared.presets, shared.sglang_version, shared.json],
         help="check an EAGLE-3 draft checkpoint against what an SGLang version loads",
         description="Read a draft checkpoint without torch: config.json (architectures, hidden and vocab sizes "
         "against the target's, draft_vocab_size), d2t/t2d, every safetensors header and the index, and the key "
@@ -317,17 +321,14 @@ def _add_doctor(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("draft", help="the draft checkpoint folder")
     p.add_argument("--target", metavar="PATH", help="the target model folder (hidden size, vocabulary)")
-    p.add_argument("--preset", help="use the SGLang this preset's launcher runs (and its model path as target)")
-    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: the shipped rules of this version "
-                   "(default: the SGLang `python3` sees, else the newest shipped)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--json", action="store_true", help="print as JSON")
+    _add_preset(p, "use the SGLang this preset's launcher runs (and its model path as target)")
     p.set_defaults(handler="specmon.preflight.cli:run_doctor")
 
 
-def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
+def _add_fix_draft_keys(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "fix-draft-keys",
+        parents=[shared.presets, shared.sglang_version],
         help="write a copy of a draft checkpoint with its layer keys renamed (midlayer <-> layers.0) and a "
         "speculators config.json made SGLang's",
         description="Copy SRC to DST (which must not exist) with the safetensors keys `layers.0.*` renamed to "
@@ -339,66 +340,57 @@ def _add_fix_draft_keys(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dst", help="the new folder")
     p.add_argument("--to", choices=["midlayer", "layers.0"], default="midlayer",
                    help="the layout to write (default midlayer: every SGLang version loads it)")
-    p.add_argument("--preset", help="check the copy against the SGLang this preset's launcher runs (and its target)")
-    p.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: check against this version's shipped "
-                   "rules (default: the SGLang `python3` sees, else the shipped versions)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
+    _add_preset(p, "check the copy against the SGLang this preset's launcher runs (and its target)")
     p.set_defaults(handler="specmon.preflight.cli:run_fix_draft_keys")
 
 
-def _add_start(sub: argparse._SubParsersAction) -> None:
+def _add_start(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "start",
+        parents=[shared.presets, shared.port, shared.launch, shared.json, shared.textfile],
         help="launch a preset's server detached: it outlives specmon and the SSH session",
         description="Preflight, then launch the preset's server in its own session and process group, with a "
         "private log and state file in the state directory. Exit 0 started (or ready with --wait), 1 failed.",
     )
     p.add_argument("preset", help="the preset to launch (see `specmon presets`)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--port", type=int, help="listen on this port instead of the preset's")
-    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
     p.add_argument("--wait", action="store_true", help="wait until the server is ready or has failed")
-    p.add_argument("--timeout", type=float, default=1800.0, help="with --wait: give up after SECONDS")
-    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    _add_textfile(p)
+    _add_timeout(p.add_argument_group("with --wait"), 1800.0, "give up after S seconds (default 1800)")
     p.set_defaults(handler="specmon.oncall.cli:run_start")
 
 
-def _add_ps(sub: argparse._SubParsersAction) -> None:
+def _add_ps(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "ps",
+        parents=[shared.json],
         help="servers specmon launched and other SGLang servers on this host",
         description="List the servers specmon launched (alive or dead, checked against live pids and start "
         "times) and the other SGLang servers on this host, with URL, log and GPU memory.",
     )
     p.add_argument("--alive", action="store_true", help="only the servers running now")
     p.add_argument("--prune", action="store_true", help="remove the records of servers that are gone")
-    p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--prometheus-sd", action="store_true",
                    help="print Prometheus file_sd JSON for the live servers specmon launched (server, preset, role)")
     p.set_defaults(handler="specmon.oncall.cli:run_ps")
 
 
-def _add_stop(sub: argparse._SubParsersAction) -> None:
+def _add_stop(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "stop",
+        parents=[shared.yes, shared.json, shared.textfile],
         help="stop a server: SIGTERM, SIGKILL after a timeout, then wait until its GPUs and port are free",
         description="Stop a server (by id or pid from `specmon ps`; by default the one server specmon launched: "
         "one it did not launch is stopped only when named). Asks "
         "first unless --yes. Names leftover processes and offers to kill them.",
     )
     p.add_argument("server", nargs="?", help="the server's id or pid (default: the one server specmon launched)")
-    p.add_argument("--yes", action="store_true", help="do not ask (also kills your own leftovers)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
-    p.add_argument("--json", action="store_true", help="print as JSON")
-    _add_textfile(p)
+    _add_timeout(p, 30.0, "seconds between SIGTERM and SIGKILL (default 30)")
     p.set_defaults(handler="specmon.oncall.cli:run_stop")
 
 
-def _add_switch(sub: argparse._SubParsersAction) -> None:
+def _add_switch(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "switch",
+        parents=[shared.from_server, shared.presets, shared.launch, shared.yes, shared.json],
         help="replace the running server with another preset, then compare a sanity benchmark with what served",
         description="Preflight PRESET (a failure leaves the running server serving), stop the running server, "
         "wait until GPUs and port are free, start PRESET on the same port, follow it to ready, run a quick "
@@ -406,31 +398,25 @@ def _add_switch(sub: argparse._SubParsersAction) -> None:
         "figures). Exit 0 ready without alerts, 1 failed or alerts.",
     )
     p.add_argument("preset", help="the preset to switch to")
-    p.add_argument("--from", dest="server", metavar="ID|PID",
-                   help="the server to replace (default: the one server specmon launched)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
-    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
-    p.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
-    p.add_argument("--requests", type=int, default=4, help="requests of the sanity benchmark (default 4)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for ready")
-    p.add_argument("--json", action="store_true", help="print as JSON")
+    _add_requests(p, "requests of the sanity benchmark (default 4)", default=4)
+    _add_timeout(p, 1800.0, "seconds to wait for ready (default 1800)")
     p.set_defaults(handler="specmon.oncall.cli:run_switch")
 
 
-def _add_sweep(sub: argparse._SubParsersAction) -> None:
+def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "sweep",
+        parents=[shared.presets, shared.from_server, shared.yes, shared.launch, shared.json, shared.textfile],
         help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
         description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
         "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
         "saved as it finishes. Reports tok/s with its CI, acceptance, speedup against the baseline, startup "
         "against measuring time, the drift, and a recommendation. Ctrl+C stops after the step under way, leaving "
-        "the servers as they are; --resume goes on after it or any interruption.",
+        "the servers as they are; --resume goes on after it or any interruption. --from replaces a server with "
+        "the first step; the preflight runs before each launch.",
     )
     p.add_argument("presets_to_run", nargs="*", metavar="PRESET", help="the presets to sweep (one without speculation)")
-    p.add_argument("--presets", metavar="DIR", action="append", default=[], help="extra preset directory")
-    p.add_argument("--requests", type=int, help="measured requests per preset (default: the baseline's [bench])")
+    _add_requests(p, "measured requests per preset (default: the baseline's [bench])")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="go on with an interrupted sweep (default: the latest unfinished one)")
     p.add_argument("--leave", choices=["best", "baseline", "none"], default="best",
@@ -439,19 +425,13 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                    help="measure the longest chain alone and predict the acceptance of shorter ones")
     p.add_argument("--skip-predicted-worse", action="store_true",
                    help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
-    p.add_argument("--from", dest="server", metavar="ID|PID",
-                   help="the server the first step replaces (default: the one server specmon launched)")
-    p.add_argument("--yes", action="store_true", help="do not ask before stopping the running server")
-    p.add_argument("--no-preflight", action="store_true", help="skip the preflight before each launch")
-    p.add_argument("--speed", type=float, help="demo presets: the emulator's speed factor")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    _add_textfile(p)
     p.set_defaults(handler="specmon.sweep.cli:run_sweep")
 
 
-def _add_fleet(sub: argparse._SubParsersAction) -> None:
+def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "fleet",
+        parents=[shared.once, shared.json, shared.web, shared.headless],
         help="every SGLang server your Prometheus scrapes: one row each, with alerts (`fleet rules`: the rules file)",
         description="Read many SGLang servers through the Prometheus that scrapes them (and DCGM exporter's GPU "
         "series, and sglang-router's /workers for roles): one row per server with decode tok/s, acceptance, "
@@ -474,26 +454,18 @@ def _add_fleet(sub: argparse._SubParsersAction) -> None:
                    help="an sglang-router whose /workers gives each worker's role (repeatable)")
     p.add_argument("--gpu-selector", default='job="dcgm"', metavar="MATCHERS",
                    help="which targets are DCGM exporters (default 'job=\"dcgm\"')")
-    p.add_argument("--window", type=float, default=60.0, metavar="S",
-                   help="rate window in seconds (default 60; raised to 4 x the scrape interval)")
+    _add_window(p, 60.0, "rate window in seconds (default 60; raised to 4 x the scrape interval)")
     p.add_argument("--interval", type=float, default=5.0, metavar="S", help="refresh every S seconds (default 5)")
     p.add_argument("--bearer-token-file", metavar="PATH", help="a file holding the bearer token for Prometheus")
     p.add_argument("--basic-auth-file", metavar="PATH", help="a file holding `user:password` for Prometheus")
     p.add_argument("--ca-file", metavar="PATH", help="a CA bundle to check Prometheus' TLS certificate with")
-    p.add_argument("--once", action="store_true", help="print one snapshot and exit: 0 all well, 1 a server down "
-                   "or alerting, 2 Prometheus unreachable")
-    p.add_argument("--json", action="store_true", help="with --once: print the snapshot as JSON")
-    p.add_argument("--web", action="store_true", help="serve the fleet screen, read-only, to a browser")
-    p.add_argument("--web-port", type=int, default=8765, metavar="N", help="with --web: the port (default 8765)")
-    p.add_argument("--bind", default="127.0.0.1", metavar="HOST",
-                   help="with --web: the address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--read-only", action="store_true", help="no switching or benchmarks from drill-downs (as --web)")
-    p.add_argument("--server", metavar="NAME", help="open this server's single-server screen (as Enter on its row)")
-    _add_headless(p)
+    _group(p, "with --once", "--json", description="exit 0 all well, 1 a server down or alerting, 2 Prometheus "
+           "unreachable")
+    _add_server(p, "NAME", "open this server's single-server screen (as Enter on its row)")
     p.set_defaults(handler="specmon.fleet.cli:run_fleet")
 
 
-_COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
+_COMMANDS: Sequence[Callable[[argparse._SubParsersAction, _Shared], None]] = (
     _add_demo,
     _add_monitor,
     _add_log_summary,
@@ -515,17 +487,37 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction], None]] = (
 )
 
 
-def build_parser() -> _Parser:
+def build_parser() -> HintingParser:
     """The full argument parser, with one subparser per command."""
-    parser = _Parser(
+    parser = HintingParser(
         prog="specmon",
         description="A terminal monitor for live speculative serving (SGLang with EAGLE-3 and friends).",
     )
+    parser.add_argument("--version", action=_PrintVersion)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    shared = _Shared()
     for add in _COMMANDS:
-        add(sub)
+        add(sub, shared)
     parser.commands = dict(sub.choices)
     return parser
+
+
+class _PrintVersion(argparse.Action):
+    """`--version`: the installed distribution's version (importlib.metadata, read only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "print specmon's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            said = version("specmon")
+        except PackageNotFoundError:
+            said = "unknown (not installed)"
+        print(f"specmon {said}")
+        parser.exit()
 
 
 def _resolve(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -571,8 +563,13 @@ def _main(argv: Sequence[str] | None) -> int:
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
     try:
         return int(_resolve(handler)(args) or 0)
-    except KeyboardInterrupt:
-        return exits.EXIT_SIGINT
+    except exits.UsageError as exc:  # an unknown preset, a question that cannot be asked: one line, exit 2
+        from specmon.text import printable, strict_json
+
+        print(f"specmon {args.command}: {printable(exc)}", file=sys.stderr)
+        if getattr(args, "json", False):
+            print(strict_json({"error": str(exc)}, indent=2))
+        return exits.EXIT_USAGE
     except BrokenPipeError:
         return 0
     except (OSError, ValueError) as exc:  # outside input refused where no handler said it: one line, exit 2

@@ -1,4 +1,5 @@
-"""How specmon's commands end on SIGINT and SIGTERM: always with an exit code (130, 143), never by the signal.
+"""How specmon's commands end: bad usage with 2 (``UsageError``, said in one line by ``specmon.cli:main``), and on
+SIGINT and SIGTERM always with an exit code (130, 143), never by the signal.
 
 ``install`` runs first thing in ``specmon.__main__`` and ``specmon.cli:main`` (the console script), before
 the heavy imports: from then on a SIGINT is a KeyboardInterrupt and a SIGTERM a SystemExit(143), which the
@@ -16,11 +17,17 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
+EXIT_USAGE = 2
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
 RETRY_IN_FINALIZER_S = 0.01
+
+
+class UsageError(Exception):
+    """Bad usage: an unknown preset or server, a question that cannot be asked. ``specmon.cli:main`` says it in one
+    line on stderr (with ``--json``, also ``{"error": ...}`` on stdout) and exits 2."""
 
 
 def _on_sigterm(signum, frame) -> None:

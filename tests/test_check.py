@@ -97,7 +97,7 @@ def test_preset_asked_values_are_compared_with_what_runs(capsys: pytest.CaptureF
     assert code == 1
     assert "[WARN] preset" in out and "speculative_num_draft_tokens: 16 asked, 2 effective" in out
     assert "speculative_num_steps" not in out  # steps and topk run as asked
-    assert unknown == 1
+    assert unknown == 2  # an unknown preset is bad usage, as in every command (require_preset)
 
 
 def test_server_still_warming_up_fails(capsys: pytest.CaptureFixture[str]) -> None:

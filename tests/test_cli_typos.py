@@ -33,7 +33,7 @@ def _fails(argv: list[str], capsys) -> str:
 @pytest.mark.parametrize("command", sorted(SUBPARSERS))
 def test_a_mistyped_subcommand_is_named(command, capsys):
     err = _fails([_typo(command), "--json"], capsys)
-    assert err.startswith("usage: specmon [-h] COMMAND"), err
+    assert err.startswith("usage: specmon [-h] [--version] COMMAND"), err
     assert f"'{command}'" in err.split("did you mean", 1)[1], err
 
 

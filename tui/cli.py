@@ -7,7 +7,6 @@ import atexit
 import errno
 import functools
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -74,29 +73,6 @@ def _followable(path: str) -> bool:
     return True
 
 
-def _named_preset(preset_set, name: str):
-    """The preset called ``name`` in a ``PresetSet``, or None after saying so on stderr."""
-    preset = preset_set.get(name)
-    if preset is None:
-        print(f"specmon: {preset_set.missing(name)}", file=sys.stderr)
-    return preset
-
-
-def _interrupt_exits_130(handler):
-    """A Ctrl-C (SIGINT) that lands before the app installs its own handler ends the command with 130, never by
-    the signal itself (the ``finally`` blocks, such as stopping the demo's server, still run)."""
-
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except KeyboardInterrupt:
-            return 128 + signal.SIGINT
-
-    return run
-
-
-@_interrupt_exits_130
 def run_monitor(args: argparse.Namespace) -> int:
     """`specmon monitor --url URL [--log PATH]`: attach to a server someone else started."""
     from specmon.gpu.nvml import NvmlSource
@@ -145,12 +121,10 @@ def run_monitor(args: argparse.Namespace) -> int:
     preset = None
     presets = {}
     if args.preset or found is not None:
-        from specmon.launch.presets import load_presets
+        from specmon.launch.presets import load_presets, require_preset
 
         preset_set = load_presets(args.presets)
-        preset = _named_preset(preset_set, args.preset) if args.preset else None
-        if args.preset and preset is None:
-            return 2
+        preset = require_preset(preset_set, args.preset) if args.preset else None
         if found is not None:  # offered for switching: those that run what it runs (the emulator, or SGLang)
             presets = {n: p for n, p in preset_set.presets.items() if p.demo == found.emulator}
     gpu_source = NvmlSource()
@@ -186,40 +160,25 @@ def _attach_target(args: argparse.Namespace):
         return None
 
 
-def _with_speed(preset, speed: float):
-    """The preset with the emulator's speed factor added (only for emulator presets)."""
-    import dataclasses
-
-    if speed == 1.0:
-        return preset
-    return dataclasses.replace(preset, args={**preset.args, "emulator-speed": speed})
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signal.SIGTERM)
-
-
-@_interrupt_exits_130
 def run_demo(args: argparse.Namespace) -> int:
     """`specmon demo`: launch the emulator with a demo preset as a child process and monitor it."""
     from specmon.gpu.demo import DemoGpuSource
-    from specmon.launch.presets import load_presets
+    from specmon.launch.presets import load_presets, require_preset
     from specmon.launch.supervisor import ServerSupervisor, SupervisorError, log_stem
+    from specmon.oncall.launcher import with_speed
     from specmon.ports import free_port_pair
     from specmon.tui.config import AppConfig
 
     preset_set = load_presets(args.presets)
-    demos = {p.name: _with_speed(p, args.speed) for p in preset_set.demo_presets()}
+    demos = {p.name: with_speed(p, args.speed) for p in preset_set.demo_presets()}
     if args.preset:
-        preset = _named_preset(preset_set, args.preset)
-        if preset is None:
-            return 2
+        preset = require_preset(preset_set, args.preset)
         if not preset.demo:
             print(f"specmon demo: preset {printable(preset.name)!r} launches real SGLang "
                   f"({printable(' '.join(preset.launcher))}), not the emulator; demo presets: "
                   f"{', '.join(demos) or 'none'}. To watch a real server, use `specmon monitor`.", file=sys.stderr)
             return 2
-        preset = _with_speed(preset, args.speed)
+        preset = with_speed(preset, args.speed)
     else:
         default = preset_set.default_demo()
         if default is None:
@@ -239,7 +198,7 @@ def run_demo(args: argparse.Namespace) -> int:
         preset, log_path, port, preflight=not getattr(args, "no_preflight", False), lifeline=True
     )  # lifeline: no orphan, whatever ends us
     atexit.register(supervisor.stop)
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # the finally below stops the server (the app, too)
+    exits.install()  # a SIGTERM is SystemExit(143): the finally below stops the server (the app, too)
     try:
         try:
             supervisor.start()
@@ -279,7 +238,6 @@ def fleet_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
-@_interrupt_exits_130
 def run_fleet(args: argparse.Namespace) -> int:
     """`specmon fleet --prometheus URL ...`: the fleet screen (or, with --server NAME, one server's screen)."""
     from specmon.fleet.cli import EXIT_PROMETHEUS, options_from

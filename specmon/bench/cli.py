@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from specmon import exits
 from specmon.bench.compare import Comparison
 from specmon.bench.model import BenchProgress, BenchResult
 from specmon.bench.report import accept_bound, describe_progress, symptoms
@@ -21,13 +22,9 @@ def _settings(args: argparse.Namespace) -> tuple[RunSettings, str | None]:
     """The run's settings: the preset's [bench] table (when --preset names one), then the flags."""
     base = RunSettings()
     if args.preset:
-        from specmon.launch.presets import load_presets
+        from specmon.launch.presets import load_presets, require_preset
 
-        preset_set = load_presets(args.presets or ())
-        preset = preset_set.get(args.preset)
-        if preset is None:
-            return base, preset_set.missing(args.preset)
-        base = RunSettings.of(preset.bench)
+        base = RunSettings.of(require_preset(load_presets(args.presets or ()), args.preset).bench)
     overrides = {
         "requests": args.requests,
         "max_new_tokens": args.max_new_tokens,
@@ -54,10 +51,9 @@ def _asked(args: argparse.Namespace) -> dict[str, Any] | None:
     """The SGLang arguments of --preset (what the server was asked to run), None without one."""
     if not args.preset:
         return None
-    from specmon.launch.presets import load_presets
+    from specmon.launch.presets import load_presets, require_preset
 
-    preset = load_presets(args.presets or ()).get(args.preset)
-    return dict(preset.args) if preset is not None else None
+    return dict(require_preset(load_presets(args.presets or ()), args.preset).args)
 
 
 def against_stored_baseline(result: BenchResult, store: ResultStore) -> Comparison | None:
@@ -210,7 +206,7 @@ def run_bench(args: argparse.Namespace) -> int:
     else:
         print(printable(format_result(result, saved_to, bench.save_error, found, comparison), newlines=True))
     if interrupted:
-        return 130
+        return exits.EXIT_SIGINT
     ok = result.status == "finished" and result.summary.requests_failed == 0 and saved and not found
     return 0 if ok else 1
 
@@ -244,6 +240,7 @@ def describe_to(stream: Any) -> Any:
 def run_results(args: argparse.Namespace) -> int:
     """Handler of `specmon results`."""
     store = ResultStore(args.dir)
+    form = "json" if args.json else args.format
 
     def warn(message: str) -> None:
         print(f"specmon results: {message}", file=sys.stderr)
@@ -255,7 +252,7 @@ def run_results(args: argparse.Namespace) -> int:
     for run_id in missing:
         print(f"specmon results: no run {run_id!r} in {store.directory}", file=sys.stderr)
     if not runs:
-        if args.format == "json":
+        if form == "json":
             print("[]")
         elif not missing:
             print(f"No benchmark runs in {store.directory} yet (run `specmon bench --url URL`).", file=sys.stderr)
@@ -264,7 +261,7 @@ def run_results(args: argparse.Namespace) -> int:
     if baseline and not any(r.preset == baseline for r in runs):
         print(f"specmon results: no run of preset {baseline!r} to use as the baseline", file=sys.stderr)
         return 1
-    text = FORMATTERS[args.format](runs, baseline)
+    text = FORMATTERS[form](runs, baseline)
     print(printable(text, newlines=True), end="" if text.endswith("\n") else "\n")
     return 1 if missing else 0
 

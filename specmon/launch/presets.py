@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specmon.exits import UsageError
 from specmon.inputs import KIB, InputError, parse_toml, read_text
 from specmon.launch.schema import (
     DEFAULT_LAUNCHER,
@@ -251,6 +252,15 @@ class PresetSet:
             if preset.name == DEFAULT_DEMO_PRESET:
                 return preset
         return demos[0] if demos else None
+
+
+def require_preset(presets: PresetSet, name: str) -> Preset:
+    """The preset a command line names: every command looks its preset up here. UsageError (exit 2, one line) when
+    there is none: its file's errors, else the names closest to it (`PresetSet.missing`)."""
+    preset = presets.get(name)
+    if preset is None:
+        raise UsageError(presets.missing(name))
+    return preset
 
 
 def user_presets_dir() -> Path:

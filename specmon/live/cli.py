@@ -24,13 +24,9 @@ def run_once(args: argparse.Namespace) -> int:
         return 2
     asked = preset_name = None
     if args.preset:
-        from specmon.launch.presets import load_presets
+        from specmon.launch.presets import load_presets, require_preset
 
-        preset_set = load_presets(args.presets)
-        preset = preset_set.get(args.preset)
-        if preset is None:
-            print(f"specmon: {preset_set.missing(args.preset)}", file=sys.stderr)
-            return 2
+        preset = require_preset(load_presets(args.presets), args.preset)
         asked, preset_name = dict(preset.args), preset.name
     if args.log:
         from specmon.logs.follower import check_followable
@@ -41,13 +37,10 @@ def run_once(args: argparse.Namespace) -> int:
             print(f"specmon: {printable(args.log)}: {exc.strerror or exc}", file=sys.stderr)
             return 2
     window = max(1.0, float(args.window))
-    try:
-        snapshot = asyncio.run(collect(
-            args.url, window, log_path=args.log, api_key=api_key, preset=preset_name, asked=asked,
-            baseline=baseline_accept(preset_name),
-        ))
-    except KeyboardInterrupt:
-        return 130
+    snapshot = asyncio.run(collect(
+        args.url, window, log_path=args.log, api_key=api_key, preset=preset_name, asked=asked,
+        baseline=baseline_accept(preset_name),
+    ))
     if args.json:
         print(strict_json(snapshot.to_json(), indent=2))
     else:

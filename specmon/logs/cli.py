@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
+from specmon import exits
 from specmon.inputs import InputError, open_regular
 from specmon.logs.acceptance import ServingTail, serving_acceptance
 from specmon.logs.follower import DEFAULT_CHUNK_BYTES, LogFollower, LogItem, check_followable, read_items
@@ -83,7 +84,7 @@ def _run_follow(path: str, as_json: bool, out: TextIO) -> int:
                     break
     except KeyboardInterrupt:
         printer.finish(tracker.state)
-        return 130
+        return exits.EXIT_SIGINT
     if path == "-" and not is_sglang_log(tracker.state):  # stdin ended without one SGLang line
         return _not_sglang(path, tracker.state.lines_seen, as_json, tracker.state)
     printer.finish(tracker.state)

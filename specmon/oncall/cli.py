@@ -14,15 +14,12 @@ import time
 from typing import Any
 
 from specmon import exits
+from specmon.exits import UsageError
 from specmon.sglang.metric_names import STARTUP_TIME_SECONDS
 from specmon.text import printable, strict_json
 from specmon.units import format_seconds
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad usage (exit 2): an unknown preset or server, a question that cannot be asked."""
+EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
@@ -58,34 +55,16 @@ def confirm(question: str, assume_yes: bool) -> bool:
 
 
 def _load_preset(args: argparse.Namespace, name: str):
-    from specmon.launch.presets import load_presets
+    from specmon.launch.presets import load_presets, require_preset
     from specmon.oncall.launcher import with_speed
 
-    preset_set = load_presets(getattr(args, "presets", None) or ())
-    preset = preset_set.get(name)
-    if preset is None:
-        raise UsageError(preset_set.missing(name))
+    preset = require_preset(load_presets(getattr(args, "presets", None) or ()), name)
     return with_speed(preset, getattr(args, "speed", None))
-
-
-def _guarded(handler):
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except UsageError as exc:
-            _note(str(exc))
-            if getattr(args, "json", False):
-                _emit(args, {"error": str(exc)}, "")
-            return EXIT_USAGE
-
-    run.__doc__ = handler.__doc__
-    return run
 
 
 # ------------------------------------------------------------------------------------------------ start
 
 
-@_guarded
 def run_start(args: argparse.Namespace) -> int:
     """`specmon start PRESET`: preflight, launch detached, record; `--wait` for ready or failure."""
     from specmon.launch.supervisor import SupervisorError
@@ -332,7 +311,6 @@ def _describe(server) -> str:
     return describe(server)
 
 
-@_guarded
 def run_stop(args: argparse.Namespace) -> int:
     """`specmon stop [ID|PID]`: asks first; SIGTERM, SIGKILL after a timeout; GPUs and port free; leftovers."""
     from specmon.oncall.discovery import find_servers
@@ -413,7 +391,6 @@ def _num(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-@_guarded
 def run_switch(args: argparse.Namespace) -> int:
     """`specmon switch PRESET`: replace the running server, then compare a sanity benchmark with the last."""
     from specmon.oncall.discovery import find_servers

@@ -10,17 +10,13 @@ from pathlib import Path
 from specmon.sglang.rules import SGLangRules
 from specmon.text import printable, strict_json
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PROBLEMS = 0, 1
 
 
 def _preset(name: str, dirs: list[str]):
-    from specmon.launch.presets import load_presets
+    from specmon.launch.presets import load_presets, require_preset
 
-    preset_set = load_presets(dirs)
-    preset = preset_set.get(name)
-    if preset is None:
-        print(f"specmon: {preset_set.missing(name)}", file=sys.stderr)
-    return preset
+    return require_preset(load_presets(dirs), name)
 
 
 def run_check_preset(args: argparse.Namespace) -> int:
@@ -28,8 +24,6 @@ def run_check_preset(args: argparse.Namespace) -> int:
     from specmon.preflight import run_preflight
 
     preset = _preset(args.preset_name, args.presets)
-    if preset is None:
-        return EXIT_USAGE
     report = run_preflight(preset, port=getattr(args, "port", None))
     print(strict_json(report.to_json(), indent=2) if args.json else printable(report.format_text(), newlines=True))
     return EXIT_OK if report.ok else EXIT_PROBLEMS
@@ -48,10 +42,10 @@ class _DraftSGLang:
     kind: str | None = None
 
 
-def _draft_sglang(args: argparse.Namespace) -> _DraftSGLang | None:
+def _draft_sglang(args: argparse.Namespace) -> _DraftSGLang:
     """--preset: the SGLang its launcher runs (and its model path, its algorithm's draft kind); --sglang-version:
     that version's shipped rules; neither: the SGLang the default launcher's `python3` sees, else the newest
-    shipped rules. None after saying why (an unknown preset)."""
+    shipped rules. UsageError for an unknown preset."""
     from specmon.launch.presets import Preset
     from specmon.preflight.locate import find_sglang
     from specmon.sglang.flags import SOURCE, newest_shipped
@@ -59,8 +53,6 @@ def _draft_sglang(args: argparse.Namespace) -> _DraftSGLang | None:
 
     if getattr(args, "preset", None):
         preset = _preset(args.preset, args.presets)
-        if preset is None:
-            return None
         facts = find_sglang(preset)
         model = preset.args.get("model-path")
         algorithm = preset.speculative.algorithm
@@ -87,8 +79,6 @@ def run_doctor(args: argparse.Namespace) -> int:
     from specmon.preflight.draft import examine_draft
 
     found = _draft_sglang(args)
-    if found is None:
-        return EXIT_USAGE
     rules, version, source = found.rules, found.version, found.source
     report = examine_draft(args.draft, rules, args.target or found.target, found.kind)
     errors = [p for p in report.problems if p.severity == "error"]
@@ -127,8 +117,6 @@ def run_fix_draft_keys(args: argparse.Namespace) -> int:
     from specmon.sglang.rules import load_shipped_rules
 
     found = _draft_sglang(args)
-    if found is None:
-        return EXIT_USAGE
     try:
         changed = fix_draft_keys(args.src, args.dst, args.to)
     except (CheckpointError, FileExistsError, OSError) as error:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from specmon.exits import UsageError
 from specmon.http.headers import HeaderRefused
 from specmon.serving.check import EXIT_FAILED, format_report
 from specmon.serving.check import run_check as check_server
@@ -18,9 +19,7 @@ EXIT_USAGE = 2
 def run_check(args: argparse.Namespace) -> int:
     """The `specmon check` handler: `check PRESET` (the preflight) or `check --url URL` (a running server)."""
     if (args.preset_name is None) == (args.url is None):
-        print("specmon check: give exactly one of PRESET (preflight) and --url URL (a running server)",
-              file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("give exactly one of PRESET (preflight) and --url URL (a running server)")
     if args.preset_name is not None:
         from specmon.preflight.cli import run_check_preset
 
@@ -41,13 +40,9 @@ def run_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     asked = None
     if args.preset:
-        from specmon.launch.presets import host_warning, load_presets
+        from specmon.launch.presets import host_warning, load_presets, require_preset
 
-        preset_set = load_presets(args.presets)
-        preset = preset_set.get(args.preset)
-        if preset is None:
-            print(f"specmon check: {preset_set.missing(args.preset)}", file=sys.stderr)
-            return EXIT_FAILED
+        preset = require_preset(load_presets(args.presets), args.preset)
         if host_warning(preset):
             print(f"specmon check: warning: preset {preset.name}: {host_warning(preset)}", file=sys.stderr)
         asked = dict(preset.args)

@@ -31,17 +31,11 @@ def _startup_line(line: str) -> None:
 
 
 def _presets(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
-    from specmon.launch.presets import load_presets
+    from specmon.launch.presets import load_presets, require_preset
     from specmon.oncall.launcher import with_speed
 
     preset_set = load_presets(args.presets)
-    found = {}
-    for name in names:
-        preset = preset_set.get(name)
-        if preset is None:
-            raise SweepError(preset_set.missing(name))
-        found[name] = with_speed(preset, args.speed)
-    return found
+    return {name: with_speed(require_preset(preset_set, name), args.speed) for name in names}
 
 
 def _store() -> SweepStore:
@@ -164,18 +158,14 @@ def _server_to_replace(args: argparse.Namespace, plan: SweepPlan) -> Any:
         _note(left_alone)
     if server is None or not server.alive:
         return server
-    from specmon.oncall.cli import UsageError, confirm
+    from specmon.oncall.cli import confirm
 
     if why := server.why_not_signalable():
         raise NotSwept(f"not swept: {why}")
     who = server.preset or f"pid {server.pid}"
     question = (f"Stop server {server.id} ({who}, pid {server.pid}, {server.url}) and sweep "
                 f"{len({s.preset for s in plan.steps})} presets on its port? It may be serving traffic.")
-    try:
-        confirmed = confirm(question, args.yes)
-    except UsageError as exc:
-        raise SweepError(str(exc)) from None
-    if not confirmed:
+    if not confirm(question, args.yes):
         raise NotSwept("not swept: not confirmed")
     return server
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from specmon.launch.presets import Preset, load_presets
 from specmon.launch.supervisor import ServerSupervisor
 from specmon.ports import free_port, port_is_free
+from specmon.preflight import launch_check
 
 SERVER = """
 import argparse, signal, socket, time
@@ -82,7 +83,7 @@ def main() -> int:
                 port = free_port()
                 preset = Preset(name="bench", launcher=("{python}", str(script)),
                                 args={"port": port, "ignore-term": ignore})  # fmt: skip
-                sup = ServerSupervisor(preset, run_dir=Path(tmp) / "runs")
+                sup = ServerSupervisor(preset, run_dir=Path(tmp) / "runs", preflight=launch_check)
                 sup.start()
                 wait_listening(port)
                 t = time.perf_counter()
@@ -95,7 +96,7 @@ def main() -> int:
         restarts = []
         port = free_port()
         preset = Preset(name="bench", launcher=("{python}", str(script)), args={"port": port})
-        sup = ServerSupervisor(preset, run_dir=Path(tmp) / "runs")
+        sup = ServerSupervisor(preset, run_dir=Path(tmp) / "runs", preflight=launch_check)
         sup.start()
         wait_listening(port)
         for _ in range(n):

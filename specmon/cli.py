@@ -370,7 +370,7 @@ def _add_ps(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p.add_argument("--prune", action="store_true", help="remove the records of servers that are gone")
     p.add_argument("--prometheus-sd", action="store_true",
                    help="print Prometheus file_sd JSON for the live servers specmon launched (server, preset, role)")
-    p.set_defaults(handler="specmon.oncall.cli:run_ps")
+    p.set_defaults(handler="specmon.ps:run_ps")
 
 
 def _add_stop(sub: argparse._SubParsersAction, shared: _Shared) -> None:

@@ -17,7 +17,7 @@ from tests.support.app_harness import screen_text, wait_for
 
 def unchecked_supervisor(*args, **kwargs) -> ServerSupervisor:
     """A supervisor without the preflight: these presets launch test scripts, not SGLang."""
-    return ServerSupervisor(*args, preflight=False, **kwargs)
+    return ServerSupervisor(*args, preflight=None, **kwargs)
 
 CHILD = (
     "import os, sys, time\n"

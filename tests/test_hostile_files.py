@@ -387,7 +387,7 @@ def test_a_private_file_that_is_a_symbolic_link_is_refused_by_every_command_that
     def refusing(args):
         raise PrivatePathRefused(40, "is a symbolic link (refused)", str(tmp_path / "link"))
 
-    monkeypatch.setattr("specmon.oncall.cli.run_ps", refusing)
+    monkeypatch.setattr("specmon.ps.run_ps", refusing)
     assert main(["ps"]) == 2
     err = capsys.readouterr().err
     assert err == f"specmon ps: {tmp_path / 'link'}: is a symbolic link (refused)\n", err

@@ -56,7 +56,7 @@ def test_a_launch_carries_its_own_marks_never_inherited_ones(oc, monkeypatch):
                         ("SPECMON_LAUNCH_TOKEN", "0" * 32)):
         monkeypatch.setenv(name, value)
     preset = load_presets([oc.presets]).get("fast-a")
-    supervisor = ServerSupervisor(preset, port=free_port_pair(), run_dir=oc.root / "runs", preflight=False)
+    supervisor = ServerSupervisor(preset, port=free_port_pair(), run_dir=oc.root / "runs", preflight=None)
     supervisor.start()
     try:
         proc = psutil.Process(supervisor.pid)

@@ -20,7 +20,7 @@ from specmon.gpu.nvml import NvmlSource
 from specmon.launch.presets import Preset
 from specmon.launch.supervisor import PreflightFailed, ServerSupervisor
 from specmon.ports import free_port
-from specmon.preflight import run_preflight
+from specmon.preflight import launch_check, run_preflight
 from specmon.preflight.draft import examine_draft
 from specmon.preflight.safetensors import encode_header, read_header
 from specmon.sglang.flags import DATA_DIR
@@ -302,7 +302,7 @@ def test_the_supervisor_refuses_to_launch_a_preset_that_fails_preflight(tmp_path
                  args={"model-path": "demo/x", "speculative-algorithm": "EAGLE3",
                        "speculative-draft-model-path": "demo/d", "speculative-num-draft-tokens": 16,
                        "port": free_port()})
-    supervisor = ServerSupervisor(bad, tmp_path / "run.log")
+    supervisor = ServerSupervisor(bad, tmp_path / "run.log", preflight=launch_check)
     with pytest.raises(PreflightFailed, match="without --speculative-num-steps"):
         supervisor.start()
     assert supervisor.pid is None and not (tmp_path / "run.log").exists()

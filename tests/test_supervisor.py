@@ -29,7 +29,7 @@ from specmon.ports import free_port, port_is_free
 
 def unchecked_supervisor(*args, **kwargs) -> ServerSupervisor:
     """A supervisor without the preflight: these presets launch test scripts, not SGLang."""
-    return ServerSupervisor(*args, preflight=False, **kwargs)
+    return ServerSupervisor(*args, preflight=None, **kwargs)
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,6 +12,7 @@ import pytest
 from specmon.launch.presets import load_presets
 from specmon.launch.supervisor import ServerSupervisor
 from specmon.ports import free_port_pair, port_is_free
+from specmon.preflight import launch_check
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -40,7 +41,7 @@ def server_info(port: int) -> dict:
 
 def test_demo_preset_switch_restarts_the_emulator_with_the_new_draft_tokens(tmp_path):
     port = free_port_pair()
-    sup = ServerSupervisor(fast("demo-eagle3-10"), tmp_path / "runs" / "first.log", port)
+    sup = ServerSupervisor(fast("demo-eagle3-10"), tmp_path / "runs" / "first.log", port, preflight=launch_check)
     try:
         sup.start()
         first_pid = sup.pid

@@ -13,6 +13,7 @@ import pytest
 from specmon.launch.presets import load_presets
 from specmon.launch.supervisor import PreflightFailed, ServerSupervisor, SupervisorError
 from specmon.ports import free_port_pair
+from specmon.preflight import launch_check
 from tests.support.app_harness import wait_for as app_wait_for
 from tests.support.oncall import Oncall, gone, write_preset
 
@@ -74,7 +75,7 @@ def fast(name: str, presets_dir=None):
 def test_the_demo_supervisor_checks_a_restart_before_it_stops(oc, tmp_path):
     write_preset(oc.presets, "fast-typo", "demo-eagle3-10", TYPO)
     port = free_port_pair()
-    sup = ServerSupervisor(fast("demo-eagle3-10"), tmp_path / "runs" / "first.log", port)
+    sup = ServerSupervisor(fast("demo-eagle3-10"), tmp_path / "runs" / "first.log", port, preflight=launch_check)
     try:
         sup.start()
         first_pid = sup.pid

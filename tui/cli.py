@@ -194,8 +194,11 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"specmon demo: cannot keep the demo's log in {printable(exc.filename or '?')}: "
               f"{exc.strerror or exc} (point ${STATE_DIR_ENV} at a writable directory)", file=sys.stderr)
         return 1
+    from specmon.preflight import launch_check
+
     supervisor = ServerSupervisor(
-        preset, log_path, port, preflight=not getattr(args, "no_preflight", False), lifeline=True
+        preset, log_path, port, preflight=None if getattr(args, "no_preflight", False) else launch_check,
+        lifeline=True,
     )  # lifeline: no orphan, whatever ends us
     atexit.register(supervisor.stop)
     exits.install()  # a SIGTERM is SystemExit(143): the finally below stops the server (the app, too)

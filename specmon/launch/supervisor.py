@@ -20,10 +20,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psutil
 
@@ -31,9 +30,6 @@ from specmon.launch.marks import LAUNCH_MARKS, PRESET_ENV, PortHolders
 from specmon.launch.presets import Preset, host_warning
 from specmon.ports import PortCheckError, ProcessInfo, port_holders, port_is_free
 from specmon.private_files import make_private_dir, open_private_file, state_dir
-
-if TYPE_CHECKING:
-    from specmon.preflight.report import PreflightReport
 
 _POLL_S = 0.05
 LIFELINE_ENV = "SPECMON_LIFELINE_FD"
@@ -49,6 +45,11 @@ class PreflightFailed(SupervisorError):
     def __init__(self, message: str, report: object):
         super().__init__(message)
         self.report = report
+
+
+PreflightCheck = Callable[[Preset, int | None, frozenset[int]], object]
+"""A check of a preset before its launch, given the port and the pids of the server it replaces (whose port and GPU
+memory it will free): its report, or PreflightFailed (`specmon.preflight.launch_check`)."""
 
 
 class PortInUseError(SupervisorError):
@@ -114,8 +115,8 @@ class ServerSupervisor:
 
     `log_path` is used for the first start; later starts get a new file in the run directory (the
     log's directory, or `default_run_dir()`). `port` overrides the preset's `--port` for every start.
-    With `preflight` (the default) every start runs `specmon.preflight.run_preflight` first and an error
-    stops it (`PreflightFailed`); `last_preflight` keeps the last report.
+    `preflight` checks each preset before its launch (`specmon.preflight.launch_check`; None: no check, which a
+    caller says on purpose): an error stops the start (`PreflightFailed`); `last_preflight` keeps the last report.
 
     With `lifeline`, the server gets the read end of a pipe whose write end only this process holds
     (`$SPECMON_LIFELINE_FD`): when specmon ends, by any signal, SIGKILL included, the server reads EOF and
@@ -132,14 +133,14 @@ class ServerSupervisor:
         port: int | None = None,
         *,
         run_dir: str | Path | None = None,
-        preflight: bool = True,
+        preflight: PreflightCheck | None,
         lifeline: bool = False,
         env: dict[str, str] | None = None,
     ):
         self._preset = preset
         self._env = dict(env or {})
         self.preflight = preflight
-        self.last_preflight: PreflightReport | None = None
+        self.last_preflight: object = None
         self._port_override = port
         self._first_log = Path(log_path) if log_path is not None else None
         if run_dir is not None:
@@ -217,7 +218,7 @@ class ServerSupervisor:
         Raises `PortInUseError` when the port is taken, `SupervisorError` when a server is already running
         or the launcher cannot be executed.
         """
-        return self._start(preset, port, preflight=self.preflight)
+        return self._start(preset, port, preflight=self.preflight is not None)
 
     def _start(self, preset: Preset | None = None, port: int | None = None, *, preflight: bool) -> Path:
         with self._lock:
@@ -307,7 +308,7 @@ class ServerSupervisor:
             running = [m.pid for m in group_members(old_pgid)] if old_pgid and self.is_running else []
             if (problem := launcher_problem(preset)) is not None:
                 raise SupervisorError(problem)
-            if self.preflight:
+            if self.preflight is not None:
                 self._run_preflight(preset, new_port if new_port is not None else preset.port, running)
             self.stop(timeout)
             if port is not None:
@@ -338,14 +339,13 @@ class ServerSupervisor:
 
     def _run_preflight(self, preset: Preset | None = None, port: int | None = None,
                        replacing: Iterable[int] = ()) -> None:
-        from specmon.preflight import PreflightError, require_preflight
-
+        if self.preflight is None:
+            return
         try:
-            self.last_preflight = require_preflight(preset or self._preset, port=port or self.port,
-                                                    replacing=frozenset(replacing))
-        except PreflightError as error:
+            self.last_preflight = self.preflight(preset or self._preset, port or self.port, frozenset(replacing))
+        except PreflightFailed as error:
             self.last_preflight = error.report
-            raise PreflightFailed(str(error), error.report) from None
+            raise
 
     def _create_log(self) -> tuple[Path, int]:
         if self._first_log is not None:

@@ -11,7 +11,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from specmon import exits
 from specmon.exits import UsageError
@@ -203,9 +204,10 @@ def _format_ps(inventory) -> str:
     )
 
 
-def run_ps(args: argparse.Namespace) -> int:
-    """`specmon ps`: servers specmon launched and other SGLang servers on this host; `--alive` only those
-    running, `--prune` removes the records of servers that are gone."""
+def run_ps(args: argparse.Namespace, also_listed: Mapping[str, Callable[[], Sequence[Listed]]] | None = None) -> int:
+    """`specmon ps`'s servers: those specmon launched and other SGLang servers on this host; `--alive` only those
+    running, `--prune` removes the records of servers that are gone. `also_listed` adds, under each key, what else
+    is listed after them (`specmon.ps` adds the sweeps left unfinished)."""
     from specmon.oncall import state
     from specmon.oncall.discovery import find_servers
 
@@ -228,11 +230,9 @@ def run_ps(args: argparse.Namespace) -> int:
     dead = [s for s in inventory.servers if not s.alive]
     if getattr(args, "alive", False):
         inventory.servers = [s for s in inventory.servers if s.alive]
-    from specmon.sweep.status import unfinished_sweeps
-
-    sweeps = unfinished_sweeps()
-    data = inventory.to_json() | {"sweeps": [sweep.to_json() for sweep in sweeps]}
-    text = "\n".join([_format_ps(inventory), *(sweep.line() for sweep in sweeps)])
+    listed = {key: list(read()) for key, read in (also_listed or {}).items()}
+    data = inventory.to_json() | {key: [item.to_json() for item in items] for key, items in listed.items()}
+    text = "\n".join([_format_ps(inventory), *(item.line() for items in listed.values() for item in items)])
     if args.prune:
         data["pruned"] = pruned
         text += f"\nremoved the records of {len(pruned)} server(s) that are gone" + (
@@ -241,6 +241,14 @@ def run_ps(args: argparse.Namespace) -> int:
         text += f"\n{len(dead)} of these are gone: `specmon ps --alive` hides them, `specmon ps --prune` removes them"
     _emit(args, data, text)
     return EXIT_OK
+
+
+class Listed(Protocol):
+    """Something `ps` lists after the servers: a line of text and its JSON."""
+
+    def line(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 def prometheus_sd(inventory) -> tuple[list[dict[str, Any]], list[str]]:

@@ -63,7 +63,7 @@ def start_detached(preset: Preset, port: int | None = None) -> ServerRecord:
     gpu_url = url_of(preset.host, real_port + 1) + "/_emulator/gpus" if preset.demo else None
     baseline = memory_by_gpu(read_gpus()) if gpu_url is None else {}
     token, server_id = state.new_launch_token(), state.new_server_id()
-    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=False,
+    supervisor = ServerSupervisor(preset, port=port, run_dir=state.runs_dir(), preflight=None,
                                   env={LAUNCH_TOKEN_ENV: token, SERVER_ID_ENV: server_id})
     record = ServerRecord(
         id=server_id,

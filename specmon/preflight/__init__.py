@@ -123,3 +123,14 @@ def require_preflight(preset: Preset, *, port: int | None = None, gpus: GpuSnaps
     if not report.ok:
         raise PreflightError(report)
     return report
+
+
+def launch_check(preset: Preset, port: int | None, replacing: frozenset[int]) -> PreflightReport:
+    """`require_preflight` as `ServerSupervisor` runs it before each launch: its report, or the launch's own
+    `PreflightFailed` (holding the report) when it found an error."""
+    from specmon.launch.supervisor import PreflightFailed
+
+    try:
+        return require_preflight(preset, port=port, replacing=replacing)
+    except PreflightError as error:
+        raise PreflightFailed(str(error), error.report) from None

@@ -1,6 +1,6 @@
 """Accuracy and overhead of the benchmark client against a loopback server with known timing.
 
-The loopback SGLang stand-in (`python -m specmon.bench.loopback`) runs as its own process, streams
+The loopback SGLang stand-in (`python -m specmon.testing.loopback_server`) runs as its own process, streams
 `/generate` in SGLang 0.5.16's shape (several tokens per chunk, cumulative text and completion_tokens,
 spec_verify_ct at the end) at a fixed rate, and records when it sent each chunk. This script runs
 `BenchRun` against it in this process and compares:
@@ -48,7 +48,7 @@ class LoopbackProcess:
 
     def __init__(self, tokens_per_s: float) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "specmon.bench.loopback", "--port", "0", "--tokens-per-s", str(tokens_per_s),
+            [sys.executable, "-m", "specmon.testing.loopback_server", "--port", "0", "--tokens-per-s", str(tokens_per_s),
              "--chunk-tokens", CHUNKS],
             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent,
         )  # fmt: skip

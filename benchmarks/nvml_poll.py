@@ -1,7 +1,7 @@
 """Time each NVML call specmon makes, per GPU, and one full poll of every GPU (PCIe included).
 
 Prints a JSON report. On a GPU machine it uses the real NVML; with `--fake` it uses the fake NVML module
-(specmon.gpu.fake) whose PCIe call sleeps `--pcie-delay-ms` (default 20 ms, as measured on an H200).
+(specmon.testing.fake_nvml) whose PCIe call sleeps `--pcie-delay-ms` (default 20 ms, as measured on an H200).
 Full polls are timed in both PCIe modes of NvmlSource: "background" (the sampler's: the PCIe round runs
 between polls) and "inline" (one-shot `specmon gpus`: the round runs in parallel inside the poll).
 `sequential_pcie_round_ms` against `parallel_pcie_round_ms` shows whether the driver lets PCIe calls
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.fake:
-        from specmon.gpu.fake import FakeNvml
+        from specmon.testing.fake_nvml import FakeNvml
 
         module = FakeNvml.h200s(args.gpus, pcie_delay_s=args.pcie_delay_ms / 1000.0, serialized=args.serialized)
     else:

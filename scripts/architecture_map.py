@@ -20,7 +20,7 @@ def map_line(path: Path) -> str:
     first = doc.splitlines()[0] if doc else ""
     if len(first) > MAP_CUT:
         first = first[: MAP_CUT - 3].rstrip() + "..."
-    return f"{path.relative_to(ROOT).as_posix():<34}{first}".rstrip()
+    return f"{path.relative_to(ROOT).as_posix():<33} {first}".rstrip()  # a space after the longest paths too
 
 
 def modules() -> dict[str, Path]:

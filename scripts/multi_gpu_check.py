@@ -321,7 +321,7 @@ def screenshot(args: argparse.Namespace) -> int:
     from specmon.widgets.gpu_pane import GpuPane
 
     if args.fake:
-        from specmon.gpu.fake import FakeNvml
+        from specmon.testing.fake_nvml import FakeNvml
 
         source = ThreadNotingSource(NvmlSource(FakeNvml.h200s(args.fake, pcie_delay_s=0.02)))
     else:

@@ -17,10 +17,10 @@ import msgspec
 import pytest
 
 from specmon.bench.compare import compare, compare_all
-from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.bench.prompts import Prompt
 from specmon.bench.results import ResultStore
 from specmon.bench.run import BenchRun, RunSettings
+from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 
 SECRET = "sk-test-7f3a9c1e-never-print-me"
 

@@ -9,11 +9,11 @@ import tracemalloc
 
 import pytest
 
-from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.bench.prompts import Prompt
 from specmon.bench.run import BenchRun, RunSettings
 from specmon.bench.stream import stream_client, stream_generate
 from specmon.serving.client import generate_payload
+from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 from tests.support.hostile_http import HostileServer
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

@@ -113,8 +113,8 @@ def test_snapshot(snap_compare, size):
 
 
 async def test_a_failed_run_with_no_figures_is_shown_not_crashed(tmp_path):
-    from specmon.bench.loopback import LoopbackConfig, LoopbackServer
     from specmon.bench.run import BenchRun, RunSettings
+    from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 
     with LoopbackServer(LoopbackConfig(fail_status=500)) as server:
         bench = BenchRun(server.url, "broken", RunSettings(requests=6, max_new_tokens=8, warmup=0),

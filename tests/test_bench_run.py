@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.bench.prompts import Prompt
 from specmon.bench.results import ResultStore
 from specmon.bench.run import BenchRun, RunSettings
+from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 
 PROMPTS = [Prompt(id=f"p{i}", text=f"Question number {i}: explain caching.") for i in range(6)]
 

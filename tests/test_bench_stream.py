@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.bench.stream import error_message, stream_client, stream_generate
 from specmon.ports import free_port
 from specmon.serving.client import generate_payload
+from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 import specmon.bench.stream as stream
-from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.bench.stream import stream_client, stream_generate
 from specmon.serving.client import generate_payload
+from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 from tests.test_bench_stream import final_chunk, recorded_streams
 
 

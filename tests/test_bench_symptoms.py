@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from specmon.bench.loopback import LoopbackConfig, LoopbackServer
 from specmon.ports import free_port_pair
+from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 from tests.support.oncall import Oncall, write_preset
 
 pytestmark = pytest.mark.timeout(180)

@@ -4,7 +4,7 @@ what NVML cannot give recorded as null with the reason (the real run is tests/fi
 from __future__ import annotations
 
 from scripts.h200_dcgm_record import FIELDS, GpmReader, read_gpu
-from specmon.gpu.fake import FakeNvml
+from specmon.testing.fake_nvml import FakeNvml
 from tests.support.dcgm_exporter import DEFAULT_COUNTERS
 
 

@@ -8,9 +8,9 @@ import psutil
 import pynvml
 import pytest
 
-from specmon.gpu.fake import MIB, FakeGpu, FakeNvml
 from specmon.gpu.nvml import NvmlSource
 from specmon.gpu.processes import ProcessInspector
+from specmon.testing.fake_nvml import MIB, FakeGpu, FakeNvml
 
 
 def source_for(fake, **kwargs):

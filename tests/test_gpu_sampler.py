@@ -9,11 +9,11 @@ import psutil
 import pytest
 
 from specmon.gpu.demo import DemoGpuSource
-from specmon.gpu.fake import FakeNvml
 from specmon.gpu.model import GpuReading, GpuSnapshot
 from specmon.gpu.nvml import NvmlSource
 from specmon.gpu.processes import ProcessInspector
 from specmon.gpu.sampler import GpuSampler
+from specmon.testing.fake_nvml import FakeNvml
 from tests.support.serving_replay import ReplayServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"

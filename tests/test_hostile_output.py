@@ -207,7 +207,7 @@ PRINTS_JSON_ELSEWHERE = {
     # files specmon writes for itself or for other programs' own formats, not what a command prints
     "specmon/oncall/state.py", "specmon/sweep/plan.py", "specmon/bench/results.py", "specmon/preflight/fixkeys.py",
     "specmon/preflight/safetensors.py", "specmon/preflight/locate.py", "specmon/fleet/dashboard.py",
-    "specmon/http/client.py", "specmon/bench/loopback.py",
+    "specmon/http/client.py", "specmon/testing/loopback_server.py",
 }
 
 

@@ -32,7 +32,7 @@ def test_results_runs_and_demo_logs_all_live_under_specmon_state_dir(tmp_path, m
 
 
 def test_bench_saves_and_results_reads_under_specmon_state_dir(oc):
-    from specmon.bench.loopback import LoopbackConfig, LoopbackServer
+    from specmon.testing.loopback_server import LoopbackConfig, LoopbackServer
 
     with LoopbackServer(LoopbackConfig(tokens_per_s=2000)) as server:
         done = oc.run("bench", "--url", server.url, "--requests", "2", "--max-new-tokens", "8", "--warmup", "0",

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from support.sglang_installs import VERSIONS, install
 
-from specmon.gpu.fake import FakeGpu, FakeNvml
 from specmon.gpu.model import GpuSnapshot
 from specmon.gpu.nvml import NvmlSource
 from specmon.launch.presets import Preset
@@ -25,6 +24,7 @@ from specmon.preflight.draft import examine_draft
 from specmon.preflight.safetensors import encode_header, read_header
 from specmon.sglang.flags import DATA_DIR
 from specmon.sglang.rules import read_installed_rules, read_rules
+from specmon.testing.fake_nvml import FakeGpu, FakeNvml
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "logs"

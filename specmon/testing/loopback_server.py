@@ -6,7 +6,7 @@ HTTP/1.1 connection, and records when it sent each chunk (`time.perf_counter`, w
 every process on one host). Faults can be switched on: HTTP errors, non-JSON bodies, garbled SSE, dropped
 connections, a server that dies after some requests, `/flush_cache` answering 400, an API key.
 
-Run it alone with `python -m specmon.bench.loopback --port 0 --tokens-per-s 100` (prints its URL);
+Run it alone with `python -m specmon.testing.loopback_server --port 0 --tokens-per-s 100` (prints its URL);
 `GET /_loopback/sent` answers what it sent: every stream's chunk send times and cumulative token counts.
 """
 

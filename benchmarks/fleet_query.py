@@ -149,7 +149,7 @@ def run_idle(args: argparse.Namespace) -> int:
     captures, scraped every 5 s. Only the app's own process is measured."""
     from scripts.fleet_rehearsal import SPEED, eagle3
     from tests.support.prometheus import Job, Load, StaticMetrics
-    from tests.test_emulator import launch
+    from tests.emulator.test_emulator import launch
 
     capture = (Path(__file__).resolve().parent.parent / "tests/fixtures/real-sglang-0.5.16/eagle3/metrics.txt")
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,7 +195,7 @@ def run_idle(args: argparse.Namespace) -> int:
 def run_agree(args: argparse.Namespace) -> int:
     from scripts.fleet_rehearsal import SPEED, eagle3
     from tests.support.prometheus import Job, Load
-    from tests.test_emulator import launch
+    from tests.emulator.test_emulator import launch
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

@@ -8,7 +8,7 @@ Measures, as medians over N runs:
 - ServerSupervisor.stop() of a server that exits on SIGTERM, and of one that ignores it (bounded by the
   SIGTERM timeout, here 1 s);
 - restart_with(): from the call until the new server listens on the port (the old one listened too).
-The stand-in server is a tiny Python process that listens on --port, like the one in tests/test_supervisor.py.
+The stand-in server is a tiny Python process that listens on --port, like the one in tests/oncall/test_supervisor.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Rewrite docs/architecture.md's module map ("## Where things live") from the code: each module's path and the
-first line of its docstring (tests/test_docs_map.py checks the same). Run: `python -m scripts.architecture_map`."""
+first line of its docstring (tests/project/test_docs_map.py checks the same). Run: `python -m scripts.architecture_map`."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ async def shoot(name: str, factory, size: tuple[int, int], press: tuple[str, ...
 
 
 async def shoot_gpu_pane(name: str, snapshots, size: tuple[int, int]) -> Path:
-    from tests.test_gpu_pane import PaneApp
+    from tests.gpu.test_gpu_pane import PaneApp
 
     app = PaneApp(snapshots)
     async with app.run_test(size=size) as pilot:

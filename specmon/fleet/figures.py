@@ -4,7 +4,7 @@ series that are missing: `a / (b > 0)` has no value where `b` is missing or not 
 only where `a` has no value, `max` keeps a number over a NaN. Pure: samples in, samples out.
 
 The agreement with Prometheus evaluating the expressions themselves is tested against a real Prometheus with
-the recording rules loaded (tests/test_fleet_agreement.py).
+the recording rules loaded (tests/fleet/test_fleet_agreement.py).
 """
 
 from __future__ import annotations

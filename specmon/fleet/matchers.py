@@ -5,7 +5,7 @@ parser of PromQL's grammar for them, and PromQL strings and regular expressions 
 with Go's escapes, or in backquotes; spaces and tabs between; a trailing comma) and refuses anything else with
 the reason: a `#` comment, an unknown escape, a brace outside a value, a matcher on `__name__`. A regular
 expression is accepted only in a subset that RE2 (Prometheus' regexp) and Python both read: anything the
-parser accepts, Prometheus accepts (tests/test_fleet_selectors.py checks it against promtool). The matchers
+parser accepts, Prometheus accepts (tests/fleet/test_fleet_selectors.py checks it against promtool). The matchers
 are written back in one canonical form (`render`), so what reaches Prometheus is what was checked.
 """
 

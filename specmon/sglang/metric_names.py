@@ -2,7 +2,7 @@
 
 Each constant is the exposition name (counters end in `_total`) with the SGLang versions specmon expects it
 in (`EXPECTED_IN`): from `since` (the oldest shipped table that has it, or the release specmon knows added it) up to
-`gone_in` (the first version without it). tests/test_metric_names.py checks every name against the shipped
+`gone_in` (the first version without it). tests/preflight/test_metric_names.py checks every name against the shipped
 tables (`specmon/sglang/data/metrics-VERSION.json`), and that no other module writes an `sglang:` name.
 A histogram's series add `_bucket`, `_sum` and `_count` to its name. specmon's own exported names
 (`specmon_*`) are not SGLang's: they are `specmon.textfile`'s.

@@ -1,0 +1,117 @@
+"""`summarize_stream` skips runs of steady serving lines once ready: the state must be exactly the one that
+feeding every line gives (issue 12, log-summary at ≥ 0.25 of a bare loop's speed)."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from specmon.logs.follower import read_items
+from specmon.logs.summary import summarize_stream
+from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
+
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+STARTUP = LOGS / "03-laguna-int4-dflash-v0.5.16-ready.log"
+DECODE = (
+    "Decode batch, #running-req: 1, #full token: 181, full token usage: 0.00, #swa token: 181, swa token usage: "
+    "0.00, accept len: 2.75, accept rate: 0.12, cuda graph: True, gen throughput (token/s): 17.39, #queue-req: 0"
+)
+PREFILL = "Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, full token usage: 0.00, #running-req: 0"
+ACCESS = 'INFO:     127.0.0.1:34504 - "POST /generate HTTP/1.1" 200 OK'
+
+
+def reference(data: bytes) -> dict:
+    """Every line through the splitter and ``feed_line``: the behaviour the fast path must keep."""
+    tracker = StartupTracker()
+    for items in read_items(io.BytesIO(data), chunk_bytes=4096):
+        tracker.feed_items(items)
+        tracker.drain_events()
+    return _facts(tracker)
+
+
+def fast(data: bytes, chunk_bytes: int) -> dict:
+    tracker = StartupTracker()
+    summarize_stream(io.BytesIO(data), tracker, chunk_bytes=chunk_bytes)
+    return _facts(tracker)
+
+
+def _facts(tracker: StartupTracker) -> dict:
+    state = tracker.state
+    return {"json": state.to_json(), "recognized": state.lines_recognized, "clock": tracker.clock}
+
+
+def serving(minute: int, n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        ts = f"[2026-08-01 23:{minute:02d}:{i % 60:02d}]"
+        out += [f"{ts} {PREFILL}", f"{ts} {DECODE}", f"{ts} {DECODE}", f"{ts} {ACCESS}"]
+    return out
+
+
+def mixed_log() -> bytes:
+    """A real startup, then serving lines with every kind of line the fast path must not skip among them."""
+    odd = [
+        "[2026-08-01 23:50:01] WARNING: a warning while serving",
+        "[2026-08-01 23:50:02 TP0] Decode batch, #running-req: 1, cuda graph: True",
+        "[2026-08-01 23:50:03.123 DP0 TP0 EP0] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 200 OK",
+        "[23:50:04] Decode batch, a short clock",
+        "[TP0] Decode batch, tags only",
+        "Decode batch, no prefix at all",
+        "[2026-08-01 23:50:05] INFO:",
+        "[2026-08-01 23:50:06]  Decode batch, two spaces",
+        "[2026-08-01 23:50:07]Decode batch, no space",
+        "[2026-08-01 23:50:08] INFO scheduler.py:12: an INFO line of the newer format",
+        "[2026-08-01 23:50:09] \x1b[32mDecode batch\x1b[0m, coloured",
+        "[2026-08-01 23:50:10] Decode batch, invalid utf-8 \xff\xfe",
+        "[2026-08-01 23:50:11] ERROR: something went wrong",
+        "[2026-08-01 23:50:12] Decode batch, " + "x" * 70_000,
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 1, in run',
+        "RuntimeError: boom after ready",
+        "",
+        "[2026-08-01 23:50:13] Decode batch, progress\r 50%|#####     | 5/10\r100%|##########| 10/10",
+        "[2026-08-02 00:00:00] Decode batch, the next day",
+    ]
+    lines = serving(46, 40)
+    for k, line in enumerate(odd):
+        lines += [line, *serving(47 + k % 10, 3)]
+    lines += serving(58, 20) + ["[2026-08-02 00:01:00] SIGTERM received. signum=None frame=None"] + serving(59, 5)
+    lines += ["[2026-08-02 00:01:01] kill_process_tree called"] + serving(59, 2)
+    body = "\n".join(lines).encode().replace("\xff\xfe".encode(), b"\xff\xfe")  # real invalid UTF-8
+    raw = STARTUP.read_bytes()  # the startup to its ready line (the fixture goes on to a shutdown)
+    startup = raw[: raw.index(b"\n", raw.index(b"The server is fired up")) + 1]
+    return startup + body + b"\n"
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 7, 113, 4096, 1 << 20])
+def test_the_fast_path_gives_the_state_of_feeding_every_line(chunk_bytes, monkeypatch):
+    data = mixed_log()
+    assert b"\xff\xfe" in data
+    skipped = []
+    original = StartupTracker.skip_steady_lines
+    monkeypatch.setattr(
+        StartupTracker, "skip_steady_lines", lambda self, n: (skipped.append(n), original(self, n))[1]
+    )
+    assert fast(data, chunk_bytes) == reference(data)
+    if chunk_bytes == 1 << 20:
+        assert sum(skipped) > 300  # most of the ~560 serving lines were skipped (each run's last is fed)
+
+
+@pytest.mark.parametrize("path", sorted(LOGS.glob("*.log")), ids=lambda p: p.name[:40])
+def test_every_fixture_log_gives_the_same_state(path):
+    data = path.read_bytes()
+    assert fast(data, 4096) == reference(data)
+    no_newline = data.rstrip(b"\n") + b"\n" + "\n".join(serving(50, 30)).encode()  # an unfinished last line
+    assert fast(no_newline, 1000) == reference(no_newline)
+
+
+def test_steady_lines_are_a_subset_of_what_the_tracker_ignores_once_ready():
+    steady = re.compile(STEADY_WHEN_READY)
+    for line in serving(1, 2):
+        assert steady.match(line.encode())
+    for line in ["[2026-08-01 23:50:05] INFO:", "[23:50:04] Decode batch", "[TP0] Decode batch", "Decode batch",
+                 "[2026-08-01 23:50:06]  Decode batch", "[2026-08-01 23:50:01] WARNING: x"]:
+        assert steady.match(line.encode()) is None, line

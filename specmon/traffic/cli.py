@@ -37,7 +37,7 @@ def run_traffic(args: argparse.Namespace) -> int:
     tally = ReadTally()
     summary = TrafficSummary(by=args.by)
     try:
-        summary.feed(read_records(args.paths, tally, since_ts))
+        summary.feed(read_records(args.paths, tally, since_ts, want_params=args.by is not None))
     except PathRefused as refused:
         print(f"specmon traffic: {refused}", file=sys.stderr)
         if args.json:

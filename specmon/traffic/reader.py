@@ -164,19 +164,19 @@ def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
         tally.skipped[PARTIAL] += 1
 
 
-def read_records(paths: list[str], tally: ReadTally, since_ts: float | None = None) -> Iterator[RequestRecord]:
+def read_records(paths: list[str], tally: ReadTally, since_ts: float | None = None,
+                 want_params: bool = True) -> Iterator[RequestRecord]:
     """Every usable record under `paths`, in file order; the rest counted in `tally`. PathRefused first when a
     PATH cannot be read."""
     opened = open_paths(paths, tally)
     try:
         for _name, kind, stream in opened:
             tally.files += 1
-            parse = parse_export if kind == "export" else parse_log_line
             for line in lines(stream, tally):
                 if kind == "log" and not is_finish_line(line):
                     continue
                 try:
-                    record = parse(line)
+                    record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
                 except Unusable as why:
                     tally.skipped[str(why)] += 1
                     continue

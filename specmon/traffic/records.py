@@ -146,18 +146,21 @@ def _loads(text: str) -> Any:
         raise Unusable("not JSON (truncated or another format)") from None
 
 
-def parse_export(line: str) -> RequestRecord | None:
-    """One line of an export file; None for a health check."""
+def parse_export(line: str, want_params: bool = False) -> RequestRecord | None:
+    """One line of an export file; None for a health check. request_parameters (a second JSON document) is parsed
+    only when wanted (--by) or when meta_info has no id to name the request."""
     record = _loads(line)
     if not isinstance(record, dict):
         raise Unusable("not a JSON object")
     raw_params = record.get("request_parameters")
     if not isinstance(raw_params, str):
         raise Unusable("no request_parameters (another SGLang version's record?)")
-    params = _loads(raw_params)
-    if not isinstance(params, dict):
-        raise Unusable("request_parameters is not a JSON object")
-    rid = params.get("rid", record.get("id"))
+    params = None
+    if want_params or not isinstance(record.get("id"), str):
+        params = _loads(raw_params)
+        if not isinstance(params, dict):
+            raise Unusable("request_parameters is not a JSON object")
+    rid = record.get("id") if isinstance(record.get("id"), str) else params.get("rid") if params else None
     if is_health_check(rid):
         return None
     return checked(rid, record, params, None)

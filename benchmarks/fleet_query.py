@@ -148,8 +148,8 @@ def run_idle(args: argparse.Namespace) -> int:
     """The fleet app (refresh every 5 s, 200x50) on 10 live servers: 4 emulators under load and 6 recorded
     captures, scraped every 5 s. Only the app's own process is measured."""
     from scripts.fleet_rehearsal import SPEED, eagle3
-    from tests.support.prometheus import Job, Load, StaticMetrics
     from tests.emulator.test_emulator import launch
+    from tests.support.prometheus import Job, Load, StaticMetrics
 
     capture = (Path(__file__).resolve().parent.parent / "tests/fixtures/real-sglang-0.5.16/eagle3/metrics.txt")
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,8 +194,8 @@ def run_idle(args: argparse.Namespace) -> int:
 
 def run_agree(args: argparse.Namespace) -> int:
     from scripts.fleet_rehearsal import SPEED, eagle3
-    from tests.support.prometheus import Job, Load
     from tests.emulator.test_emulator import launch
+    from tests.support.prometheus import Job, Load
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

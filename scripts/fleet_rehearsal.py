@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from specmon.ports import free_port
+from tests.emulator.test_emulator import launch
 from tests.support.dcgm_exporter import DcgmStandIn, load_recording, newest_fixture
 from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
-from tests.emulator.test_emulator import launch
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SPEED = ["--emulator-speed", "50", "--emulator-decode-speed", "2", "--enable-metrics"]

@@ -465,6 +465,15 @@ def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p.set_defaults(handler="specmon.fleet.cli:run_fleet")
 
 
+def _add_traffic(sub: argparse._SubParsersAction, shared: _Shared) -> None:
+    p = sub.add_parser("traffic", parents=[shared.json], help="τ per request class from SGLang's request records",
+                       description="τ per class (95% CIs), outliers. Exit 0; 1: no usable record; 2: bad usage.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="an export directory or file, or a request log")
+    p.add_argument("--since", metavar="DURATION", help="only requests finished in the last DURATION (30m, 1h, 2d)")
+    p.add_argument("--by", metavar="KEY", help="class by this key of request_parameters (dotted: nested)")
+    p.set_defaults(handler="specmon.traffic.cli:run_traffic")
+
+
 _COMMANDS: Sequence[Callable[[argparse._SubParsersAction, _Shared], None]] = (
     _add_demo,
     _add_monitor,
@@ -484,6 +493,7 @@ _COMMANDS: Sequence[Callable[[argparse._SubParsersAction, _Shared], None]] = (
     _add_switch,
     _add_sweep,
     _add_fleet,
+    _add_traffic,
 )
 
 

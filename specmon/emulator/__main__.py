@@ -21,6 +21,7 @@ from specmon.emulator.launch_args import (
     print_launch_warning,
 )
 from specmon.emulator.ranks import rank_layout
+from specmon.emulator.records import RequestRecordWriter
 from specmon.emulator.sglang_log import SGLangLogWriter
 from specmon.sglang.metric_names import (
     CONTEXT_LEN,
@@ -154,6 +155,9 @@ def serve(config: LaunchConfig) -> int:
         dp_groups=layout.dp_groups,
         spec_steps=int(args.get("speculative_num_steps") or 0) if config.speculative else 0,
     )
+    records = RequestRecordWriter(args, log, family=options.family, speculative=config.speculative,
+                                  dp_groups=layout.dp_groups)
+    scheduler.records = records if records.enabled else None
     state = ServerState(
         server_args=args,
         family=options.family,

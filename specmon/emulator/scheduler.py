@@ -20,12 +20,22 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specmon.emulator.gpus import SimulatedGpus
 from specmon.emulator.metrics import EmulatorMetrics
 from specmon.emulator.sglang_log import SGLangLogWriter
-from specmon.emulator.speed_model import EOS_TOKEN_ID, SpeedModel, TextModel, acceptance_rng
+from specmon.emulator.speed_model import (
+    EOS_TOKEN_ID,
+    SpeedModel,
+    TextModel,
+    acceptance_rng,
+    class_accept_prob,
+    request_class,
+)
+
+if TYPE_CHECKING:
+    from specmon.emulator.records import RequestRecordWriter
 from specmon.sglang.metric_names import (
     CACHE_HIT_RATE,
     CUDA_GRAPH_PASSES_TOTAL,
@@ -106,6 +116,8 @@ class GenRequest:
     correct_drafts: int = 0
     proposed_drafts: int = 0
     accept_histogram: list[int] = field(default_factory=list)
+    accept_prob: float | None = None  # its class's (speed_model.request_class); None: the launch's
+    sampling: dict[str, Any] = field(default_factory=dict)
     aborted: bool = False
     events: queue.Queue = field(default_factory=queue.Queue)
 
@@ -164,7 +176,9 @@ class EmulatedScheduler:
         cuda_graph: bool = True,
         dp_groups: int = 1,
         spec_steps: int = 0,
+        records: RequestRecordWriter | None = None,
     ) -> None:
+        self.records = records
         self.speed = speed
         self.cuda_graph = cuda_graph
         self.log = log
@@ -386,7 +400,7 @@ class EmulatedScheduler:
             window.batch += 1
             before = request.completion_tokens
             if shape.enabled:
-                accepted = self.speed.draw_accepted(request.accept_rng)
+                accepted = self.speed.draw_accepted(request.accept_rng, request.accept_prob)
                 request.verify_ct += 1
                 request.correct_drafts += accepted
                 request.proposed_drafts += shape.draft_tokens - 1
@@ -481,6 +495,8 @@ class EmulatedScheduler:
         if request.finished:
             request.finished_ts = time.time()
             self._record_finished(request)
+            if self.records is not None:
+                self.records.write(request)
         request.events.put((request.text, request.completion_tokens, request.finished))
 
     def _record_finished(self, request: GenRequest) -> None:
@@ -501,7 +517,10 @@ class EmulatedScheduler:
         sample_seed = sampling.get("sampling_seed")
         if sample_seed is None and temperature > 0:
             sample_seed = random.getrandbits(32)
+        traffic_class = request_class(prompt, prompt_tokens)
         return GenRequest(
+            accept_prob=None if traffic_class is None else class_accept_prob(self.speed.accept_prob, traffic_class),
+            sampling=dict(sampling),
             prompt=prompt,
             prompt_tokens=prompt_tokens,
             max_new_tokens=max(1, int(sampling.get("max_new_tokens", 128) or 1)),

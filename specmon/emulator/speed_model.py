@@ -6,6 +6,8 @@ Acceptance: along the draft chain, position i (1-based) is accepted with probabi
 given that the previous one was, up to min(steps, draft_tokens - 1) positions; every step also yields the
 target's bonus token. With p = 0.75 an EAGLE3 preset with 4-8 draft tokens accepts about 2.5-2.9 tokens per
 step, and 16 draft tokens gain little acceptance for a costlier verify, so they are slower.
+Traffic classes (`request_class`): a prompt holding a fenced code block accepts more (p + CODE_ACCEPT_BONUS), a
+prompt of LONG_PROMPT_TOKENS or more less (p * LONG_PROMPT_FACTOR); any other prompt has no class and keeps p.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ DRAFT_STEP_S = 0.0006
 DEPTH_DECAY = 0.9
 BATCH_SLOWDOWN = 0.04  # per extra running request
 EOS_TOKEN_ID = 128009
+CODE_ACCEPT_BONUS = 0.15
+LONG_PROMPT_TOKENS = 4096
+LONG_PROMPT_FACTOR = 0.85
+MAX_ACCEPT_PROB = 0.95
 
 VOCAB = (
     "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on",
@@ -75,22 +81,22 @@ class SpeedModel:
         seconds *= 1 + BATCH_SLOWDOWN * max(0, batch_size - 1)
         return seconds / self.time_scale
 
-    def position_prob(self, position: int) -> float:
-        return self.accept_prob * DEPTH_DECAY ** (position - 1)
+    def position_prob(self, position: int, accept_prob: float | None = None) -> float:
+        return (self.accept_prob if accept_prob is None else accept_prob) * DEPTH_DECAY ** (position - 1)
 
-    def expected_accept_length(self) -> float:
+    def expected_accept_length(self, accept_prob: float | None = None) -> float:
         """Expected tokens per verify step (accepted drafts + the bonus token)."""
         total, chain = 1.0, 1.0
         for position in range(1, self.shape.depth + 1):
-            chain *= self.position_prob(position)
+            chain *= self.position_prob(position, accept_prob)
             total += chain
         return total
 
-    def draw_accepted(self, rng: random.Random) -> int:
+    def draw_accepted(self, rng: random.Random, accept_prob: float | None = None) -> int:
         """Accepted draft tokens of one verify step (0..depth)."""
         accepted = 0
         for position in range(1, self.shape.depth + 1):
-            if rng.random() >= self.position_prob(position):
+            if rng.random() >= self.position_prob(position, accept_prob):
                 break
             accepted += 1
         return accepted
@@ -136,3 +142,21 @@ def acceptance_rng(prompt: str, seed: int = 0) -> random.Random:
 
 def count_prompt_tokens(text: str) -> int:
     return max(1, round(len(text) / 4))
+
+
+def request_class(prompt: str, prompt_tokens: int) -> str | None:
+    """The emulated traffic class of a prompt: "code", "long", or None (the default acceptance)."""
+    if "```" in prompt:
+        return "code"
+    if prompt_tokens >= LONG_PROMPT_TOKENS:
+        return "long"
+    return None
+
+
+def class_accept_prob(accept_prob: float, traffic_class: str | None) -> float:
+    """The acceptance probability of a class (the launch's own for no class)."""
+    if traffic_class == "code":
+        return min(MAX_ACCEPT_PROB, accept_prob + CODE_ACCEPT_BONUS)
+    if traffic_class == "long":
+        return accept_prob * LONG_PROMPT_FACTOR
+    return accept_prob

@@ -23,9 +23,9 @@ from specmon.emulator.metrics import CONSTANT_GAUGES, EMULATED_VERSION, EXPORTED
 from specmon.ports import free_port, free_port_pair
 from specmon.sglang.metric_names import EXPECTED_IN
 from specmon.sglang.metrics import load_shipped_metrics
-from tests.support.oncall import wait_for as oncall_wait_for
 from tests.emulator.test_emulator import EAGLE3, FAST, Emulator, launch
 from tests.preflight.test_metric_names import expected_in
+from tests.support.oncall import wait_for as oncall_wait_for
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -24,11 +24,11 @@ import httpx
 import pytest
 
 from specmon.ports import free_port, free_port_pair
+from tests.emulator.test_emulator import EAGLE3, launch
 from tests.support.dcgm_exporter import DcgmStandIn, Recording, load_recording, newest_fixture
 from tests.support.oncall import wait_for as oncall_wait_for
 from tests.support.prometheus import Job, Load, Prometheus, StaticMetrics
 from tests.support.tmux import Tmux, needs_tmux
-from tests.emulator.test_emulator import EAGLE3, launch
 
 pytestmark = pytest.mark.timeout(300)
 FIXTURES = Path(__file__).parents[1] / "fixtures"

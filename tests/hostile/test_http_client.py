@@ -24,10 +24,10 @@ from specmon.ports import free_port
 from specmon.serving.client import MAX_METRICS_BYTES, SGLangClient
 from specmon.serving.poller import ServerPoller
 from specmon.urls import proxy_for
+from tests.bench.test_bench_hostile import Hostile
 from tests.support.hostile_http import SGLANG_INFO, Answer, HostileServer
 from tests.support.raw_http import RawRequest, RawServer, answer
 from tests.support.serving_replay import ReplayServer
-from tests.bench.test_bench_hostile import Hostile
 
 REPLAY = Path(__file__).parents[1] / "support" / "serving_replay.py"
 

@@ -12,8 +12,8 @@ import time
 import httpx
 
 from specmon.ports import free_port_pair
-from tests.support.serving_replay import ReplayServer
 from tests.emulator.test_emulator import EAGLE3, launch
+from tests.support.serving_replay import ReplayServer
 
 KEYS = {"state", "source", "window_s", "window_from", "window_to", "decode_tok_s", "running", "queued", "max_running", "kv_used", "kv_total",
         "accept_length", "accept_rate", "ttft_ms", "itl_ms", "e2e_ms", "cache_hit_rate", "effective", "restarts",

@@ -17,8 +17,8 @@ from specmon.bench.run import BenchRun, RunSettings
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.live.tracker import LiveTracker
 from specmon.logs.follower import LogFollower
-from tests.support.oncall import wait_for
 from tests.emulator.test_emulator import EAGLE3, launch
+from tests.support.oncall import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 SPEED = ["--emulator-speed", "50", "--emulator-decode-speed", "2", "--decode-log-interval", "10"]

@@ -14,8 +14,15 @@ from specmon.cli import main
 from specmon.preflight import run_preflight
 from specmon.preflight.draft import examine_draft
 from specmon.sglang.rules import read_installed_rules
+from tests.preflight.test_preflight import (
+    codes,
+    make_draft,
+    make_target,
+    no_gpus,
+    preset_for,
+    write_safetensors,
+)
 from tests.support.sglang_installs import VERSIONS, install
-from tests.preflight.test_preflight import codes, make_draft, make_target, no_gpus, preset_for, write_safetensors
 
 PAIR = Path(__file__).parents[1] / "fixtures" / "trained-pair"
 

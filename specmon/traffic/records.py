@@ -1,0 +1,236 @@
+"""SGLang's per-request records, one line at a time, as SGLang writes them (read from its own source).
+
+Three formats, each with the file it comes from (sgl-project/sglang, python/sglang/srt/):
+- the export file (`--export-metrics-to-file --export-metrics-to-file-dir DIR`), present in 0.5.16:
+  observability/request_metrics_exporter.py, `FileRequestMetricsExporter.write_record`: one JSON object per line,
+  `{"request_parameters": json.dumps(<GenerateReqInput fields that are not None>), **out["meta_info"]}`, in
+  `DIR/sglang-request-metrics-YYYYMMDD_HH.log` (one file per local hour); health checks are not written.
+- the request log, JSON (`--log-requests --log-requests-format json`): utils/request_logger.py,
+  `RequestLogger.log_finished_request`: `{"timestamp": isoformat, "event": "request.finished", "rid", "obj":
+  {...}, "out": {"text", "output_ids", "meta_info": {...}}}` (a file target writes the bare message; read
+  after any dated prefix too).
+- the request log, text (`--log-requests`, the default format): the same function, `logger.info(f"Finish:
+  obj={GenerateReqInput(...)}, out={...}")` through SGLang's logging, so after its `[YYYY-MM-DD HH:MM:SS] `
+  prefix; values are Python reprs (`'text'`, `None`, `nan`), strings cut to `'head' ... 'tail'` at level 2.
+The acceptance fields are `meta_info`'s: `completion_tokens`, `spec_verify_ct` (0.5.9+: only when > 0),
+`spec_accept_length` (0.5.9+, = completion_tokens / spec_verify_ct), `spec_accept_histogram` (steps per
+number of accepted drafts, as long as the most drafts any step accepted + 1). Health checks have rids starting
+`HEALTH_CHECK` (sglang/srt/constants.py, HEALTH_CHECK_RID_PREFIX).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from specmon.text import printable
+
+HEALTH_CHECK_PREFIX = "HEALTH_CHECK"
+EXPORT_FILE = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log\Z")
+MAX_TOKENS = 10_000_000
+"""More tokens than this in one request is not a request (the longest contexts served are ~10^6)."""
+MAX_HISTOGRAM = 64
+LABEL_CHARS = 64
+"""A label (a rid, a `--by` value) is printable and at most this long; longer ones end in `…`."""
+ACCEPT_LENGTH_TOLERANCE = 1e-6
+
+_DATED = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_FINISH_TEXT = "Finish: obj="
+_FINISH_JSON = '"request.finished"'
+_META_TEXT = "'meta_info': {"
+_TEXT_VALUE = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|-?inf|None|True|False|\[[-\d, ]*\])"
+_TEXT_FIELD = re.compile(r"'(completion_tokens|prompt_tokens|spec_verify_ct|spec_accept_length|"
+                         r"request_finished_ts|spec_accept_histogram|id)': (" + _TEXT_VALUE[1:-1] + r"|'[^']{0,200}')")
+
+
+class Unusable(Exception):
+    """A record that cannot be used; its message is the reason, counted as it is (so: no values in it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One finished request's acceptance, checked: `accept_length` = completion_tokens / verify_ct."""
+
+    rid: str
+    prompt_tokens: int | None
+    completion_tokens: int
+    verify_ct: int
+    finished_ts: float | None
+    histogram: tuple[int, ...]
+    params: dict[str, Any] | None  # request_parameters (or the log's obj), for --by
+
+    @property
+    def accept_length(self) -> float:
+        return self.completion_tokens / self.verify_ct
+
+
+def label(value: object) -> str:
+    """Outside text as a label: control characters escaped, at most LABEL_CHARS characters."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = printable(text)
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def is_health_check(rid: object) -> bool:
+    return isinstance(rid, str) and rid.startswith(HEALTH_CHECK_PREFIX)
+
+
+def _count(meta: dict[str, Any], key: str, *, required: bool = True) -> int | None:
+    value = meta.get(key)
+    if value is None:
+        if required:
+            raise Unusable(f"no {key}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Unusable(f"{key} is not a number")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise Unusable(f"{key} is NaN or infinite")
+        if value != int(value):
+            raise Unusable(f"{key} is not a whole number")
+        value = int(value)
+    if value < 0:
+        raise Unusable(f"{key} is negative")
+    if value > MAX_TOKENS:
+        raise Unusable(f"{key} over {MAX_TOKENS:,}")
+    return value
+
+
+def _histogram(value: object, verify_ct: int) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_HISTOGRAM or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_TOKENS for n in value):
+        raise Unusable("spec_accept_histogram is not a list of counts")
+    if value and sum(value) != verify_ct:
+        raise Unusable("spec_accept_histogram does not sum to spec_verify_ct")
+    return tuple(value)
+
+
+def checked(rid: object, meta: dict[str, Any], params: dict[str, Any] | None, finished_ts: float | None) -> RequestRecord:
+    """The record of one request's `meta_info`, every value checked; Unusable says why not."""
+    completion = _count(meta, "completion_tokens")
+    assert completion is not None
+    verify = _count(meta, "spec_verify_ct", required=False)
+    if verify is None:
+        raise Unusable("no spec_verify_ct (no speculation, or no verify step)")
+    if verify == 0:
+        raise Unusable("spec_verify_ct is 0")
+    if verify > completion:
+        raise Unusable("spec_verify_ct over completion_tokens")
+    prompt = _count(meta, "prompt_tokens", required=False)
+    reported = meta.get("spec_accept_length")
+    if reported is not None:
+        if isinstance(reported, bool) or not isinstance(reported, int | float) or not math.isfinite(reported):
+            raise Unusable("spec_accept_length is not a finite number")
+        if abs(reported - completion / verify) > ACCEPT_LENGTH_TOLERANCE * max(1.0, reported):
+            raise Unusable("spec_accept_length disagrees with completion_tokens / spec_verify_ct")
+    ts = meta.get("request_finished_ts", finished_ts)
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
+        ts = finished_ts
+    return RequestRecord(rid=label(rid if rid is not None else "?"), prompt_tokens=prompt, completion_tokens=completion,
+                         verify_ct=verify, finished_ts=ts, histogram=_histogram(meta.get("spec_accept_histogram"), verify),
+                         params=params)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=lambda name: float(name.replace("Infinity", "inf")))
+    except RecursionError:
+        raise Unusable("JSON nested too deep") from None
+    except ValueError:
+        raise Unusable("not JSON (truncated or another format)") from None
+
+
+def parse_export(line: str, want_params: bool = False) -> RequestRecord | None:
+    """One line of an export file; None for a health check. request_parameters (a second JSON document) is parsed
+    only when wanted (--by) or when meta_info has no id to name the request."""
+    record = _loads(line)
+    if not isinstance(record, dict):
+        raise Unusable("not a JSON object")
+    raw_params = record.get("request_parameters")
+    if not isinstance(raw_params, str):
+        raise Unusable("no request_parameters (another SGLang version's record?)")
+    params = None
+    if want_params or not isinstance(record.get("id"), str):
+        params = _loads(raw_params)
+        if not isinstance(params, dict):
+            raise Unusable("request_parameters is not a JSON object")
+    rid = record.get("id") if isinstance(record.get("id"), str) else params.get("rid") if params else None
+    if is_health_check(rid):
+        return None
+    return checked(rid, record, params, None)
+
+
+def _dated(line: str) -> float | None:
+    match = _DATED.match(line.lstrip())
+    if not match:
+        return None
+    try:
+        return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def is_finish_line(line: str) -> bool:
+    """Whether a request-log line is a finished request (the other lines of a log are not records)."""
+    return _FINISH_TEXT in line or (_FINISH_JSON in line and '"event"' in line)
+
+
+def parse_log_line(line: str) -> RequestRecord | None:
+    """One finished-request line of a request log (JSON event or text); None for a health check."""
+    if _FINISH_TEXT in line and not line.lstrip().startswith("{"):
+        return _parse_finish_text(line)
+    start = line.find("{")
+    if start < 0:
+        raise Unusable("not JSON (truncated or another format)")
+    event = _loads(line[start:])
+    if not isinstance(event, dict) or event.get("event") != "request.finished":
+        raise Unusable("not a request.finished event")
+    obj, out = event.get("obj"), event.get("out")
+    if not isinstance(out, dict) or not isinstance(out.get("meta_info"), dict):
+        raise Unusable("no out.meta_info (multimodal or another version's event)")
+    rid = event.get("rid", out["meta_info"].get("id"))
+    if is_health_check(rid):
+        return None
+    ts = None
+    if isinstance(event.get("timestamp"), str):
+        try:
+            ts = datetime.fromisoformat(event["timestamp"][:40]).timestamp()
+        except ValueError:
+            ts = None
+    return checked(rid, out["meta_info"], obj if isinstance(obj, dict) else None, ts if ts is not None else _dated(line))
+
+
+def _text_value(text: str) -> Any:
+    if text.startswith("'"):
+        return text[1:-1]
+    if text.startswith("["):
+        return [int(n) for n in text[1:-1].split(",") if n.strip()]
+    constants = {"None": None, "True": True, "False": False, "nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+    if text in constants:
+        return constants[text]
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+_OBJ_FIELD = re.compile(r"[(,] (\w+)=('[^']{0,200}'|-?\d+(?:\.\d+)?|None|True|False)(?=[,)])")
+
+
+def _parse_finish_text(line: str) -> RequestRecord | None:
+    start = line.rfind(_META_TEXT)
+    if start < 0:
+        raise Unusable("Finish line without meta_info (multimodal, or cut)")
+    meta: dict[str, Any] = {}
+    for match in _TEXT_FIELD.finditer(line, start + len(_META_TEXT)):
+        meta.setdefault(match.group(1), _text_value(match.group(2)))
+    obj_end = line.find(", out={")
+    obj_text = line[line.find(_FINISH_TEXT) + len(_FINISH_TEXT): obj_end if obj_end > 0 else start]
+    params = {m.group(1): _text_value(m.group(2)) for m in _OBJ_FIELD.finditer(obj_text)}
+    rid = meta.get("id", params.get("rid"))  # meta_info's id is the rid; obj's text could fake a rid=
+    if is_health_check(rid) or is_health_check(params.get("rid")):
+        return None
+    return checked(rid, meta, params, _dated(line))

@@ -1,0 +1,187 @@
+"""τ of SGLang's request records: token-weighted overall and per class, each with a 95% CI, and the outliers.
+
+Per request τ = completion_tokens / spec_verify_ct (SGLang's own `spec_accept_length`). The token-weighted τ of
+a set of requests is Σ completion_tokens / Σ spec_verify_ct, the τ its tokens got. Its CI: the bootstrap of
+specmon.bench.stats over the requests (resampled as pairs) while a class has at most BOOTSTRAP_MAX requests;
+above, the normal approximation of a ratio estimator (the delta method, from running sums: memory stays
+constant for a million records), which a bootstrap of that many requests agrees with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.bench.stats import MIN_CI_SAMPLES, ci95
+from specmon.traffic.records import RequestRecord, label
+
+BOOTSTRAP_MAX = 300
+PROMPT_BUCKETS = (256, 1024, 4096, 16384)
+OUTPUT_BUCKETS = (64, 256, 1024)
+NOTHING_FROM_DRAFT_TAU = 1.1
+"""τ at most this over a long output: the draft got (almost) nothing accepted."""
+NOTHING_FROM_DRAFT_MIN_TOKENS = 64
+AT_MAXIMUM_SHARE = 0.5
+"""A request whose steps accepted the chain's maximum this often or more (over AT_MAXIMUM_MIN_STEPS steps)."""
+AT_MAXIMUM_MIN_STEPS = 16
+MAX_OUTLIERS = 20
+MAX_CLASSES = 200
+"""Distinct values of one `--by` key kept apart; the rest are pooled as OTHER."""
+OTHER = "(other values)"
+MISSING = "(none)"
+Z95 = 1.959963984540054
+
+
+def bucket(value: int | None, edges: tuple[int, ...]) -> str:
+    if value is None:
+        return MISSING
+    low = 0
+    for edge in edges:
+        if value < edge:
+            return f"{low}-{edge - 1}"
+        low = edge
+    return f">={low}"
+
+
+@dataclass
+class Tally:
+    """Running sums of one set of requests (constant memory), and its first BOOTSTRAP_MAX pairs."""
+
+    requests: int = 0
+    tokens: int = 0
+    verify: int = 0
+    sum_cc: float = 0.0
+    sum_vv: float = 0.0
+    sum_cv: float = 0.0
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+
+    def add(self, completion: int, verify: int) -> None:
+        self.requests += 1
+        self.tokens += completion
+        self.verify += verify
+        self.sum_cc += completion * completion
+        self.sum_vv += verify * verify
+        self.sum_cv += completion * verify
+        if len(self.pairs) <= BOOTSTRAP_MAX:
+            self.pairs.append((completion, verify))
+
+    @property
+    def accept_length(self) -> float | None:
+        return self.tokens / self.verify if self.verify else None
+
+    def ci(self) -> list[float] | None:
+        if self.requests < MIN_CI_SAMPLES or not self.verify:
+            return None
+        if self.requests <= BOOTSTRAP_MAX:
+            return ci95(self.pairs, _ratio)
+        ratio = self.tokens / self.verify
+        n = self.requests
+        residual = (self.sum_cc - 2 * ratio * self.sum_cv + ratio * ratio * self.sum_vv) / (n - 1)
+        half = Z95 * math.sqrt(max(0.0, residual) / n) / (self.verify / n)
+        return [ratio - half, ratio + half]
+
+
+def _ratio(pairs) -> float:
+    verify = sum(v for _, v in pairs)
+    return sum(c for c, _ in pairs) / verify if verify else 0.0
+
+
+def by_value(params: dict[str, Any] | None, key: str) -> str:
+    """The value of a dotted key of request_parameters, as a label; MISSING when absent."""
+    value: Any = params
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return MISSING if value is None else label(value)
+
+
+class TrafficSummary:
+    """Feeds on records; `result()` is the JSON-ready summary."""
+
+    def __init__(self, by: str | None = None) -> None:
+        self.by = by
+        self.total = Tally()
+        self.classes: dict[tuple[str, str], Tally] = {}
+        self.nothing_from_draft: list[RequestRecord] = []
+        self.nothing_count = 0
+        self.max_depth = 0
+        self.at_max: dict[int, list[RequestRecord]] = {}
+        self.at_max_count: dict[int, int] = {}
+
+    def _class(self, by: str, value: str) -> Tally:
+        key = (by, value)
+        tally = self.classes.get(key)
+        if tally is None:
+            if sum(1 for b, _ in self.classes if b == by) >= MAX_CLASSES:
+                key = (by, OTHER)
+                tally = self.classes.get(key)
+            if tally is None:
+                tally = self.classes[key] = Tally()
+        return tally
+
+    def add(self, record: RequestRecord) -> None:
+        c, v = record.completion_tokens, record.verify_ct
+        self.total.add(c, v)
+        if self.by:
+            self._class(self.by, by_value(record.params, self.by)).add(c, v)
+        else:
+            self._class("prompt_tokens", bucket(record.prompt_tokens, PROMPT_BUCKETS)).add(c, v)
+            self._class("completion_tokens", bucket(c, OUTPUT_BUCKETS)).add(c, v)
+        if c >= NOTHING_FROM_DRAFT_MIN_TOKENS and c / v <= NOTHING_FROM_DRAFT_TAU:
+            self.nothing_count += 1
+            _keep_longest(self.nothing_from_draft, record)
+        if record.histogram:
+            depth = len(record.histogram) - 1
+            self.max_depth = max(self.max_depth, depth)
+            if (depth > 0 and v >= AT_MAXIMUM_MIN_STEPS and record.histogram[-1] >= AT_MAXIMUM_SHARE * v):
+                self.at_max_count[depth] = self.at_max_count.get(depth, 0) + 1
+                _keep_longest(self.at_max.setdefault(depth, []), record)
+
+    def feed(self, records: Iterable[RequestRecord]) -> TrafficSummary:
+        for record in records:
+            self.add(record)
+        return self
+
+    def result(self) -> dict[str, Any]:
+        classes: list[dict[str, Any]] = []
+        for (by, value), tally in self.classes.items():
+            classes.append({
+                "by": by, "value": value, "requests": tally.requests, "tokens": tally.tokens,
+                "share": tally.tokens / self.total.tokens if self.total.tokens else None,
+                "accept_length": tally.accept_length, "ci": tally.ci(),
+            })
+        classes.sort(key=lambda c: (c["by"], _order(c["value"]), c["value"]))
+        loops = self.at_max.get(self.max_depth, []) if self.max_depth else []
+        by_length = lambda kept: sorted(kept, key=lambda r: -r.completion_tokens)  # noqa: E731
+        outliers = [_outlier(r, "nothing_from_draft") for r in by_length(self.nothing_from_draft)]
+        outliers += [_outlier(r, "at_chain_maximum") for r in by_length(loops)]
+        return {
+            "requests": self.total.requests,
+            "tokens": self.total.tokens,
+            "accept_length": {"token_weighted": self.total.accept_length, "ci": self.total.ci()},
+            "classes": classes,
+            "outliers": outliers,
+            "outlier_counts": {"nothing_from_draft": self.nothing_count,
+                               "at_chain_maximum": self.at_max_count.get(self.max_depth, 0) if self.max_depth else 0},
+            "chain_maximum_seen": self.max_depth or None,
+        }
+
+
+def _order(value: str) -> int:
+    digits = value.lstrip(">=").split("-")[0]
+    return int(digits) if digits.isdigit() else -1 if value == MISSING else 1 << 40
+
+
+def _keep_longest(kept: list[RequestRecord], record: RequestRecord) -> None:
+    kept.append(record)
+    if len(kept) > MAX_OUTLIERS:
+        kept.sort(key=lambda r: -r.completion_tokens)
+        del kept[MAX_OUTLIERS:]
+
+
+def _outlier(record: RequestRecord, kind: str) -> dict[str, Any]:
+    return {"rid": record.rid, "kind": kind, "completion_tokens": record.completion_tokens,
+            "verify_ct": record.verify_ct, "accept_length": record.accept_length}

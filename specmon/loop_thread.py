@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -78,7 +79,8 @@ class PeriodicReader(Generic[S]):
     """The one poll loop: awaits `read(session)` every `interval_s` on its own thread and asyncio loop.
 
     `session()` (an async context manager: an HTTP client, say; none when not given) is opened once per start and
-    handed to each read. The next read starts `interval_s` after the last one began (at once when that is past);
+    handed to each read. A plain function `read(None)` (a blocking source: NVML, or one that runs its own
+    `asyncio.run`) is called on the thread with no event loop, the wait between reads on a threading.Event. The next read starts `interval_s` after the last one began (at once when that is past);
     between reads the thread sleeps, with no wake-ups in between. `wake()` reads at once; `pace(interval_s)`
     changes the interval and reads at once. `stop()` cancels the read in flight and the wait: it never waits an
     interval. Errors are contained: an exception from opening the session or from a read goes to `failed(exc)`,
@@ -88,7 +90,7 @@ class PeriodicReader(Generic[S]):
     def __init__(
         self,
         name: str,
-        read: Callable[[S], Awaitable[object]],
+        read: Callable[[S], Awaitable[object]] | Callable[[None], object],
         *,
         interval_s: float,
         session: Callable[[], contextlib.AbstractAsyncContextManager[S]] | None = None,
@@ -99,7 +101,9 @@ class PeriodicReader(Generic[S]):
         self._read = read
         self._session = session or cast(Callable[[], contextlib.AbstractAsyncContextManager[S]], _no_session)
         self._failed = failed
+        self._blocking = not inspect.iscoroutinefunction(read)
         self._runner: LoopThread | None = None
+        self._thread: threading.Thread | None = None  # a blocking read's
         self._stopping = threading.Event()
         self._wake = threading.Event()  # kept for a wake asked while a read runs, or before the loop exists
         self._woken: asyncio.Event | None = None
@@ -110,6 +114,8 @@ class PeriodicReader(Generic[S]):
     @property
     def thread(self) -> threading.Thread | None:
         """The thread of the latest start (None before one)."""
+        if self._blocking:
+            return self._thread
         return self._runner.thread if self._runner is not None else None
 
     @property
@@ -122,12 +128,21 @@ class PeriodicReader(Generic[S]):
         if self.running:
             return
         self._stopping.clear()
+        if self._blocking:
+            self._thread = threading.Thread(target=self._run_blocking, name=self.name, daemon=True)
+            self._thread.start()
+            return
         self._runner = LoopThread(self.name)
         self._runner.start(self._run)
 
     def stop(self, timeout: float = 2.0) -> bool:
         """Stop reading (the read in flight is cancelled) and join the thread; True when it has finished."""
         self._stopping.set()
+        if self._blocking:
+            self._wake.set()
+            if self._thread is not None:
+                self._thread.join(timeout)
+            return not self.running
         runner = self._runner
         if runner is None:
             return True
@@ -159,7 +174,7 @@ class PeriodicReader(Generic[S]):
                     while not self._stopping.is_set():
                         started = time.monotonic()
                         try:
-                            await self._read(session)
+                            await cast(Callable[[S], Awaitable[object]], self._read)(session)
                         except Exception as exc:  # whatever is read, the reading goes on and says so
                             self._report(exc)
                         await self._sleep_until(started + self.interval_s)
@@ -167,6 +182,19 @@ class PeriodicReader(Generic[S]):
             except Exception as exc:  # the session could not be opened: said, and tried again
                 self._report(exc)
             await self._sleep_until(started + self.interval_s)
+
+    def _run_blocking(self) -> None:
+        read = cast(Callable[[None], object], self._read)
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                read(None)
+            except Exception as exc:  # whatever is read, the reading goes on and says so
+                self._report(exc)
+            remaining = started + self.interval_s - time.monotonic()
+            if remaining > 0 and not self._stopping.is_set():
+                self._wake.wait(remaining)
+            self._wake.clear()
 
     def _report(self, exc: Exception) -> None:
         log.debug("%s: a read failed", self.name, exc_info=exc)

@@ -186,6 +186,35 @@ def test_errors_become_the_owners_state_and_never_kill_the_thread():
     assert set(reads) == {"session 3"}
 
 
+def test_a_blocking_read_runs_with_no_event_loop_and_is_woken_paced_and_stopped_at_once():
+    """A plain function is a blocking source (NVML; DCGM through Prometheus runs its own `asyncio.run`, which a
+    running loop refuses): it is called on the thread with no event loop."""
+    reads, failures = [], []
+
+    def read(_: None) -> None:
+        reads.append(asyncio.run(asyncio.sleep(0, result=threading.current_thread().name)))
+        if len(reads) == 2:
+            raise OSError("NVML lost the GPU")
+
+    reader = PeriodicReader("blocking", read, interval_s=600.0, failed=failures.append)
+    reader.start()
+    try:
+        assert wait_until(lambda: len(reads) == 1)
+        reader.wake()
+        assert wait_until(lambda: len(reads) == 2) and wait_until(lambda: len(failures) == 1)
+        reader.pace(0.02)
+        assert wait_until(lambda: len(reads) >= 6) and reader.running
+    finally:
+        reader.pace(600.0)
+        began = time.monotonic()
+        assert reader.stop(5) and time.monotonic() - began < 2
+    assert set(reads) == {"blocking"} and [str(f) for f in failures] == ["NVML lost the GPU"]
+    count = len(reads)
+    reader.start()  # again after a stop: a new thread, which reads at once
+    assert wait_until(lambda: len(reads) == count + 1)
+    assert reader.stop(5) and not reader.running
+
+
 LOOP_OWNERS = {
     "specmon/loop_thread.py": "the periodic reader itself",
     "specmon/bench/run.py": "a benchmark run to its end on a LoopThread; its loop coalesces progress repaints",

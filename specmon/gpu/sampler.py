@@ -75,7 +75,7 @@ class GpuSampler:
     def running(self) -> bool:
         return self._runner.running
 
-    async def _read(self, _: None) -> None:
+    def _read(self, _: None) -> None:  # on the sampler's thread, with no event loop: a source may run its own
         self.sample_once()
 
     def sample_once(self) -> GpuSnapshot:

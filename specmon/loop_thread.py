@@ -1,11 +1,19 @@
-"""LoopThread: one coroutine run to its end in its own asyncio event loop, cancellable from any thread."""
+"""LoopThread: one coroutine run to its end in its own asyncio event loop, cancellable from any thread;
+PeriodicReader: the one poll loop (a read every interval on such a thread, woken, paced, stopped at once)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import logging
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Generic, TypeVar, cast
+
+log = logging.getLogger(__name__)
+S = TypeVar("S")
 
 
 class LoopThread:
@@ -65,3 +73,150 @@ class LoopThread:
             return False
         self.thread.join(timeout)
         return not self.thread.is_alive()
+
+
+class PeriodicReader(Generic[S]):
+    """The one poll loop: awaits `read(session)` every `interval_s` on its own thread and asyncio loop.
+
+    `session()` (an async context manager: an HTTP client, say; none when not given) is opened once per start and
+    handed to each read. A plain function `read(None)` (a blocking source: NVML, or one that runs its own
+    `asyncio.run`) is called on the thread with no event loop, the wait between reads on a threading.Event. The next read starts `interval_s` after the last one began (at once when that is past);
+    between reads the thread sleeps, with no wake-ups in between. `wake()` reads at once; `pace(interval_s)`
+    changes the interval and reads at once. `stop()` cancels the read in flight and the wait: it never waits an
+    interval. Errors are contained: an exception from opening the session or from a read goes to `failed(exc)`,
+    where the owner turns it into a state, and the next read tries again; the thread never dies of one.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        read: Callable[[S], Awaitable[object]] | Callable[[None], object],
+        *,
+        interval_s: float,
+        session: Callable[[], contextlib.AbstractAsyncContextManager[S]] | None = None,
+        failed: Callable[[Exception], object] | None = None,
+    ) -> None:
+        self.name = name
+        self.interval_s = interval_s
+        self._read = read
+        self._session = session or cast(Callable[[], contextlib.AbstractAsyncContextManager[S]], _no_session)
+        self._failed = failed
+        self._blocking = not inspect.iscoroutinefunction(read)
+        self._runner: LoopThread | None = None
+        self._thread: threading.Thread | None = None  # a blocking read's
+        self._stopping = threading.Event()
+        self._wake = threading.Event()  # kept for a wake asked while a read runs, or before the loop exists
+        self._woken: asyncio.Event | None = None
+
+    def __repr__(self) -> str:
+        return f"PeriodicReader({self.name!r}, interval_s={self.interval_s})"
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread of the latest start (None before one)."""
+        if self._blocking:
+            return self._thread
+        return self._runner.thread if self._runner is not None else None
+
+    @property
+    def running(self) -> bool:
+        thread = self.thread
+        return thread is not None and thread.is_alive()
+
+    def start(self) -> None:
+        """Start reading on a new daemon thread named `name` (nothing when it runs already; again after `stop`)."""
+        if self.running:
+            return
+        self._stopping.clear()
+        if self._blocking:
+            self._thread = threading.Thread(target=self._run_blocking, name=self.name, daemon=True)
+            self._thread.start()
+            return
+        self._runner = LoopThread(self.name)
+        self._runner.start(self._run)
+
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop reading (the read in flight is cancelled) and join the thread; True when it has finished."""
+        self._stopping.set()
+        if self._blocking:
+            self._wake.set()
+            if self._thread is not None:
+                self._thread.join(timeout)
+            return not self.running
+        runner = self._runner
+        if runner is None:
+            return True
+        runner.cancel()
+        return runner.join(timeout)
+
+    def wake(self) -> None:
+        """Read at once (after the read in flight, if one is)."""
+        self._wake.set()
+        if self._runner is not None:
+            self._runner.call_soon_threadsafe(self._wake_loop)
+
+    def pace(self, interval_s: float) -> None:
+        """Read every `interval_s` from now on; a change reads at once."""
+        if interval_s != self.interval_s:
+            self.interval_s = interval_s
+            self.wake()
+
+    def _wake_loop(self) -> None:
+        if self._woken is not None:
+            self._woken.set()
+
+    async def _run(self) -> None:
+        self._woken = asyncio.Event()
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                async with self._session() as session:
+                    while not self._stopping.is_set():
+                        started = time.monotonic()
+                        try:
+                            await cast(Callable[[S], Awaitable[object]], self._read)(session)
+                        except Exception as exc:  # whatever is read, the reading goes on and says so
+                            self._report(exc)
+                        await self._sleep_until(started + self.interval_s)
+                    return
+            except Exception as exc:  # the session could not be opened: said, and tried again
+                self._report(exc)
+            await self._sleep_until(started + self.interval_s)
+
+    def _run_blocking(self) -> None:
+        read = cast(Callable[[None], object], self._read)
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                read(None)
+            except Exception as exc:  # whatever is read, the reading goes on and says so
+                self._report(exc)
+            remaining = started + self.interval_s - time.monotonic()
+            if remaining > 0 and not self._stopping.is_set():
+                self._wake.wait(remaining)
+            self._wake.clear()
+
+    def _report(self, exc: Exception) -> None:
+        log.debug("%s: a read failed", self.name, exc_info=exc)
+        if self._failed is None:
+            return
+        try:
+            self._failed(exc)
+        except Exception:  # a failing handler must not stop the reading
+            log.exception("%s: its failure handler failed", self.name)
+
+    async def _sleep_until(self, deadline: float) -> None:
+        woken = self._woken
+        seconds = deadline - time.monotonic()
+        if woken is not None and seconds > 0 and not self._wake.is_set() and not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await woken.wait()
+        self._wake.clear()
+        if woken is not None:
+            woken.clear()
+
+
+@contextlib.asynccontextmanager
+async def _no_session() -> AsyncIterator[None]:
+    yield None

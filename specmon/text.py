@@ -10,7 +10,8 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -93,3 +94,67 @@ def strict_json(value: Any, **options: Any) -> str:
     """The one way specmon writes JSON for others to read (every `--json`): strict (null where a number is NaN or
     infinite, never NaN or Infinity, which other tools refuse), anything else JSON has no type for as its text."""
     return json.dumps(json_safe(value), allow_nan=False, default=str, **options)
+
+
+def cell_width(text: str) -> int:
+    """The terminal columns ``text`` takes: two for an East Asian wide or fullwidth character, none for a combining
+    mark or an invisible format character, one for any other."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(char) for char in text)
+
+
+def _char_width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def fit_cell(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (on the left with ``right``), or cut to fit with
+    "…" as its last column when it is wider."""
+    if cell_width(text) > width:
+        kept, used = [], 0
+        for char in text:
+            used += _char_width(char)
+            if used > width - 1:
+                break
+            kept.append(char)
+        text = "".join(kept) + "…" if width > 0 else ""
+    padding = " " * max(0, width - cell_width(text))
+    return padding + text if right else text + padding
+
+
+def aligned_rows(
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Collection[int] = (),
+    gap: str | Sequence[str] = "  ",
+    indent: str = "",
+    min_widths: Sequence[int] = (),
+    max_widths: Sequence[int | None] = (),
+) -> list[str]:
+    """The one column aligner: ``rows`` (a header first, when there is one) as lines of aligned columns.
+
+    Each column is as wide as its widest cell in terminal columns (a wide character counts two), at least its
+    ``min_widths`` entry and at most its ``max_widths`` entry (None: no limit; a wider cell is cut with "…").
+    Cells are left-aligned, those of the columns in ``right`` right-aligned; ``gap`` goes between columns (one
+    for all, or one per boundary); each line starts with ``indent`` and has no trailing spaces. A row shorter
+    than the others has empty cells at its end."""
+    count = max((len(row) for row in rows), default=0)
+    cells = [[*row, *[""] * (count - len(row))] for row in rows]
+    gaps = [gap] * max(0, count - 1) if isinstance(gap, str) else list(gap)
+    if len(gaps) != max(0, count - 1):
+        raise ValueError(f"{len(gaps)} gaps for {count} columns")
+    widths = []
+    for i in range(count):
+        width = max([cell_width(row[i]) for row in cells] + [min_widths[i] if i < len(min_widths) else 0])
+        limit = max_widths[i] if i < len(max_widths) else None
+        widths.append(width if limit is None else min(width, limit))
+    lines = []
+    for row in cells:
+        line = indent
+        for i, (cell, width) in enumerate(zip(row, widths, strict=True)):
+            line += (gaps[i - 1] if i else "") + fit_cell(cell, width, i in right)
+        lines.append(line.rstrip())
+    return lines

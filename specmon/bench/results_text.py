@@ -9,7 +9,7 @@ from typing import Any
 from specmon.bench.compare import Comparison, baselines_text, compare_all
 from specmon.bench.model import BenchResult
 from specmon.bench.report import FIGURE_COLUMNS, run_figures, run_flags, symptoms
-from specmon.text import strict_json
+from specmon.text import aligned_rows, strict_json
 from specmon.units import number, number_range
 
 TABLE_HEADERS = ("run", "started", "preset", "url", "status", "ok/failed", "tok/s", "95% CI", "τ", "TTFT ms", "ITL ms",
@@ -61,9 +61,7 @@ def format_table(runs: list[BenchResult], baseline: str | None = None) -> str:
     """The runs as a text table, then which baseline run each speedup is against."""
     comparisons = compare_all(runs, baseline)
     rows = [list(TABLE_HEADERS), *table_rows(runs, comparisons)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_HEADERS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines + baselines_text(runs, comparisons))
+    return "\n".join(aligned_rows(rows) + baselines_text(runs, comparisons))
 
 
 def format_markdown(runs: list[BenchResult], baseline: str | None = None) -> str:

@@ -3,9 +3,7 @@ its `sglang:*` samples (turned into the exposition text the /metrics parser read
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 import time
 from collections.abc import Iterable
 
@@ -17,7 +15,7 @@ from specmon.fleet.text import MISSING
 from specmon.fleet.tracker import ago
 from specmon.live.model import Alert
 from specmon.live.sampler import LiveMonitor
-from specmon.loop_thread import LoopThread
+from specmon.loop_thread import PeriodicReader
 from specmon.serving.prom import parse_scrape
 from specmon.text import printable
 
@@ -56,20 +54,28 @@ class PromLiveSampler:
         self.queries = queries
         self.server = server
         self.monitor = monitor
-        self.interval_s = interval_s
         self.error: str | None = None
-        self._runner = LoopThread("specmon-prom-live-sampler")
-        self._stopping = threading.Event()
+        self._runner = PeriodicReader("specmon-prom-live-sampler", self.read_once, interval_s=interval_s,
+                                      session=client_factory, failed=self._read_failed)
+
+    @property
+    def interval_s(self) -> float:
+        return self._runner.interval_s
 
     def start(self) -> None:
         with self.monitor.lock:
             self.monitor.tracker.metrics_source = "prometheus"
-        self._runner.start(self._run)
+        self._runner.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        self._stopping.set()
-        self._runner.cancel()
-        self._runner.join(timeout)
+        self._runner.stop(timeout)
+
+    def _read_failed(self, exc: Exception) -> None:
+        """Anything but Prometheus failing (an answer that broke the parser, the client not opened): said, and
+        the server marked unreachable as for Prometheus failing."""
+        self.error = PromError("bad_answer", f"{type(exc).__name__}: {exc}").message
+        with self.monitor.lock:
+            self.monitor.tracker.set_reachable(False)
 
     async def read_once(self, client: PromClient) -> None:
         drop = TARGET_LABELS | {self.queries.server_label} | (
@@ -89,13 +95,6 @@ class PromLiveSampler:
             self.monitor.tracker.set_reachable(bool(samples), why)
             if samples:
                 self.monitor.tracker.add_scrape(scrape)
-
-    async def _run(self) -> None:
-        async with self.client_factory() as client:
-            while not self._stopping.is_set():
-                started = time.monotonic()
-                await self.read_once(client)
-                await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
 
 
 def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Alert, ...]:

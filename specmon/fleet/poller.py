@@ -3,17 +3,15 @@ each FleetSnapshot to a callback (which posts a message; it never touches a widg
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError
 from specmon.fleet.reader import FleetReader
 from specmon.fleet.tracker import FleetTracker, Record
-from specmon.loop_thread import LoopThread
+from specmon.loop_thread import PeriodicReader
 
 
 class FleetPoller:
@@ -24,50 +22,41 @@ class FleetPoller:
         self.options = options
         self.on_snapshot = on_snapshot
         self.tracker = FleetTracker(options.queries, options.prometheus or "", records, presets)
-        self._runner = LoopThread("specmon-fleet-poller")
-        self._stopping = threading.Event()
-        self._wake = threading.Event()
-        self._woken: asyncio.Event | None = None
+        self._runner = PeriodicReader("specmon-fleet-poller", self._refresh, interval_s=options.interval_s,
+                                      session=self._reader, failed=self._read_failed)
+        self._configured = False
 
     def start(self) -> None:
-        self._runner.start(self._run)
+        self._runner.start()
 
     def refresh_now(self) -> None:
-        self._wake.set()  # kept for a refresh asked before the loop runs
-        self._runner.call_soon_threadsafe(self._wake_loop)
-
-    def _wake_loop(self) -> None:
-        if self._woken is not None:
-            self._woken.set()
+        self._runner.wake()
 
     def stop(self, timeout: float = 2.0) -> None:
-        self._stopping.set()
-        self._runner.cancel()
-        self._runner.join(timeout)
+        self._runner.stop(timeout)
 
-    async def _run(self) -> None:
-        configured = False
+    @contextlib.asynccontextmanager
+    async def _reader(self) -> AsyncIterator[FleetReader]:
+        self._configured = False
         async with self.options.client() as client:
-            reader = FleetReader(client, self.options.queries, self.options.window_s, self.options.routers)
-            while not self._stopping.is_set():
-                started = time.monotonic()
-                try:
-                    if not configured:
-                        self.tracker.queries = await reader.configure()
-                        configured = True
-                    snapshot = self.tracker.update(await reader.read())
-                except PromError as exc:
-                    snapshot = self.tracker.failed(exc, time.time())
-                    configured = configured and exc.kind == "query"
-                self.on_snapshot(snapshot)
-                await self._sleep(max(0.0, self.options.interval_s - (time.monotonic() - started)))
+            yield FleetReader(client, self.options.queries, self.options.window_s, self.options.routers)
 
-    async def _sleep(self, seconds: float) -> None:
-        """Until the next refresh is due or one is asked for (no wake-ups in between: `stop` cancels)."""
-        if self._woken is None:
-            self._woken = asyncio.Event()
-        if not self._wake.is_set() and not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), seconds)
-        self._wake.clear()
-        self._woken.clear()
+    async def _refresh(self, reader: FleetReader) -> None:
+        try:
+            if not self._configured:
+                self.tracker.queries = await reader.configure()
+                self._configured = True
+            snapshot = self.tracker.update(await reader.read())
+        except PromError as exc:
+            snapshot = self.tracker.failed(exc, time.time())
+            self._configured = self._configured and exc.kind == "query"
+        self.on_snapshot(snapshot)
+
+    def _read_failed(self, exc: Exception) -> None:
+        """Anything else that failed (an answer that broke the reader, the client not opened): the last snapshot,
+        stale, with why, as for Prometheus failing."""
+        if isinstance(exc, PromError):
+            error = exc
+        else:
+            error = PromError("bad_answer", f"the fleet could not be read ({type(exc).__name__}: {exc})")
+        self.on_snapshot(self.tracker.failed(error, time.time()))

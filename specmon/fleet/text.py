@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
 from specmon.live.quantiles import Quantile
-from specmon.text import printable
+from specmon.text import aligned_rows, printable
 
 MISSING = "—"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -167,19 +167,9 @@ def snapshot_lines(snapshot: FleetSnapshot, width: int | None = None) -> list[st
     """The snapshot as a header line and a table (for `fleet --once` without --json): the columns that fit in
     `width` (a terminal's), or with `width` None (piped, to a file) every column and every cell whole, each
     column as wide as its longest cell, the alerts in words last."""
-    if width is None:
-        fixed = [c for c in COLUMNS if c.key != "alert"]
-        columns = tuple(replace(c, width=max([c.width, len(c.header)] + [len(c.cell(r)) for r in snapshot.rows]))
-                        for c in (*fixed, MESSAGE))
-    else:
-        columns = columns_for(width)
-    lines = [header_line(snapshot), ""]
-    lines.append(" ".join(_fit(c.header, c) for c in columns).rstrip())
-    for row in snapshot.rows:
-        lines.append(" ".join(_fit(c.cell(row), c) for c in columns).rstrip())
-    return lines
-
-
-def _fit(text: str, column: TableColumn) -> str:
-    text = text if len(text) <= column.width else text[: column.width - 1] + "…"
-    return text.rjust(column.width) if column.right else text.ljust(column.width)
+    columns = (*(c for c in COLUMNS if c.key != "alert"), MESSAGE) if width is None else columns_for(width)
+    table = [[c.header for c in columns], *([c.cell(row) for c in columns] for row in snapshot.rows)]
+    widths = [c.width for c in columns]
+    aligned = aligned_rows(table, right={i for i, c in enumerate(columns) if c.right}, gap=" ", min_widths=widths,
+                           max_widths=widths if width is not None else ())
+    return [header_line(snapshot), "", *aligned]

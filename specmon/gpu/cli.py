@@ -16,7 +16,7 @@ from specmon import units
 from specmon.gpu import describe
 from specmon.gpu.model import GpuSnapshot
 from specmon.gpu.nvml import NvmlSource
-from specmon.text import printable, strict_json
+from specmon.text import aligned_rows, printable, strict_json
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"  # with --watch on a terminal, each table replaces the last, like watch(1)
 
@@ -30,34 +30,27 @@ def render_table(snapshot: GpuSnapshot) -> str:
         f"driver {snapshot.driver or units.NA}  NVML {snapshot.nvml_version or units.NA}  {stamp}"
         + (f"  poll {snapshot.poll_ms:.0f} ms" if snapshot.poll_ms is not None else "")
     ]
-    header = (
-        f"{'GPU':>3}  {'NAME':<20} {'MEMORY':>20} {'UTIL':>5} {'MEMBW':>5} {'POWER':>11} {'TEMP':>5} "
-        f"{'SM CLOCK':>9} {'PCIE TX/RX':>21}  THROTTLE"
-    )
-    lines.append(header)
+    table = [("GPU", "NAME", "MEMORY", "UTIL", "MEMBW", "POWER", "TEMP", "SM CLOCK", "PCIE TX/RX", "THROTTLE")]
     for gpu in snapshot.gpus:
-        if gpu.error:
-            lines.append(f"{gpu.index:>3}  {gpu.error}")
-            continue
-        flags = describe.throttle(gpu)
-        ecc = describe.ecc(gpu)
-        if ecc:
-            flags += f"; {ecc}"
-        lines.append(
-            f"{gpu.index:>3}  {(gpu.name or units.NA)[:20]:<20} {describe.memory(gpu):>20} {units.pct(gpu.util_gpu_pct):>5} "
-            f"{units.pct(gpu.util_mem_pct):>5} {describe.power(gpu):>11} {units.temp(gpu.temp_c):>5} "
-            f"{units.mhz(gpu.sm_clock_mhz):>9} {describe.pcie(gpu):>21}  {flags}"
-        )
+        if not gpu.error:
+            flags = describe.throttle(gpu)
+            ecc = describe.ecc(gpu)
+            table.append((str(gpu.index), gpu.name or units.NA, describe.memory(gpu), units.pct(gpu.util_gpu_pct),
+                          units.pct(gpu.util_mem_pct), describe.power(gpu), units.temp(gpu.temp_c),
+                          units.mhz(gpu.sm_clock_mhz), describe.pcie(gpu), f"{flags}; {ecc}" if ecc else flags))
+    aligned = aligned_rows(table, right={0, 2, 3, 4, 5, 6, 7, 8}, gap=("  ", *[" "] * 7, "  "),
+                           min_widths=(3, 20, 20, 5, 5, 11, 5, 9, 21), max_widths=(None, 20))
+    lines.append(aligned[0])
+    rows = iter(aligned[1:])
+    lines += [f"{gpu.index:>3}  {gpu.error}" if gpu.error else next(rows) for gpu in snapshot.gpus]
     processes = snapshot.processes
     if processes:
         lines.append("")
-        lines.append(f"{'GPU':>3}  {'PID':>8}  {'USER':<10} {'MEMORY':>10}  {'STATE':<16} COMMAND")
-        for proc in processes:
-            lines.append(
-                f"{proc.gpu_index if proc.gpu_index is not None else '?':>3}  {proc.pid:>8}  "
-                f"{(proc.user or '')[:10]:<10} {describe.process_memory(proc):>10}  {describe.process_state(proc):<16} "
-                f"{proc.name}"
-            )
+        lines += aligned_rows(
+            [("GPU", "PID", "USER", "MEMORY", "STATE", "COMMAND"),
+             *((str(proc.gpu_index if proc.gpu_index is not None else "?"), str(proc.pid), proc.user or "",
+                describe.process_memory(proc), describe.process_state(proc), proc.name) for proc in processes)],
+            right={0, 1, 3}, gap=("  ", "  ", " ", "  ", " "), min_widths=(3, 8, 10, 10, 16), max_widths=(None, None, 10))
     links = snapshot.topology
     if links:
         kinds = sorted({f"{link.kind} ({link.detail})" if link.kind == "PCIe" else link.kind for link in links})

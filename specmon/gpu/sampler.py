@@ -11,7 +11,6 @@ import bisect
 import contextlib
 import statistics
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -19,6 +18,7 @@ from typing import Protocol
 from specmon.gpu.demo import DemoGpuSource
 from specmon.gpu.model import GpuReading, GpuSnapshot, GpuThrottle, GpuWindowSummary
 from specmon.gpu.nvml import NvmlSource
+from specmon.loop_thread import PeriodicReader
 
 __all__ = ["DemoGpuSource", "GpuSampler", "GpuSource", "NvmlSource"]
 
@@ -32,7 +32,7 @@ class GpuSource(Protocol):
 
 
 class GpuSampler:
-    """Polls `source` every `interval_s` seconds on a daemon thread.
+    """Polls `source` every `interval_s` seconds on a daemon thread (a PeriodicReader's).
 
     `on_sample(snapshot)` is called on the sampler's thread (post a message from it; never touch
     widgets). The last `history_s` seconds of snapshots are kept for sparklines and for `window()`.
@@ -46,43 +46,37 @@ class GpuSampler:
         history_s: float = 600.0,
     ) -> None:
         self.source = source
-        self.interval_s = max(0.05, float(interval_s))
         self.on_sample = on_sample
         self.history_s = history_s
+        self._runner: PeriodicReader[None] = PeriodicReader(
+            "gpu-sampler", self._read, interval_s=max(0.05, float(interval_s)))
         self._history: deque[GpuSnapshot] = deque(maxlen=max(2, int(history_s / self.interval_s) + 2))
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._paced = threading.Event()  # the interval changed (or the sampler stops): sample at once
-        self._thread: threading.Thread | None = None
         self.callback_errors = 0
 
+    @property
+    def interval_s(self) -> float:
+        return self._runner.interval_s
+
     def start(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
-        self._thread.start()
+        self._runner.start()
 
     def pace(self, interval_s: float) -> None:
         """Sample every ``interval_s`` from now on (the app's GPU pane repaints seldom while the server idles, so
         the GPUs are read as seldom); a change wakes the thread, which samples at once."""
-        interval_s = max(0.05, float(interval_s))
-        if interval_s != self.interval_s:
-            self.interval_s = interval_s
-            self._paced.set()
+        self._runner.pace(max(0.05, float(interval_s)))
 
     def stop(self, timeout: float = 2.0) -> None:
-        self._stop.set()
-        self._paced.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._runner.stop(timeout)
         with contextlib.suppress(Exception):  # closing a broken source must not raise into the caller
             self.source.close()
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._runner.running
+
+    def _read(self, _: None) -> None:  # on the sampler's thread, with no event loop: a source may run its own
+        self.sample_once()
 
     def sample_once(self) -> GpuSnapshot:
         """Read the source now (on the caller's thread), record and report the snapshot."""
@@ -97,18 +91,6 @@ class GpuSampler:
             except Exception:
                 self.callback_errors += 1
         return snapshot
-
-    def _run(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            self.sample_once()
-            next_at += self.interval_s
-            now = time.monotonic()
-            if next_at < now:  # a slow read: skip the missed ticks rather than bursting
-                next_at = now + self.interval_s
-            if self._paced.wait(next_at - now):
-                self._paced.clear()
-                next_at = time.monotonic()
 
     def _record(self, snapshot: GpuSnapshot) -> None:
         with self._lock:

@@ -3,7 +3,6 @@ LiveSampler: scrapes /metrics and /server_info on its own thread."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from specmon.bench.model import OWN_TOKENS, OwnTokens
 from specmon.live.model import LiveSnapshot
 from specmon.live.scrape import read_metrics, read_server_info
 from specmon.live.tracker import LiveTracker
-from specmon.loop_thread import LoopThread
+from specmon.loop_thread import PeriodicReader
 from specmon.serving.prom import ScrapeParser
 
 ABSENT_RECHECK_S = 30.0
@@ -53,40 +52,37 @@ class LiveSampler:
         self.url = url
         self.monitor = monitor
         self.api_key = api_key
-        self.interval_s = interval_s
         self.info_s = info_s
-        self._runner = LoopThread("specmon-live-sampler")
-        self._stopping = threading.Event()
+        self._runner = PeriodicReader("specmon-live-sampler", self._read_once, interval_s=interval_s,
+                                      session=self._http, failed=self._read_failed)
         self._info_at: float | None = None
         self._absent_at: float | None = None
         self._parser = ScrapeParser()
 
+    @property
+    def interval_s(self) -> float:
+        return self._runner.interval_s
+
     def start(self) -> None:
-        self._runner.start(self._run)
+        self._info_at = self._absent_at = None
+        self._runner.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        self._stopping.set()
-        self._runner.cancel()
-        self._runner.join(timeout)
+        self._runner.stop(timeout)
 
-    async def _run(self) -> None:
+    def _http(self):
         from specmon.http.client import HttpClient
         from specmon.http.headers import auth_headers
         from specmon.urls import base_url
 
-        self._info_at = self._absent_at = None
-        async with HttpClient(base_url(self.url), headers=auth_headers(self.api_key),
-                              connect_timeout_s=5.0) as http:
-            while not self._stopping.is_set():
-                started = time.monotonic()
-                try:
-                    await self._read_once(http, started)
-                except Exception as exc:  # whatever a server sends, the scraping goes on
-                    with self.monitor.lock:
-                        self.monitor.tracker.scrape_failed(f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+        return HttpClient(base_url(self.url), headers=auth_headers(self.api_key), connect_timeout_s=5.0)
 
-    async def _read_once(self, http, started: float) -> None:
+    def _read_failed(self, exc: Exception) -> None:  # whatever a server sends, the scraping goes on
+        with self.monitor.lock:
+            self.monitor.tracker.scrape_failed(f"{type(exc).__name__}: {exc}")
+
+    async def _read_once(self, http) -> None:
+        started = time.monotonic()
         if self._info_at is None or started - self._info_at >= self.info_s:
             reading = await read_server_info(http)
             with self.monitor.lock:

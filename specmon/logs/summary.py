@@ -30,7 +30,7 @@ from specmon.logs.model import (
     WeightsProgressed,
 )
 from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
-from specmon.text import printable, strict_json
+from specmon.text import aligned_rows, printable, strict_json
 from specmon.units import format_seconds
 
 PROGRESS_EVERY_S = 1.0  # --follow prints capture/shard progress at most this often per graph or model
@@ -373,13 +373,7 @@ def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
 
 def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
     """Aligned columns (two spaces apart), indented by two; columns in ``right`` are right-aligned."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        padded = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return ("  " + "  ".join(padded)).rstrip()
-
-    return [line(header), *(line(r) for r in rows)]
+    return aligned_rows([header, *rows], right=right, indent="  ")
 
 
 def _clock(ts: datetime | None) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from specmon import exits
 from specmon.exits import UsageError
 from specmon.sglang.metric_names import STARTUP_TIME_SECONDS
-from specmon.text import printable, strict_json
+from specmon.text import aligned_rows, printable, strict_json
 from specmon.units import format_seconds
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -198,10 +198,7 @@ def _format_ps(inventory) -> str:
                 s.log or "-",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows
-    )
+    return "\n".join(aligned_rows(rows))
 
 
 def run_ps(args: argparse.Namespace, also_listed: Mapping[str, Callable[[], Sequence[Listed]]] | None = None) -> int:

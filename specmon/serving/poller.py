@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from specmon import urls
-from specmon.loop_thread import LoopThread
+from specmon.loop_thread import PeriodicReader
 from specmon.serving.client import (
     AuthenticationFailed,
     HealthState,
@@ -74,7 +72,6 @@ class ServerPoller:
         use_health_generate: bool = False,
     ) -> None:
         self.url = urls.base_url(base_url)
-        self.interval_s = interval_s
         self.heartbeat_s = heartbeat_s
         self.health_timeout_s = health_timeout_s
         self.info_refresh_s = info_refresh_s
@@ -83,8 +80,8 @@ class ServerPoller:
         self.use_health_generate = use_health_generate
         self._on_status = on_status
         self._api_key = api_key
-        self._runner = LoopThread("specmon-server-poller")
-        self._stopping = threading.Event()
+        self._runner = PeriodicReader("specmon-server-poller", self.poll_once, interval_s=interval_s,
+                                      session=self._client, failed=self._read_failed)
         self._status: ServerStatus | None = None
         self._emitted_key: tuple[Any, ...] | None = None
         self._emitted_at = 0.0
@@ -94,32 +91,27 @@ class ServerPoller:
         return f"ServerPoller({self.url!r}, interval_s={self.interval_s})"
 
     @property
+    def interval_s(self) -> float:
+        return self._runner.interval_s
+
+    @property
     def status(self) -> ServerStatus | None:
         """The latest status (also between callbacks)."""
         return self._status
 
     def start(self) -> None:
         """Start polling on the poller's own thread."""
-        self._runner.start(self._run)
+        self._runner.start()
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop polling and join the thread (an in-flight request is cancelled)."""
-        self._stopping.set()
-        self._runner.cancel()
-        self._runner.join(timeout)
+        self._runner.stop(timeout)
 
-    async def _run(self) -> None:
-        async with SGLangClient(self.url, api_key=self._api_key, timeout=self.health_timeout_s) as client:
-            while not self._stopping.is_set():
-                cycle_start = time.monotonic()
-                try:
-                    await self.poll_once(client)
-                except Exception as exc:  # whatever a server answers, the polling goes on and says so
-                    log.debug("ServerPoller: a poll failed", exc_info=True)
-                    self._report_failure(f"the server's answer could not be read ({type(exc).__name__}: {exc})")
-                remaining = self.interval_s - (time.monotonic() - cycle_start)
-                if remaining > 0:
-                    await asyncio.sleep(remaining)
+    def _client(self) -> SGLangClient:
+        return SGLangClient(self.url, api_key=self._api_key, timeout=self.health_timeout_s)
+
+    def _read_failed(self, exc: Exception) -> None:  # whatever a server answers, the polling goes on and says so
+        self._report_failure(f"the server's answer could not be read ({type(exc).__name__}: {exc})")
 
     async def poll_once(self, client: SGLangClient) -> ServerStatus:
         """One health check (and server_info read when due); reports the status if it changed."""

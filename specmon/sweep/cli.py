@@ -11,7 +11,7 @@ from typing import Any
 from specmon import exits
 from specmon.sweep.plan import SweepError, SweepPlan, SweepStore, plan_sweep
 from specmon.sweep.report import SweepReport
-from specmon.text import printable, strict_json
+from specmon.text import aligned_rows, printable, strict_json
 from specmon.units import format_seconds, number
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -244,8 +244,7 @@ def format_report(report: SweepReport) -> str:
                 format_seconds(row["measure_s"]) or "–",
             )
         )  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+    lines += aligned_rows(rows, indent="  ")
     for row in report.rows:
         if row["error"]:
             lines.append(f"  {row['preset']}: {row['error']}")

@@ -15,6 +15,8 @@ from textual.screen import ModalScreen
 from textual.strip import Strip
 from textual.widgets import SelectionList, Static
 
+from specmon.text import cell_width, fit_cell
+
 SELECTED_MARK, UNSELECTED_MARK = "X", " "
 
 
@@ -74,8 +76,8 @@ class SweepPicker(ModalScreen[list[str] | None]):
         self._problem = problem
 
     def compose(self) -> ComposeResult:
-        width = max((len(name) for name, _, _ in self._choices), default=0)
-        options = [(self._prompt(name.ljust(width), about), name, on) for name, about, on in self._choices]
+        width = max((cell_width(name) for name, _, _ in self._choices), default=0)
+        options = [(self._prompt(fit_cell(name, width), about), name, on) for name, about, on in self._choices]
         with Vertical(id="sweep-picker"):
             yield Static("Sweep: one preset without speculation (the baseline) and the speculative ones to compare. "
                          "The server restarts for each; the best is left serving. Space: toggle · s: start · Esc",

@@ -218,7 +218,7 @@ def test_a_blocking_read_runs_with_no_event_loop_and_is_woken_paced_and_stopped_
 LOOP_OWNERS = {
     "specmon/loop_thread.py": "the periodic reader itself",
     "specmon/bench/run.py": "a benchmark run to its end on a LoopThread; its loop coalesces progress repaints",
-    "specmon/bench/loopback.py": "a loopback SGLang stand-in (a server, not a reader): its streams pace tokens",
+    "specmon/testing/loopback_server.py": "a loopback SGLang stand-in (a server, not a reader): its streams pace tokens",
     "specmon/emulator/__main__.py": "the emulator is a stand-in server in its own process, not a reader of one",
     "specmon/emulator/nodes.py": "the emulator is a stand-in server in its own process, not a reader of one",
     "specmon/emulator/scheduler.py": "the emulator is a stand-in server in its own process, not a reader of one",
@@ -244,7 +244,7 @@ def runs_a_poll_loop(source: str) -> bool:
 
 
 def test_no_module_but_the_periodic_reader_runs_its_own_poll_loop():
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     found = {path.relative_to(root).as_posix() for folder in ("specmon", "tui", "widgets")
              for path in (root / folder).rglob("*.py") if runs_a_poll_loop(path.read_text())}
     assert found - LOOP_OWNERS.keys() == set(), "a poll loop of its own: read through specmon.loop_thread.PeriodicReader"

@@ -76,7 +76,7 @@ def test_short_rows_and_bad_gaps():
 def test_no_table_is_aligned_by_hand():
     """Every table specmon prints goes through aligned_rows: a module that pads computed column widths itself
     (`.ljust(w)`/`.rjust(w)` over cells, `max(len(...))` widths) would align wide characters wrongly again."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     by_hand = re.compile(r"\.[lr]just\(\s*w\w*\s*\)|max\(len\(\w+\[i\]\)")
     found = [f"{path.relative_to(root)}:{n}" for folder in ("specmon", "tui", "widgets")
              for path in sorted((root / folder).rglob("*.py"))

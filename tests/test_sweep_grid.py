@@ -129,3 +129,37 @@ def test_a_3x2x3_grid_at_four_concurrencies_recommends_per_load_band_with_the_ri
             else:
                 assert truth((band["steps"], band["topk"], band["draft_tokens"]), c) >= 0.85 * best, (c, band)
     assert bands[0]["steps"] > 0 and bands[-1]["steps"] == 0  # speculation at low load, none at 32
+
+
+def test_a_plan_stored_before_grids_still_reads_and_a_grid_plan_round_trips() -> None:
+    from specmon.sweep.grid import plan_grid
+    from specmon.sweep.plan import SweepPlan
+
+    old = {"run_id": "20250101-000000-abcd", "steps": [
+        {"preset": "baseline", "baseline": True, "draft_tokens": None, "state": "measured"},
+        {"preset": "eagle3-5", "baseline": False, "draft_tokens": 5}]}
+    plan = SweepPlan.from_json(old)
+    assert plan.grid is None and plan.steps[1].cells == [] and plan.next_step.preset == "eagle3-5"
+    base = _demo_base()
+    grid = plan_grid(base, expand(base, [3], [1], [4]), [1, 8], None,
+                     {"steps": [3], "topk": [1], "draft_tokens": [4], "concurrency": [1, 8]}, None)
+    again = SweepPlan.from_json(json.loads(json.dumps(grid.to_json())))
+    assert again == grid and [len(s.cells) for s in again.steps] == [2, 2, 2]
+    assert again.steps[0].baseline and again.steps[-1].baseline and again.steps[1].grid_config == [3, 1, 4]
+
+
+def test_the_grid_table_fits_80_columns() -> None:
+    from specmon.sweep.grid_report import format_grid
+
+    concurrency = [1, 2, 4, 8, 16, 64, 128, 256, 512, 1024]
+    cells = [{"steps": s, "topk": k, "draft_tokens": d, "concurrency": c, "speedup": 1.234, "ci": [1.1, 1.3],
+              "warnings": ["x"] if c > 64 else []} for s, k, d in ((3, 1, 4), (12, 16, 64)) for c in concurrency]
+    report = {"run_id": "r", "base": "b", "configs": 2, "launched": 2, "sglang": "SGLang 0.5.16", "concurrency":
+              concurrency, "cells": cells, "dropped": [], "crossover": [],
+              "baseline": [{"concurrency": c, "decode_tok_s": 12345.6} for c in concurrency],
+              "recommendation": [{"concurrency_from": 1, "concurrency_to": 1024, "steps": 0, "topk": 1,
+                                  "draft_tokens": 1, "speedup": 1.0, "ci": None}]}
+    text = format_grid(report)
+    table = [line for line in text.splitlines() if line.startswith("  ")]
+    assert len(table) >= 4 and all(len(line) <= 80 for line in table), text
+    assert "in --json" in text  # the concurrencies that do not fit are named, not silently cut

@@ -193,7 +193,7 @@ def format_grid(report: dict[str, Any]) -> str:
     if len(shown) < len(concurrencies):
         lines.append(f"  (concurrencies {', '.join(map(str, concurrencies[len(shown):]))} in --json)")
     if any(cell["warnings"] for cell in report["cells"]):
-        lines.append("  ! beyond the server's CUDA-graph batches or --max-running-requests (see --json)")
+        lines.append("  ! above the server's CUDA-graph batches or max running requests")
     for item in report["crossover"]:
         lines.append(f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}: {item['text']}")
     for item in report["dropped"]:

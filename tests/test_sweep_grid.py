@@ -132,7 +132,7 @@ def test_a_3x2x3_grid_at_four_concurrencies_recommends_per_load_band_with_the_ri
     # at 32 every configuration is truly slower than no speculation: a busy host's per-step overhead (paid more
     # often without speculation) may lift the measured speedup of the cheapest toward 1, never well above it
     top = bands[-1]
-    assert top["steps"] == 0 or truth((top["steps"], top["topk"], top["draft_tokens"]), 32) < 1, top
+    assert top["steps"] == 0 or top["speedup"] < 1 + CLEAR, top
 
 
 def test_a_plan_stored_before_grids_still_reads_and_a_grid_plan_round_trips() -> None:

@@ -34,7 +34,8 @@ def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
 class _Shared:
     """The options several commands take, each defined once here in a parent parser and given to each command
     with `parents=` (argparse hands every command the one same option). Options whose meaning differs per command
-    (--url, --preset, --server, --timeout, --requests, --window) are the `_add_*` functions below."""
+    (--url, --preset, --server, --timeout, --requests, --window, --concurrency,
+    --draft-tokens) are the `_add_*` functions below."""
 
     def __init__(self) -> None:
         self.json = self._parent()
@@ -134,6 +135,14 @@ def _add_timeout(p, default: float, help: str) -> None:
 
 def _add_requests(p, help: str, default: int | None = None) -> None:
     p.add_argument("--requests", type=int, default=default, metavar="N", help=help)
+
+
+def _add_concurrency(p, help: str, type=int, metavar: str = "N") -> None:
+    p.add_argument("--concurrency", type=type, metavar=metavar, help=help)
+
+
+def _add_draft_tokens(p, help: str) -> None:
+    p.add_argument("--draft-tokens", metavar="N,N,...", help=help)
 
 
 def _add_window(p, default: float, help: str) -> None:
@@ -241,7 +250,7 @@ def _add_bench(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     _add_preset(p, "label the run with this preset (and use its [bench] settings)")
     _add_requests(p, "measured requests (default: the preset's, or 20)")
     p.add_argument("--max-new-tokens", type=int, help="tokens per request (default: the preset's, or 256)")
-    p.add_argument("--concurrency", type=int, help="concurrent streams (default 1)")
+    _add_concurrency(p, "concurrent streams (default 1)")
     p.add_argument("--warmup", type=int, help="warmup requests, not counted (default 2)")
     p.add_argument("--prompts", help="builtin:chat or a JSONL file of {\"prompt\": ...}")
     p.add_argument(
@@ -285,8 +294,7 @@ def _add_predict(sub: argparse._SubParsersAction, shared: _Shared) -> None:
         "is exact.",
     )
     p.add_argument("run_id", metavar="RUN_ID", help="the stored run (a unique prefix of its id)")
-    p.add_argument("--draft-tokens", metavar="M,M...", help="the draft-token counts to predict, e.g. 10,5 "
-                   "(default: every count from 2 to the run's)")
+    _add_draft_tokens(p, "the draft-token counts to predict, e.g. 10,5 (default: every count from 2 to the run's)")
     p.set_defaults(handler="specmon.bench.cli:run_predict")
 
 
@@ -425,6 +433,12 @@ def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
                    help="measure the longest chain alone and predict the acceptance of shorter ones")
     p.add_argument("--skip-predicted-worse", action="store_true",
                    help="skip presets whose predicted tok/s is clearly below the best measured (beyond the CI)")
+    grid = p.add_argument_group("a grid from one speculative base preset (`specmon sweep BASE --steps 1,3,5 ...`)")
+    grid.add_argument("--steps", metavar="N,N,...", help="--speculative-num-steps values")
+    grid.add_argument("--topk", metavar="N,N,...", help="--speculative-eagle-topk values")
+    _add_draft_tokens(grid, "--speculative-num-draft-tokens values")
+    _add_concurrency(grid, "concurrencies each configuration is measured at, on one server (default 1)", type=str,
+                     metavar="N,N,...")
     p.set_defaults(handler="specmon.sweep.cli:run_sweep")
 
 

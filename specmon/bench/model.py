@@ -124,6 +124,9 @@ class ServerFacts(msgspec.Struct, kw_only=True):
     """Absent in runs stored before specmon read it."""
     speculative: Speculative = msgspec.field(default_factory=Speculative)
     avg_spec_accept_length_at_start: Figure | None = None
+    max_running_requests: int | None | UnsetType = UNSET
+    cuda_graph_max_bs: int | None | UnsetType = UNSET
+    """The largest decode batch captured as a CUDA graph (0: none). Both absent in runs stored before."""
 
 
 class Spread(msgspec.Struct, kw_only=True):

@@ -471,4 +471,6 @@ def _server_record(info: dict[str, Any], spec: Any) -> ServerFacts:
             num_draft_tokens=spec.num_draft_tokens,
         ),
         avg_spec_accept_length_at_start=spec.avg_spec_accept_length,
+        max_running_requests=spec.max_running_requests,
+        cuda_graph_max_bs=spec.cuda_graph_max_bs,
     )

@@ -49,6 +49,8 @@ class SpecSettings:
     max_total_num_tokens: int | None
     model_path: str | None = None
     max_running_requests: int | None = None
+    cuda_graph_max_bs: int | None = None
+    """The largest decode batch captured as a CUDA graph (0: graphs disabled; None: the server did not say)."""
     absurd: tuple[str, ...] = ()
     """The figures that cannot be true (left out above, as None), each with its value and why."""
 
@@ -128,8 +130,25 @@ def spec_settings(server_info: Mapping[str, Any]) -> SpecSettings:
         max_total_num_tokens=count("max_total_num_tokens", MAX_TOKENS, 1),
         model_path=text("model_path"),
         max_running_requests=count("max_running_requests", MAX_REQUESTS, 1, running),
+        cuda_graph_max_bs=_graph_max_bs(server_info, figures),
         absurd=tuple(str(item) for item in figures.absurd),
     )
+
+
+def _graph_max_bs(server_info: Mapping[str, Any], figures: Figures) -> int | None:
+    """The largest captured decode batch: 0.5.16+'s `cuda_graph_config.decode.bs`, else `cuda_graph_max_bs(_decode)`;
+    0 with `disable_cuda_graph`."""
+    if server_info.get("disable_cuda_graph") is True or server_info.get("disable_decode_cuda_graph") is True:
+        return 0
+    config = server_info.get("cuda_graph_config")
+    decode = config.get("decode") if isinstance(config, Mapping) else None
+    sizes = decode.get("bs") if isinstance(decode, Mapping) else None
+    if isinstance(sizes, list) and sizes and all(isinstance(v, int) and not isinstance(v, bool) for v in sizes):
+        return figures.count("cuda_graph_config.decode.bs", max(sizes), maximum=MAX_REQUESTS, minimum=1)
+    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
+        if server_info.get(key) is not None:
+            return figures.count(key, server_info.get(key), maximum=MAX_REQUESTS, minimum=1)
+    return None
 
 
 def _flag_key(name: str) -> str:

@@ -80,12 +80,19 @@ def run_sweep(args: argparse.Namespace) -> int:
             if plan is None:
                 raise SweepError(f"no unfinished sweep in {store.directory}")
             names = [s.preset for s in plan.steps]
+        elif _asks_grid(args):
+            plan, names = _grid_plan(args, store), []
         else:
             if not args.presets_to_run:
                 raise SweepError("name the presets to sweep (or --resume)")
             names = list(dict.fromkeys(args.presets_to_run))
             plan = None
-        presets = _presets(args, names)
+        if plan is not None and plan.grid is not None:
+            from specmon.sweep.grid import grid_presets
+
+            presets = grid_presets(_presets(args, [plan.grid.base])[plan.grid.base], plan)
+        else:
+            presets = _presets(args, names)
         if plan is None and args.predict_only:
             return _predict_only(args, presets, store)
         if plan is None:
@@ -104,7 +111,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     except OSError as exc:
         _note(f"cannot keep the sweep's state in {store.directory}: {exc.strerror or exc}")
         return EXIT_USAGE
-    if not args.json:
+    if plan.grid is not None:
+        from specmon.sweep.grid import plan_text
+
+        _note(plan_text(plan) + f"\n(resume: --resume {plan.run_id})")
+    elif not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
     try:
         report = _run_until_done_or_ctrl_c(runner)
@@ -113,8 +124,16 @@ def run_sweep(args: argparse.Namespace) -> int:
               f"the server is left as it is (resume: --resume {plan.run_id})")
         return EXIT_USAGE if isinstance(exc, PrivatePathRefused) else EXIT_FAILED
     _export(args, report)
+    grid = None
+    if plan.grid is not None:
+        from specmon.sweep.grid_report import build_grid_report, format_grid
+
+        grid = build_grid_report(plan, runner._load)  # noqa: SLF001
     if args.json:
-        print(strict_json(report.to_json() | {"cancelled": runner.cancelled}, indent=2))
+        print(strict_json(report.to_json() | (grid or {}) | {"cancelled": runner.cancelled}, indent=2))
+    elif grid is not None:
+        print(format_grid(grid))
+        print(f"left serving: {report.left_serving or 'nothing'}")
     else:
         print(format_report(report))
     if runner.cancelled:
@@ -123,6 +142,53 @@ def run_sweep(args: argparse.Namespace) -> int:
         return exits.EXIT_SIGINT
     measured = all(row["state"] == "measured" for row in report.rows)
     return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
+
+
+def _asks_grid(args: argparse.Namespace) -> bool:
+    return any(getattr(args, axis, None) is not None for axis in ("steps", "topk", "draft_tokens", "concurrency"))
+
+
+def _grid_plan(args: argparse.Namespace, store: SweepStore) -> SweepPlan:
+    """`specmon sweep BASE --steps ... --topk ... --draft-tokens ... --concurrency ...`: the plan (SweepError for
+    bad input, said in one line)."""
+    from specmon.sweep.grid import AXES, check_base, expand, parse_axis, plan_grid
+
+    if len(args.presets_to_run) != 1:
+        raise SweepError("a grid sweep takes one base preset (a speculative one): specmon sweep BASE --steps "
+                         "1,3,5 --topk 1,4 --draft-tokens 4,8,16 --concurrency 1,4,16,64")
+    if args.predict_only:
+        raise SweepError("--predict-only does not take a grid")
+    base = _presets(args, args.presets_to_run)[args.presets_to_run[0]]
+    check_base(base)
+    spec = base.speculative
+    defaults = {"steps": spec.num_steps, "topk": spec.eagle_topk, "draft_tokens": spec.num_draft_tokens,
+                "concurrency": 1}
+    axes = {}
+    for axis in AXES:
+        given = getattr(args, axis, None)
+        if given is None:
+            default = defaults[axis]
+            if not isinstance(default, int) or isinstance(default, bool):
+                raise SweepError(f"give {AXES[axis][0]}: the base preset {base.name!r} sets no value for it")
+            given = str(default)
+        axes[axis] = parse_axis(given, axis)
+    expansion = expand(base, axes["steps"], axes["topk"], axes["draft_tokens"])
+    return plan_grid(base, expansion, axes["concurrency"], args.requests, axes, _last_startup(store, base.name))
+
+
+def _last_startup(store: SweepStore, base: str) -> float | None:
+    """The base preset's last measured startup (its own, or a configuration's of it) in the stored sweeps."""
+    if not store.directory.is_dir():
+        return None
+    for path in sorted(store.directory.glob("*.json"), reverse=True)[:50]:
+        try:
+            plan = store.load(path.stem)
+        except SweepError:
+            continue
+        for step in reversed(plan.steps):
+            if step.startup_s and (step.preset == base or step.preset.startswith(f"{base}@")):
+                return step.startup_s
+    return None
 
 
 def _run_until_done_or_ctrl_c(runner: Any) -> SweepReport:

@@ -37,8 +37,21 @@ Leave = Literal["best", "baseline", "none"]
 RunnerPid = Annotated[int, Meta(ge=1, description="a process id")]
 
 
+class SweepCell(msgspec.Struct):
+    """A grid step's benchmark at one concurrency, on the server the step started (no restart between cells)."""
+
+    concurrency: Annotated[int, Meta(ge=1, le=1_000_000)]
+    state: StepState = "pending"
+    bench_run_id: str | None = None
+    measure_s: Seconds | None = None
+    error: str | None = None
+    warnings: list[str] = msgspec.field(default_factory=list)
+    """Where the figure describes something else than the server's usual batch (above its CUDA-graph batch sizes
+    or its --max-running-requests)."""
+
+
 class SweepStep(msgspec.Struct):
-    """One preset's turn in a sweep."""
+    """One preset's turn in a sweep (a grid's: one server, measured at each of its `cells`' concurrencies)."""
 
     preset: str
     baseline: bool
@@ -48,6 +61,25 @@ class SweepStep(msgspec.Struct):
     startup_s: Seconds | None = None
     measure_s: Seconds | None = None
     error: str | None = None
+    grid_config: list[int] | None = None
+    """A grid step's [steps, topk, draft tokens] as SGLang runs them ([0, 1, 1]: the base without speculation)."""
+    cells: list[SweepCell] = msgspec.field(default_factory=list)
+
+
+class GridPlan(msgspec.Struct):
+    """What a grid sweep was asked (`specmon sweep BASE --steps ... --concurrency ...`) and what it dropped."""
+
+    base: str
+    steps: list[int]
+    topk: list[int]
+    draft_tokens: list[int]
+    concurrency: list[int]
+    dropped: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """{"steps", "topk", "draft_tokens", "reason"} per combination not launched."""
+    sglang: str = ""
+    """Whose rules judged the combinations."""
+    startup_estimate_s: Seconds | None = None
+    """The base preset's last measured startup (None: unknown)."""
 
 
 class SweepPlan(msgspec.Struct):
@@ -71,6 +103,8 @@ class SweepPlan(msgspec.Struct):
     """The server the sweep launched last (its id in `specmon ps`): the only one it replaces from then on."""
     cancelled: bool = False
     """Cancelled (Ctrl+C, the app's Cancel) and not resumed since."""
+    grid: GridPlan | None = None
+    """A grid sweep's axes (None: a sweep of named presets; plans stored before grids read as such)."""
 
     @property
     def next_step(self) -> SweepStep | None:

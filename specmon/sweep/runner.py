@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
 from specmon.sweep.plan import Leave, SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from specmon.oncall.discovery import FoundServer
 
 Event = Callable[[str], None]
+CELL_REQUESTS_PER_STREAM = 2
+"""A grid cell measures at least this many requests per concurrent stream."""
 LEAVE_CHOICES = ("best", "baseline", "none")
 
 
@@ -44,6 +48,22 @@ def drafting_of(preset: Preset | None) -> Drafting | None:
     if preset is None:
         return None
     return Drafting.of_flags(preset.speculative, preset.args.get("speculative-draft-model-path"))
+
+
+def capacity_warnings(run: BenchResult, concurrency: int) -> list[str]:
+    """Where a cell's concurrency is above what the server batches as it usually does: its captured CUDA-graph
+    batch sizes (the figure then describes decoding without graphs) or its --max-running-requests (requests
+    queue)."""
+    out = []
+    graphs, limit = run.server.cuda_graph_max_bs, run.server.max_running_requests
+    if isinstance(graphs, int) and concurrency > graphs:
+        out.append(f"concurrency {concurrency} is above the server's largest CUDA-graph batch ({graphs}): it "
+                   "decodes without graphs there, and the figure describes that" if graphs else
+                   f"the server runs without CUDA graphs (concurrency {concurrency})")
+    if isinstance(limit, int) and concurrency > limit:
+        out.append(f"concurrency {concurrency} is above the server's --max-running-requests {limit}: the rest "
+                   "queue, and the figure describes that")
+    return out
 
 
 def _own_start_time() -> float | None:
@@ -185,6 +205,9 @@ class SweepRunner:
             return
         self.say(f"{step.preset}: ready after {format_seconds(step.startup_s)}; measuring")
         step.state, step.error = "pending", None
+        if step.cells:
+            self._measure_cells(outcome.url, preset, step)
+            return
         run = self._bench(outcome.url, preset, step)
         if self.cancelled and run.status != "finished":
             self._cancel_step(step, f"its benchmark was cancelled after {format_seconds(step.measure_s)}")
@@ -195,16 +218,56 @@ class SweepRunner:
             step.state, step.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
         self.say(f"{step.preset}: {step.state} in {format_seconds(step.measure_s)}")
 
+    def _measure_cells(self, url: str, preset: Preset, step: SweepStep) -> None:
+        """A grid step: each concurrency still to do, one benchmark each on the one running server (no restart);
+        Ctrl+C stops after the cell under way, which a resume measures again."""
+        from specmon.sweep.plan import TO_DO
+
+        for cell in step.cells:
+            if cell.state not in TO_DO:
+                continue
+            if self.cancelled:
+                break
+            self.say(f"{step.preset}: concurrency {cell.concurrency}")
+            run = self._bench(url, preset, cell, concurrency=cell.concurrency)
+            if step.bench_run_id is None:
+                step.bench_run_id = cell.bench_run_id  # the step's first cell stands for it in the preset table
+            if self.cancelled and run.status != "finished":
+                cell.state, cell.error = "cancelled", f"cancelled after {format_seconds(cell.measure_s)}"
+                break
+            cell.warnings = capacity_warnings(run, cell.concurrency)
+            for warning in cell.warnings:
+                self.say(f"{step.preset}: WARNING: {warning}")
+            if run.status == "finished" and run.summary.median_tok_s:
+                cell.state = "measured"
+            else:
+                cell.state, cell.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
+            self.say(f"{step.preset}: concurrency {cell.concurrency}: {cell.state} in "
+                     f"{format_seconds(cell.measure_s)}")
+            self.store.save(self.plan)
+        states = {cell.state for cell in step.cells}
+        if "cancelled" in states or "pending" in states:
+            self._cancel_step(step, "cancelled between its concurrencies; a resume measures the rest")
+        elif states == {"measured"}:
+            step.state = "measured"
+        else:
+            failed = [f"concurrency {c.concurrency}: {c.error}" for c in step.cells if c.state == "failed"]
+            step.state, step.error = "failed", "; ".join(failed)
+
     def _cancel_step(self, step: SweepStep, why: str) -> None:
         """The step under way when the sweep was cancelled: a resume runs it again."""
         step.state, step.error = "cancelled", why
         self.say(f"{step.preset}: cancelled: {why}")
 
-    def _bench(self, url: str, preset: Preset, step: SweepStep) -> BenchResult:
+    def _bench(self, url: str, preset: Preset, step: Any, concurrency: int | None = None) -> BenchResult:
+        """Benchmark what serves at `url`, recording the run in `step` (a step, or a grid step's cell)."""
         from specmon.bench.run import BenchRun
         from specmon.serving.client import resolve_api_key
 
         settings = self._settings()
+        if concurrency is not None:  # enough requests that the concurrency is reached and held
+            settings = msgspec.structs.replace(settings, concurrency=concurrency,
+                                               requests=max(settings.requests, CELL_REQUESTS_PER_STREAM * concurrency))
         bench = BenchRun(url, preset.name, settings, api_key=resolve_api_key(None), on_update=self.on_progress,
                          store=self.results, asked=dict(preset.args))
         step.bench_run_id = bench.result.run_id
@@ -296,6 +359,8 @@ class SweepRunner:
                     return server.preset
             return None
         wanted = report.recommended if self.options.leave == "best" else self.plan.steps[0].preset
+        if self.plan.grid is not None and self.options.leave == "best":  # no one best across loads: the base
+            wanted = self.plan.grid.base
         if wanted is None:
             return server.preset if server is not None else None
         if server is not None and server.preset == wanted:

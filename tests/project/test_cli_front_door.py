@@ -29,7 +29,8 @@ SUBPARSERS: dict[str, argparse.ArgumentParser] = next(
     a for a in PARSER._actions if isinstance(a, argparse._SubParsersAction)).choices
 # Options whose meaning differs per command (help, default, requiredness): each still has one add_argument call,
 # in a function of specmon/cli.py the commands call with their details.
-VARIED = {"--url", "--preset", "--server", "--timeout", "--requests", "--window"}
+VARIED = {"--url", "--preset", "--server", "--timeout", "--requests", "--window", "--concurrency",
+          "--draft-tokens"}
 
 
 def _defined_in_source() -> Counter[str]:

@@ -82,8 +82,10 @@ def truth(config: tuple[int, int, int], concurrency: int) -> float:
 
 
 CONCURRENCY = [1, 2, 4, 32]
-CLEAR = 0.15
-"""A cell whose true speedup lies within this of 1 is a toss-up the test does not judge."""
+CLEAR = 0.3
+"""A cell whose true speedup lies within this of 1 is a toss-up the test does not judge: a cell's streams do not
+finish together when their acceptance differs, so its last requests decode in smaller batches than its
+concurrency (faster, with speculation more than without), and a host's load adds per-step time."""
 
 
 def test_a_3x2x3_grid_at_four_concurrencies_recommends_per_load_band_with_the_right_crossover(

@@ -13,6 +13,7 @@ import re
 import shutil
 import textwrap
 import time
+from collections.abc import Collection
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
@@ -161,6 +162,11 @@ class ChangePrinter:
         self.as_json = as_json
         self._last_progress: dict[tuple[str, str], tuple[float, object]] = {}
 
+    @property
+    def _stream(self) -> TextIO:
+        assert self.out is not None, "a ChangePrinter made without a stream only makes ``lines``"
+        return self.out
+
     def lines(self, events: list[TrackerEvent], state: StartupState) -> list[str]:
         """The lines these events print (a phase change, throttled capture and weight progress, ready,
         failure), as plain text; also what `start --wait`, `switch` and `sweep` print while a server starts."""
@@ -171,17 +177,17 @@ class ChangePrinter:
         if not lines:
             return
         if self.as_json:
-            print_state(state, True, self.out, compact=True)
+            print_state(state, True, self._stream, compact=True)
         else:
-            self.out.write(printable("".join(line + "\n" for line in lines), newlines=True))
-            self.out.flush()
+            self._stream.write(printable("".join(line + "\n" for line in lines), newlines=True))
+            self._stream.flush()
 
     def finish(self, state: StartupState) -> None:
         if self.as_json:
-            print_state(state, True, self.out, compact=True)
+            print_state(state, True, self._stream, compact=True)
         else:
-            self.out.write("\n" + printable(format_summary(state), newlines=True))
-            self.out.flush()
+            self._stream.write("\n" + printable(format_summary(state), newlines=True))
+            self._stream.flush()
 
     def _describe(self, event: TrackerEvent, state: StartupState) -> str | None:
         if isinstance(event, PhaseChanged):
@@ -371,7 +377,7 @@ def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
     ) or [first.rstrip()]
 
 
-def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], right: Collection[int] = ()) -> list[str]:
     """Aligned columns (two spaces apart), indented by two; columns in ``right`` are right-aligned."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 

@@ -13,7 +13,7 @@ import re
 import shutil
 import textwrap
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
@@ -160,19 +160,19 @@ class ChangePrinter:
     def __init__(self, out: TextIO | None, as_json: bool = False) -> None:
         self.out = out
         self.as_json = as_json
-        self._last_progress: dict[tuple[str, str], tuple[float, object]] = {}
+        self._last_progress: dict[tuple[str, str], tuple[float, tuple[str, object]]] = {}
 
     @property
     def _stream(self) -> TextIO:
         assert self.out is not None, "a ChangePrinter made without a stream only makes ``lines``"
         return self.out
 
-    def lines(self, events: list[TrackerEvent], state: StartupState) -> list[str]:
+    def lines(self, events: Sequence[TrackerEvent], state: StartupState) -> list[str]:
         """The lines these events print (a phase change, throttled capture and weight progress, ready,
         failure), as plain text; also what `start --wait`, `switch` and `sweep` print while a server starts."""
         return [printable(line) for event in events if (line := self._describe(event, state)) is not None]
 
-    def show(self, events: list[TrackerEvent], state: StartupState) -> None:
+    def show(self, events: Sequence[TrackerEvent], state: StartupState) -> None:
         lines = [line for event in events if (line := self._describe(event, state)) is not None]
         if not lines:
             return
@@ -233,7 +233,7 @@ class ChangePrinter:
             last_time, last_status = last
             if last_status == status:
                 return False
-            if status[0] == "running" == last_status[0] and now - last_time < PROGRESS_EVERY_S:  # type: ignore[index]
+            if status[0] == "running" == last_status[0] and now - last_time < PROGRESS_EVERY_S:
                 return False
         self._last_progress[key] = (now, status)
         return True

@@ -30,7 +30,7 @@ from specmon.view import state as status
 from specmon.view.log_feed import LogFeed
 
 if TYPE_CHECKING:
-    from specmon.bench.model import BenchProgress, BenchResult
+    from specmon.bench.model import BenchResult
     from specmon.bench.run import BenchRun
 
 DARK_THEME = "textual-dark"
@@ -382,10 +382,9 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self.main.show_pane("bench")
         self.bench_running = True
         self._pace_gpus()
-        def on_update(progress: BenchProgress) -> None:
-            self.post_message(messages.BenchProgressed(progress))
-
-        self.bench_run = self.sources.start_bench(self.server_state.preset, on_update)
+        self.bench_run = self.sources.start_bench(
+            self.server_state.preset, lambda progress: self.post_message(messages.BenchProgressed(progress))
+        )
         self._wait_bench(self.bench_run)
 
     @work(thread=True, group="bench", exit_on_error=False)

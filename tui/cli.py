@@ -10,9 +10,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specmon import exits
 from specmon.text import printable
+
+if TYPE_CHECKING:
+    from specmon.gpu.sampler import GpuSource
 
 HEADLESS_SIZE = (200, 50)
 HEADLESS_SIZE_ENV = "SPECMON_HEADLESS_SIZE"
@@ -127,7 +131,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         preset = require_preset(preset_set, args.preset) if args.preset else None
         if found is not None:  # offered for switching: those that run what it runs (the emulator, or SGLang)
             presets = {n: p for n, p in preset_set.presets.items() if p.demo == found.emulator}
-    gpu_source = NvmlSource()
+    gpu_source: GpuSource = NvmlSource()
     if found is not None and found.gpu_url:
         from specmon.gpu.demo import DemoGpuSource
 
@@ -327,11 +331,12 @@ def _dcgm_series(options, host: str | None) -> list:
 
     from specmon.fleet.tracker import on_host
 
+    if not host:
+        return []
+
     async def read() -> list:
         async with options.client() as client:
             samples = await client.query(options.queries.gpu_series())
         return [(s.labels, s.value) for s in samples if on_host(s.labels, {host}, options.queries.host_label)]
 
-    if not host:
-        return []
     return asyncio.run(read())

@@ -69,7 +69,7 @@ class AppSources:
         self.gpu_sampler = GpuSampler(source, interval_s=1.0, on_sample=self._on_gpus)
         self.gpu_sampler.start()
 
-    def start_bench(self, preset: Preset | None, on_update: Callable[[BenchProgress], None]) -> BenchRun:
+    def start_bench(self, preset: Preset | None, on_update: Callable[[BenchProgress], object]) -> BenchRun:
         """Start benchmarking the server with ``preset``'s settings, on the run's own thread."""
         from specmon.bench.run import BenchRun
 

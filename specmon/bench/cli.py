@@ -105,8 +105,9 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
     if ttft is not None:
         lines.append(
             f"TTFT: median {ttft.median * 1000:.1f} ms, p90 {ttft.p90 * 1000:.1f} ms · ITL: median "
-            f"{number(itl and itl.median, '.2f')} ms/token, p90 {number(itl and itl.p90, '.2f')} · chunk gap median "
-            f"{number(gap and gap.median, '.2f')} ms, {number(s.tokens_per_chunk, '.2f')} tokens/chunk"
+            f"{number(itl.median if itl else None, '.2f')} ms/token, p90 {number(itl.p90 if itl else None, '.2f')} · "
+            f"chunk gap median {number(gap.median if gap else None, '.2f')} ms, "
+            f"{number(s.tokens_per_chunk, '.2f')} tokens/chunk"
         )
     checks = result.cross_checks
     parts = []
@@ -127,7 +128,7 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
     for note in result.notes:
         lines.append(f"note: {note}")
     agreement = comparison.describe_agreement() if comparison is not None else None
-    if agreement:
+    if comparison is not None and agreement:
         lines.append(f"{agreement} (baseline run {comparison.baseline_run_id})")
     details = {**s.flag_details, **(found or {})}
     flags = [*s.flags, *(f for f in found or {} if f not in s.flags)]

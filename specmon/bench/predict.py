@@ -23,7 +23,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from specmon.bench.stats import bootstrap_ci
 
@@ -199,6 +200,11 @@ def _accept(chains: Sequence[RequestChains], m: int) -> float:
     return sum(c.tokens for c in chains) / steps if steps else 0.0
 
 
+def _sampled_accept(chains: Sequence[RequestChains], m: int, sample: Sequence[float]) -> float:
+    """``_accept`` over the chains a bootstrap sample of their indexes picks."""
+    return _accept([chains[int(i)] for i in sample], m)
+
+
 @dataclass(frozen=True)
 class Drafting:
     """A speculative configuration, as runs and predictions are matched by: the algorithm, its draft model, the
@@ -238,7 +244,7 @@ class Drafting:
                    draft_model if isinstance(draft_model, str) else None)
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -301,10 +307,7 @@ def predict_requests(
     for m in wanted if chains else ():
         ci = None
         if len(chains) >= MIN_REQUESTS_FOR_CI:
-            ci = bootstrap_ci(
-                list(range(len(chains))), statistic=lambda sample, m=m: _accept([chains[i] for i in sample], m),
-                seed=seed,
-            )
+            ci = bootstrap_ci(list(range(len(chains))), statistic=partial(_sampled_accept, chains, m), seed=seed)
         out.append(Prediction(m, _accept(chains, m), ci))
     return out, chains, skipped
 

@@ -62,7 +62,7 @@ def _parse_line(data: Any, where: str, index: int) -> Prompt:
 
 def parse_prompts(text: str, source: str = "<prompts>") -> list[Prompt]:
     """Prompts from JSONL text; blank lines and lines starting with # are skipped."""
-    prompts = []
+    prompts: list[Prompt] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue

@@ -61,13 +61,13 @@ def symptoms(result: BenchResult, comparison: Comparison | None = None) -> dict[
     if accept is not None and accept < MIN_USEFUL_ACCEPT_LENGTH:
         out[ACCEPT_NEAR_ONE] = (f"acceptance {accept:.2f} with {algorithm} on: about one token per verify step, "
                                 "the draft is doing nothing (the wrong draft, or its weights did not load)")
-    speedup = comparison.speedup if comparison is not None and comparison.run_id != comparison.baseline_run_id else None
-    geomean = (speedup or {}).get("geomean")
-    ci = (speedup or {}).get("ci95")
-    if (isinstance(geomean, int | float) and geomean < 1 and (not ci or ci[1] < 1) and not comparison.unlike
-            and comparison.same_server):
-        out[SLOWER_THAN_BASELINE] = (f"{geomean:.2f}× the baseline run {comparison.baseline_run_id}: speculation "
-                                     "costs more than it gains here")
+    if comparison is not None and comparison.run_id != comparison.baseline_run_id:
+        speedup = comparison.speedup or {}
+        geomean, ci = speedup.get("geomean"), speedup.get("ci95")
+        if (isinstance(geomean, int | float) and geomean < 1 and (not ci or ci[1] < 1) and not comparison.unlike
+                and comparison.same_server):
+            out[SLOWER_THAN_BASELINE] = (f"{geomean:.2f}× the baseline run {comparison.baseline_run_id}: "
+                                         "speculation costs more than it gains here")
     return out
 
 

@@ -70,7 +70,7 @@ class BenchRun:
         preset_name: str | None,
         settings: Any = None,
         api_key: str | None = None,
-        on_update: Callable[[BenchProgress], None] | None = None,
+        on_update: Callable[[BenchProgress], object] | None = None,
         *,
         results_dir: str | None = None,
         store: ResultStore | None = None,

@@ -66,8 +66,9 @@ def bootstrap_ci(
 
 
 def ci95(values: Sequence[Any], statistic: Callable[[Sequence[Any]], float] = statistics.median,
-         seed: int = 0) -> list[float] | None:
-    """The bootstrap 95% CI as ``[low, high]``, or None with fewer than ``MIN_CI_SAMPLES`` values."""
+         seed: int = 0) -> list[float | None] | None:
+    """The bootstrap 95% CI as ``[low, high]``, or None with fewer than ``MIN_CI_SAMPLES`` values (typed as a
+    stored record's CI, whose bounds may be missing)."""
     if len(values) < MIN_CI_SAMPLES:
         return None
     return list(bootstrap_ci(values, statistic, seed=seed))

@@ -410,7 +410,9 @@ def read_scrape_config(text: Any) -> ScrapeConfig:
             notes.append(f"{where}'s scrape interval {quoted(value)} is not a duration: not used")
         return seconds
 
-    global_section = config.get("global") if isinstance(config.get("global"), dict) else {}
+    global_section = config.get("global")
+    if not isinstance(global_section, dict):
+        global_section = {}
     global_s = interval("the global section", global_section.get("scrape_interval")) or 60.0
     by_job: dict[str, float] = {}
     jobs = config.get("scrape_configs")

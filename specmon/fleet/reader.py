@@ -243,9 +243,9 @@ class FleetReader:
                 self.ttft_bounds[name] = (min(bounds), max(bounds)) if bounds else None
         out: dict[str, list[Sample]] = {key: [] for key in TTFT_BOUNDS}
         for name in servers:
-            bounds = self.ttft_bounds.get(name)
-            if bounds is not None:
-                for key, bound in zip(TTFT_BOUNDS, bounds, strict=True):
+            span = self.ttft_bounds.get(name)
+            if span is not None:
+                for key, bound in zip(TTFT_BOUNDS, span, strict=True):
                     out[key].append(Sample({label: name}, bound))
         return out
 
@@ -373,7 +373,9 @@ async def read_workers(router: str, timeout_s: float = 5.0) -> tuple[list[Worker
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             continue
         role = item.get("worker_type")
-        metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+        metadata = item.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
         workers.append(Worker(
             url=item["url"][:512], role=role if isinstance(role, str) and role in ROLES else "unknown",
             healthy=item.get("is_healthy") if isinstance(item.get("is_healthy"), bool) else None,

@@ -10,6 +10,8 @@ The transport's classes keep the names specmon's messages always used, so a mess
 
 from __future__ import annotations
 
+from typing import Self
+
 from specmon.urls import UrlRefused
 
 
@@ -21,7 +23,7 @@ class HttpError(Exception):
         self.reason = message if reason is None else reason
 
     @classmethod
-    def of(cls, what: str, reason: str) -> HttpError:
+    def of(cls, what: str, reason: str) -> Self:
         """The error of the request `what` (`GET /metrics`), for `reason`."""
         return cls(f"{what}: {reason}", reason)
 

@@ -58,11 +58,11 @@ async def collect(
 
     tracker = LiveTracker(preset=preset, asked=asked, baseline_accept=baseline)
     async with HttpClient(base_url(url), headers=auth_headers(api_key), connect_timeout_s=5.0) as http:
-        reading = await read_server_info(http)
-        if reading.info is not None:
-            tracker.set_server_info(reading.info)
-        elif reading.error is not None:
-            tracker.server_info_unreadable(reading.error)
+        info_reading = await read_server_info(http)
+        if info_reading.info is not None:
+            tracker.set_server_info(info_reading.info)
+        elif info_reading.error is not None:
+            tracker.server_info_unreadable(info_reading.error)
         started = time.monotonic()
         while True:
             reading = await read_metrics(http, clock())

@@ -84,14 +84,14 @@ class LiveSampler:
     async def _read_once(self, http) -> None:
         started = time.monotonic()
         if self._info_at is None or started - self._info_at >= self.info_s:
-            reading = await read_server_info(http)
+            info_reading = await read_server_info(http)
             with self.monitor.lock:
-                if reading.info is not None:
+                if info_reading.info is not None:
                     self._info_at = started
-                    self.monitor.tracker.set_server_info(reading.info)
-                elif reading.error is not None:
+                    self.monitor.tracker.set_server_info(info_reading.info)
+                elif info_reading.error is not None:
                     self._info_at = started  # asked again in info_s, not every scrape
-                    self.monitor.tracker.server_info_unreadable(reading.error)
+                    self.monitor.tracker.server_info_unreadable(info_reading.error)
         if self._absent_at is None or started - self._absent_at >= ABSENT_RECHECK_S:
             taken_at = time.time()
             own = self.monitor.own.now()  # what specmon had generated when the server was asked

@@ -3,7 +3,7 @@
 Each frame moves a weight load's shards or a capture's batch sizes on; a bar's elapsed time moves the log's clock
 on; a long run of one bar's frames (``frames.FrameRun``) is read only where it can change something.
 
-``ProgressBars`` is a part of ``StartupTracker`` (a mixin, like ``failures.FailureReading``): a frame changes the
+``ProgressBars`` is a part of ``StartupTracker`` (a mixin, a ``parts.TrackerPart``): a frame changes the
 tracker's state through the tracker's own helpers (``_capture_for``, ``_next_inferred``, ``_finish_capture``,
 ``_weight_frame``, ``_capture_event``).
 """
@@ -19,6 +19,7 @@ from specmon.logs import patterns
 from specmon.logs.captures import INFERRED_ORDER, add_sizes
 from specmon.logs.frames import FrameRun
 from specmon.logs.model import Capture, LineKind
+from specmon.logs.parts import TrackerPart
 
 _SKIM_BYTES = 4096  # a shorter run of frames is read frame by frame
 
@@ -69,17 +70,20 @@ def _counts_up(data: bytes, start: int, end: int, total: str) -> bool:
     if counts[-1] > int(total) or (len(counts) > 1 and counts[-2] >= int(total)):
         return False
     texts = list(map(itemgetter(1), found))
-    clocks = {text: patterns.clock_seconds(text.decode()) for text in set(texts)}
-    if None in clocks.values():
-        return False
+    clocks: dict[bytes, float] = {}
+    for text in set(texts):
+        clock = patterns.clock_seconds(text.decode())
+        if clock is None:
+            return False
+        clocks[text] = clock
     seconds = list(map(clocks.__getitem__, texts))
     return all(map(le, counts, islice(counts, 1, None))) and all(map(le, seconds, islice(seconds, 1, None)))
 
 
-class ProgressBars:
+class ProgressBars(TrackerPart):
     """The progress-bar side of ``StartupTracker``, which it is a base of (see the module docstring). Its own
-    fields are set by ``_init_bars``; it uses the tracker's ``_state``, ``_ts``, ``_ready``, ``_over``,
-    ``_capture`` and ``_bs_from_line`` (``captures``'s), and hands a line glued after a frame to ``feed_line``."""
+    fields are set by ``_init_bars``; what it uses of the tracker and of the other parts is declared by
+    ``parts.TrackerPart``."""
 
     def _init_bars(self) -> None:
         self._bar_line = -2  # lines_seen when an SGLang bar's frame last came (with it, that line is SGLang's)

@@ -65,9 +65,10 @@ a line), not once per line."""
 
 
 def _read_head(head: str) -> tuple[float | None, int] | None:
-    known = _heads.get(head, False)
-    if known is not False:
-        return known
+    try:
+        return _heads[head]
+    except KeyError:  # a prefix not read yet (None is one read: a prefix to skip)
+        pass
     read: tuple[float | None, int] | None = (None, 0)
     if head.strip():
         prefix = _PREFIX.match(head)

@@ -3,7 +3,7 @@
 One capture per graph (target decode, prefill, draft decode, draft extend), with the batch sizes its line lists; a
 capture seen only through its progress bar (warning log level) is inferred in SGLang's order.
 
-``CaptureReading`` is a part of ``StartupTracker`` (a mixin, like ``failures.FailureReading``): it changes the
+``CaptureReading`` is a part of ``StartupTracker`` (a mixin, a ``parts.TrackerPart``): it changes the
 tracker's state through the tracker's own helpers (``_enter``, ``_rank_ok``, ``_narrow``, ``_memory``,
 ``_capture_event``). A capture's progress frames are read by ``bars.ProgressBars``.
 """
@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from specmon.logs import patterns
 from specmon.logs.model import Capture, LineKind
+from specmon.logs.parts import TrackerPart
 
 # The graphs a progress bar without a capture line starts, in the order SGLang captures them.
 INFERRED_ORDER = (("target", "target"), ("draft", "draft"), ("draft_extend", "draft"))
@@ -53,14 +54,14 @@ def _set_sizes(capture: Capture, sizes: list[int]) -> None:
         capture.done = capture.total
 
 
-class CaptureReading:
-    """The capture side of ``StartupTracker``, which it is a base of (see the module docstring). Its own fields:
-    ``_capture`` (the capture progress frames feed) and ``_bs_from_line`` (the graphs whose batch sizes a line
-    listed); it uses the tracker's ``_state``, ``_ts``, ``_end_seen`` and ``_final_rank0``."""
+class CaptureReading(TrackerPart):
+    """The capture side of ``StartupTracker``, which it is a base of (see the module docstring). Its own fields
+    are set by ``_init_captures``; what it uses of the tracker and of the other parts is declared by
+    ``parts.TrackerPart``."""
 
     def _init_captures(self) -> None:
-        self._capture: Capture | None = None
-        self._bs_from_line: set[tuple[str, str]] = set()
+        self._capture = None
+        self._bs_from_line = set()
 
     def _capture_line(self, tags: str, msg: str) -> LineKind | None:
         m = patterns.CAPTURE_LINE.match(msg)

@@ -1,8 +1,9 @@
 """How StartupTracker reads a failing server's lines: tracebacks, deaths without one, consequences, argparse.
 
-``FailureReading`` is a part of ``StartupTracker`` (a mixin: it reads and changes the tracker's state through
-the tracker's own helpers, ``_enter``, ``_phase_name``, ``_emit`` ...). Which error is the cause and which its
-consequence is decided by ``specmon.logs.causes``; what each error means and what to do, by ``errors``.
+``FailureReading`` is a part of ``StartupTracker`` (a mixin, a ``parts.TrackerPart``: it reads and changes the
+tracker's state through the tracker's own helpers, ``_enter``, ``_phase_name``, ``_emit`` ...). Which error is
+the cause and which its consequence is decided by ``specmon.logs.causes``; what each error means and what to
+do, by ``errors``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from specmon.logs.causes import (
 )
 from specmon.logs.errors import TracebackReader, classify_exception, hint_for
 from specmon.logs.model import PHASE_NAMES, LineKind, StartupError, StartupFailed
+from specmon.logs.parts import TrackerPart
 from specmon.sglang import loglines
 
 _MAX_TRACEBACK_LINES = 400
@@ -60,14 +62,13 @@ class _Continuation:
     left: int = _CONTINUATION_LINES
 
 
-class FailureReading:
-    """The failure side of ``StartupTracker``, which it is a base of (see the module docstring): it uses the
-    tracker's ``_state``, ``_ts``, ``clock``, ``_ready``, ``_over``, ``_seen_rank0``, ``_fit`` (the versions the
-    log fits), ``_load_count`` (``memory``'s) and its ``_enter``, ``_finish_phase``, ``_phase_name``, ``_stopped``,
-    ``_emit`` and event helpers."""
+class FailureReading(TrackerPart):
+    """The failure side of ``StartupTracker``, which it is a base of (see the module docstring). Its own fields
+    are set by ``_init_failures``; what it uses of the tracker and of the other parts is declared by
+    ``parts.TrackerPart``."""
 
     def _init_failures(self) -> None:
-        self._tb: TracebackReader | None = None
+        self._tb = None
         self._level = CAUSE  # how telling the current error is (``causes``): what may replace it
         self._continuation: _Continuation | None = None
         self._candidate: tuple[int, str] | None = None  # (lines_seen, text): a failure line nothing recognised
@@ -94,8 +95,8 @@ class FailureReading:
             m = patterns.ARGPARSE_ERROR.match(msg)
             if m is not None:
                 what = m.group(1)
-                kind = "unrecognized_arguments" if "unrecognized arguments" in what else "invalid_server_args"
-                self._fail(kind, msg.strip(), "server_args")
+                error_kind = "unrecognized_arguments" if "unrecognized arguments" in what else "invalid_server_args"
+                self._fail(error_kind, msg.strip(), "server_args")
                 return "error"
         if kill_evidence(msg):
             self._fail("killed", msg.strip(), self._phase_name())
@@ -238,8 +239,8 @@ class FailureReading:
         phase = self._startup_phase(tb.phase or self._phase_name())
         message = msg.strip()
         kind = classify_exception(message, phase, tb.origin)
-        level = SYMPTOM if tb.consequence or tb.origin == "warmup" or consequence_exception(message) else CAUSE
-        self._fail(kind, message, phase, level=level, speculative=tb.speculative, from_traceback=True,
+        telling = SYMPTOM if tb.consequence or tb.origin == "warmup" or consequence_exception(message) else CAUSE
+        self._fail(kind, message, phase, level=telling, speculative=tb.speculative, from_traceback=True,
                    scheduler_crash=tb.scheduler)  # fmt: skip
         if continues(m.group(2) or "") and self._state.error is not None and self._state.error.message == message:
             self._continuation = _Continuation(message, phase, tb.origin)

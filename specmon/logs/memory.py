@@ -3,8 +3,8 @@
 Weight loads are the target's and the draft's, from their lines and their shard bars; KV cache pools are rank 0's,
 the target's then the draft's; a memory step is the memory left after a step.
 
-``MemoryReading`` is a part of ``StartupTracker`` (a mixin, like ``failures.FailureReading``): it changes the
-tracker's state through the tracker's own helpers (``_enter``, ``_finish_phase``, ``_rank_ok``, ``_narrow``,
+``MemoryReading`` is a part of ``StartupTracker`` (a mixin, a ``parts.TrackerPart``): it changes the tracker's
+state through the tracker's own helpers (``_enter``, ``_finish_phase``, ``_rank_ok``, ``_narrow``,
 ``_weights_event``; ``_finish_capture`` for the captures the scheduler's start ends).
 """
 
@@ -12,17 +12,18 @@ from __future__ import annotations
 
 from specmon.logs import patterns
 from specmon.logs.model import KvPool, LineKind, MemoryStep, WeightLoad
+from specmon.logs.parts import TrackerPart
 
 _MAX_RANKS = 256
 
 
-class MemoryReading:
-    """The memory side of ``StartupTracker``, which it is a base of (see the module docstring). Its own fields are
-    set by ``_init_memory``; it uses the tracker's ``_state``, ``_ts``, ``clock``, ``_over``, ``_seen_rank0``,
-    ``_end_seen``, ``_final_rank0`` and ``_scheduler_up``."""
+class MemoryReading(TrackerPart):
+    """The memory side of ``StartupTracker``, which it is a base of (see the module docstring). Its own fields
+    are set by ``_init_memory``; what it uses of the tracker and of the other parts is declared by
+    ``parts.TrackerPart``."""
 
     def _init_memory(self) -> None:
-        self._load_count: dict[str, int] = {}
+        self._load_count = {}
         self._load_model: dict[str, str] = {}
         self._weight: WeightLoad | None = None
         self._pools_ended: set[str] = set()  # rank tags whose target pool ended: their next KV pool is the draft's
@@ -200,7 +201,7 @@ class MemoryReading:
             self._memory("kv_cache_draft" if draft else "kv_cache", float(m.group(1)))
         return "phase"
 
-    def _max_total(self, tags: str, msg: str) -> LineKind:
+    def _max_total(self, tags: str, msg: str) -> LineKind | None:
         st = self._state
         total = patterns.MAX_TOTAL.match(msg)
         if total is None:

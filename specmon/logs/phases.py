@@ -2,20 +2,21 @@
 
 Entering a phase ends the one before it; a worker node serves without a ready line.
 
-``PhaseTracking`` is a part of ``StartupTracker`` (a mixin, like ``failures.FailureReading``): it changes the
-tracker's state and emits its events through the tracker's ``_emit``.
+``PhaseTracking`` is a part of ``StartupTracker`` (a mixin, a ``parts.TrackerPart``): it changes the tracker's
+state and emits its events through the tracker's ``_emit``.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from specmon.logs.model import LineKind, Phase, PhaseChanged, ServerBecameReady, ServerStopped
+from specmon.logs.model import LineKind, Phase, PhaseChanged, ServerBecameReady, ServerStopped, StepStatus
+from specmon.logs.parts import TrackerPart
 
 
-class PhaseTracking:
-    """The phases of ``StartupTracker``, which it is a base of (see the module docstring): it uses the tracker's
-    ``_state``, ``_ts``, ``clock``, ``_ready``, ``_over``, ``_scheduler_up`` and ``_tb`` (``failures``'s)."""
+class PhaseTracking(TrackerPart):
+    """The phases of ``StartupTracker``, which it is a base of (see the module docstring); what it uses of the
+    tracker and of the other parts is declared by ``parts.TrackerPart``."""
 
     def _phase_name(self) -> str | None:
         """The phase an error without frames is blamed on: the running one, else serving once startup moved on
@@ -37,7 +38,7 @@ class PhaseTracking:
         st.phases.append(phase)
         self._emit(PhaseChanged(phase=replace(phase), previous=previous.name if previous else None))
 
-    def _finish_phase(self, phase: Phase, status: str) -> None:
+    def _finish_phase(self, phase: Phase, status: StepStatus) -> None:
         phase.status = status
         phase.ended = self.clock
         if phase.started is not None and phase.ended is not None:

@@ -13,6 +13,7 @@ import re
 import shutil
 import textwrap
 import time
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import BinaryIO, TextIO
 
@@ -159,29 +160,34 @@ class ChangePrinter:
     def __init__(self, out: TextIO | None, as_json: bool = False) -> None:
         self.out = out
         self.as_json = as_json
-        self._last_progress: dict[tuple[str, str], tuple[float, object]] = {}
+        self._last_progress: dict[tuple[str, str], tuple[float, tuple[str, object]]] = {}
 
-    def lines(self, events: list[TrackerEvent], state: StartupState) -> list[str]:
+    @property
+    def _stream(self) -> TextIO:
+        assert self.out is not None, "a ChangePrinter made without a stream only makes ``lines``"
+        return self.out
+
+    def lines(self, events: Sequence[TrackerEvent], state: StartupState) -> list[str]:
         """The lines these events print (a phase change, throttled capture and weight progress, ready,
         failure), as plain text; also what `start --wait`, `switch` and `sweep` print while a server starts."""
         return [printable(line) for event in events if (line := self._describe(event, state)) is not None]
 
-    def show(self, events: list[TrackerEvent], state: StartupState) -> None:
+    def show(self, events: Sequence[TrackerEvent], state: StartupState) -> None:
         lines = [line for event in events if (line := self._describe(event, state)) is not None]
         if not lines:
             return
         if self.as_json:
-            print_state(state, True, self.out, compact=True)
+            print_state(state, True, self._stream, compact=True)
         else:
-            self.out.write(printable("".join(line + "\n" for line in lines), newlines=True))
-            self.out.flush()
+            self._stream.write(printable("".join(line + "\n" for line in lines), newlines=True))
+            self._stream.flush()
 
     def finish(self, state: StartupState) -> None:
         if self.as_json:
-            print_state(state, True, self.out, compact=True)
+            print_state(state, True, self._stream, compact=True)
         else:
-            self.out.write("\n" + printable(format_summary(state), newlines=True))
-            self.out.flush()
+            self._stream.write("\n" + printable(format_summary(state), newlines=True))
+            self._stream.flush()
 
     def _describe(self, event: TrackerEvent, state: StartupState) -> str | None:
         if isinstance(event, PhaseChanged):
@@ -227,7 +233,7 @@ class ChangePrinter:
             last_time, last_status = last
             if last_status == status:
                 return False
-            if status[0] == "running" == last_status[0] and now - last_time < PROGRESS_EVERY_S:  # type: ignore[index]
+            if status[0] == "running" == last_status[0] and now - last_time < PROGRESS_EVERY_S:
                 return False
         self._last_progress[key] = (now, status)
         return True
@@ -371,7 +377,7 @@ def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
     ) or [first.rstrip()]
 
 
-def _table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+def _table(header: list[str], rows: list[list[str]], right: Collection[int] = ()) -> list[str]:
     """Aligned columns (two spaces apart), indented by two; columns in ``right`` are right-aligned."""
     return aligned_rows([header, *rows], right=right, indent="  ")
 

@@ -59,15 +59,15 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
         self._state = StartupState()
         self._events: list[TrackerEvent] = []
         self._ts_text: str | None = None
-        self._ts: datetime | None = None
+        self._ts = None
         self._ready = False
-        self._over = False  # failed or stopped: only errors are still read
-        self._scheduler_up = False  # max_total_num_tokens or a worker node's health server: startup moved on
+        self._over = False
+        self._scheduler_up = False
         self._unrecognized = 0  # lines not recognised as SGLang's (counted off the hot path)
         self._seen_rank0 = False
-        self._end_seen: set[tuple[str, str]] = set()  # graphs and weight loads whose end line was read
-        self._final_rank0: set[tuple[str, str]] = set()  # ... from rank 0, whose figures are kept
-        self._fit = VersionFit()  # the SGLang versions whose lines the log's milestones fit
+        self._end_seen = set()
+        self._final_rank0 = set()
+        self._fit = VersionFit()
         self._init_failures()
         self._init_bars()
         self._init_captures()
@@ -298,9 +298,9 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
 
     def _narrow(self, name: str, msg: str) -> None:
         """Narrow the versions that could have written this log to those whose `name` template writes `msg`."""
-        fit = self._fit
-        if fit.narrow(name, msg):
-            self._state.sglang_versions = loglines.version_span(fit.versions)
+        narrowed = self._fit.narrow(name, msg)
+        if narrowed is not None:
+            self._state.sglang_versions = loglines.version_span(narrowed)
 
     def _startup_timings(self, msg: str) -> LineKind:
         """SGLang's own phase durations (0.5.17+), `cuda_graph={target_decode=1.10, ...}` as `cuda_graph.NAME`."""
@@ -346,7 +346,7 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
             if isinstance(last, CaptureProgressed):
                 capture = last.capture
                 self._events[-1] = CaptureProgressed(capture=replace(capture, batch_sizes=list(capture.batch_sizes)))
-            else:
+            elif isinstance(last, WeightsProgressed):
                 self._events[-1] = WeightsProgressed(weights=replace(last.weights))
 
     def _capture_event(self, capture: Capture) -> None:

@@ -17,23 +17,24 @@ class VersionFit:
         self.versions: frozenset[str] | None = None
         self._fits: dict[tuple[str, str], frozenset[str] | None] = {}  # (milestone, line) -> its versions
 
-    def narrow(self, name: str, msg: str) -> bool:
-        """Narrow the versions to those whose `name` template writes `msg` (unless none would be left); True when
-        that changed them."""
+    def narrow(self, name: str, msg: str) -> frozenset[str] | None:
+        """Narrow the versions to those whose `name` template writes `msg` (unless none would be left); the
+        versions left when that changed them, else None."""
         if self.versions is not None and not loglines.can_narrow(name, self.versions):
-            return False
+            return None
         key = (name, msg)
-        versions = self._fits.get(key, self)
-        if versions is self:  # not seen: a line repeated (the same capture again, on each rank) is matched once
+        try:
+            versions = self._fits[key]
+        except KeyError:  # not seen: a line repeated (the same capture again, on each rank) is matched once
             versions = loglines.line_versions(name, msg.rstrip())
             if len(msg) <= 4096:
                 if len(self._fits) >= 64:
                     self._fits.clear()
                 self._fits[key] = versions
         if versions is None:
-            return False
+            return None
         narrowed = versions if self.versions is None else (self.versions & versions) or self.versions
         if narrowed == self.versions:
-            return False
+            return None
         self.versions = narrowed
-        return True
+        return narrowed

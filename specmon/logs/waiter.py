@@ -29,7 +29,7 @@ try:  # Linux only; an optional speed-up, never a requirement
     from inotify_simple import INotify
     from inotify_simple import flags as inotify_flags
 except (ImportError, OSError):  # pragma: no cover - not Linux, or no libc
-    INotify = None  # type: ignore[assignment,misc]
+    INotify = None
 
 _MASK = 0
 if INotify is not None:

@@ -64,8 +64,10 @@ class HealthStatus:
     def state(self) -> HealthState:
         if self.ok:
             return "ready"
-        if self.error in ("unreachable", "starting"):
-            return self.error  # type: ignore[return-value]
+        if self.error == "unreachable":
+            return "unreachable"
+        if self.error == "starting":
+            return "starting"
         return "unhealthy"
 
 

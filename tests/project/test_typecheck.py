@@ -1,4 +1,5 @@
-"""scripts.typecheck: mypy sees the app and the widgets where they are installed, and names the checkout's files."""
+"""scripts.typecheck: mypy sees the app and the widgets where they are installed, and names the checkout's files;
+its configuration mutes no module of ours."""
 
 from __future__ import annotations
 
@@ -49,3 +50,19 @@ def test_a_mapped_folder_is_checked_as_installed_and_reported_where_it_is(
     report = capsys.readouterr().out.splitlines()
     assert [line.split(": error:")[0] for line in report if ": error:" in line] == ["app/view.py:4", "app/view.py:5"]
     assert report[-1].startswith("Found 2 errors in 1 file (checked 5 source files)")
+
+
+def test_the_type_checker_mutes_no_module_of_ours() -> None:
+    """Only third-party packages without types may be excused (missing imports); no module of specmon has its
+    errors ignored, nor is any left out of the check."""
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["tool"]["mypy"]
+    muted = [
+        module
+        for override in config.get("overrides", [])
+        for module in ([override["module"]] if isinstance(override["module"], str) else override["module"])
+        if set(override) - {"module", "ignore_missing_imports"} or module.split(".")[0] == "specmon"
+    ]
+    assert muted == []
+    assert not {"exclude", "ignore_errors", "follow_imports"} & set(config)

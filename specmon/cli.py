@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from specmon import exits
-from specmon.hinting_parser import ArgumentRefused, HintingParser
+from specmon.hinting_parser import ArgumentRefused, HintingParser, PrintVersion
 
 Handler = str  # "package.module:function", imported lazily
 
@@ -517,31 +517,13 @@ def build_parser() -> HintingParser:
         prog="specmon",
         description="A terminal monitor for live speculative serving (SGLang with EAGLE-3 and friends).",
     )
-    parser.add_argument("--version", action=_PrintVersion)
+    parser.add_argument("--version", action=PrintVersion)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     shared = _Shared()
     for add in _COMMANDS:
         add(sub, shared)
     parser.commands = dict(sub.choices)
     return parser
-
-
-class _PrintVersion(argparse.Action):
-    """`--version`: the installed distribution's version (importlib.metadata, read only when asked)."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
-        super().__init__(option_strings, dest, nargs=0, default=default,
-                         help=help or "print specmon's version and exit")
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            said = version("specmon")
-        except PackageNotFoundError:
-            said = "unknown (not installed)"
-        print(f"specmon {said}")
-        parser.exit()
 
 
 def _resolve(handler: Handler) -> Callable[[argparse.Namespace], int]:

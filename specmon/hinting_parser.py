@@ -1,5 +1,5 @@
 """argparse that says what was probably meant: a mistyped subcommand, flag or choice gets "did you mean" (difflib),
-said by the parser of the (sub)command it belongs to, with that command's own usage."""
+said by the parser of the (sub)command it belongs to, with that command's own usage. Also `--version`'s action."""
 
 from __future__ import annotations
 
@@ -66,3 +66,21 @@ class HintingParser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments:") or not meant:
             return said
         return f"; and {self.prog} has no {', '.join(meant)}{said}"
+
+
+class PrintVersion(argparse.Action):
+    """`--version`: the installed distribution's version (importlib.metadata, read only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "print specmon's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            said = version("specmon")
+        except PackageNotFoundError:
+            said = "unknown (not installed)"
+        print(f"specmon {said}")
+        parser.exit()

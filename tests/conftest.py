@@ -72,11 +72,12 @@ PROCESS_HEAVY = frozenset({
     "test_server_facts", "test_serving_poller", "test_sglang_flags", "test_sglang_metrics", "test_supervisor",
     "test_sweep", "test_sweep_ctrl_c", "test_sweep_grid", "test_sweep_interrupted", "test_sweep_picker",
     "test_switch_before_after", "test_switch_checks_first", "test_switch_new_server_stopped",
-    "test_textfile_hostile", "test_textual_patches", "test_toast_repaint", "test_tracker_causes", "test_traffic",
+    "test_textfile_hostile", "test_textual_patches", "test_toast_repaint", "test_tracker_misreadings", "test_fleet_agreement", "test_tracker_causes", "test_traffic",
     "test_traffic_emulator", "test_typed_records", "test_ui_fit", "test_url_credentials", "test_web",
     "test_web_guard", "test_web_view"
 })
-"""Test modules that start processes, servers, an app, tmux or a real Prometheus: marked `slow`. Without them the
+"""Test modules that take seconds (they start processes, servers, an app, tmux or a real Prometheus, or read every
+real SGLang source): marked `slow`. Without them the
 suite runs in about a minute (`pytest -m "not slow"`); a new module that starts any of these belongs here
 (tests/project/test_markers.py checks that each name is a test module)."""
 HARDWARE = frozenset({

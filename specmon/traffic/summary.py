@@ -71,7 +71,7 @@ class Tally:
     def accept_length(self) -> float | None:
         return self.tokens / self.verify if self.verify else None
 
-    def ci(self) -> list[float] | None:
+    def ci(self) -> list[float | None] | None:
         if self.requests < MIN_CI_SAMPLES or not self.verify:
             return None
         if self.requests <= BOOTSTRAP_MAX:

@@ -208,9 +208,9 @@ def test_any_text_is_a_valid_promql_string_and_regular_expression_of_itself(tmp_
 # ----- `$` before a final newline (the class, everywhere in specmon)
 
 def test_validators_refuse_a_value_with_a_final_newline():
-    from specmon.cli import _NEGATIVE_NUMBER
     from specmon.emulator.metrics import extra_labels_problem
     from specmon.fleet.matchers import valid_label_name
+    from specmon.hinting_parser import _NEGATIVE_NUMBER
     from specmon.launch.schema import InvalidKey, check_schema
     from specmon.preflight.locate import _PYTHON_NAME
 

@@ -49,6 +49,7 @@ HEADLESS = {
     "fleet rules": ["fleet", "rules"],
     "fleet dashboard": ["fleet", "dashboard"],
     "ps --prometheus-sd": ["ps", "--prometheus-sd"],
+    "traffic": ["traffic", "{tmp}", "--json"],
 }
 
 

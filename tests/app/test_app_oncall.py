@@ -100,7 +100,7 @@ async def test_re_attaching_loads_the_benchmark_history_and_the_picker_shows_las
     async with app.run_test(size=(200, 50)) as pilot:
         assert await wait_for(pilot, lambda: bool(app.bench_results), 20), "the stored run is loaded"
         assert [r.preset for r in app.bench_results] == ["fast-a"]
-        assert await wait_for(pilot, lambda: "fast-a" in str(app.screen.query_one("#bench-table").get_row_at(0)))
+        assert await wait_for(pilot, lambda: _first_row_has(app, "fast-a"))
         await pilot.press("p")
         assert isinstance(app.screen, PresetPicker)
         text = screen_text(app)
@@ -192,7 +192,13 @@ async def test_a_run_another_bench_saves_while_attached_is_picked_up(oc):
         assert done.returncode in (0, 1), done.stderr[-2000:]
         assert await wait_for(pilot, lambda: [r.preset for r in app.bench_results] == ["fast-a"], 30)
         assert app.bench_results[0].status == "finished"
-        assert await wait_for(pilot, lambda: "fast-a" in str(app.screen.query_one("#bench-table").get_row_at(0)))
+        assert await wait_for(pilot, lambda: _first_row_has(app, "fast-a"))
         assert "fast-a" in app.oncall.last
         assert await wait_for(pilot, lambda: not app.oncall._store_watch.due())  # nothing left to read
         assert len(app.bench_results) == 1
+
+
+def _first_row_has(app, text: str) -> bool:
+    """The Benchmark table's first row holds `text` (the table fills once its model is built off the UI thread)."""
+    table = app.screen.query_one("#bench-table")
+    return table.row_count > 0 and text in str(table.get_row_at(0))

@@ -37,13 +37,13 @@ async def _index(port: int, deadline: float) -> str:
                 await asyncio.sleep(0.1)
 
 
-async def _screen_over_websocket(port: int, wanted: str, deadline: float) -> str:
-    """What the app draws, as the browser's websocket receives it, until ``wanted`` shows."""
+async def _screen_over_websocket(port: int, wanted: str, deadline: float, *also: str) -> str:
+    """What the app draws, as the browser's websocket receives it, until ``wanted`` (and each of ``also``) shows."""
     seen = ""
     url = f"ws://127.0.0.1:{port}/ws?width=100&height=30"
     async with aiohttp.ClientSession() as session, session.ws_connect(url) as ws:
         await ws.send_str(json.dumps(["resize", {"width": 100, "height": 30}]))
-        while wanted not in seen and time.monotonic() < deadline:
+        while any(text not in seen for text in (wanted, *also)) and time.monotonic() < deadline:
             try:
                 message = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
             except TimeoutError:
@@ -91,8 +91,8 @@ async def test_fleet_web_serves_the_fleet_screen_read_only(tmp_path) -> None:
         deadline = time.monotonic() + 60
         page = await _index(port, deadline)
         assert f"ws://127.0.0.1:{port}/ws" in page
-        screen = await _screen_over_websocket(port, "did not answer", deadline)
-        assert "did not answer" in screen and "Refresh" in screen
+        screen = await _screen_over_websocket(port, "did not answer", deadline, "Refresh")
+        assert "did not answer" in screen and "Refresh" in screen  # the keys too, though the tab has no focus
     finally:
         stop_session(proc)
     assert "serving the read-only fleet" in proc.stderr.read().decode()

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.widgets import Footer
 
 from specmon.fleet.model import FleetSnapshot
 from specmon.text import printable
 from specmon.tui import shots
 from specmon.tui.patches.driver import QuietTerminal
-from specmon.tui.patches.footer import KeysFooter
 from specmon.widgets.fleet_table import FleetView
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class FleetApp(QuietTerminal, App):
 
     def compose(self) -> ComposeResult:
         yield FleetView(id="fleet")
-        yield KeysFooter()
+        yield Footer()
 
     def on_mount(self) -> None:
         if self.poll:

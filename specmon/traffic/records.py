@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from specmon.text import printable
+from specmon.text import printable, strict_json
 
 HEALTH_CHECK_PREFIX = "HEALTH_CHECK"
 EXPORT_FILE = re.compile(r"sglang-request-metrics-(\d{8})_(\d{2})\.log\Z")
@@ -70,7 +70,7 @@ class RequestRecord:
 
 def label(value: object) -> str:
     """Outside text as a label: control characters escaped, at most LABEL_CHARS characters."""
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = value if isinstance(value, str) else strict_json(value, sort_keys=True)
     text = printable(text)
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 

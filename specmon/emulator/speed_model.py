@@ -1,10 +1,10 @@
 """How fast the emulated server decodes and how many draft tokens it accepts, and what text it writes.
 
 Step time: a verify step over d tokens costs `BASE_STEP_S + PER_TOKEN_S * d`, plus `DRAFT_STEP_S` per draft
-step, and grows modestly with the batch until the step verifies more than `VERIFY_KNEE_TOKENS` tokens over the
-whole batch (batch x d): each token past that knee adds `VERIFY_LOAD_S` (compute, not memory reads, sets the
-time), so speculation pays at low load and loses past a crossover batch that comes sooner the more draft tokens it
-verifies. Without speculation d = 1 (about 90 tok/s for one stream); at batch 1 the figures are as they were.
+step, and grows modestly with the batch; each request beyond the first adds `VERIFY_LOAD_S * d` (the verify's
+work grows with batch x draft tokens), so speculation pays at low load and loses past a crossover batch that comes
+sooner the more draft tokens it verifies. Without speculation d = 1 (about 90 tok/s for one stream); at batch 1
+the figures are as they were before the load term.
 Acceptance: along the draft chain, position i (1-based) is accepted with probability `p * DEPTH_DECAY**(i-1)`
 given that the previous one was, up to min(steps, draft_tokens - 1) positions; every step also yields the
 target's bonus token. With p = 0.75 an EAGLE3 preset with 4-8 draft tokens accepts about 2.5-2.9 tokens per
@@ -24,10 +24,7 @@ PER_TOKEN_S = 0.0003
 DRAFT_STEP_S = 0.0006
 DEPTH_DECAY = 0.9
 BATCH_SLOWDOWN = 0.04  # per extra running request
-VERIFY_LOAD_S = 0.0025
-"""Each token a step verifies past VERIFY_KNEE_TOKENS (over the whole batch) adds this much to the step."""
-VERIFY_KNEE_TOKENS = 80
-"""Tokens a step verifies (batch x draft tokens) before its compute, not its memory reads, sets its time."""
+VERIFY_LOAD_S = 0.0025  # per extra running request and verified token
 EOS_TOKEN_ID = 128009
 CODE_ACCEPT_BONUS = 0.15
 LONG_PROMPT_TOKENS = 4096
@@ -86,7 +83,7 @@ class SpeedModel:
         verify_tokens = shape.draft_tokens if shape.enabled else 1
         seconds = BASE_STEP_S + PER_TOKEN_S * verify_tokens + DRAFT_STEP_S * (shape.steps if shape.enabled else 0)
         seconds *= 1 + BATCH_SLOWDOWN * max(0, batch_size - 1)
-        seconds += VERIFY_LOAD_S * max(0, batch_size * verify_tokens - VERIFY_KNEE_TOKENS)
+        seconds += VERIFY_LOAD_S * verify_tokens * max(0, batch_size - 1)
         return seconds / self.time_scale
 
     def position_prob(self, position: int, accept_prob: float | None = None) -> float:

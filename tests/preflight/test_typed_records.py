@@ -192,11 +192,12 @@ WRONG_PLANS = {
     "run_id": [5, None], "steps": [None, {}, [{"preset": "a"}]], "requests": ["8", 2.5, True],
     "created_at": [-1.0, "today"], "finished": [1, "no"], "left_serving": [3], "leave": ["all", 5, None],
     "recommended": [[]], "runner_pid": [0, "123", 1.5], "runner_started": [2.0**35], "server_id": [7],
-    "cancelled": [1, "yes"],
+    "cancelled": [1, "yes"], "grid": [5, "grid", [1, 2]],
 }
 WRONG_STEPS = {
     "preset": [None, 5], "baseline": [None, 1], "draft_tokens": ["16", 4.5, True], "state": ["??", None],
     "bench_run_id": [1], "startup_s": [-1.0, "slow"], "measure_s": [[]], "error": [False],
+    "grid_config": ["3,1,4", 5, [1.5]], "cells": [5, "cells", [{"concurrency": "many"}]],
 }
 
 
@@ -206,7 +207,11 @@ def test_a_sweep_plan_as_specmon_wrote_it_then_and_now_reads_back(tmp_path):
     (tmp_path / OLD_SWEEP.name).chmod(0o600)
     old = store.load(OLD_SWEEP.stem)  # written before leave, recommended, the runner and cancelled were kept
     on_disk = json.loads(OLD_SWEEP.read_text())
-    assert {k: v for k, v in old.to_json().items() if k in on_disk} == on_disk
+    written = old.to_json()  # keys added since (a grid's) are written too; what was on disk reads back the same
+    assert {k: v for k, v in written.items() if k in on_disk and k != "steps"} == {
+        k: v for k, v in on_disk.items() if k != "steps"}
+    assert [{k: v for k, v in step.items() if k in was} for step, was in zip(
+        written["steps"], on_disk["steps"], strict=True)] == on_disk["steps"]
     assert (old.leave, old.runner_pid, old.cancelled, old.steps[1].draft_tokens) == ("best", None, False, 16)
     plan = SweepPlan("20261203-000000-abcd", [SweepStep("b", True, None, state="measured", startup_s=1.5),
                                               SweepStep("s", False, 11)], requests=8, leave="none",

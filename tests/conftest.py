@@ -78,7 +78,7 @@ PROCESS_HEAVY = frozenset({
 })
 """Test modules that take seconds (they start processes, servers, an app, tmux or a real Prometheus, or read every
 real SGLang source): marked `slow`. Without them the
-suite runs in about a minute (`pytest -m "not slow"`); a new module that starts any of these belongs here
+suite runs in about two minutes (`pytest -m "not slow"`); a new module that starts any of these belongs here
 (tests/project/test_markers.py checks that each name is a test module)."""
 HARDWARE = frozenset({
     "test_dcgm_record", "test_dcgm_stand_in", "test_gpu_cli", "test_gpu_nvml", "test_gpu_real_h200",

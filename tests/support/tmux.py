@@ -5,6 +5,7 @@ skip where tmux is absent (`needs_tmux`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -68,4 +69,18 @@ class Tmux:
         return children[0].pid
 
     def kill(self) -> None:
+        """End the tmux server and whatever the command left running (a test that failed mid-way may leave an app
+        that no hang-up reaches, such as the fleet while a drill-down holds the terminal): nothing outlives it."""
+        import psutil
+
+        left = []
+        with contextlib.suppress(subprocess.CalledProcessError, ValueError, psutil.Error):
+            shell = int(subprocess.run([*self.tmux, "display-message", "-p", "-t", "t", "#{pane_pid}"],
+                                       capture_output=True, text=True, check=True).stdout)
+            left = psutil.Process(shell).children(recursive=True)
         subprocess.run([*self.tmux, "kill-server"], capture_output=True)
+        _, alive = psutil.wait_procs(left, timeout=5)
+        for process in alive:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(alive, timeout=5)

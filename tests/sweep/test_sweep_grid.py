@@ -88,6 +88,7 @@ finish together when their acceptance differs, so its last requests decode in sm
 concurrency (faster, with speculation more than without), and a host's load adds per-step time."""
 
 
+@pytest.mark.timeout(900)  # 11 servers started and measured at 4 concurrencies: minutes on a busy host
 def test_a_3x2x3_grid_at_four_concurrencies_recommends_per_load_band_with_the_right_crossover(
         oncall: Oncall) -> None:
     port = free_port_pair()

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from specmon.inputs import InputError, open_regular
 from specmon.text import printable
 from specmon.traffic.records import (
     EXPORT_FILE,
@@ -57,16 +58,10 @@ def _why(error: OSError) -> str:
 
 
 def _open(path: str) -> BinaryIO:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise PathRefused(f"{printable(path)}: not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+        return open_regular(path)
+    except InputError:  # a FIFO, a device, a directory: said as one unreadable file among the others
+        raise PathRefused(f"{printable(path)}: not a regular file") from None
 
 
 def _directory_files(path: str, tally: ReadTally) -> list[tuple[str, str]]:

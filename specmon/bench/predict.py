@@ -329,13 +329,14 @@ class StepCostModel:
         return accept_len / step if step > 0 else None
 
 
-def fit_step_cost(measured: Sequence[tuple[int, float, float]]) -> StepCostModel | None:
+def fit_step_cost(measured: Sequence[tuple[int, float, float]], lowest: int = 2) -> StepCostModel | None:
     """Least squares over (draft_tokens, accept_length, decode_tok_s) of measured speculative presets; None with
-    fewer than two distinct draft-token counts or figures that are not positive and finite."""
+    fewer than two distinct draft-token counts or figures that are not positive and finite. ``lowest`` 1 admits
+    no speculation as the point (1, 1.0, its tok/s): one token verified a step, no draft step."""
     points = [
         (float(m), accept / tok_s)
         for m, accept, tok_s in measured
-        if m >= 2 and all(math.isfinite(v) and v > 0 for v in (accept, tok_s))
+        if m >= lowest and all(math.isfinite(v) and v > 0 for v in (accept, tok_s))
     ]
     xs = {x for x, _ in points}
     if len(xs) < 2:

@@ -114,7 +114,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     if plan.grid is not None:
         from specmon.sweep.grid import plan_text
 
-        _note(plan_text(plan) + f"\n(resume: --resume {plan.run_id})")
+        _note(plan_text(plan, args.skip_predicted_worse) + f"\n(resume: --resume {plan.run_id})")
     elif not args.json:
         _note(f"sweep {plan.run_id}: " + " → ".join(s.preset for s in plan.steps) + f" (resume: --resume {plan.run_id})")
     try:
@@ -140,7 +140,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         _note(f"cancelled; the servers are as the step under way left them; resume: specmon sweep --resume "
               f"{plan.run_id}")
         return exits.EXIT_SIGINT
-    measured = all(row["state"] == "measured" for row in report.rows)
+    done = ("measured", "predicted") if plan.grid is not None else ("measured",)
+    measured = all(row["state"] in done for row in report.rows)
     return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
 
 

@@ -186,8 +186,9 @@ def grid_presets(base: Preset, plan: Any) -> dict[str, Preset]:
     return presets
 
 
-def plan_text(plan: Any) -> str:
-    """What a grid sweep will do, said before anything starts."""
+def plan_text(plan: Any, skip_predicted_worse: bool = False) -> str:
+    """What a grid sweep will do, said before anything starts (with --skip-predicted-worse: which chains may be
+    predicted instead of launched, and that trees are measured)."""
     grid = plan.grid
     restarts = len(plan.steps)
     configs = restarts - 2
@@ -197,6 +198,13 @@ def plan_text(plan: Any) -> str:
                 if grid.startup_estimate_s else "startup time unknown (no measured startup of the base preset)")
     lines = [f"grid of {grid.base}: {configs} configurations (and no speculation first and last): {restarts} "
              f"restarts, {cells} benchmarks at concurrency {', '.join(map(str, grid.concurrency))}; {estimate}"]
+    chains = [s for s in plan.steps[1:-1] if s.grid_config and s.grid_config[1] == 1]
+    trees = len(plan.steps) - 2 - len(chains)
+    if skip_predicted_worse and len(chains) > 1:
+        lines.append(f"  the longest chain ({chains[0].preset}) is measured first: a shorter chain predicted "
+                     "slower than no speculation beyond its CI at every concurrency is not launched")
+    if trees:
+        lines.append(f"  {trees} tree(s) (topk > 1): a chain's trace cannot predict a tree; measured")
     lines += [f"  {s.preset}" for s in plan.steps[1:-1]]
     lines += [f"  dropped steps {d['steps']} topk {d['topk']} draft {d['draft_tokens']}: {d['reason']}"
               for d in grid.dropped]

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.bench.compare import compare
 from specmon.bench.stats import ci95
+from specmon.sweep.grid_predict import TREE_NOTE, predict_cells
+from specmon.units import format_seconds
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
@@ -76,18 +78,26 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
             if len(found) > 1 and first and last:
                 row["drift_pct"] = round((last - first) / first * 100, 2)
         baseline_rows.append(row)
+    predictions, prediction_notes = predict_cells(plan, load)
     cells = []
     for step in plan.steps:
         if step.baseline:
             continue
         config = _config_of(step.grid_config)
         for cell in step.cells:
-            out: dict[str, Any] = config | {"concurrency": cell.concurrency, "state": "measured"
-                                            if cell.state == "measured" else "skipped", "reason": cell.error,
+            state = cell.state if cell.state in ("measured", "predicted") else "skipped"
+            out: dict[str, Any] = config | {"concurrency": cell.concurrency, "state": state, "reason": cell.error,
                                             "run_id": cell.bench_run_id, "speedup": None, "ci": None,
                                             "warnings": list(cell.warnings)}
             if cell.state != "measured":
                 out["reason"] = cell.error or f"not measured ({cell.state})"
+            guess = predictions.get(((config["steps"], config["topk"], config["draft_tokens"]), cell.concurrency))
+            out["predicted"] = guess.to_json() if guess is not None else None
+            if state == "predicted" and guess is not None:  # the figures shown are the prediction's, said so
+                out |= {"accept_length": guess.accept_length, "decode_tok_s": guess.decode_tok_s,
+                        "speedup": guess.speedup, "ci": list(guess.speedup_ci) if guess.speedup_ci else None}
+            elif state == "predicted":
+                out["state"] = "skipped"
             run = load(cell.bench_run_id) if cell.state == "measured" else None
             if run is not None:
                 out |= cell_figures(run, cell.concurrency)
@@ -100,7 +110,9 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
             elif cell.state == "measured":
                 out["state"], out["reason"] = "skipped", "its stored run cannot be read"
             cells.append(out)
-    launched = sum(1 for s in plan.steps if s.state not in ("pending",) and not s.baseline)
+    launched = sum(1 for s in plan.steps if s.state not in ("pending", "predicted") and not s.baseline)
+    saved = sum(1 for s in plan.steps if s.state == "predicted")
+    startup = grid.startup_estimate_s or next((s.startup_s for s in plan.steps if s.baseline and s.startup_s), None)
     return {
         "run_id": plan.run_id,
         "base": grid.base,
@@ -112,7 +124,10 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
         "dropped": grid.dropped,
         "baseline": baseline_rows,
         "crossover": crossovers(cells, concurrencies),
-        "recommendation": recommend_bands(cells, concurrencies),
+        "recommendation": recommend_bands([c for c in cells if c["state"] == "measured"], concurrencies),
+        "restarts_saved": saved,
+        "startup_saved_s": round(saved * startup, 1) if startup and saved else (0.0 if not saved else None),
+        "prediction_notes": prediction_notes + ([TREE_NOTE] if any(c["topk"] > 1 for c in cells) else []),
     }
 
 
@@ -122,11 +137,14 @@ def crossovers(cells: list[dict[str, Any]], concurrencies: list[int]) -> list[di
     concurrencies are named, never a value between them."""
     out = []
     configs: dict[tuple[int, int, int], dict[int, float]] = {}
+    predicted: set[tuple[int, int, int]] = set()
     for cell in cells:
         key = (cell["steps"], cell["topk"], cell["draft_tokens"])
         speeds = configs.setdefault(key, {})
-        if cell["speedup"] is not None:
+        if cell["speedup"] is not None and cell["state"] in ("measured", "predicted"):
             speeds[cell["concurrency"]] = cell["speedup"]
+            if cell["state"] == "predicted":
+                predicted.add(key)
     for (steps, topk, draft), speeds in configs.items():
         measured = [c for c in concurrencies if c in speeds]
         losing = [c for c in measured if all(speeds[h] < 1 for h in measured if h >= c)]
@@ -140,8 +158,10 @@ def crossovers(cells: list[dict[str, Any]], concurrencies: list[int]) -> list[di
             text = f"slower than the baseline from the lowest measured concurrency, {cross}"
         else:
             text = f"beats the baseline up to {wins[-1]}, slower from {cross}"
+        guessed = (steps, topk, draft) in predicted
         out.append({"steps": steps, "topk": topk, "draft_tokens": draft, "crossover_concurrency": cross,
-                    "text": text})
+                    "text": f"predicted (not launched): {text}" if guessed and measured else text,
+                    "predicted": guessed})
     return out
 
 
@@ -170,6 +190,14 @@ def _speed_text(value: float | None) -> str:
     return f"{value:.2f}×" if value is not None else "–"
 
 
+def _cell_text(cell: dict[str, Any]) -> str:
+    """A cell's speedup, `p` when predicted (not measured), `!` when above the server's usual batch."""
+    if cell["state"] == "skipped":
+        return "skip"
+    return (_speed_text(cell["speedup"]) + ("p" if cell["state"] == "predicted" else "")
+            + ("!" if cell["warnings"] else ""))
+
+
 def format_grid(report: dict[str, Any]) -> str:
     """The grid as text within 80 columns: configuration × concurrency (speedup), the crossovers, what was
     dropped, and the recommendation per load band."""
@@ -187,13 +215,19 @@ def format_grid(report: dict[str, Any]) -> str:
     for cell in report["cells"]:
         rows.setdefault((cell["steps"], cell["topk"], cell["draft_tokens"]), {})[cell["concurrency"]] = cell
     for (steps, topk, draft), by_c in rows.items():
-        text = "".join((_speed_text(by_c[c]["speedup"]) + ("!" if by_c[c]["warnings"] else "") if c in by_c
-                        else "–").rjust(per) for c in shown)
+        text = "".join((_cell_text(by_c[c]) if c in by_c else "–").rjust(per) for c in shown)
         lines.append("  " + f"s{steps} k{topk} d{draft}".ljust(14) + text)
     if len(shown) < len(concurrencies):
         lines.append(f"  (concurrencies {', '.join(map(str, concurrencies[len(shown):]))} in --json)")
     if any(cell["warnings"] for cell in report["cells"]):
         lines.append("  ! above the server's CUDA-graph batches or max running requests")
+    if any(cell["state"] == "predicted" for cell in report["cells"]):
+        lines.append("  p predicted from the longest chain's trace, not measured (its CI in --json)")
+    if report.get("restarts_saved"):
+        saved_s = report.get("startup_saved_s")
+        lines.append(f"restarts saved: {report['restarts_saved']} (configurations predicted, not launched)"
+                     + (f", about {format_seconds(saved_s)} of startup" if saved_s else ", startup time unknown"))
+    lines += [f"note: {note}" for note in report.get("prediction_notes", [])]
     for item in report["crossover"]:
         lines.append(f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}: {item['text']}")
     for item in report["dropped"]:

@@ -29,7 +29,8 @@ class SweepError(Exception):
     """A sweep cannot be planned or resumed (no baseline, a bad state file, an unknown run id)."""
 
 
-StepState = Literal["pending", "measured", "failed", "skipped", "cancelled"]
+StepState = Literal["pending", "measured", "failed", "skipped", "cancelled", "predicted"]
+"""predicted: a grid's configuration not launched, its cells predicted from the longest chain's trace."""
 STEP_STATES: tuple[str, ...] = get_args(StepState)
 TO_DO = ("pending", "cancelled")
 """The states of the steps a resume runs."""

@@ -136,7 +136,12 @@ class SweepRunner:
 
     def _run(self) -> SweepReport:
         while not self.cancelled and (step := self.plan.next_step) is not None:
-            if self._predicted_worse(step):
+            if self.plan.grid is not None and (why := self._grid_predicted_worse(step)):
+                step.state, step.error = "predicted", why
+                for cell in step.cells:
+                    cell.state, cell.error = "predicted", why
+                self.say(f"{step.preset}: {why}")
+            elif self._predicted_worse(step):
                 step.state, step.error = "skipped", "predicted clearly worse than the best measured preset"
                 self.say(f"{step.preset}: skipped ({step.error})")
             else:
@@ -343,6 +348,16 @@ class SweepRunner:
         lows = [(r.summary.tok_s_ci95 or [None])[0] for drafting, r in self._measured() if drafting is not None]
         best_low = max((low for low in lows if low is not None), default=0.0)  # a run without a CI: 0
         return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
+
+    def _grid_predicted_worse(self, step: SweepStep) -> str | None:
+        """With --skip-predicted-worse, in a grid: why a chain configuration is not launched (predicted slower
+        than no speculation beyond its CI at every asked concurrency), else None."""
+        if not self.options.skip_predicted_worse or step.baseline or not step.grid_config:
+            return None
+        from specmon.sweep.grid_predict import loses_everywhere
+
+        config = (step.grid_config[0], step.grid_config[1], step.grid_config[2])
+        return loses_everywhere(self.plan, self._load, config, [cell.concurrency for cell in step.cells])
 
     def _leave(self, report: SweepReport) -> str | None:
         """Leave the recommended (or the baseline) preset serving, or stop the server (none)."""

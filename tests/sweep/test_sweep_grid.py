@@ -160,7 +160,8 @@ def test_the_grid_table_fits_80_columns() -> None:
 
     concurrency = [1, 2, 4, 8, 16, 64, 128, 256, 512, 1024]
     cells = [{"steps": s, "topk": k, "draft_tokens": d, "concurrency": c, "speedup": 1.234, "ci": [1.1, 1.3],
-              "warnings": ["x"] if c > 64 else []} for s, k, d in ((3, 1, 4), (12, 16, 64)) for c in concurrency]
+              "state": "predicted" if k == 1 else "measured", "warnings": ["x"] if c > 64 else []}
+             for s, k, d in ((3, 1, 4), (12, 16, 64)) for c in concurrency]
     report = {"run_id": "r", "base": "b", "configs": 2, "launched": 2, "sglang": "SGLang 0.5.16", "concurrency":
               concurrency, "cells": cells, "dropped": [], "crossover": [],
               "baseline": [{"concurrency": c, "decode_tok_s": 12345.6} for c in concurrency],
@@ -170,3 +171,4 @@ def test_the_grid_table_fits_80_columns() -> None:
     table = [line for line in text.splitlines() if line.startswith("  ")]
     assert len(table) >= 4 and all(len(line) <= 80 for line in table), text
     assert "in --json" in text  # the concurrencies that do not fit are named, not silently cut
+    assert "1.23×p!" in text and "p predicted from the longest chain's trace, not measured" in text

@@ -1,0 +1,65 @@
+"""A grid with --skip-predicted-worse launches the fewest servers: the longest chain, measured first, predicts
+the shorter chains at each concurrency (with a CI); one predicted slower than no speculation beyond its CI at
+every asked concurrency is not launched, its cells shown as predicted; one whose prediction may win is measured.
+Checked against the emulator's own speed model, on real emulated servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specmon.emulator.speed_model import SpecShape, SpeedModel
+from specmon.ports import free_port_pair
+from tests.support.oncall import Oncall, write_preset
+
+ACCEPT_PROB = 0.75  # the emulator's default
+
+
+def truth(config: tuple[int, int, int], concurrency: int) -> float:
+    spec = SpeedModel(SpecShape(*config), ACCEPT_PROB).expected_tokens_per_s(concurrency)
+    return spec / SpeedModel(SpecShape(), ACCEPT_PROB).expected_tokens_per_s(concurrency)
+
+
+@pytest.fixture
+def oncall(tmp_path: Path):
+    env = Oncall(tmp_path)
+    yield env
+    env.cleanup()
+
+
+def grid_base(oncall: Oncall, name: str = "grid-base") -> None:
+    write_preset(oncall.presets, name, "demo-eagle3-5", f"port = {free_port_pair()}")
+    path = oncall.presets / f"{name}.toml"  # decode slow enough that the speed model, not the CPU, decides
+    text = path.read_text().replace("emulator-decode-speed = 20", "emulator-decode-speed = 4")
+    path.write_text(text.split("[bench]")[0] + "[bench]\nrequests = 6\nmax-new-tokens = 40\nwarmup = 0\n")
+
+
+@pytest.mark.timeout(600)
+def test_a_chain_predicted_slower_everywhere_is_not_launched_and_its_cells_say_predicted(oncall: Oncall) -> None:
+    # at 8 concurrent requests the emulator's s5 chain is well slower than no speculation (0.7x), s2 a toss-up
+    assert truth((5, 1, 6), 8) < 0.8 and abs(truth((2, 1, 3), 8) - 1) < 0.1
+    grid_base(oncall)
+    done = oncall.run("sweep", "--presets", str(oncall.presets), "grid-base", "--steps", "2,5,7", "--topk", "1",
+                      "--concurrency", "8", "--skip-predicted-worse", "--json", "--leave", "none", timeout=500,
+                      presets=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the longest chain (grid-base@s7k1d8) is measured first" in done.stderr  # the plan says it
+    report = json.loads(done.stdout)
+    assert report["configs"] == 3 and report["launched"] == 2 and report["restarts_saved"] == 1, report
+    assert report["startup_saved_s"] and report["startup_saved_s"] > 0
+    cells = {(c["steps"], c["draft_tokens"]): c for c in report["cells"]}
+    skipped = cells[(5, 6)]
+    assert skipped["state"] == "predicted" and skipped["run_id"] is None, skipped
+    assert "not launched" in skipped["reason"] and "every concurrency" in skipped["reason"]
+    assert skipped["ci"][1] < 1 and abs(skipped["speedup"] - truth((5, 1, 6), 8)) < 0.2, skipped
+    assert skipped["predicted"]["predicted_from"].startswith("run ")
+    assert cells[(7, 8)]["state"] == "measured" and cells[(2, 3)]["state"] == "measured"
+    # a launched chain carries its prediction beside its measurement
+    measured_short = cells[(2, 3)]
+    assert measured_short["predicted"]["accept_length"] > 1
+    assert abs(measured_short["predicted"]["accept_length"] - measured_short["accept_length"]) < 0.35
+    crossing = {(x["steps"], x["draft_tokens"]): x for x in report["crossover"]}
+    assert crossing[(5, 6)]["predicted"] and crossing[(5, 6)]["text"].startswith("predicted (not launched)")
+    assert all(band["steps"] != 5 for band in report["recommendation"])  # only measured cells are recommended

@@ -154,6 +154,7 @@ def serve(config: LaunchConfig) -> int:
         cuda_graph=not args.get("disable_cuda_graph"),
         dp_groups=layout.dp_groups,
         spec_steps=int(args.get("speculative_num_steps") or 0) if config.speculative else 0,
+        record_step_time=os.environ.get("SGLANG_RECORD_STEP_TIME", "").strip().lower() in ("1", "true"),
     )
     records = RequestRecordWriter(args, log, family=options.family, speculative=config.speculative,
                                   dp_groups=layout.dp_groups)

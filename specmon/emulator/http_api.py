@@ -52,6 +52,8 @@ class ServerState:
         internal["effective_max_running_requests_per_dp"] = args.get("max_running_requests")
         if args.get("speculative_algorithm"):
             internal["max_speculative_num_draft_tokens"] = args.get("speculative_num_draft_tokens")
+        if (step_times := self.scheduler.step_times()) is not None:
+            internal["step_time_dict"] = step_times
         avg = self.scheduler.avg_spec_accept_length()
         if avg is not None:
             internal["avg_spec_accept_length"] = avg

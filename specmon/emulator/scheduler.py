@@ -177,8 +177,12 @@ class EmulatedScheduler:
         dp_groups: int = 1,
         spec_steps: int = 0,
         records: RequestRecordWriter | None = None,
+        record_step_time: bool = False,
     ) -> None:
         self.records = records
+        self.step_time_dict: dict[int, list[float]] | None = {} if record_step_time else None
+        """With SGLANG_RECORD_STEP_TIME: each decode log window's mean step time, by the batch size at its end
+        (as SGLang's scheduler records it: the window's wall time over the log interval)."""
         self.speed = speed
         self.cuda_graph = cuda_graph
         self.log = log
@@ -248,6 +252,14 @@ class EmulatedScheduler:
             self.prefix_cache.clear()
         self.log.info("Cache flushed successfully!")
         return True
+
+    def step_times(self) -> dict[str, list[float]] | None:
+        """The recorded step times as SGLang's /server_info gives them (batch sizes as strings), None when not
+        recorded."""
+        if self.step_time_dict is None:
+            return None
+        with self._cond:
+            return {str(batch): list(times) for batch, times in self.step_time_dict.items()}
 
     def avg_spec_accept_length(self) -> float | None:
         with self._cond:
@@ -486,6 +498,10 @@ class EmulatedScheduler:
                 f"cuda graph: {self.cuda_graph}, gen throughput (token/s): {throughput:.2f}, #queue-req: {queued}, "
             )
         self.last_gen_throughput = throughput
+        if self.step_time_dict is not None:
+            with self._cond:
+                self.step_time_dict.setdefault(batch_size, []).append(
+                    (now - self._win_started) / self.decode_log_interval)
         if self.metrics is not None:
             self._report_decode_windows(now - self._win_started)
         self._win_tokens = self._win_verify = self._win_correct = self._win_proposed = 0

@@ -74,6 +74,8 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
                                "run_id": None}
         if found:
             row |= cell_figures(found[0][1], c) | {"run_id": found[0][1].run_id}
+            if found[0][0].step_time_ms is not None:
+                row["step_time_ms"] = found[0][0].step_time_ms
             first, last = found[0][1].summary.median_tok_s, found[-1][1].summary.median_tok_s
             if len(found) > 1 and first and last:
                 row["drift_pct"] = round((last - first) / first * 100, 2)
@@ -91,6 +93,8 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
                                             "warnings": list(cell.warnings)}
             if cell.state != "measured":
                 out["reason"] = cell.error or f"not measured ({cell.state})"
+            if cell.step_time_ms is not None:  # absent where the server records no step times
+                out["step_time_ms"], out["step_time_windows"] = cell.step_time_ms, cell.step_time_windows
             guess = predictions.get(((config["steps"], config["topk"], config["draft_tokens"]), cell.concurrency))
             out["predicted"] = guess.to_json() if guess is not None else None
             if state == "predicted" and guess is not None:  # the figures shown are the prediction's, said so
@@ -228,6 +232,7 @@ def format_grid(report: dict[str, Any]) -> str:
         lines.append(f"restarts saved: {report['restarts_saved']} (configurations predicted, not launched)"
                      + (f", about {format_seconds(saved_s)} of startup" if saved_s else ", startup time unknown"))
     lines += [f"note: {note}" for note in report.get("prediction_notes", [])]
+    lines += _step_time_lines(report)
     for item in report["crossover"]:
         lines.append(f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}: {item['text']}")
     for item in report["dropped"]:
@@ -240,3 +245,19 @@ def format_grid(report: dict[str, Any]) -> str:
             f", CI {band['ci'][0]:.2f}–{band['ci'][1]:.2f})" if band.get("ci") else ")") if band["steps"] else ""
         lines.append(f"recommended at {span}: {_label(band)}{tail}")
     return "\n".join(lines)
+
+
+def _step_time_lines(report: dict[str, Any]) -> list[str]:
+    """The server's own step time beside specmon's ITL, per configuration, where the server records step times."""
+    rows = [("no speculation", row) for row in report["baseline"]]
+    rows += [(f"s{c['steps']} k{c['topk']} d{c['draft_tokens']}", c) for c in report["cells"]]
+    by_label: dict[str, list[str]] = {}
+    for label, row in rows:
+        if row.get("step_time_ms") is not None:
+            itl = row.get("itl_ms")
+            by_label.setdefault(label, []).append(
+                f"c={row['concurrency']} {row['step_time_ms']:.1f}/" + (f"{itl:.1f}" if itl is not None else "–"))
+    if not by_label:
+        return []
+    return (["server step time (SGLang's step_time_dict, 20th percentile) / specmon's ITL median, ms:"]
+            + [f"  {label}: " + ", ".join(parts) for label, parts in by_label.items()])

@@ -49,6 +49,10 @@ class SweepCell(msgspec.Struct):
     warnings: list[str] = msgspec.field(default_factory=list)
     """Where the figure describes something else than the server's usual batch (above its CUDA-graph batch sizes
     or its --max-running-requests)."""
+    step_time_ms: Annotated[float, Meta(ge=0)] | None = None
+    """The server's own step time at this concurrency (SGLang's step_time_dict, 20th percentile, as
+    bench_speculative.py reads it) over the log windows this cell added; None where the server records none."""
+    step_time_windows: Annotated[int, Meta(ge=0)] | None = None
 
 
 class SweepStep(msgspec.Struct):

@@ -226,15 +226,22 @@ class SweepRunner:
     def _measure_cells(self, url: str, preset: Preset, step: SweepStep) -> None:
         """A grid step: each concurrency still to do, one benchmark each on the one running server (no restart);
         Ctrl+C stops after the cell under way, which a resume measures again."""
+        from specmon.serving.client import resolve_api_key
         from specmon.sweep.plan import TO_DO
+        from specmon.sweep.step_times import cell_step_time_ms, read_step_times
 
+        api_key = resolve_api_key(None)
         for cell in step.cells:
             if cell.state not in TO_DO:
                 continue
             if self.cancelled:
                 break
             self.say(f"{step.preset}: concurrency {cell.concurrency}")
+            before = read_step_times(url, api_key)
             run = self._bench(url, preset, cell, concurrency=cell.concurrency)
+            if before is not None and (step_time := cell_step_time_ms(before, read_step_times(url, api_key),
+                                                                      cell.concurrency)):
+                cell.step_time_ms, cell.step_time_windows = step_time
             if step.bench_run_id is None:
                 step.bench_run_id = cell.bench_run_id  # the step's first cell stands for it in the preset table
             if self.cancelled and run.status != "finished":

@@ -63,3 +63,30 @@ def test_a_chain_predicted_slower_everywhere_is_not_launched_and_its_cells_say_p
     crossing = {(x["steps"], x["draft_tokens"]): x for x in report["crossover"]}
     assert crossing[(5, 6)]["predicted"] and crossing[(5, 6)]["text"].startswith("predicted (not launched)")
     assert all(band["steps"] != 5 for band in report["recommendation"])  # only measured cells are recommended
+    assert all("step_time_ms" not in c for c in report["cells"])  # this server records no step times
+
+
+@pytest.mark.timeout(600)
+def test_the_servers_own_step_times_are_read_per_cell_as_bench_speculative_reads_them(oncall: Oncall) -> None:
+    grid_base(oncall)
+    path = oncall.presets / "grid-base.toml"
+    head, bench = path.read_text().split("[bench]")
+    path.write_text(head.rstrip() + "\ndecode-log-interval = 4\n[server.env]\nSGLANG_RECORD_STEP_TIME = \"1\"\n"
+                    "[bench]" + bench)
+    done = oncall.run("sweep", "--presets", str(oncall.presets), "grid-base", "--steps", "3", "--topk", "1",
+                      "--concurrency", "1,4", "--json", "--leave", "none", timeout=500, presets=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    rows = [((c["steps"], c["topk"], c["draft_tokens"]), c) for c in report["cells"]]
+    rows += [((0, 1, 1), b) for b in report["baseline"]]
+    assert len(rows) == 4
+    for config, row in rows:
+        # the emulator's true step time at that batch (its decode speed factor 4), and what the server recorded
+        true_ms = SpeedModel(SpecShape(*config), ACCEPT_PROB, 4).step_seconds(row["concurrency"]) * 1000
+        assert true_ms * 0.95 <= row["step_time_ms"] <= true_ms * 1.6 + 3, (config, row["concurrency"],
+                                                                          row["step_time_ms"], true_ms)
+    from specmon.sweep.grid_report import format_grid
+
+    text = format_grid(report)  # beside specmon's own ITL in the report
+    assert "server step time (SGLang's step_time_dict, 20th percentile) / specmon's ITL median, ms:" in text
+    assert "  s3 k1 d4: c=1 " in text and "  no speculation: c=1 " in text, text

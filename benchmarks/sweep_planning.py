@@ -1,0 +1,119 @@
+"""A grid sweep's own cost.
+
+1. Planning and bookkeeping of a 48-configuration grid at 4 concurrencies (issue 32's budget: < 1 s): the
+   expansion by the installed SGLang's rules, the plan stored and read back, and the report with its predictions,
+   crossovers and recommendation built from stored runs (the recorded runs in tests/fixtures/bench stand for
+   every cell: the baseline's for no speculation, a chain's for each configuration).
+2. With --emulator: the sweep's own overhead on a small emulator grid (budget: <= 5 % of its wall time), from
+   the sweep's own timestamps: the plan's creation to its last save, less each step's server switch (stop,
+   start, ready) and each cell's benchmark.
+
+    python -m benchmarks.sweep_planning [--emulator] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "tests" / "fixtures" / "bench"
+AXES = {"steps": [1, 2, 3, 4, 5, 6], "topk": [1, 4, 8], "draft_tokens": [4, 8, 16, 32], "concurrency": [1, 4, 16, 64]}
+
+
+def planning(repeat: int) -> float:
+    """The best of `repeat` timings of planning and bookkeeping, in seconds."""
+    from specmon.bench.results import ResultStore
+    from specmon.launch.presets import load_presets
+    from specmon.sweep.grid import expand, plan_grid, plan_text
+    from specmon.sweep.grid_report import build_grid_report, format_grid
+    from specmon.sweep.plan import SweepStore
+
+    base = load_presets([]).get("demo-eagle3-10")
+    runs = ResultStore(BENCH)
+    by_preset = {run.preset: run for run in (runs.load(run_id) for run_id in runs.run_ids())}
+    best = float("inf")
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = SweepStore(Path(tmp))
+            started = time.perf_counter()
+            expansion = expand(base, AXES["steps"], AXES["topk"], AXES["draft_tokens"])
+            assert len(expansion.configs) == 48, len(expansion.configs)
+            plan = plan_grid(base, expansion, AXES["concurrency"], None, AXES, 60.0)
+            plan_text(plan, True)
+            store.save(plan)
+            plan = store.load(plan.run_id)
+            for step in plan.steps:  # every cell measured: one stored run per cell, saved as the runner does
+                step.state = "measured"
+                for cell in step.cells:
+                    cell.state = "measured"
+                    cell.bench_run_id = "baseline" if step.baseline else "eagle3-5"
+                store.save(plan)
+            report = build_grid_report(plan, lambda run_id: by_preset.get(run_id or ""))
+            format_grid(report)
+            json.dumps(report)
+            best = min(best, time.perf_counter() - started)
+    assert len(report["cells"]) == 48 * 4
+    return best
+
+
+def emulator_overhead() -> dict[str, float]:
+    """A 3-configuration grid at 2 concurrencies on the emulator: its wall time and its own overhead."""
+    from specmon.ports import free_port_pair
+    from specmon.sweep.plan import SweepStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        presets = root / "presets"
+        presets.mkdir()
+        (presets / "grid-base.toml").write_text(
+            f'name = "grid-base"\nextends = "demo-eagle3-5"\ndemo = true\n[server.args]\nport = {free_port_pair()}\n'
+            "emulator-speed = 40\nemulator-decode-speed = 4\nemulator-warmup-delay = 0.2\n"
+            "[bench]\nrequests = 6\nmax-new-tokens = 40\nwarmup = 0\n")
+        env = {**os.environ, "SPECMON_STATE_DIR": str(root / "state"), "XDG_STATE_HOME": str(root / "xdg")}
+        env.pop("SPECMON_API_KEY", None)
+        started = time.time()
+        done = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--presets", str(presets), "grid-base",
+                               "--steps", "2,3,5", "--topk", "1", "--concurrency", "1,4", "--json", "--leave",
+                               "none"], env=env, capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+        ended = time.time()
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"the sweep failed ({done.returncode}): {done.stderr[-2000:]}")
+        run_id = json.loads(done.stdout)["run_id"]
+        store = SweepStore(root / "state" / "sweeps")
+        plan = store.load(run_id)
+        last_save = (store.directory / f"{run_id}.json").stat().st_mtime
+    switching = sum(step.startup_s or 0.0 for step in plan.steps)
+    measuring = sum(cell.measure_s or 0.0 for step in plan.steps for cell in step.cells)
+    wall = last_save - plan.created_at
+    overhead = wall - switching - measuring
+    return {"process_wall_s": ended - started, "sweep_wall_s": wall, "switching_s": switching,
+            "measuring_s": measuring, "overhead_s": overhead, "overhead_pct": 100 * overhead / wall}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--emulator", action="store_true", help="also measure the overhead on an emulator grid")
+    args = parser.parse_args()
+    took = planning(args.repeat)
+    print(f"planning + bookkeeping, 48 configurations x 4 concurrencies (best of {args.repeat}): "
+          f"{took * 1000:.0f} ms (budget 1000 ms)")
+    if args.emulator:
+        figures = emulator_overhead()
+        print("emulator grid (3 chains + no speculation twice, concurrency 1 and 4): "
+              f"sweep wall {figures['sweep_wall_s']:.1f} s (process {figures['process_wall_s']:.1f} s), "
+              f"switching {figures['switching_s']:.1f} s, measuring {figures['measuring_s']:.1f} s, "
+              f"own overhead {figures['overhead_s']:.2f} s = {figures['overhead_pct']:.1f} % (budget 5 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

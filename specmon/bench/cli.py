@@ -112,7 +112,7 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
             f"{number(s.tokens_per_chunk, '.2f')} tokens/chunk"
         )
     lines.extend(category_lines(s))
-    if s.production:
+    if s.production and not s.production.beyond_ci:  # beyond: said by its FLAG line
         lines.append(s.production.text)
     checks = result.cross_checks
     parts = []

@@ -10,7 +10,6 @@ from specmon.acceptance import MIN_USEFUL_ACCEPT_LENGTH
 from specmon.bench.compare import Comparison, is_speculative
 from specmon.bench.model import BenchProgress, BenchResult, Summary
 from specmon.text import printable
-from specmon.units import number_range
 
 ACCEPT_NEAR_ONE = "accept-near-1"
 SLOWER_THAN_BASELINE = "slower-than-baseline"
@@ -148,7 +147,7 @@ def category_lines(summary: Summary) -> list[str]:
         return []
     lines = ["τ by prompt category (95% CI):"]
     for row in rows:
-        ci = f"[{number_range(*row.ci95, '.2f')}]" if row.ci95 else "(n<5: no CI)"
+        ci = f"[{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]" if row.ci95 and None not in row.ci95 else "(n<5: no CI)"
         lines.append(f"  {printable(row.category)[:24]:<24} {row.requests:>5} req  τ {row.token_weighted:.2f} {ci}")
     return lines
 

@@ -35,6 +35,8 @@ CLASSES = (CODE, LONG, OTHER)
 LONG_PROMPT_TOKENS = PROMPT_BUCKETS[2]
 """A prompt of this many tokens or more is "long" (the traffic summary's 4096+ buckets)."""
 MAX_SAMPLE = 10_000
+MAX_SAMPLE_BYTES = 512 * 1024 * 1024
+"""The prompt text the per-class reservoirs may hold at once (up to 3 × n prompts)."""
 LEVEL2_HALF = 1024
 """--log-requests-level 2 keeps a string's first and last 1,024 characters around "..." (SGLang's max_length 2048)."""
 NO_TEXT_HINT = ("SGLang keeps it in the export file (--export-metrics-to-file) unless --log-requests is on at "
@@ -112,6 +114,7 @@ def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int 
     rng = random.Random(seed)
     sample = ProductionSample()
     reservoirs: dict[str, list[tuple[str, int, int | None]]] = {}
+    held = 0  # characters of text in the reservoirs
     for record in read_records(paths, sample.tally, want_params=True):
         if record.rid.startswith(OWN_RID_PREFIX):
             continue
@@ -126,8 +129,13 @@ def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int 
         item = (text, record.completion_tokens, record.prompt_tokens)
         if len(kept) < n:
             kept.append(item)
+            held += len(text)
         elif (slot := rng.randrange(seen)) < n:
+            held += len(text) - len(kept[slot][0])
             kept[slot] = item
+        if held > MAX_SAMPLE_BYTES:
+            raise NoPromptText(f"a sample of {n:,} prompts would hold over {MAX_SAMPLE_BYTES >> 20} MiB of prompt "
+                               "text: ask for fewer requests")
     if not sample.classes:
         where = ", ".join(printable(p) for p in paths)[:200]
         if not sample.records:

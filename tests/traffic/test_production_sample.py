@@ -10,18 +10,22 @@ from collections import Counter
 import pytest
 
 from specmon.bench.model import AcceptFigures, BenchResult, RequestResult, Summary
+from specmon.bench.report import UNREPRESENTATIVE, production_gap
 from specmon.bench.stats import ci95
 from specmon.bench.summary import _token_weighted
 from specmon.serving.client import OWN_RID_PREFIX
+from specmon.traffic import production
 from specmon.traffic.production import (
     CODE,
     LONG,
     OTHER,
     NoPromptText,
     check_against_production,
+    judge_against,
     prompt_class,
     sample_prompts,
 )
+from specmon.view.bench_pane import bench_pane
 
 CODE_TEXT = "Why does this fail?\n```python\nprint(1 +)\n```"
 
@@ -93,3 +97,26 @@ def test_the_gap_is_flagged_only_beyond_both_cis(tmp_path):
     assert not same.beyond_ci and "within the CIs" in same.text
     few = check_against_production(_result([(100, 30)] * 3), [str(path)])  # no CI of 3 requests: not judged
     assert not few.beyond_ci and "not judged" in few.text
+
+
+def test_a_sample_too_big_to_hold_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(production, "MAX_SAMPLE_BYTES", 10_000)
+    path = tmp_path / "sglang-request-metrics-20261201_10.log"
+    path.write_text("".join(line(f"r{i}", 10, 5, text=f"{i} " + "w" * 1000) for i in range(30)))
+    with pytest.raises(NoPromptText, match=r"would hold over .* of prompt text: ask for fewer requests"):
+        sample_prompts([str(path)], 20)
+    assert len(sample_prompts([str(path)], 5).prompts) == 5
+
+
+def test_the_flag_reaches_the_summary_and_the_benchmark_pane(tmp_path):
+    path = tmp_path / "sglang-request-metrics-20261201_10.log"
+    path.write_text("".join(line(f"r{i}", 100, 50 + i % 3, text=f"{CODE_TEXT} {i}") for i in range(40)))
+    flagged, fine = _result([(100, 30 + i % 3) for i in range(20)]), _result([(100, 50 + i % 3) for i in range(20)])
+    for run in (flagged, fine):
+        run.status = "finished"
+        judge_against([str(path)])(run)
+    assert flagged.summary.flags == [UNREPRESENTATIVE] and flagged.summary.flag_details[UNREPRESENTATIVE] == (
+        flagged.summary.production.text)
+    assert fine.summary.flags == [] and fine.summary.production.beyond_ci is False
+    assert bench_pane([flagged]).production == flagged.summary.production.text == production_gap(flagged)
+    assert bench_pane([flagged, fine]).production is None and production_gap(fine) is None

@@ -69,6 +69,13 @@ class _Shared:
         self.textfile.add_argument("--textfile-dir", metavar="DIR", help="write specmon's figures to "
                                    "DIR/specmon.prom for node-exporter's textfile collector (default: "
                                    "$SPECMON_TEXTFILE_DIR; unset: not written)")
+        self.production = self._parent()  # a benchmark from, or against, SGLang's request records
+        self.production.add_argument("--prompts-from-traffic", metavar="PATH", help="sample the prompts from "
+                                     "SGLang's request records (keeps production's class mix and output lengths)")
+        self.production.add_argument("--against-traffic", metavar="PATH", help="flag a τ beyond the CIs of "
+                                     "production's in these request records (default: --prompts-from-traffic's)")
+        self.production.add_argument("--keep-prompts", action="store_true", help="store production's prompts "
+                                     "and outputs with the result (default: a hash of each prompt)")
         self.once = self._parent()
         self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
         self.web = self._parent()
@@ -241,7 +248,7 @@ def _add_gpus(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_bench(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "bench",
-        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile],
+        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile, shared.production],
         help="benchmark decode tok/s and acceptance length of a running server",
         description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
         "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
@@ -253,18 +260,13 @@ def _add_bench(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     _add_concurrency(p, "concurrent streams (default 1)")
     p.add_argument("--warmup", type=int, help="warmup requests, not counted (default 2)")
     p.add_argument("--prompts", help="builtin:chat or a JSONL file of {\"prompt\": ...}")
-    p.add_argument(
-        "--natural-eos", action="store_true", help="let requests stop at EOS (default: ignore_eos, fixed length)"
-    )
-    p.add_argument(
-        "--stall-timeout", type=float, default=60.0, metavar="S",
-        help="a request that gets nothing from the server for S seconds fails (default 60)",
-    )
-    p.add_argument(
-        "--deadline", type=float, default=3600.0, metavar="S",
-        help="stop the run after S seconds, keeping what was measured (default 3600)",
-    )
-    p.set_defaults(handler="specmon.bench.cli:run_bench")
+    p.add_argument("--natural-eos", action="store_true",
+                   help="let requests stop at EOS (default: ignore_eos, fixed length)")
+    p.add_argument("--stall-timeout", type=float, default=60.0, metavar="S",
+                   help="a request that gets nothing from the server for S seconds fails (default 60)")
+    p.add_argument("--deadline", type=float, default=3600.0, metavar="S",
+                   help="stop the run after S seconds, keeping what was measured (default 3600)")
+    p.set_defaults(handler="specmon.traffic.bench:run_bench")
 
 
 def _add_results(sub: argparse._SubParsersAction, shared: _Shared) -> None:

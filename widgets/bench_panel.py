@@ -170,7 +170,8 @@ class BenchPanel(Vertical):
             if row.accept is not None:
                 self._accept[preset] = row.accept
         if (self.progress is None or self.progress.finished) and model.note:
-            self.query_one("#bench-progress", Static).update(model.note)
+            flag = f"\nFLAG unrepresentative: {model.production}" if model.production else ""
+            self.query_one("#bench-progress", Static).update(Text(model.note + flag))
         self._mark_dirty()
 
     # -- rendering -----------------------------------------------------------------------------------

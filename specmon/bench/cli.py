@@ -7,10 +7,12 @@ import argparse
 import sys
 from typing import Any
 
+import msgspec
+
 from specmon import exits
 from specmon.bench.compare import Comparison
 from specmon.bench.model import BenchProgress, BenchResult
-from specmon.bench.report import accept_bound, describe_progress, symptoms
+from specmon.bench.report import accept_bound, category_lines, describe_progress, symptoms
 from specmon.bench.results import ResultStore, skipped_note
 from specmon.bench.results_text import FORMATTERS, select_runs
 from specmon.bench.run import BenchRun, RunSettings
@@ -109,6 +111,9 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
             f"chunk gap median {number(gap.median if gap else None, '.2f')} ms, "
             f"{number(s.tokens_per_chunk, '.2f')} tokens/chunk"
         )
+    lines.extend(category_lines(s))
+    if s.production and not s.production.beyond_ci:  # beyond: said by its FLAG line
+        lines.append(s.production.text)
     checks = result.cross_checks
     parts = []
     if (checks.get("metrics") or {}).get("accept_length") is not None:
@@ -144,8 +149,9 @@ def format_result(result: BenchResult, saved_to: str | None, save_error: str | N
     return "\n".join(lines)
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    """Handler of `specmon bench`."""
+def run_bench(args: argparse.Namespace, sample: Any = None, before_save: Any = None) -> int:
+    """`specmon bench` (specmon.traffic.bench hands it production's prompts as `sample(settings)`, a callable that
+    returns (prompts, label) or raises PromptError, and its check against production as `before_save`)."""
     from specmon.bench.prompts import PromptError, load_prompts
     from specmon.http.headers import HeaderRefused
     from specmon.serving.client import resolve_api_key
@@ -166,7 +172,12 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"specmon bench: {error}", file=sys.stderr)
         return 2
     try:
-        prompts = load_prompts(settings.prompts)
+        if sample is not None:
+            prompts, label = sample(settings)
+            settings = msgspec.structs.replace(settings, prompts=label, max_new_tokens=max(
+                p.max_new_tokens or settings.max_new_tokens for p in prompts))
+        else:
+            prompts = load_prompts(settings.prompts)
     except PromptError as exc:
         print(f"specmon bench: {exc}", file=sys.stderr)
         return 2
@@ -175,6 +186,8 @@ def run_bench(args: argparse.Namespace) -> int:
     bench = BenchRun(
         args.url, args.preset, settings, api_key=api_key, on_update=on_update, prompts=prompts, gpu_sampler=sampler,
         stall_timeout_s=args.stall_timeout, deadline_s=args.deadline, asked=_asked(args),
+        keep_prompts=bool(getattr(args, "keep_prompts", False)), private_prompts=sample is not None,
+        before_save=before_save,
     )
     interrupted = False
     try:

@@ -51,6 +51,14 @@ class RequestResult:
     chunk_tokens: list[int] = field(default_factory=list)
     output_text: str = ""
     flags: list[str] = field(default_factory=list)
+    category: str = ""
+    """The prompt's category (its file's `category`; a sample from production: its traffic class)."""
+    max_new_tokens: int | None = None
+    """The request's own token limit where its prompt set gives one (a sample from production), else None."""
+    prompt_hash: str = ""
+    """A short hash of the prompt's text (the text itself is not stored: see `prompt_text`)."""
+    prompt_text: str | None = None
+    """The prompt's text, stored only when asked for (`bench --keep-prompts`)."""
 
     def itl_ms(self) -> list[float]:
         """Per-token inter-token latency: each chunk gap spread evenly over the tokens it carried."""
@@ -161,6 +169,38 @@ class AcceptFigures(msgspec.Struct, kw_only=True):
     profile: list[Figure] | None | UnsetType = UNSET
 
 
+class CategoryFigures(msgspec.Struct, kw_only=True):
+    """The acceptance of one prompt category over a run's measured requests: token-weighted τ with its bootstrap
+    CI (None below MIN_CI_SAMPLES requests or without speculation) and its totals."""
+
+    category: str
+    requests: int
+    completion_tokens: int
+    spec_verify_ct: int | None = None
+    token_weighted: Figure | None = None
+    ci95: list[Figure | None] | None = None
+
+
+class ProductionCheck(msgspec.Struct, kw_only=True):
+    """A benchmark's τ against production's (SGLang's request records of the same configuration): each with its
+    CI, the classes' shares of each (classes of specmon.traffic.classes) and whether the gap is beyond both CIs."""
+
+    records: str
+    """Where production's records were read (a path)."""
+    requests: int
+    benchmark_tau: Figure
+    benchmark_ci95: list[Figure | None] | None = None
+    production_tau: Figure
+    production_ci95: list[Figure | None] | None = None
+    relative_gap: Figure
+    """(benchmark − production) / production: positive when the benchmark overstates acceptance."""
+    benchmark_shares: dict[str, Figure] = msgspec.field(default_factory=dict)
+    production_shares: dict[str, Figure] = msgspec.field(default_factory=dict)
+    beyond_ci: bool = False
+    text: str = ""
+    """The one-line verdict, as shown."""
+
+
 class Summary(msgspec.Struct, kw_only=True):
     """A run's summary over its measured requests, in the `specmon bench --json` shape (bench/summary.py)."""
 
@@ -176,6 +216,10 @@ class Summary(msgspec.Struct, kw_only=True):
     errors: dict[str, int] = msgspec.field(default_factory=dict)
     flags: list[str] = msgspec.field(default_factory=list)
     flag_details: dict[str, str] = msgspec.field(default_factory=dict)
+    by_category: list[CategoryFigures] | UnsetType = UNSET
+    """τ per prompt category (absent in runs stored before specmon measured it)."""
+    production: ProductionCheck | None | UnsetType = UNSET
+    """The run against production's records, when some were given (absent: not checked)."""
 
     @property
     def median_tok_s(self) -> float | None:

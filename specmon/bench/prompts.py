@@ -34,6 +34,18 @@ class Prompt:
     id: str
     text: str
     category: str = ""
+    max_new_tokens: int | None = None
+    """Its own token limit (a prompt sampled from production: the tokens its request got); None: the run's."""
+
+    @property
+    def text_hash(self) -> str:
+        """A short hash of the text: what a stored result keeps of a prompt unless asked for the text."""
+        return text_hash(self.text)
+
+
+def text_hash(text: str) -> str:
+    """The first 16 hex digits of the SHA-256 of `text` (UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def render_messages(messages: list[dict[str, Any]]) -> str:

@@ -8,7 +8,8 @@ from typing import Any
 
 from specmon.acceptance import MIN_USEFUL_ACCEPT_LENGTH
 from specmon.bench.compare import Comparison, is_speculative
-from specmon.bench.model import BenchProgress, BenchResult
+from specmon.bench.model import BenchProgress, BenchResult, Summary
+from specmon.text import printable
 
 ACCEPT_NEAR_ONE = "accept-near-1"
 SLOWER_THAN_BASELINE = "slower-than-baseline"
@@ -137,3 +138,34 @@ def describe_progress(progress: BenchProgress) -> str:
     if progress.message:
         parts.append(progress.message)
     return " · ".join(parts)
+
+
+def category_lines(summary: Summary) -> list[str]:
+    """τ per prompt category, one line each (none without speculation, or with one category only)."""
+    rows = [c for c in summary.by_category or () if c.token_weighted is not None]
+    if len(rows) < 2:
+        return []
+    lines = ["τ by prompt category (95% CI):"]
+    for row in rows:
+        ci = f"[{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]" if row.ci95 and None not in row.ci95 else "(n<5: no CI)"
+        lines.append(f"  {printable(row.category)[:24]:<24} {row.requests:>5} req  τ {row.token_weighted:.2f} {ci}")
+    return lines
+
+
+def detail_lines(result: BenchResult) -> list[str]:
+    """What `results` says of a run below the table: its τ per category and its check against production."""
+    lines = category_lines(result.summary)
+    if result.summary.production:
+        lines.append(result.summary.production.text)
+    return [f"run {result.run_id}: {lines[0]}", *lines[1:]] if lines else []
+
+
+UNREPRESENTATIVE = "unrepresentative"
+"""The flag of a run whose τ is beyond the CIs of production's (specmon.traffic.production)."""
+
+
+def production_gap(result: BenchResult) -> str | None:
+    """The run's verdict against production when its τ is beyond the CIs of production's (flagged
+    "unrepresentative"), else None: what a recommendation built on this run must say."""
+    check = result.summary.production
+    return check.text if check and check.beyond_ci else None

@@ -398,6 +398,11 @@ def _request_record(record: dict[str, Any], run: BenchResult | None) -> RequestR
         raise ValueError(f"its chunks hold {sum(chunks)} tokens, more than {limit}")
     if not isinstance(request.output_text, str) or not isinstance(request.flags, list):
         raise ValueError("output_text or flags of the wrong type")
+    if not isinstance(request.category, str) or not isinstance(request.prompt_hash, str) or not (
+            request.prompt_text is None or isinstance(request.prompt_text, str)):
+        raise ValueError("category, prompt_hash or prompt_text of the wrong type")
+    if request.max_new_tokens is not None:
+        _count_field(request, "max_new_tokens", limit, "the run's max_new_tokens")
     if request.error is not None and not isinstance(request.error, str):
         raise ValueError("error is not a string")
     request.ok = request.ok is True

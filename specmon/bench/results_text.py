@@ -8,7 +8,7 @@ from typing import Any
 
 from specmon.bench.compare import Comparison, baselines_text, compare_all
 from specmon.bench.model import BenchResult
-from specmon.bench.report import FIGURE_COLUMNS, run_figures, run_flags, symptoms
+from specmon.bench.report import FIGURE_COLUMNS, detail_lines, run_figures, run_flags, symptoms
 from specmon.text import aligned_rows, strict_json
 from specmon.units import number, number_range
 
@@ -61,7 +61,8 @@ def format_table(runs: list[BenchResult], baseline: str | None = None) -> str:
     """The runs as a text table, then which baseline run each speedup is against."""
     comparisons = compare_all(runs, baseline)
     rows = [list(TABLE_HEADERS), *table_rows(runs, comparisons)]
-    return "\n".join(aligned_rows(rows) + baselines_text(runs, comparisons))
+    details = [line for run in runs for line in detail_lines(run)]
+    return "\n".join(aligned_rows(rows) + baselines_text(runs, comparisons) + details)
 
 
 def format_markdown(runs: list[BenchResult], baseline: str | None = None) -> str:

@@ -82,6 +82,9 @@ class BenchRun:
         flush_delay_s: float = 0.5,
         own_tokens: OwnTokens = OWN_TOKENS,
         asked: Mapping[str, Any] | None = None,
+        keep_prompts: bool = False,
+        private_prompts: bool = False,
+        before_save: Callable[[BenchResult], None] | None = None,
     ) -> None:
         from specmon.urls import base_url
 
@@ -107,6 +110,9 @@ class BenchRun:
         self._flush_retries = flush_retries
         self._asked = asked  # the preset's SGLang arguments: what SGLang runs otherwise is noted
         self._flush_delay_s = flush_delay_s
+        self._keep_prompts = keep_prompts  # store each prompt's text, not only its hash
+        self._private = private_prompts and not keep_prompts  # production's prompts: their outputs not stored either
+        self._before_save = before_save  # adds to the summary before it is saved (a check against production)
         self.result = BenchResult(
             run_id=new_run_id(), preset=self.preset, url=self.url, started_at=time.time(),
             settings=self.settings,
@@ -230,6 +236,11 @@ class BenchRun:
                 result.summary.flag("throttled", "GPU throttled during the run: " + ", ".join(self._throttle))
         if self._stop_reason:
             result.summary.flag("aborted", self._stop_reason)
+        if self._before_save is not None and result.measured:
+            try:
+                self._before_save(result)
+            except Exception as exc:  # a failed check is said, the run is still saved
+                result.notes.append(f"not checked against production: {type(exc).__name__}: {exc}")
         self._phase = result.status
         if self.fatal is None:
             self._save(self.store.finish_run, result)
@@ -333,7 +344,7 @@ class BenchRun:
         return flushed
 
     async def _run_requests(self, http: HttpClient, jobs: list[tuple[int, Prompt]], warmup: bool) -> None:
-        from specmon.serving.client import generate_payload
+        from specmon.serving.client import OWN_RID_PREFIX, generate_payload
 
         queue: asyncio.Queue[tuple[int, Prompt]] = asyncio.Queue()
         for job in jobs:
@@ -348,9 +359,9 @@ class BenchRun:
                     self.result.notes.append(self._stop_reason)
                     break
                 index, prompt = queue.get_nowait()
-                payload = generate_payload(
-                    prompt.text, self.settings.max_new_tokens, self.settings.temperature, self.settings.ignore_eos
-                )
+                payload = generate_payload(prompt.text, prompt.max_new_tokens or self.settings.max_new_tokens,
+                                           self.settings.temperature, self.settings.ignore_eos,
+                                           rid=f"{OWN_RID_PREFIX}{self.result.run_id}-{'w' if warmup else ''}{index}")
                 self._in_flight += 1
                 try:
                     request = await stream_generate(
@@ -360,6 +371,11 @@ class BenchRun:
                 finally:
                     self._in_flight -= 1
                 self.own_tokens.finish(request.completion_tokens)
+                request.category, request.max_new_tokens = prompt.category, prompt.max_new_tokens
+                request.prompt_hash = prompt.text_hash
+                request.prompt_text = prompt.text if self._keep_prompts else None
+                if self._private:
+                    request.output_text = ""
                 self.result.requests.append(request)
                 self._save(self.store.add_request, self.result.run_id, request)
                 consecutive_failures = 0 if request.ok else consecutive_failures + 1

@@ -6,11 +6,13 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from specmon.bench.model import AcceptFigures, DecodeFigures, RequestResult, Spread, Summary
+from specmon.bench.model import AcceptFigures, CategoryFigures, DecodeFigures, RequestResult, Spread, Summary
 from specmon.bench.predict import position_profile
 from specmon.bench.stats import ci95, percentile, relative_mad
 
 UNSTABLE_REL_MAD = 0.10
+NO_CATEGORY = "(none)"
+"""The category of a prompt whose set gives none."""
 
 
 def _token_weighted(pairs: Sequence[tuple[int, int]]) -> float:
@@ -24,6 +26,24 @@ def _accept_profile(requests: Sequence[RequestResult]) -> list[float] | None:
     histograms = [r.accept_histogram for r in requests if r.accept_histogram]
     profile = position_profile(histograms)
     return [round(share, 4) for share in profile] if profile else None
+
+
+def by_category(requests: Sequence[RequestResult]) -> list[CategoryFigures]:
+    """τ per prompt category over `requests` (measured and ok), token-weighted with a bootstrap CI over the
+    requests as (tokens, steps) pairs, as the run's own τ; categories in the order they first appear."""
+    groups: dict[str, list[RequestResult]] = {}
+    for request in requests:
+        groups.setdefault(request.category or NO_CATEGORY, []).append(request)
+    out = []
+    for category, members in groups.items():
+        pairs = [(r.completion_tokens, r.spec_verify_ct or 0) for r in members if r.spec_verify_ct]
+        steps = sum(s for _, s in pairs)
+        out.append(CategoryFigures(
+            category=category, requests=len(members), completion_tokens=sum(r.completion_tokens for r in members),
+            spec_verify_ct=steps or None, token_weighted=_token_weighted(pairs) if steps else None,
+            ci95=ci95(pairs, _token_weighted) if steps else None,
+        ))
+    return out
 
 
 def _spread(values: Sequence[float]) -> Spread | None:
@@ -87,11 +107,13 @@ def summarize(
         flags.append("repetition")
         details["repetition"] = f"degenerate repetition in {len(degenerate)} output(s): requests {degenerate[:8]}"
     if ignore_eos and max_new_tokens:
-        short = [r.index for r in ok if r.completion_tokens != max_new_tokens]
+        short = [r.index for r in ok if r.completion_tokens != (r.max_new_tokens or max_new_tokens)]
         if short:
             flags.append("length")
             details["length"] = (
                 f"{len(short)} output(s) are not {max_new_tokens} tokens although ignore_eos is set"
+                if not any(r.max_new_tokens for r in ok) else
+                f"{len(short)} output(s) are not their prompt's max_new_tokens although ignore_eos is set"
             )
     if failed:
         flags.append("failed")
@@ -110,4 +132,5 @@ def summarize(
         errors=dict(Counter(_error_key(r.error or "error") for r in failed)),
         flags=flags,
         flag_details=details,
+        by_category=by_category(ok),
     )

@@ -6,7 +6,9 @@
 [--log-requests-target stdout|DIR ...]`: json: a bare `{"timestamp", "event": "request.finished", "rid", "obj",
 "out"}` line per target (stdout: SGLang's StreamHandler, i.e. stderr; DIR: `DIR/HOST_0.log`); text: `Finish:
 obj=GenerateReqInput(...), out={...}` through the server log, after its dated prefix. Levels 0 and 1 leave the
-prompt and output text out, level 0 also the sampling parameters; level 2 cuts strings at 2048 characters.
+prompt and output text out, level 0 also the sampling parameters; level 2 cuts strings at 2048 characters. With
+--log-requests at level 0 or 1 the export file leaves out what the log does (SGLang hands its exporter the log's
+skip list); without --log-requests it holds the prompt's text.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
     from specmon.emulator.scheduler import GenRequest
 
 LEVEL2_MAX_CHARS = 2048
+EXPORT_SKIPPED = {0: {"text", "input_ids", "sampling_params", "lora_path"}, 1: {"text", "input_ids", "lora_path"}}
+"""What the export file leaves out of request_parameters with --log-requests at level 0 or 1: the request log's
+skip list (request_logger.py `_compute_metadata`), which SGLang hands its exporter; without --log-requests, none."""
 
 
 def _append(path: str, line: str) -> None:
@@ -77,6 +82,8 @@ class RequestRecordWriter:
                          dp_groups=self.dp_groups, final=True)
         if self.export_dir:
             params = {"text": request.prompt, "sampling_params": request.sampling, "rid": request.rid, "stream": False}
+            if self.log_requests and self.level <= 1:  # SGLang's exporter skips what the request log skips
+                params = {k: v for k, v in params.items() if k not in EXPORT_SKIPPED[self.level]}
             name = f"sglang-request-metrics-{datetime.now():%Y%m%d_%H}.log"
             _append(os.path.join(self.export_dir, name), json.dumps({"request_parameters": json.dumps(params), **meta}))
         if not self.log_requests:

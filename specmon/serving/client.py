@@ -114,11 +114,18 @@ class GenerateResult:
         }
 
 
+OWN_RID_PREFIX = "specmon-bench-"
+"""The rid of every request a specmon benchmark sends."""
+
+
 def generate_payload(
-    text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True
+    text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True,
+    rid: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a `/generate` request (streamed by default)."""
-    return {
+    """The JSON body of a `/generate` request (streamed by default); with `rid`, the request's id in SGLang's
+    records (a benchmark's start with OWN_RID_PREFIX, so that reading production leaves them out)."""
+    body: dict[str, Any] = {"rid": rid} if rid else {}
+    return body | {
         "text": text,
         "sampling_params": {
             "max_new_tokens": max_new_tokens,

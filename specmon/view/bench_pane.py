@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from specmon.bench.compare import Comparison, compare_all
 from specmon.bench.model import BenchResult
-from specmon.bench.report import run_figures
+from specmon.bench.report import production_gap, run_figures
 from specmon.units import number, number_range
 from specmon.view.state import bench_rows
 
@@ -42,6 +42,8 @@ class BenchPaneModel:
     results: tuple[BenchResult, ...] = ()
     rows: dict[str, PresetRow] = field(default_factory=dict)
     note: str | None = None
+    production: str | None = None
+    """The last run's verdict against production when the gap is beyond the CIs (flag "unrepresentative")."""
 
 
 def bench_pane(results: Sequence[BenchResult], baseline: str | None = None) -> BenchPaneModel:
@@ -61,7 +63,7 @@ def bench_pane(results: Sequence[BenchResult], baseline: str | None = None) -> B
     if rows:
         last = results[-1]
         note = f"last run: {last.preset} {last.status}, {len(rows)} preset(s) compared"
-    return BenchPaneModel(tuple(results), shown, note)
+    return BenchPaneModel(tuple(results), shown, note, production_gap(results[-1]) if results else None)
 
 
 def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1) -> dict[str, str]:

@@ -1,0 +1,110 @@
+"""A benchmark from production and against it, on the emulator's known truth: its production traffic is mostly
+code, which it accepts more of (speed_model.class_accept_prob), so the built-in chat prompts (no code) understate
+production's τ beyond the CIs and are flagged; prompts sampled from the records are not. A stored result holds
+each prompt's hash, not its text, unless --keep-prompts; records without the text say so and which flag keeps it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from specmon.bench.results import ResultStore
+from tests.emulator.test_emulator import EAGLE3, launch
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+FAST = ["--emulator-speed", "50", "--emulator-decode-speed", "50"]
+SECRET = "ZEBRA-7731"
+"""A word in every production prompt: it must not reach a stored result unless --keep-prompts."""
+
+
+def code_prompt(i: int) -> str:
+    return f"Fix this ({SECRET} {i}):\n```python\ndef f{i}(x):\n    return x + {i}\n```\n"
+
+
+def prose_prompt(i: int) -> str:
+    return f"Describe a quiet harbor town ({SECRET} {i})."
+
+
+def production(url: str, requests: int = 40) -> None:
+    """Production's traffic: 4 in 5 prompts are code, output lengths 60 to 150 tokens."""
+    for i in range(requests):
+        text = prose_prompt(i) if i % 5 == 0 else code_prompt(i)
+        body = {"text": text, "sampling_params": {"max_new_tokens": 60 + (i * 37) % 91, "ignore_eos": True}}
+        assert httpx.post(url + "/generate", json=body, timeout=60).status_code == 200
+
+
+def bench(url: str, state: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SPECMON_STATE_DIR": state}
+    return subprocess.run([sys.executable, "-m", "specmon", "bench", "--url", url, "--requests", "20", "--warmup", "1",
+                           "--json", *args], capture_output=True, text=True, timeout=240, env=env)
+
+
+@pytest.fixture
+def emulator_with_production(tmp_path):
+    export = tmp_path / "export"
+    emu = launch(tmp_path, *EAGLE3, *FAST, "--export-metrics-to-file", "--export-metrics-to-file-dir", str(export))
+    try:
+        emu.wait_ready()
+        production(emu.url)
+        yield emu, str(export)
+    finally:
+        emu.stop()
+
+
+def test_a_generic_benchmark_is_flagged_and_one_sampled_from_production_is_not(emulator_with_production, tmp_path):
+    emu, export = emulator_with_production
+    state = str(tmp_path / "state")
+    generic = bench(emu.url, state, "--max-new-tokens", "100", "--against-traffic", export)
+    assert generic.returncode in (0, 1), generic.stderr
+    result = json.loads(generic.stdout)
+    check = result["summary"]["production"]
+    assert check["beyond_ci"] and "unrepresentative" in result["summary"]["flags"], check
+    assert check["benchmark_tau"] < check["production_tau"], check  # chat prompts: no code, the emulator's lower τ
+    assert check["benchmark_shares"].get("code", 0) == 0 and check["production_shares"]["code"] == pytest.approx(32 / 41, abs=1e-4)
+    assert check["requests"] == 40 + 1  # production and the emulator's warmup; the benchmark's own left out
+    assert "understates acceptance" in check["text"] and "its prompts are 0% code, production's 78%" in check["text"]
+
+    sampled = bench(emu.url, state, "--prompts-from-traffic", export)
+    assert sampled.returncode in (0, 1), sampled.stderr
+    result = json.loads(sampled.stdout)
+    check = result["summary"]["production"]
+    assert not check["beyond_ci"] and "unrepresentative" not in result["summary"]["flags"], check
+    assert check["benchmark_shares"]["code"] == pytest.approx(0.8, abs=0.1)
+    categories = {c["category"]: c for c in result["summary"]["by_category"]}
+    assert set(categories) == {"code", "other"} and categories["code"]["token_weighted"] > categories["other"][
+        "token_weighted"]
+    measured = [r for r in result["requests"] if not r["warmup"]]
+    assert all(r["completion_tokens"] == r["max_new_tokens"] for r in measured)  # each its record's length
+    assert len({r["max_new_tokens"] for r in measured}) > 5  # production's output lengths, not one
+    assert result["settings"]["prompts"] == "traffic:" + export
+
+    stored = ResultStore(os.path.join(state, "results")).path_for(result["run_id"]).read_text()
+    assert SECRET not in stored  # neither the prompts nor their outputs
+    assert all(len(r["prompt_hash"]) == 16 and r["prompt_text"] is None for r in measured)
+
+    kept = bench(emu.url, state, "--prompts-from-traffic", export, "--keep-prompts")
+    assert kept.returncode in (0, 1), kept.stderr
+    run_id = json.loads(kept.stdout)["run_id"]
+    assert SECRET in ResultStore(os.path.join(state, "results")).path_for(run_id).read_text()
+
+
+@pytest.mark.parametrize("level", ["0", "1"])
+def test_records_without_the_text_say_so_and_which_flag_keeps_it(tmp_path, level):
+    export = tmp_path / "export"
+    emu = launch(tmp_path, *EAGLE3, *FAST, "--export-metrics-to-file", "--export-metrics-to-file-dir", str(export),
+                 "--log-requests", "--log-requests-level", level)
+    try:
+        emu.wait_ready()
+        production(emu.url, requests=3)
+        run = bench(emu.url, str(tmp_path / "state"), "--prompts-from-traffic", str(export))
+    finally:
+        emu.stop()
+    assert run.returncode == 2 and not run.stdout
+    (line,) = run.stderr.strip().splitlines()
+    assert "none of 4 records holds the prompt's text" in line and "--log-requests-level 3" in line
+    assert SECRET not in (export / os.listdir(export)[0]).read_text()  # the emulator keeps what SGLang keeps

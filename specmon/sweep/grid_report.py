@@ -43,6 +43,13 @@ def cell_figures(run: BenchResult, concurrency: int) -> dict[str, Any]:
     }
 
 
+def cell_speedup(run: BenchResult, baseline: BenchResult) -> tuple[float | None, list[float | None] | None]:
+    """A cell's speedup over the baseline at its concurrency: the geometric mean of the per-prompt decode tok/s
+    ratios, with its bootstrap 95% CI (`compare`'s pairing)."""
+    speedup = compare(run, baseline).speedup or {}
+    return _finite(speedup.get("geomean")), speedup.get("ci95")
+
+
 def _config_of(values: list[int] | None) -> dict[str, int]:
     steps, topk, draft = values or (0, 1, 1)
     return {"steps": steps, "topk": topk, "draft_tokens": draft}
@@ -93,8 +100,7 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
                 out |= cell_figures(run, cell.concurrency)
                 against = baselines.get(cell.concurrency) or []
                 if against:
-                    speedup = compare(run, against[0][1]).speedup or {}
-                    out["speedup"], out["ci"] = _finite(speedup.get("geomean")), speedup.get("ci95")
+                    out["speedup"], out["ci"] = cell_speedup(run, against[0][1])
                 else:
                     out["reason"] = "no baseline measured at this concurrency"
             elif cell.state == "measured":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from specmon.live.paying import CurveFinder, with_speculation_pays
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.live.tracker import LiveTracker
+from specmon.sweep.curves import StoredCurves
 from specmon.view import state as status
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ class LiveWiring:
     def __init__(self, app: LiveHost) -> None:
         self.app = app
         self.monitor = LiveMonitor(LiveTracker())
+        self.curves: CurveFinder = StoredCurves()
         self.sampler: Any = None
         self._followed: tuple[str | None, int] | None = None
 
@@ -72,7 +76,9 @@ class LiveWiring:
         with self.monitor.lock:
             self.monitor.tracker.set_process_alive(False if gone else None)
             self.monitor.tracker.set_starting(starting)
-        self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
+            spec = self.monitor.tracker.spec
+        snapshot = with_speculation_pays(self.monitor.snapshot(WINDOW_S), spec, self.curves, time.time())
+        self.app.main.show_live(snapshot)
 
     def _follow_preset(self) -> None:
         """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""

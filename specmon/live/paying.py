@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from specmon.live.model import Alert
+from specmon.live.model import Alert, LiveSnapshot
 from specmon.serving.spec import SpecSettings
 
 NO_CURVE = "no measured curve for this configuration"
@@ -108,6 +108,8 @@ class SpeculationPays:
 
     def figures_text(self) -> str:
         points = self.measured
+        if self.verdict == "unknown":
+            return "at a running count not known now"
         if not points:
             return NO_CURVE
         if len(points) == 1 and self.running == points[0].concurrency:
@@ -163,3 +165,20 @@ def read_curve(curve: MeasuredCurve | None, running: float | None, now: float) -
     above = next((p for p in points if p.concurrency >= count), None)
     verdicts = {p.verdict for p in (below, above) if p is not None}
     return SpeculationPays(verdicts.pop() if len(verdicts) == 1 else "unclear", below=below, above=above, **facts)
+
+
+NOT_READ = ("exited", "unreachable", "starting", "waiting", "unreadable")
+"""Snapshot states whose running count is not the server's now: no curve is read."""
+
+
+def with_speculation_pays(snapshot: LiveSnapshot, spec: SpecSettings | None, curves: CurveFinder,
+                          now: float) -> LiveSnapshot:
+    """``snapshot`` with the serving configuration's curve read at its running count (and the crossover's alert);
+    as it was for a server without speculation, whose settings are not known, or that is not serving now."""
+    config = ServingConfig.from_spec(spec) if spec is not None else None
+    if config is None or snapshot.state in NOT_READ:
+        return snapshot
+    reading = read_curve(curves(config), snapshot.running, now)
+    alert = reading.alert()
+    return replace(snapshot, speculation_pays=reading,
+                   alerts=snapshot.alerts + ((alert,) if alert is not None else ()))

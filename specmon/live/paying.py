@@ -119,12 +119,16 @@ class SpeculationPays:
         running = "running unknown" if self.running is None else f"{self.running} running"
         return f"{measured}; {running}"
 
-    def line(self) -> str:
-        """One line (80 columns with a sweep id): "speculation 1.40× at 6 running (sweep ID, 2 h ago)"."""
+    def line(self, width: int | None = None) -> str:
+        """One line: "speculation 1.40× at 6 running (sweep ID, 2 h ago)"; within ``width`` columns the sweep's
+        id is left out where it does not fit ("(sweep 2 h ago)")."""
         if self.verdict == "no curve":
             return f"speculation: {NO_CURVE}"
-        age = f", {ago_text(self.age_s)}" if self.age_s is not None else ""
-        return f"speculation {self.figures_text()} (sweep {self.sweep_id}{age})"
+        age = ago_text(self.age_s) if self.age_s is not None else None
+        full = f"speculation {self.figures_text()} (sweep {self.sweep_id}{f', {age}' if age else ''})"
+        if width is None or len(full) <= width or age is None:
+            return full
+        return f"speculation {self.figures_text()} (sweep {age})"
 
     def alert(self) -> Alert | None:
         """A warning once the running count has reached the configuration's measured crossover."""

@@ -526,15 +526,6 @@ def build_parser() -> HintingParser:
     return parser
 
 
-def run_monitor_once(args: argparse.Namespace) -> int:
-    """`monitor --once`: the live snapshot, with the serving configuration's measured curve from the stored grid
-    sweeps (live reads no sweep itself: the layer above hands it the reader)."""
-    from specmon.live.cli import run_once
-    from specmon.sweep.curves import StoredCurves
-
-    return run_once(args, curves=StoredCurves())
-
-
 def _resolve(handler: Handler) -> Callable[[argparse.Namespace], int]:
     module_name, func_name = handler.split(":")
     return getattr(importlib.import_module(module_name), func_name)
@@ -573,9 +564,12 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     handler = args.handler
     if args.command == "monitor" and args.once:
-        handler = "specmon.cli:run_monitor_once"
+        handler = "specmon.live.cli:run_once"
     elif args.command == "fleet" and not (args.once or args.action):
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
+    if args.command in ("monitor", "fleet"):  # live and fleet read no sweep themselves: the stored curves given
+        from specmon.sweep.curves import StoredCurves
+        args.curves = StoredCurves()
     try:
         return int(_resolve(handler)(args) or 0)
     except exits.UsageError as exc:  # an unknown preset, a question that cannot be asked: one line, exit 2

@@ -13,10 +13,11 @@ if TYPE_CHECKING:
     from specmon.live.paying import CurveFinder
 
 
-def run_once(args: argparse.Namespace, curves: CurveFinder | None = None) -> int:
-    """Print one snapshot (with the serving configuration's measured curve, given ``curves``); exit 0, or 1 when
-    the server is unreachable or an alert is an error (a stall, acceptance about 1 or far below the preset's
+def run_once(args: argparse.Namespace) -> int:
+    """Print one snapshot (with the serving configuration's measured curve, given `args.curves`); exit 0, or 1
+    when the server is unreachable or an alert is an error (a stall, acceptance about 1 or far below the preset's
     benchmark), 2 for an unknown preset or an unusable API key."""
+    curves: CurveFinder | None = getattr(args, "curves", None)
     from specmon.http.headers import HeaderRefused
     from specmon.live.once import baseline_accept, collect, describe
     from specmon.serving.client import resolve_api_key

@@ -171,6 +171,19 @@ def read_curve(curve: MeasuredCurve | None, running: float | None, now: float) -
     return SpeculationPays(verdicts.pop() if len(verdicts) == 1 else "unclear", below=below, above=above, **facts)
 
 
+def fleet_reading(curves: CurveFinder | None, config: ServingConfig | None, algorithm: str | None,
+                  draft_tokens: int | None, running: float | None, now: float) -> SpeculationPays | None:
+    """A fleet row's reading: ``config`` is what the server's last benchmark ran (specmon's records); read only
+    where what Prometheus or the target's labels say it runs now (``algorithm``, ``draft_tokens``) agrees."""
+    if curves is None or config is None:
+        return None
+    if draft_tokens and draft_tokens != config.draft_tokens:
+        return None
+    if algorithm and algorithm.upper() != (config.algorithm or "").upper():
+        return None
+    return read_curve(curves(config), running, now)
+
+
 NOT_READ = ("exited", "unreachable", "starting", "waiting", "unreadable")
 """Snapshot states whose running count is not the server's now: no curve is read."""
 

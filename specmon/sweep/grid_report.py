@@ -211,4 +211,8 @@ def format_grid(report: dict[str, Any]) -> str:
         tail = f" ({band['speedup']:.2f}× the baseline" + (
             f", CI {band['ci'][0]:.2f}–{band['ci'][1]:.2f})" if band.get("ci") else ")") if band["steps"] else ""
         lines.append(f"recommended at {span}: {_label(band)}{tail}")
+    if report.get("observed_load"):
+        from specmon.sweep.load_weight import format_observed_load
+
+        lines += format_observed_load(report["observed_load"])
     return "\n".join(lines)

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from specmon.view.state import MonitorState, ServerView
 
 REFRESH_S = 2.0
+HISTORY_S = 3600.0
+"""The observed load a grid sweep's recommendation is weighted by: the last hour."""
 WINDOW_S = 60.0
 
 
@@ -79,6 +81,16 @@ class LiveWiring:
             spec = self.monitor.tracker.spec
         snapshot = with_speculation_pays(self.monitor.snapshot(WINDOW_S), spec, self.curves, time.time())
         self.app.main.show_live(snapshot)
+
+    def running_history(self) -> tuple[list[float | None], float, str] | None:
+        """The running-request counts of this run's history over the last hour (a point per 5 s), the span they
+        cover and where they are from; None with fewer than two points."""
+        with self.monitor.lock:
+            points = list(self.monitor.tracker.run.points)
+        if len(points) < 2:
+            return None
+        recent = [p for p in points if points[-1].t - p.t <= HISTORY_S]
+        return [p.running for p in recent], recent[-1].t - recent[0].t, "the Live view's history"
 
     def _follow_preset(self) -> None:
         """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""

@@ -34,7 +34,7 @@ def load_shares(counts: Sequence[float | None], concurrencies: Sequence[int]) ->
             above += 1
         else:
             tally[band] += 1
-    bands = [{"band": _band_label(asked[i - 1] if i else None, c), "read_at": c, "above": False,
+    bands: list[dict[str, Any]] = [{"band": _band_label(asked[i - 1] if i else None, c), "read_at": c, "above": False,
               "share": tally[c] / len(known)} for i, c in enumerate(asked)]
     if above:
         bands.append({"band": f"> {asked[-1]}", "read_at": asked[-1], "above": True, "share": above / len(known)})

@@ -90,7 +90,7 @@ class LiveWiring:
         if len(points) < 2:
             return None
         recent = [p for p in points if points[-1].t - p.t <= HISTORY_S]
-        return [p.running for p in recent], recent[-1].t - recent[0].t, "the Live view's history"
+        return [p.running for p in recent], recent[-1].t - recent[0].t, "the Live view"
 
     def _follow_preset(self) -> None:
         """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""

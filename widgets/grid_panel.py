@@ -59,7 +59,7 @@ class GridPanel(Vertical):
         for label, cells in model.rows:
             table.add_row(label, *(Text(cell.text, style=CELL_STYLES.get(cell.verdict, ""), justify="right")
                                    for cell in cells), key=label)
-        self.query_one("#grid-notes", Static).update(Text("\n".join(model.notes)))
+        self.query_one("#grid-notes", Static).update(Text("\n".join(model.notes), no_wrap=True, overflow="ellipsis"))
         self._draw_chart()
 
     def on_resize(self) -> None:

@@ -71,15 +71,12 @@ def weigh_by_load(report: dict[str, Any], counts: Sequence[float | None], span_s
 
 
 def format_observed_load(observed: dict[str, Any]) -> list[str]:
-    """The weighting as a few lines within 80 columns."""
+    """The weighting in two lines within 80 columns (three with counts above the measured range)."""
     shares = ", ".join(f"{band['band']}: {band['share']:.0%}" for band in observed["bands"])
-    lines = [observed["text"] + ":", f"  running requests {shares}"]
+    winner = observed["winner"]
+    wins = (f"s{winner['steps']} k{winner['topk']} d{winner['draft_tokens']} {winner['weighted_speedup']:.2f}×"
+            if winner["steps"] else "no speculation")
+    lines = [observed["text"] + ":", f"  running {shares} → {wins}"]
     if any(band["above"] for band in observed["bands"]):
         lines.append(f"  (above {observed['bands'][-1]['read_at']}: read at the highest measured)")
-    winner = observed["winner"]
-    if winner["steps"]:
-        lines.append(f"  wins: steps {winner['steps']} topk {winner['topk']} draft {winner['draft_tokens']} "
-                     f"({winner['weighted_speedup']:.2f}× the baseline, weighted)")
-    else:
-        lines.append("  wins: no speculation (no configuration above 1× weighted)")
     return lines

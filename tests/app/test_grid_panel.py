@@ -12,6 +12,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from specmon.bench.results import ResultStore
+from specmon.live.model import SeriesPoint
 from specmon.sweep.plan import SweepStore
 from specmon.view.bench_pane import bench_pane
 from specmon.view.grid_pane import GridPaneModel, grid_of_newest, grid_pane
@@ -56,8 +57,8 @@ def test_the_model_is_the_emulator_s_truth(stored: Path) -> None:
                 assert cell.verdict == ("win" if expected > 1 else "loss"), (label, c, expected)
     assert model.notes[0].startswith("at 1")
     assert not any("weighted" in note for note in model.notes)
-    weighted = _model(stored, ([1, 1, 2, 2, 16], 3480.0, "the Live view's history"))
-    assert "weighted by observed load over the last 58 min, from the Live view's history:" in weighted.notes
+    weighted = _model(stored, ([1, 1, 2, 2, 16], 3480.0, "the Live view"))
+    assert "weighted by observed load over the last 58 min, from the Live view:" in weighted.notes
 
 
 def test_the_pane_shows_the_grid_while_the_newest_run_is_the_grid_s(stored: Path, tmp_path: Path) -> None:
@@ -106,5 +107,32 @@ def test_snapshot(snap_compare, stored: Path, size) -> None:
         await wait_for(pilot, lambda: pilot.app.query_one(GridPanel).model is not None)
         await pilot.pause()
 
-    model = _model(stored, ([1, 1, 2, 2, 16], 3480.0, "the Live view's history"))
+    model = _model(stored, ([1, 1, 2, 2, 16], 3480.0, "the Live view"))
     assert snap_compare(GridApp(model), terminal_size=size, run_before=settle)
+
+
+async def test_the_app_shows_the_grid_of_its_newest_run_weighted_by_the_live_view_s_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specmon.widgets.bench_panel import BenchPanel as Panel
+    from tests.support.app_harness import ready_app, screen_text
+
+    monkeypatch.setenv("SPECMON_STATE_DIR", str(tmp_path))
+    write_grid_sweep(tmp_path, "20261203-100000-aaaa", CONFIGS, CONCURRENCY)
+    results = sorted(ResultStore(tmp_path / "results").load_all(), key=lambda r: r.run_id)
+    app = ready_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        with app.live.monitor.lock:  # an hour of the Live view's history: a point per 5 s, at 2 then at 16 running
+            points = app.live.monitor.tracker.run.points
+            points.clear()
+            points += [SeriesPoint(1_796_000_000.0 + 5 * i, None, None, 2 if i < 600 else 16, 0, None)
+                       for i in range(720)]
+        app.main.show_bench_results(results)
+        await pilot.press("3")
+        assert await wait_for(pilot, lambda: app.main.query_one(GridPanel).model is not None, timeout=30)
+        await pilot.pause()
+        assert app.main.query_one(Panel).has_class("-grid")
+        text = screen_text(app)
+        assert "s2 k2 d6" in text and "c=16" in text
+        assert "weighted by observed load over the last 60 min, from the Live view:" in text
+        assert "running 2: 83%, 9–16: 17%" in text

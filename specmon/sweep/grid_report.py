@@ -166,7 +166,8 @@ def recommend_bands(cells: list[dict[str, Any]], concurrencies: list[int]) -> li
         speedup, ci = (best["speedup"], best["ci"]) if best else (1.0, None)
         if bands and {k: bands[-1][k] for k in config} == config:
             bands[-1]["concurrency_to"] = c
-            bands[-1]["speedup"] = min(bands[-1]["speedup"], speedup)
+            if speedup < bands[-1]["speedup"]:  # the band's least speedup, with that cell's CI
+                bands[-1]["speedup"], bands[-1]["ci"] = speedup, ci
             continue
         bands.append({"concurrency_from": c, "concurrency_to": c, **config, "speedup": speedup, "ci": ci})
     return bands

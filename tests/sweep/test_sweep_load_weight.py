@@ -67,3 +67,15 @@ def test_no_history_no_weighting(report: dict) -> None:
     assert weigh_by_load(report, [None, None], 3600, "Prometheus") is None
     assert weigh_by_load(report, [3], 3600, "Prometheus") is None  # one sample is no history
     assert "weighted" not in format_grid(report)
+
+
+def test_a_band_s_speedup_is_its_least_with_that_cell_s_ci(report: dict) -> None:
+    """A band over several concurrencies says its least speedup, and the CI it shows is that cell's (it was the
+    first concurrency's: "1.48× the baseline, CI 2.06–2.06")."""
+    for band in report["recommendation"]:
+        if band["steps"] and band["ci"]:
+            low, high = band["ci"]
+            assert low <= band["speedup"] <= high, band
+    first = report["recommendation"][0]
+    assert (first["concurrency_from"], first["concurrency_to"], first["steps"]) == (1, 2, 3)
+    assert first["speedup"] == pytest.approx(truth((3, 1, 4), 2), rel=0.01)

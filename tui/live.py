@@ -83,8 +83,12 @@ class LiveWiring:
         self.app.main.show_live(snapshot)
 
     def running_history(self) -> tuple[list[float | None], float, str] | None:
-        """The running-request counts of this run's history over the last hour (a point per 5 s), the span they
-        cover and where they are from; None with fewer than two points."""
+        """The running-request counts over the last hour, the span they cover and where they are from: the
+        Prometheus a drill-down reads (its range of the server's series), else this run's Live history (a point
+        per 5 s); None with fewer than two points."""
+        from_prometheus = getattr(self.sampler, "running_history", None)
+        if from_prometheus is not None:
+            return from_prometheus[0], from_prometheus[1], "Prometheus"
         with self.monitor.lock:
             points = list(self.monitor.tracker.run.points)
         if len(points) < 2:

@@ -569,6 +569,9 @@ def _main(argv: Sequence[str] | None) -> int:
         handler = "specmon.live.cli:run_once"
     elif args.command == "fleet" and not (args.once or args.action):
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
+    if args.command in ("monitor", "fleet"):  # live and fleet read no sweep themselves: the stored curves given
+        from specmon.sweep.curves import StoredCurves
+        args.curves = StoredCurves()
     try:
         return int(_resolve(handler)(args) or 0)
     except exits.UsageError as exc:  # an unknown preset, a question that cannot be asked: one line, exit 2

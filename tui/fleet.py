@@ -75,9 +75,10 @@ class FleetApp(QuietTerminal, App):
         if self.poll:
             from specmon.fleet.poller import FleetPoller
             from specmon.fleet.records import own_presets, own_records
+            from specmon.sweep.curves import StoredCurves
 
             self.poller = FleetPoller(self.options, lambda snap: self.post_message(FleetRefreshed(snap)),
-                                      own_records(), own_presets())
+                                      own_records(), own_presets(), StoredCurves())
             self.poller.start()
         if self.exit_after_s is not None:
             self.set_timer(self.exit_after_s, self._exit_headless)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from specmon.live.paying import CurveFinder, with_speculation_pays
 from specmon.live.sampler import LiveMonitor, LiveSampler
 from specmon.live.tracker import LiveTracker
+from specmon.sweep.curves import StoredCurves
 from specmon.view import state as status
 
 if TYPE_CHECKING:
@@ -17,6 +20,8 @@ if TYPE_CHECKING:
     from specmon.view.state import MonitorState, ServerView
 
 REFRESH_S = 2.0
+HISTORY_S = 3600.0
+"""The observed load a grid sweep's recommendation is weighted by: the last hour."""
 WINDOW_S = 60.0
 
 
@@ -43,6 +48,7 @@ class LiveWiring:
     def __init__(self, app: LiveHost) -> None:
         self.app = app
         self.monitor = LiveMonitor(LiveTracker())
+        self.curves: CurveFinder = StoredCurves()
         self.sampler: Any = None
         self._followed: tuple[str | None, int] | None = None
 
@@ -72,7 +78,23 @@ class LiveWiring:
         with self.monitor.lock:
             self.monitor.tracker.set_process_alive(False if gone else None)
             self.monitor.tracker.set_starting(starting)
-        self.app.main.show_live(self.monitor.snapshot(WINDOW_S))
+            spec = self.monitor.tracker.spec
+        snapshot = with_speculation_pays(self.monitor.snapshot(WINDOW_S), spec, self.curves, time.time())
+        self.app.main.show_live(snapshot)
+
+    def running_history(self) -> tuple[list[float | None], float, str] | None:
+        """The running-request counts over the last hour, the span they cover and where they are from: the
+        Prometheus a drill-down reads (its range of the server's series), else this run's Live history (a point
+        per 5 s); None with fewer than two points."""
+        from_prometheus = getattr(self.sampler, "running_history", None)
+        if from_prometheus is not None:
+            return from_prometheus[0], from_prometheus[1], "Prometheus"
+        with self.monitor.lock:
+            points = list(self.monitor.tracker.run.points)
+        if len(points) < 2:
+            return None
+        recent = [p for p in points if points[-1].t - p.t <= HISTORY_S]
+        return [p.running for p in recent], recent[-1].t - recent[0].t, "the Live view"
 
     def _follow_preset(self) -> None:
         """The preset now serving and its last finished benchmark's acceptance (again when a run finishes)."""

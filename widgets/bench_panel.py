@@ -18,6 +18,7 @@ from specmon.bench.report import describe_progress
 from specmon.units import number
 from specmon.view.bench_pane import COLUMNS, BenchPaneModel
 from specmon.widgets.gpu_trend import columns
+from specmon.widgets.grid_panel import GridPanel
 
 REDRAW_INTERVAL_S = 0.5
 NARROW_COLUMNS = 100
@@ -80,6 +81,14 @@ class BenchPanel(Vertical):
         height: auto;
         max-height: 9;
     }
+
+    BenchPanel GridPanel, BenchPanel.-grid #bench-charts, BenchPanel.-grid #bench-table {
+        display: none;
+    }
+
+    BenchPanel.-grid GridPanel {
+        display: block;
+    }
     """
 
     def __init__(self, baseline: str | None = None, **kwargs: Any) -> None:
@@ -102,6 +111,7 @@ class BenchPanel(Vertical):
                 yield PlotextPlot(id="bench-tok-chart")
             yield PlotextPlot(id="bench-accept-chart")
         yield DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+        yield GridPanel(id="bench-grid")
 
     def on_mount(self) -> None:
         self._build_table()
@@ -126,7 +136,7 @@ class BenchPanel(Vertical):
 
     def _build_table(self) -> None:
         """(Re)build the table's columns for the current width, with every row."""
-        table = self.query_one(DataTable)
+        table = self.query_one("#bench-table", DataTable)
         table.clear(columns=True)
         for key, label in self._columns():
             table.add_column(label, key=key)
@@ -172,11 +182,14 @@ class BenchPanel(Vertical):
         if (self.progress is None or self.progress.finished) and model.note:
             flag = f"\nFLAG unrepresentative: {model.production}" if model.production else ""
             self.query_one("#bench-progress", Static).update(Text(model.note + flag))
+        self.set_class(model.grid is not None, "-grid")  # the newest run is a grid sweep's: its picture instead
+        if model.grid is not None:
+            self.query_one(GridPanel).show(model.grid)
         self._mark_dirty()
 
     # -- rendering -----------------------------------------------------------------------------------
     def _set_row(self, key: str, cells: dict[str, str]) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one("#bench-table", DataTable)
         new = key not in self._rows
         self._rows[key] = cells
         if new:
@@ -187,7 +200,7 @@ class BenchPanel(Vertical):
 
     def _remove_row(self, key: str) -> None:
         if self._rows.pop(key, None) is not None:
-            self.query_one(DataTable).remove_row(key)
+            self.query_one("#bench-table", DataTable).remove_row(key)
 
     def _mark_dirty(self) -> None:
         """The charts are redrawn within REDRAW_INTERVAL_S (one redraw for many changes; no timer while idle)."""

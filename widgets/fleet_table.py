@@ -16,7 +16,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
-from specmon.fleet.text import TableColumn, columns_for, error_line, header_line
+from specmon.fleet.text import TableColumn, columns_for, error_line, has_paying, header_line
 
 STATE_STYLES = {"down": "bold white on red", "stalled": "bold white on red", "restarted": "bold yellow",
                 "serving": "green", "idle": "dim"}
@@ -193,7 +193,7 @@ class FleetView(Vertical):
 
     def _fill(self, snapshot: FleetSnapshot) -> None:
         width = max(20, (self.size.width or 80) - 2)
-        columns = columns_for(width, gap=2)
+        columns = columns_for(width, gap=2, paying=has_paying(snapshot))
         if columns != self._columns:
             self._columns = columns
             header = row_text(tuple(cell_text(c.header, c.width, c.right) for c in columns))

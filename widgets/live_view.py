@@ -19,6 +19,14 @@ STATE_STYLE = {"serving": "bold green", "idle": "bold", "stalled": "bold red", "
                "unreadable": "bold red"}
 ALERT_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 MAX_SERIES_SHOWN = 3
+PAYING_STYLE = {"pays": "green", "loses": "yellow"}
+
+
+def _paying_line(s: LiveSnapshot, width: int) -> str | None:
+    """The measured curve at the running count, one line; none shown where no stored sweep measured this
+    configuration (`monitor --once` says so)."""
+    paying = s.speculation_pays
+    return paying.line(width) if paying is not None and paying.verdict != "no curve" else None
 
 
 def spark(values: list[float | None], width: int) -> str:
@@ -83,7 +91,7 @@ class LiveView(Widget):
         # figures of an idle server stay. Each render, and the screen update after it, costs ~4-10 ms.
         s = snapshot
         key = ((s.state, s.source, s.preset, s.restarts), tuple(figure_rows(s)), tuple(latency_rows(s)),
-               effective_text(s), tuple((a.severity, a.text) for a in s.alerts), width)
+               effective_text(s), _paying_line(s, width), tuple((a.severity, a.text) for a in s.alerts), width)
         if key == self._shown:
             return
         self._shown = key
@@ -117,7 +125,11 @@ class LiveView(Widget):
                         pad_edge=False)
         for cells in latency_rows(s):
             latency.add_row(*cells)
-        parts: list = [head, grid, latency]
+        parts: list = [head, grid]
+        if (paying := _paying_line(s, width)) is not None:
+            parts.append(Text(paying, style=PAYING_STYLE.get(s.speculation_pays.verdict, ""),  # type: ignore[union-attr]
+                              overflow="ellipsis", no_wrap=True))
+        parts.append(latency)
         for alert in s.alerts:
             parts.append(Text(f"! {alert.text}", style=ALERT_STYLE.get(alert.severity, ""), overflow="ellipsis",
                               no_wrap=True))

@@ -19,6 +19,7 @@ from specmon.fleet.promql import (
     selector_problem,
     valid_label_name,
 )
+from specmon.live.paying import CurveFinder
 from specmon.text import printable, quoted, strict_json
 from specmon.urls import UrlRefused, base_url
 
@@ -83,8 +84,10 @@ def options_from(args: argparse.Namespace) -> FleetOptions:
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    """`fleet rules` or `fleet --once`: exit 0 all well, 1 a server down or alerting, 2 Prometheus unreachable
-    or not answering the API (or bad usage)."""
+    """`fleet rules` or `fleet --once` (each row with its configuration's measured curve, given `args.curves`):
+    exit 0 all well, 1 a server down or alerting, 2 Prometheus unreachable or not answering the API (or bad
+    usage)."""
+    curves: CurveFinder | None = getattr(args, "curves", None)
     options = options_from(args)
     problems = options.problems()
     if problems:
@@ -102,7 +105,7 @@ def run_fleet(args: argparse.Namespace) -> int:
     if not options.prometheus:
         print("specmon fleet: give --prometheus URL (the Prometheus that scrapes your servers)", file=sys.stderr)
         return EXIT_PROMETHEUS
-    snapshot = asyncio.run(snapshot_once(options))
+    snapshot = asyncio.run(snapshot_once(options, curves=curves))
     if snapshot.error:
         print(f"specmon fleet: {printable(snapshot.error)}", file=sys.stderr)
         return EXIT_PROMETHEUS
@@ -118,15 +121,17 @@ def run_fleet(args: argparse.Namespace) -> int:
     return EXIT_ALERTING if snapshot.alerting else EXIT_OK
 
 
-async def snapshot_once(options: FleetOptions, records=None, history: bool = True) -> FleetSnapshot:
+async def snapshot_once(options: FleetOptions, records=None, history: bool = True,
+                        curves: CurveFinder | None = None) -> FleetSnapshot:
     """One FleetSnapshot (its `error` set when Prometheus could not be read); without the 15-minute tok/s
-    history when `history` is False (one server's drill-down needs only the rows)."""
+    history when `history` is False (one server's drill-down needs only the rows); each row with its
+    configuration's measured curve given ``curves``."""
     from specmon.fleet.reader import FleetReader
     from specmon.fleet.records import own_presets, own_records
     from specmon.fleet.tracker import FleetTracker
 
     tracker = FleetTracker(options.queries, options.prometheus or "",
-                           own_records() if records is None else records, own_presets())
+                           own_records() if records is None else records, own_presets(), curves)
     try:
         async with options.client() as client:
             reader = FleetReader(client, options.queries, options.window_s, options.routers)

@@ -19,6 +19,10 @@ from specmon.loop_thread import PeriodicReader
 from specmon.serving.prom import parse_scrape
 from specmon.text import printable
 
+HISTORY_S = 3600.0
+HISTORY_STEP_S = 15.0
+HISTORY_EVERY_S = 300.0
+"""The running count's last hour (a grid sweep's recommendation is weighted by it), read again this often."""
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 TARGET_LABELS = frozenset({"instance", "job", "__name__"})
 """Labels Prometheus adds per target: left out, so a multi-node server's ranks merge as one /metrics would."""
@@ -55,6 +59,10 @@ class PromLiveSampler:
         self.server = server
         self.monitor = monitor
         self.error: str | None = None
+        self.running_history: tuple[list[float | None], float] | None = None
+        """The server's running requests over the last hour as Prometheus holds them (a point per HISTORY_STEP_S)
+        and the span they cover; None until read, or when Prometheus has none."""
+        self._history_at: float | None = None
         self._runner = PeriodicReader("specmon-prom-live-sampler", self.read_once, interval_s=interval_s,
                                       session=client_factory, failed=self._read_failed)
 
@@ -89,12 +97,26 @@ class PromLiveSampler:
             return
         self.error = None
         now = time.time()
+        if self._history_at is None or now - self._history_at >= HISTORY_EVERY_S:
+            self._history_at = now
+            await self._read_history(client, now)
         scrape = parse_scrape(samples_text(samples, frozenset(drop)), now)
         why = () if samples or self.row is None else row_alerts(self.row, self.last_up_at, now)
         with self.monitor.lock:
             self.monitor.tracker.set_reachable(bool(samples), why)
             if samples:
                 self.monitor.tracker.add_scrape(scrape)
+
+
+    async def _read_history(self, client: PromClient, now: float) -> None:
+        """The last hour of the server's running count (one range query; Prometheus failing leaves the last)."""
+        try:
+            series = await client.query_range(self.queries.running_of(self.server), now - HISTORY_S, now,
+                                              HISTORY_STEP_S)
+        except PromError:
+            return
+        points = sorted((t, v) for s in series[:1] for t, v in s.points)
+        self.running_history = ([v for _, v in points], points[-1][0] - points[0][0]) if len(points) > 1 else None
 
 
 def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Alert, ...]:

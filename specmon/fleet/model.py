@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specmon.live.model import Alert
+from specmon.live.paying import SpeculationPays
 from specmon.live.quantiles import Quantile
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -46,6 +47,8 @@ class FleetRow:
     history: tuple[float | None, ...] = ()
     targets: tuple[str, ...] = ()
     """The server's scrape targets (`instance` labels): where it may answer from here."""
+    speculation_pays: SpeculationPays | None = None
+    """Its configuration's measured curve read at its running count (None: its configuration is not known)."""
 
     @property
     def worst(self) -> int:
@@ -75,6 +78,7 @@ class FleetRow:
             "gpu_memory_used_ratio": _r(self.gpu_memory_used_ratio, 4),
             "gpu_util_min_ratio": _r(self.gpu_util_min_ratio, 4),
             "alerts": [{"kind": a.kind, "message": a.text} for a in self.alerts],
+            "speculation_pays": self.speculation_pays.to_json() if self.speculation_pays is not None else None,
         }
 
 

@@ -11,6 +11,7 @@ from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError
 from specmon.fleet.reader import FleetReader
 from specmon.fleet.tracker import FleetTracker, Record
+from specmon.live.paying import CurveFinder
 from specmon.loop_thread import PeriodicReader
 
 
@@ -18,10 +19,11 @@ class FleetPoller:
     """One refresh every `options.interval_s`; Prometheus failing gives the last snapshot, stale, with why."""
 
     def __init__(self, options, on_snapshot: Callable[[FleetSnapshot], object],
-                 records: Mapping[str, Record] | None = None, presets: Mapping[str, Record] | None = None) -> None:
+                 records: Mapping[str, Record] | None = None, presets: Mapping[str, Record] | None = None,
+                 curves: CurveFinder | None = None) -> None:
         self.options = options
         self.on_snapshot = on_snapshot
-        self.tracker = FleetTracker(options.queries, options.prometheus or "", records, presets)
+        self.tracker = FleetTracker(options.queries, options.prometheus or "", records, presets, curves)
         self._runner = PeriodicReader("specmon-fleet-poller", self._refresh, interval_s=options.interval_s,
                                       session=self._reader, failed=self._read_failed)
         self._configured = False

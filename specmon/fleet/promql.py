@@ -414,6 +414,10 @@ class FleetQueries:
         return f'{{__name__=~"{PREFIX}.*",' + ",".join(
             part for part in (self.selector, f'{self.server_label}={promql_string(server)}') if part) + "}"
 
+    def running_of(self, server: str) -> str:
+        """One server's running requests (ranks counted once, DP ranks summed): its observed load over time."""
+        return self.dedup(NUM_RUNNING_REQS, f"{self.server_label}={promql_string(server)}")
+
     def gpu_series(self) -> str:
         """Every DCGM series the GPU selector matches (a drill-down keeps its host's: `tracker.on_host`)."""
         return '{__name__=~"DCGM_FI_DEV_.*"' + (f",{self.gpu_selector}" if self.gpu_selector else "") + "}"

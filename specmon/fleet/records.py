@@ -5,8 +5,13 @@ specmon's presets launches (a target labelled `preset`, as `specmon ps --prometh
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from specmon.fleet.tracker import Record
+from specmon.live.paying import ServingConfig
+
+if TYPE_CHECKING:
+    from specmon.bench.model import BenchResult
 
 
 def own_records(results_dir: str | None = None, preset_dirs: list[str] | None = None,
@@ -34,8 +39,18 @@ def own_records(results_dir: str | None = None, preset_dirs: list[str] | None = 
             algorithm=spec.algorithm if spec is not None and spec.enabled else None,
             draft_tokens=spec.effective_draft_tokens if spec is not None and spec.enabled else None,
             accept_length=accept,
+            config=_config(run),
         )
     return records
+
+
+def _config(run: BenchResult) -> ServingConfig | None:
+    """The model and speculative settings a run's server said it ran (None: no speculation, or one unknown)."""
+    server, spec = run.server, run.server.speculative
+    counts = (spec.num_steps, spec.eagle_topk, spec.num_draft_tokens)
+    if not spec.algorithm or not all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+        return None
+    return ServingConfig(server.model_path, spec.algorithm, *counts)  # type: ignore[arg-type]
 
 
 def own_presets(preset_dirs: list[str] | None = None) -> dict[str, Record]:

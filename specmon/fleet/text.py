@@ -95,6 +95,18 @@ def spec_text(row: FleetRow) -> str:
     return " · ".join(parts)
 
 
+def paying_text(row: FleetRow) -> str:
+    """Speculation's measured speedup at the running count ("1.42×") where that count was measured, else the
+    verdict of the measured neighbours ("pays", "loses", "?"); "—" with no curve or configuration known."""
+    paying = row.speculation_pays
+    if paying is None or paying.verdict == "no curve":
+        return MISSING
+    points = paying.measured
+    if len(points) == 1 and points[0].concurrency == paying.running:
+        return f"{points[0].speedup:.2f}×"
+    return {"pays": "pays", "loses": "loses"}.get(paying.verdict, "?")
+
+
 def alert_text(row: FleetRow) -> str:
     return row.alerts[0].kind if row.alerts else ""
 
@@ -108,6 +120,7 @@ COLUMNS: tuple[TableColumn, ...] = (
     TableColumn("accept", "accept", 6, accept_text, right=True),
     TableColumn("load", "run/q", 7, lambda r: MISSING if r.running is None else
                 f"{r.running:.0f}/{_num(r.queued, '.0f')}", right=True),
+    TableColumn("paying", "spec×", 5, paying_text, right=True),
     TableColumn("kv", "KV", 4, lambda r: _pct(r.kv_used_ratio), right=True),
     TableColumn("ttft", "TTFT99", 7, lambda r: latency_text(r.ttft_p99), right=True),
     TableColumn("gpu_mem", "GPU mem", 7, lambda r: _pct(r.gpu_memory_used_ratio), right=True),
@@ -121,18 +134,25 @@ MESSAGE = TableColumn("message", "alerts", 24, lambda r: printable("; ".join(a.t
 """The alerts in words: after the fixed columns that fit, it takes the width left (at least its own)."""
 
 
-def columns_for(width: int, gap: int = 1) -> tuple[TableColumn, ...]:
-    """The columns that fit in `width` cells (`gap` cells between), dropped right to left. When all fit, the
-    alerts in words replace the alert's kind and take the width left."""
+def has_paying(snapshot: FleetSnapshot) -> bool:
+    """Whether a row has a measured curve read (the `spec×` column is shown only then)."""
+    return any(row.speculation_pays is not None for row in snapshot.rows)
+
+
+def columns_for(width: int, gap: int = 1, paying: bool = False) -> tuple[TableColumn, ...]:
+    """The columns that fit in `width` cells (`gap` cells between), dropped right to left (`spec×` only with
+    ``paying``: a row's measured curve read). When all fit, the alerts in words replace the alert's kind and
+    take the width left."""
     chosen: list[TableColumn] = []
     used = 0
-    for column in COLUMNS:
+    offered = [c for c in COLUMNS if paying or c.key != "paying"]
+    for column in offered:
         need = column.width + (gap if chosen else 0)
         if chosen and used + need > width:
             break
         chosen.append(column)
         used += need
-    if len(chosen) == len(COLUMNS):
+    if len(chosen) == len(offered):
         kept = [c for c in chosen if c.key != "alert"]
         left = width - sum(c.width for c in kept) - gap * len(kept)
         if left >= MESSAGE.width:
@@ -167,7 +187,9 @@ def snapshot_lines(snapshot: FleetSnapshot, width: int | None = None) -> list[st
     """The snapshot as a header line and a table (for `fleet --once` without --json): the columns that fit in
     `width` (a terminal's), or with `width` None (piped, to a file) every column and every cell whole, each
     column as wide as its longest cell, the alerts in words last."""
-    columns = (*(c for c in COLUMNS if c.key != "alert"), MESSAGE) if width is None else columns_for(width)
+    paying = has_paying(snapshot)
+    columns = ((*(c for c in COLUMNS if c.key != "alert" and (paying or c.key != "paying")), MESSAGE)
+               if width is None else columns_for(width, paying=paying))
     table = [[c.header for c in columns], *([c.cell(row) for c in columns] for row in snapshot.rows)]
     widths = [c.width for c in columns]
     aligned = aligned_rows(table, right={i for i, c in enumerate(columns) if c.right}, gap=" ", min_widths=widths,

@@ -17,6 +17,7 @@ from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
 from specmon.fleet.promql import HOST_NAME_LABELS, PART_CHECKS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
+from specmon.live.paying import CurveFinder, ServingConfig, fleet_reading
 from specmon.live.quantiles import Quantile
 from specmon.plausible import MAX_TOK_S
 from specmon.serving.prom import MAX_DP_RANKS
@@ -57,6 +58,8 @@ class Record:
     algorithm: str | None = None
     draft_tokens: int | None = None
     accept_length: float | None = None
+    config: ServingConfig | None = None
+    """The model and speculative settings that run's server said it ran (its measured curve's key)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,10 @@ class FleetTracker:
     """Turns FleetReadings into FleetSnapshots; remembers servers that went away and when each was last up."""
 
     def __init__(self, queries: FleetQueries, prometheus: str, records: Mapping[str, Record] | None = None,
-                 presets: Mapping[str, Record] | None = None) -> None:
+                 presets: Mapping[str, Record] | None = None, curves: CurveFinder | None = None) -> None:
         self.queries = queries
+        self.curves = curves
+        """The measured curves of stored grid sweeps (None: not read)."""
         self.prometheus = prometheus
         self.records = dict(records or {})
         """specmon's benchmark records by server address (`host:port`)."""
@@ -310,8 +315,10 @@ class FleetTracker:
             covered = (v("stall_samples") or 0.0) * reading.scrape_s
             stalled_for = min(max(reading.window_s, rules.STALL_S), covered)
         alerts: list[Alert] = []
+        paying = fleet_reading(self.curves, record.config, algorithm, draft_tokens, running, reading.taken_at)
         if nodes_up == 0:
             alerts.append(self._down_alert(name, reading.taken_at))
+            paying = None
         else:
             if nodes_up < len(server.targets):
                 down = [t.instance for t in server.targets if not t.up]
@@ -322,7 +329,7 @@ class FleetTracker:
                           rules.acceptance(accept, speculative, generated, record.accept_length),
                           rules.kv_full(kv, 1.0, queued),
                           rules.dp_imbalance(per_dp),
-                          rules.restarted(restarts)):
+                          rules.restarted(restarts), paying.alert() if paying is not None else None):
                 if alert is not None:
                     alerts.append(alert)
         if nodes_up == 0:
@@ -347,7 +354,7 @@ class FleetTracker:
             gpu_memory_used_ratio=_pick(gpus[0], self._hosts(server), max),
             gpu_util_min_ratio=_ratio(_pick(gpus[1], self._hosts(server), min)),
             alerts=tuple(alerts), history=history.get(name, ()),
-            targets=tuple(t.instance for t in server.targets),
+            targets=tuple(t.instance for t in server.targets), speculation_pays=paying,
         )
 
     def _down_alert(self, name: str, now: float) -> Alert:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from specmon.text import strict_json
 
+if TYPE_CHECKING:
+    from specmon.live.paying import CurveFinder
+
 
 def run_once(args: argparse.Namespace) -> int:
-    """Print one snapshot; exit 0, or 1 when the server is unreachable or an alert is an error (a stall,
-    acceptance about 1 or far below the preset's benchmark), 2 for an unknown preset or an unusable API key."""
+    """Print one snapshot (with the serving configuration's measured curve, given `args.curves`); exit 0, or 1
+    when the server is unreachable or an alert is an error (a stall, acceptance about 1 or far below the preset's
+    benchmark), 2 for an unknown preset or an unusable API key."""
+    curves: CurveFinder | None = getattr(args, "curves", None)
     from specmon.http.headers import HeaderRefused
     from specmon.live.once import baseline_accept, collect, describe
     from specmon.serving.client import resolve_api_key
@@ -39,7 +45,7 @@ def run_once(args: argparse.Namespace) -> int:
     window = max(1.0, float(args.window))
     snapshot = asyncio.run(collect(
         args.url, window, log_path=args.log, api_key=api_key, preset=preset_name, asked=asked,
-        baseline=baseline_accept(preset_name),
+        baseline=baseline_accept(preset_name), curves=curves,
     ))
     if args.json:
         print(strict_json(snapshot.to_json(), indent=2))

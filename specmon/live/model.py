@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specmon.live.quantiles import Percentiles
 from specmon.text import printable
+
+if TYPE_CHECKING:
+    from specmon.live.paying import SpeculationPays
 
 WINDOWS_S = (60.0, 300.0, 900.0)
 """The latency windows: 1, 5 and 15 minutes."""
@@ -15,7 +18,7 @@ WINDOWS_S = (60.0, 300.0, 900.0)
 @dataclass(frozen=True)
 class Alert:
     """Something on-call should look at: `kind` ("stall", "accept_low", "spec_mismatch", "dp_imbalance",
-    "kv_full", "restart", "metrics", "server_info", "absurd", "down", "fleet"), `severity` ("error", "warning",
+    "kv_full", "restart", "metrics", "server_info", "absurd", "down", "fleet", "spec_loses"), `severity` ("error", "warning",
     "info") and one line of text (its control characters shown as escapes)."""
 
     kind: str
@@ -107,6 +110,9 @@ class LiveSnapshot:
     phases as `cuda_graph.PHASE`); empty when the server does not export them."""
     absurd: dict[str, str] = field(default_factory=dict)
     """Figures that cannot be true (taken out, None above): field -> what it was and why."""
+    speculation_pays: SpeculationPays | None = None
+    """The serving configuration's measured curve (a stored grid sweep) read at the running count (None: not
+    read: no speculation, its settings unknown, or no store to read)."""
 
     @property
     def kv_usage(self) -> float | None:
@@ -139,6 +145,7 @@ class LiveSnapshot:
             "alerts": [alert.to_json() for alert in self.alerts],
             "startup_s": {phase: round(seconds, 3) for phase, seconds in self.startup_s.items()} or None,
             "absurd": dict(self.absurd),
+            "speculation_pays": self.speculation_pays.to_json() if self.speculation_pays is not None else None,
         }
 
 

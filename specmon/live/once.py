@@ -10,6 +10,7 @@ from typing import Any
 
 from specmon.live.attach import plan_attach, read_range
 from specmon.live.model import LiveSnapshot
+from specmon.live.paying import CurveFinder, with_speculation_pays
 from specmon.live.scrape import read_metrics, read_server_info
 from specmon.live.tracker import LiveTracker
 
@@ -50,8 +51,10 @@ async def collect(
     baseline: float | None = None,
     interval_s: float = 1.0,
     clock: Callable[[], float] = time.time,
+    curves: CurveFinder | None = None,
 ) -> LiveSnapshot:
-    """Scrape ``url`` every ``interval_s`` for ``window_s`` seconds and return the snapshot over that window."""
+    """Scrape ``url`` every ``interval_s`` for ``window_s`` seconds and return the snapshot over that window
+    (with the serving configuration's measured curve read at its running count, given ``curves``)."""
     from specmon.http.client import HttpClient
     from specmon.http.headers import auth_headers
     from specmon.urls import base_url
@@ -80,7 +83,8 @@ async def collect(
             await asyncio.sleep(min(interval_s, remaining))
     if log_path:
         feed_log_tail(tracker, log_path)
-    return tracker.snapshot(window_s, now=clock())
+    snapshot = tracker.snapshot(window_s, now=clock())
+    return with_speculation_pays(snapshot, tracker.spec, curves, clock()) if curves is not None else snapshot
 
 
 def describe(snapshot: LiveSnapshot) -> str:

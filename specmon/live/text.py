@@ -98,5 +98,7 @@ def snapshot_lines(s: LiveSnapshot) -> list[str]:
     if s.startup_s:
         shown = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in s.startup_s.items())
         lines.append(f"{'Startup':<13} SGLang's own timings: {shown}")
+    if s.speculation_pays is not None:
+        lines.append(s.speculation_pays.line())
     lines += [f"! {alert.severity}: {alert.text}" for alert in s.alerts]
     return lines

@@ -361,6 +361,11 @@ class LiveTracker:
         )
 
     @property
+    def spec(self) -> SpecSettings | None:
+        """The server's settings from its last /server_info (None: none read yet)."""
+        return self._spec if self.server_info is not None else None
+
+    @property
     def _spec(self) -> SpecSettings:
         """The server's settings from /server_info, each figure checked (`absurd` names those that cannot be)."""
         info = self.server_info

@@ -48,6 +48,13 @@ def cell_figures(run: BenchResult, concurrency: int) -> dict[str, Any]:
     }
 
 
+def cell_speedup(run: BenchResult, baseline: BenchResult) -> tuple[float | None, list[float | None] | None]:
+    """A cell's speedup over the baseline at its concurrency: the geometric mean of the per-prompt decode tok/s
+    ratios, with its bootstrap 95% CI (`compare`'s pairing)."""
+    speedup = compare(run, baseline).speedup or {}
+    return _finite(speedup.get("geomean")), speedup.get("ci95")
+
+
 def _config_of(values: list[int] | None) -> dict[str, int]:
     steps, topk, draft = values or (0, 1, 1)
     return {"steps": steps, "topk": topk, "draft_tokens": draft}
@@ -110,8 +117,7 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
                 out |= cell_figures(run, cell.concurrency)
                 against = baselines.get(cell.concurrency) or []
                 if against:
-                    speedup = compare(run, against[0][1]).speedup or {}
-                    out["speedup"], out["ci"] = _finite(speedup.get("geomean")), speedup.get("ci95")
+                    out["speedup"], out["ci"] = cell_speedup(run, against[0][1])
                 else:
                     out["reason"] = "no baseline measured at this concurrency"
             elif cell.state == "measured":
@@ -187,7 +193,8 @@ def recommend_bands(cells: list[dict[str, Any]], concurrencies: list[int]) -> li
         speedup, ci = (best["speedup"], best["ci"]) if best else (1.0, None)
         if bands and {k: bands[-1][k] for k in config} == config:
             bands[-1]["concurrency_to"] = c
-            bands[-1]["speedup"] = min(bands[-1]["speedup"], speedup)
+            if speedup < bands[-1]["speedup"]:  # the band's least speedup, with that cell's CI
+                bands[-1]["speedup"], bands[-1]["ci"] = speedup, ci
             continue
         bands.append({"concurrency_from": c, "concurrency_to": c, **config, "speedup": speedup, "ci": ci})
     return bands
@@ -247,6 +254,10 @@ def format_grid(report: dict[str, Any]) -> str:
         tail = f" ({band['speedup']:.2f}× the baseline" + (
             f", CI {band['ci'][0]:.2f}–{band['ci'][1]:.2f})" if band.get("ci") else ")") if band["steps"] else ""
         lines.append(f"recommended at {span}: {_label(band)}{tail}")
+    if report.get("observed_load"):
+        from specmon.sweep.load_weight import format_observed_load
+
+        lines += format_observed_load(report["observed_load"])
     return "\n".join(lines)
 
 

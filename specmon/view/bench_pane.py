@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from specmon.bench.compare import Comparison, compare_all
 from specmon.bench.model import BenchResult
 from specmon.bench.report import production_gap, run_figures
 from specmon.units import number, number_range
 from specmon.view.state import bench_rows
+
+if TYPE_CHECKING:
+    from specmon.view.grid_pane import GridPaneModel
 
 COLUMNS = (
     ("preset", "preset"),
@@ -44,10 +48,14 @@ class BenchPaneModel:
     note: str | None = None
     production: str | None = None
     """The last run's verdict against production when the gap is beyond the CIs (flag "unrepresentative")."""
+    grid: GridPaneModel | None = None
+    """The grid sweep the newest run was measured in, shown instead of the per-preset charts and table."""
 
 
-def bench_pane(results: Sequence[BenchResult], baseline: str | None = None) -> BenchPaneModel:
-    """The pane's model of `results` (every run to compare, oldest first), speedups against `baseline`'s runs."""
+def bench_pane(results: Sequence[BenchResult], baseline: str | None = None,
+               grid: GridPaneModel | None = None) -> BenchPaneModel:
+    """The pane's model of `results` (every run to compare, oldest first), speedups against `baseline`'s runs;
+    `grid`: the grid sweep's picture (`specmon.view.grid_pane.grid_of_newest`)."""
     rows = bench_rows(results)
     comparisons = compare_all([r for r in results if r.status == "finished"], baseline)
     shown: dict[str, PresetRow] = {}
@@ -63,7 +71,7 @@ def bench_pane(results: Sequence[BenchResult], baseline: str | None = None) -> B
     if rows:
         last = results[-1]
         note = f"last run: {last.preset} {last.status}, {len(rows)} preset(s) compared"
-    return BenchPaneModel(tuple(results), shown, note, production_gap(results[-1]) if results else None)
+    return BenchPaneModel(tuple(results), shown, note, production_gap(results[-1]) if results else None, grid)
 
 
 def result_row(result: BenchResult, comparison: Comparison | None, runs: int = 1) -> dict[str, str]:

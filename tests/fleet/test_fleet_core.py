@@ -17,7 +17,8 @@ from specmon.live import rules
 
 JSON_KEYS = ["server", "host", "role", "state", "restarts", "nodes_up", "preset", "algorithm", "draft_tokens",
              "decode_tok_s", "accept_length", "accept_source", "running", "queued", "kv_used_ratio", "ttft_p99_s",
-             "ttft_p99_below_s", "ttft_p99_above_s", "gpu_memory_used_ratio", "gpu_util_min_ratio", "alerts"]
+             "ttft_p99_below_s", "ttft_p99_above_s", "gpu_memory_used_ratio", "gpu_util_min_ratio", "alerts",
+             "speculation_pays"]
 NOW = 1_800_000_000.0
 
 

@@ -15,6 +15,7 @@ from textual.widgets import Input, Tab, Tabs
 
 from specmon.tui.patches.footer import KeysFooter
 from specmon.view.bench_pane import BenchPaneModel, bench_pane
+from specmon.view.grid_pane import grid_of_newest, sweep_store
 from specmon.widgets.bench_panel import NARROW_COLUMNS as BENCH_COLUMNS
 from specmon.widgets.bench_panel import BenchPanel
 from specmon.widgets.gpu_pane import COMPACT_FROM, DETAIL_INFO_LINES, GpuPane
@@ -264,10 +265,12 @@ class MainScreen(Screen):
             return
         self._bench_asked += 1
         asked, baseline = self._bench_asked, panels[0].baseline
+        live = getattr(self.app, "live", None)
+        observed = live.running_history() if live is not None else None
 
         def build() -> None:
             try:
-                model = bench_pane(results, baseline)
+                model = bench_pane(results, baseline, grid_of_newest(results, sweep_store(), observed))
             except Exception as exc:  # shown as a pane that failed to render, never raised into Textual's worker
                 with contextlib.suppress(RuntimeError):  # the app has gone
                     self.app.call_from_thread(self._pane_failed, "Benchmark panel", exc)

@@ -60,7 +60,7 @@ def curve_of(plan: SweepPlan, config: ServingConfig, load: Load) -> MeasuredCurv
         bounds = (float(ci[0]), float(ci[1])) if ci and None not in ci[:2] else None  # type: ignore[arg-type]
         points.append(CurvePoint(cell.concurrency, speedup, bounds))
         cells.append({"steps": config.steps, "topk": config.topk, "draft_tokens": config.draft_tokens,
-                      "concurrency": cell.concurrency, "speedup": speedup})
+                      "concurrency": cell.concurrency, "speedup": speedup, "state": "measured"})
         finished.append(run.finished_at or run.started_at)
     if not points:
         return None

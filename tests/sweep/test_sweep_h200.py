@@ -79,3 +79,21 @@ def test_on_this_small_target_no_speculation_is_recommended_at_every_load(report
         assert all(r["speed"] < baseline for k, r in theirs.items() if k[3] == batch and k[0])
     bands = report["recommendation"]
     assert [(b["concurrency_from"], b["concurrency_to"], b["steps"]) for b in bands] == [(1, 8, 0)]
+
+
+def test_speculation_is_not_paying_on_the_h200_at_any_load_it_measured(tmp_path: Path) -> None:
+    from specmon.live.paying import ServingConfig, read_curve
+    from specmon.sweep.curves import StoredCurves
+
+    with tarfile.open(FIXTURE / "state" / "specmon-data.tar.xz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    curves = StoredCurves(SweepStore(tmp_path / "specmon" / "sweeps"), ResultStore(tmp_path / "specmon" / "results"))
+    serving = ServingConfig("/tmp/trained/target", "EAGLE3", 3, 1, 4)
+    curve = curves(serving)
+    assert curve is not None and curve.sweep_id == RUN_ID
+    assert [p.concurrency for p in sorted(curve.points, key=lambda p: p.concurrency)] == [1, 4, 8]
+    assert curve.crossover == 1  # slower than no speculation from the first measured load
+    for running in (1, 6, 8):
+        reading = read_curve(curve, running, now=curve.measured_at + 3600)
+        assert reading.verdict == "loses", (running, reading)
+    assert curves(ServingConfig("/tmp/trained/target", "EAGLE3", 5, 1, 6)) is None  # its launch failed

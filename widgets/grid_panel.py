@@ -1,6 +1,6 @@
 """GridPanel: a grid sweep in the Benchmark pane: total output tok/s against concurrency (one line per
 configuration, the baseline's first) and the configuration × concurrency table of speedups coloured by win or
-loss (predicted cells marked "~"), then the recommendation per load band. Renders the `GridPaneModel` it is given."""
+loss (predicted cells marked "~"), then the recommendation per load band; under 22 rows (80x24), the table alone. Renders the `GridPaneModel` it is given."""
 
 from __future__ import annotations
 
@@ -24,11 +24,14 @@ class GridPanel(Vertical):
 
     DEFAULT_CSS = """
     GridPanel { height: 1fr; }
-    GridPanel #grid-title { height: 1; }
+    GridPanel #grid-title { height: auto; max-height: 3; }
     GridPanel #grid-chart { height: 1fr; min-height: 6; }
     GridPanel #grid-table { height: auto; max-height: 8; }
     GridPanel #grid-notes { height: auto; max-height: 6; color: $text-muted; }
+    GridPanel.-short #grid-title, GridPanel.-short #grid-chart { display: none; }
     """
+    SHORT_BELOW = 22
+    """Rows under which the chart would be a sliver: the table alone is shown (80x24 gives about 19)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -44,13 +47,11 @@ class GridPanel(Vertical):
         if model == self.model:
             return
         self.model = model
-        legend = Text(no_wrap=True, overflow="ellipsis")
+        legend = Text()
         for index, line in enumerate(model.lines):
             legend.append("  " if index else "")
-            legend.append("━ ", style=f"bold {LINE_COLORS[index % len(LINE_COLORS)]}")
-            legend.append(line.label)
-        self.query_one("#grid-title", Static).update(Text.assemble(("output tok/s by concurrency: ", "bold"),
-                                                                   legend, no_wrap=True, overflow="ellipsis"))
+            legend.append(Text.assemble(("━ ", f"bold {LINE_COLORS[index % len(LINE_COLORS)]}"), line.label))
+        self.query_one("#grid-title", Static).update(Text.assemble(("output tok/s by concurrency: ", "bold"), legend))
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.add_column("config", key="config")
@@ -63,6 +64,7 @@ class GridPanel(Vertical):
         self._draw_chart()
 
     def on_resize(self) -> None:
+        self.set_class(self.size.height < self.SHORT_BELOW, "-short")
         if self.model is not None:
             self._draw_chart()
 

@@ -64,7 +64,7 @@ def _open(path: str) -> BinaryIO:
         raise PathRefused(f"{printable(path)}: not a regular file") from None
 
 
-def _directory_files(path: str, tally: ReadTally) -> list[tuple[str, str]]:
+def directory_files(path: str) -> list[tuple[str, str]]:
     """(path, kind) of a directory's record files: its export files in hour order, else every `*.log*` file
     as a request log (a --log-requests-target directory: `HOST_RANK.log` and its rotated `.log.DATE` files)."""
     try:
@@ -82,6 +82,11 @@ def _directory_files(path: str, tally: ReadTally) -> list[tuple[str, str]]:
     return [(os.path.join(path, name), "log") for name in sorted(names) if ".log" in name]
 
 
+def file_kind(path: str) -> str:
+    """"export" for an export file (by its name), else "log"."""
+    return "export" if EXPORT_FILE.match(os.path.basename(path)) else "log"
+
+
 def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, BinaryIO]]:
     """Every PATH opened now: (shown name, kind, stream). PathRefused for a PATH that cannot be read at all; a
     file inside a directory that cannot be read goes to `tally.unreadable`."""
@@ -94,10 +99,9 @@ def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, Binar
             except OSError as error:
                 raise PathRefused(f"{printable(path)}: {_why(error)}") from None
             if stat.S_ISDIR(info.st_mode):
-                listed, inside = _directory_files(path, tally), True
+                listed, inside = directory_files(path), True
             elif stat.S_ISREG(info.st_mode):
-                kind = "export" if EXPORT_FILE.match(os.path.basename(path)) else "log"
-                listed, inside = [(path, kind)], False
+                listed, inside = [(path, file_kind(path))], False
             else:
                 raise PathRefused(f"{printable(path)}: not a file or directory")
             for name, kind in listed:
@@ -159,6 +163,30 @@ def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
         tally.skipped[PARTIAL] += 1
 
 
+def record_of(line: str, kind: str, tally: ReadTally, since_ts: float | None = None,
+              want_params: bool = True) -> RequestRecord | None:
+    """The usable record of one complete line of a file of `kind` ("export" or "log"), else None with the reason
+    counted in `tally` (a log's other lines are not records and are not counted)."""
+    if kind == "log" and not is_finish_line(line):
+        return None
+    try:
+        record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
+    except Unusable as why:
+        tally.skipped[str(why)] += 1
+        return None
+    if record is None:
+        tally.left_out[HEALTH_CHECKS] += 1
+        return None
+    if since_ts is not None:
+        if record.finished_ts is None:
+            tally.skipped["no time (needed for --since)"] += 1
+            return None
+        if record.finished_ts < since_ts:
+            tally.left_out["before --since"] += 1
+            return None
+    return record
+
+
 def read_records(paths: list[str], tally: ReadTally, since_ts: float | None = None,
                  want_params: bool = True) -> Iterator[RequestRecord]:
     """Every usable record under `paths`, in file order; the rest counted in `tally`. PathRefused first when a
@@ -168,24 +196,9 @@ def read_records(paths: list[str], tally: ReadTally, since_ts: float | None = No
         for _name, kind, stream in opened:
             tally.files += 1
             for line in lines(stream, tally):
-                if kind == "log" and not is_finish_line(line):
-                    continue
-                try:
-                    record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
-                except Unusable as why:
-                    tally.skipped[str(why)] += 1
-                    continue
-                if record is None:
-                    tally.left_out[HEALTH_CHECKS] += 1
-                    continue
-                if since_ts is not None:
-                    if record.finished_ts is None:
-                        tally.skipped["no time (needed for --since)"] += 1
-                        continue
-                    if record.finished_ts < since_ts:
-                        tally.left_out["before --since"] += 1
-                        continue
-                yield record
+                record = record_of(line, kind, tally, since_ts, want_params)
+                if record is not None:
+                    yield record
             stream.close()
     finally:
         for _, _, stream in opened:

@@ -30,6 +30,7 @@ from specmon.traffic.records import (
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """An export line holds the prompt's text and ids: a 128k-token prompt is ~1.5 MB. Longer lines are skipped."""
 CHUNK_BYTES = 1024 * 1024
+assert CHUNK_BYTES < MAX_LINE_BYTES  # a line within one chunk is never too long (see `lines`)
 MAX_FILES = 10_000
 """A directory of more files than this is refused (a day is 24 export files; a month 720)."""
 LONG_LINE = f"line over {MAX_LINE_BYTES // (1024 * 1024)} MiB"
@@ -127,8 +128,9 @@ def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, Binar
     return opened
 
 
-def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
-    """The complete lines of a stream, each at most MAX_LINE_BYTES (longer ones counted and passed over)."""
+def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[bytes]:
+    """The complete, non-blank lines of a stream, each at most MAX_LINE_BYTES (longer ones counted and passed
+    over without being held)."""
     buffer = b""
     too_long = False
     while True:
@@ -139,23 +141,23 @@ def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
             return
         if not chunk:
             break
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
+        parts = chunk.split(b"\n")
+        rest = parts.pop()
+        if parts:  # the first part ends the line carried over; the others are whole lines shorter than a chunk
             if too_long:
-                too_long = False
-            else:
-                line = buffer + chunk[start:end]
-                if len(line) > MAX_LINE_BYTES:
+                parts[0], too_long = b"", False
+            elif buffer:
+                first = buffer + parts[0]
+                if len(first) > MAX_LINE_BYTES:
                     tally.skipped[LONG_LINE] += 1
-                elif line.strip():
-                    yield line.decode("utf-8", "replace")
+                    first = b""
+                parts[0] = first
             buffer = b""
-            start = end + 1
+            for line in parts:
+                if line and not line.isspace():
+                    yield line
         if not too_long:
-            buffer += chunk[start:]
+            buffer += rest
             if len(buffer) > MAX_LINE_BYTES:
                 tally.skipped[LONG_LINE] += 1
                 too_long, buffer = True, b""
@@ -163,12 +165,15 @@ def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
         tally.skipped[PARTIAL] += 1
 
 
-def record_of(line: str, kind: str, tally: ReadTally, since_ts: float | None = None,
+def record_of(line: str | bytes, kind: str, tally: ReadTally, since_ts: float | None = None,
               want_params: bool = True) -> RequestRecord | None:
     """The usable record of one complete line of a file of `kind` ("export" or "log"), else None with the reason
     counted in `tally` (a log's other lines are not records and are not counted)."""
-    if kind == "log" and not is_finish_line(line):
-        return None
+    if kind == "log":
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        if not is_finish_line(line):
+            return None
     try:
         record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
     except Unusable as why:

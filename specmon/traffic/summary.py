@@ -9,6 +9,8 @@ constant for a million records), which a bootstrap of that many requests agrees 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,12 +39,13 @@ Z95 = 1.959963984540054
 def bucket(value: int | None, edges: tuple[int, ...]) -> str:
     if value is None:
         return MISSING
-    low = 0
-    for edge in edges:
-        if value < edge:
-            return f"{low}-{edge - 1}"
-        low = edge
-    return f">={low}"
+    return _bucket_names(edges)[bisect.bisect_right(edges, value)]
+
+
+@functools.cache
+def _bucket_names(edges: tuple[int, ...]) -> tuple[str, ...]:
+    lows = (0, *edges)
+    return tuple(f"{low}-{edge - 1}" for low, edge in zip(lows, edges, strict=False)) + (f">={edges[-1]}",)
 
 
 @dataclass

@@ -165,3 +165,38 @@ def test_the_text_finish_line_and_its_dated_prefix(tmp_path):
     assert record.finished_ts == pytest.approx(time.mktime((2026, 1, 1, 10, 0, 0, 0, 0, -1)))
     summary = TrafficSummary().feed([record]).result()
     assert summary["accept_length"]["token_weighted"] == pytest.approx(48 / 47)
+
+
+FIELD_VALUES = [("completion_tokens", v) for v in (20, 20.0, 20.5, True, "20", None, -1, 10**30, 1e30, [20])] + \
+    [("spec_verify_ct", v) for v in (10, 10.0, 0, 21, None, False, "10")] + \
+    [("prompt_tokens", v) for v in (5, None, -5, 5.5, "5")] + \
+    [("spec_accept_length", v) for v in (2.0, 2, 2.5, "2", True, None)] + \
+    [("spec_accept_histogram", v) for v in ([9, 1], [10], [], [9, True], [11, -1], "[10]", [1] * 65, None)] + \
+    [("request_finished_ts", v) for v in (1.5e9, 1500000000, -1, True, "now", None)]
+
+
+@pytest.mark.parametrize(("key", "value"), FIELD_VALUES)
+def test_an_export_line_is_judged_as_its_fields_are(key, value):
+    """The fast decoding of an export line (msgspec, no dict) and the checks of a dict of the same fields (a
+    request log's meta_info) agree on every value: the same record, or the same reason."""
+    from specmon.traffic.records import Unusable, checked, parse_export
+
+    meta = {"id": "r", "completion_tokens": 20, "spec_verify_ct": 10, key: value}
+    line = json.dumps({"request_parameters": json.dumps({"rid": "r"}), **meta})
+
+    def judged(parse):
+        try:
+            return parse()
+        except Unusable as why:
+            return str(why)
+
+    assert judged(lambda: parse_export(line.encode())) == judged(lambda: checked("r", meta, None, None))
+
+
+def test_invalid_utf8_in_a_prompt_leaves_the_record_usable(tmp_path):
+    line = export_line("r", 20, 10).encode().replace(b'\\"x\\"', b'\\"\xff\xfe\\"')
+    assert b"\xff" in line
+    (tmp_path / EXPORT).write_bytes(line)
+    tally = ReadTally()
+    assert [r.rid for r in read_records([str(tmp_path)], tally, want_params=True)] == ["r"]
+    assert not tally.skipped

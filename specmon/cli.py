@@ -69,6 +69,14 @@ class _Shared:
         self.textfile.add_argument("--textfile-dir", metavar="DIR", help="write specmon's figures to "
                                    "DIR/specmon.prom for node-exporter's textfile collector (default: "
                                    "$SPECMON_TEXTFILE_DIR; unset: not written)")
+        self.traffic = self._parent()  # production traffic in the app and in `monitor --once`
+        self.traffic.add_argument("--traffic", metavar="PATH", action="append", default=[],
+                                  help="SGLang's request records: an --export-metrics-to-file-dir directory or "
+                                  "file, or a request log (repeatable; default: where a server specmon launched "
+                                  "writes them, from its flags)")
+        self.by = self._parent()
+        self.by.add_argument("--by", metavar="KEY", help="class requests by this key of request_parameters "
+                             "(dotted: nested)")
         self.once = self._parent()
         self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
         self.web = self._parent()
@@ -167,7 +175,7 @@ def _add_log_summary(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "monitor",
-        parents=[shared.presets, shared.once, shared.json, shared.web, shared.headless],
+        parents=[shared.presets, shared.once, shared.json, shared.traffic, shared.by, shared.web, shared.headless],
         help="attach the app to a running SGLang server",
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
@@ -186,7 +194,7 @@ def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_demo(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "demo",
-        parents=[shared.presets, shared.launch, shared.headless],
+        parents=[shared.presets, shared.launch, shared.by, shared.headless],
         help="run the app against the built-in SGLang emulator",
         description="Launch the SGLang emulator with a demo preset as a child process and open the app on it.",
     )
@@ -480,11 +488,11 @@ def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 
 
 def _add_traffic(sub: argparse._SubParsersAction, shared: _Shared) -> None:
-    p = sub.add_parser("traffic", parents=[shared.json], help="τ per request class from SGLang's request records",
+    p = sub.add_parser("traffic", parents=[shared.json, shared.by],
+                       help="τ per request class from SGLang's request records",
                        description="τ per class (95% CIs), outliers. Exit 0; 1: no usable record; 2: bad usage.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="an export directory or file, or a request log")
     p.add_argument("--since", metavar="DURATION", help="only requests finished in the last DURATION (30m, 1h, 2d)")
-    p.add_argument("--by", metavar="KEY", help="class by this key of request_parameters (dotted: nested)")
     p.set_defaults(handler="specmon.traffic.cli:run_traffic")
 
 
@@ -564,7 +572,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     handler = args.handler
     if args.command == "monitor" and args.once:
-        handler = "specmon.live.cli:run_once"
+        handler = "specmon.traffic.once:run_monitor_once"
     elif args.command == "fleet" and not (args.once or args.action):
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
     try:

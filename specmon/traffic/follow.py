@@ -5,7 +5,8 @@ lists the PATHs again, so a new hourly export file or a request log that appears
 followed file through the log follower (`specmon.logs.follower.LogFollower`: `tail -F` on a path, a truncated
 or replaced file read again from its start, a partial last line held until its newline, each line bounded). A
 file is followed once whatever its names (by device and inode: a log rotated to `NAME.log.DATE` is not read
-again under its new name). A file last written before `since_ts` is not opened. Every line that is not a usable
+again under its new name). A file last written before `since_ts` is not opened (it holds no request finished
+since); the records read are not filtered by time (`window.TrafficWindow` places them). Every line that is not a usable
 record is counted in `tally` with its reason; a PATH or file that cannot be read is in `problems` (said again
 each poll until it can be read, which it may be later: a server not yet started has written nothing).
 """
@@ -78,7 +79,7 @@ class TrafficFollower:
                 if text.endswith(TRUNCATION_MARK):
                     self.tally.skipped[LONG_LINE] += 1
                     continue
-                record = record_of(text, kind, self.tally, self.since_ts, self.want_params)
+                record = record_of(text, kind, self.tally, None, self.want_params)
                 if record is not None:
                     records.append(record)
             if follower.identity is not None:

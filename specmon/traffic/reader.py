@@ -36,6 +36,7 @@ MAX_FILES = 10_000
 LONG_LINE = f"line over {MAX_LINE_BYTES // (1024 * 1024)} MiB"
 PARTIAL = "partial last line (still being written?)"
 HEALTH_CHECKS = "health checks"
+OLD_FILES = "files last written before --since"
 
 
 class PathRefused(Exception):
@@ -88,9 +89,10 @@ def file_kind(path: str) -> str:
     return "export" if EXPORT_FILE.match(os.path.basename(path)) else "log"
 
 
-def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, BinaryIO]]:
+def open_paths(paths: list[str], tally: ReadTally, since_ts: float | None = None) -> list[tuple[str, str, BinaryIO]]:
     """Every PATH opened now: (shown name, kind, stream). PathRefused for a PATH that cannot be read at all; a
-    file inside a directory that cannot be read goes to `tally.unreadable`."""
+    file inside a directory that cannot be read goes to `tally.unreadable`. A file last written before `since_ts`
+    (which holds no request finished since) is left out."""
     opened: list[tuple[str, str, BinaryIO]] = []
     seen: set[tuple[int, int]] = set()
     try:
@@ -118,6 +120,10 @@ def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, Binar
                 key = os.fstat(stream.fileno())
                 if (key.st_dev, key.st_ino) in seen:
                     stream.close()
+                    continue
+                if since_ts is not None and key.st_mtime < since_ts:
+                    stream.close()
+                    tally.left_out[OLD_FILES] += 1
                     continue
                 seen.add((key.st_dev, key.st_ino))
                 opened.append((name, kind, stream))
@@ -196,7 +202,7 @@ def read_records(paths: list[str], tally: ReadTally, since_ts: float | None = No
                  want_params: bool = True) -> Iterator[RequestRecord]:
     """Every usable record under `paths`, in file order; the rest counted in `tally`. PathRefused first when a
     PATH cannot be read."""
-    opened = open_paths(paths, tally)
+    opened = open_paths(paths, tally, since_ts)
     try:
         for _name, kind, stream in opened:
             tally.files += 1

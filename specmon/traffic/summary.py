@@ -29,6 +29,10 @@ AT_MAXIMUM_SHARE = 0.5
 """A request whose steps accepted the chain's maximum this often or more (over AT_MAXIMUM_MIN_STEPS steps)."""
 AT_MAXIMUM_MIN_STEPS = 16
 MAX_OUTLIERS = 20
+TAU_BIN = 0.25
+TAU_BINS = 32
+"""The distribution of per-request τ: tokens per bin of TAU_BIN from 1.0; the last bin holds τ ≥ 1 + 31 x 0.25 = 8.75
+(a chain of 8 drafts accepts at most 9 tokens a step)."""
 MAX_CLASSES = 200
 """Distinct values of one `--by` key kept apart; the rest are pooled as OTHER."""
 OTHER = "(other values)"
@@ -70,6 +74,17 @@ class Tally:
         if len(self.pairs) <= BOOTSTRAP_MAX:
             self.pairs.append((completion, verify))
 
+    def merge(self, other: Tally) -> None:
+        """Add `other`'s requests (its pairs too, while they may still be bootstrapped)."""
+        self.requests += other.requests
+        self.tokens += other.tokens
+        self.verify += other.verify
+        self.sum_cc += other.sum_cc
+        self.sum_vv += other.sum_vv
+        self.sum_cv += other.sum_cv
+        if len(self.pairs) <= BOOTSTRAP_MAX:
+            self.pairs.extend(other.pairs[: BOOTSTRAP_MAX + 1 - len(self.pairs)])
+
     @property
     def accept_length(self) -> float | None:
         return self.tokens / self.verify if self.verify else None
@@ -102,11 +117,14 @@ def by_value(params: dict[str, Any] | None, key: str) -> str:
 
 
 class TrafficSummary:
-    """Feeds on records; `result()` is the JSON-ready summary."""
+    """Feeds on records; `result()` is the JSON-ready summary. Classes: by the value of `by` when given, by prompt
+    and output length buckets when `buckets` (by default: when no `by`). Summaries of disjoint records merge."""
 
-    def __init__(self, by: str | None = None) -> None:
+    def __init__(self, by: str | None = None, buckets: bool | None = None) -> None:
         self.by = by
+        self.buckets = by is None if buckets is None else buckets
         self.total = Tally()
+        self.tau_tokens = [0] * TAU_BINS
         self.classes: dict[tuple[str, str], Tally] = {}
         self.nothing_from_draft: list[RequestRecord] = []
         self.nothing_count = 0
@@ -128,9 +146,10 @@ class TrafficSummary:
     def add(self, record: RequestRecord) -> None:
         c, v = record.completion_tokens, record.verify_ct
         self.total.add(c, v)
+        self.tau_tokens[min(TAU_BINS - 1, int((c / v - 1.0) / TAU_BIN))] += c
         if self.by:
             self._class(self.by, by_value(record.params, self.by)).add(c, v)
-        else:
+        if self.buckets:
             self._class("prompt_tokens", bucket(record.prompt_tokens, PROMPT_BUCKETS)).add(c, v)
             self._class("completion_tokens", bucket(c, OUTPUT_BUCKETS)).add(c, v)
         if c >= NOTHING_FROM_DRAFT_MIN_TOKENS and c / v <= NOTHING_FROM_DRAFT_TAU:
@@ -146,6 +165,22 @@ class TrafficSummary:
     def feed(self, records: Iterable[RequestRecord]) -> TrafficSummary:
         for record in records:
             self.add(record)
+        return self
+
+    def merge(self, other: TrafficSummary) -> TrafficSummary:
+        """Add another summary's requests (other records than this one's, classed the same way)."""
+        self.total.merge(other.total)
+        self.tau_tokens = [a + b for a, b in zip(self.tau_tokens, other.tau_tokens, strict=True)]
+        for (by, value), tally in other.classes.items():
+            self._class(by, value).merge(tally)
+        self.nothing_count += other.nothing_count
+        for record in other.nothing_from_draft:
+            _keep_longest(self.nothing_from_draft, record)
+        self.max_depth = max(self.max_depth, other.max_depth)
+        for depth, kept in other.at_max.items():
+            self.at_max_count[depth] = self.at_max_count.get(depth, 0) + other.at_max_count.get(depth, 0)
+            for record in kept:
+                _keep_longest(self.at_max.setdefault(depth, []), record)
         return self
 
     def result(self) -> dict[str, Any]:
@@ -165,6 +200,7 @@ class TrafficSummary:
             "requests": self.total.requests,
             "tokens": self.total.tokens,
             "accept_length": {"token_weighted": self.total.accept_length, "ci": self.total.ci()},
+            "tau_distribution": {"bin": TAU_BIN, "from": 1.0, "tokens": list(self.tau_tokens)},
             "classes": classes,
             "outliers": outliers,
             "outlier_counts": {"nothing_from_draft": self.nothing_count,

@@ -200,3 +200,37 @@ def test_invalid_utf8_in_a_prompt_leaves_the_record_usable(tmp_path):
     tally = ReadTally()
     assert [r.rid for r in read_records([str(tmp_path)], tally, want_params=True)] == ["r"]
     assert not tally.skipped
+
+
+def test_a_symlink_loop_inside_a_directory_is_one_unreadable_file(tmp_path):
+    (tmp_path / EXPORT).write_text(export_line("x", 20, 10))
+    loop = tmp_path / "sglang-request-metrics-20260101_11.log"
+    os.symlink(loop, loop)
+    tally = ReadTally()
+    assert [r.rid for r in read_records([str(tmp_path)], tally)] == ["x"]
+    assert tally.unreadable == [f"{loop}: a symbolic link loop"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")
+def test_an_unreadable_directory_is_one_line_and_exit_2(tmp_path):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / EXPORT).write_text(export_line("x", 20, 10))
+    folder.chmod(0)
+    try:
+        run = specmon(str(folder))
+    finally:
+        folder.chmod(0o755)
+    assert run.returncode == 2 and "Permission denied" in run.stderr and run.stderr.count("\n") == 1
+
+
+def test_a_file_truncated_during_the_read_gives_what_was_read_and_nothing_made_up(tmp_path):
+    path = tmp_path / EXPORT
+    path.write_text("".join(export_line(f"r{i}", 20, 10) for i in range(20_000)))  # several read chunks
+    tally = ReadTally()
+    records = read_records([str(tmp_path)], tally)
+    first = next(records)
+    os.truncate(path, 0)  # logrotate's copytruncate, mid-read
+    rids = [first.rid] + [r.rid for r in records]
+    assert rids == [f"r{i}" for i in range(len(rids))] and 0 < len(rids) < 20_000
+    assert set(tally.skipped) <= {PARTIAL}

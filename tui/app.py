@@ -321,15 +321,10 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.config.read_only and action in ("pick_preset", "run_bench", "screenshot"):  # no files written
             return False
-        if action == "cycle_traffic_classes":
-            return self.main.traffic_shown
         return action != "pick_preset" or self.oncall.can_switch()
 
     def action_show_pane(self, pane: str) -> None:
         self.main.show_pane(pane)
-
-    def action_cycle_traffic_classes(self) -> None:
-        self.main.cycle_traffic_classes()
 
     def action_search(self) -> None:
         self.main.open_search()

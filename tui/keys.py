@@ -27,7 +27,6 @@ BINDINGS = [
     Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
     Binding("f", "follow_tail", "Follow", id="follow-tail", group=LOG),
     Binding("h", "toggle_polls", "Polls", id="toggle-polls", group=LOG),
-    Binding("c", "cycle_traffic_classes", "Classes", id="cycle-traffic-classes"),
     Binding("p", "pick_preset", "Preset", id="pick-preset"),
     Binding("b", "run_bench", "Bench", id="run-bench"),
     Binding("t", "toggle_theme", "Theme", id="toggle-theme"),
@@ -41,8 +40,7 @@ ACTION_HELP = {
     "show_pane('bench')": ("Show the Benchmark pane", "Decode tok/s and acceptance length per preset"),
     "show_pane('live')": ("Show the Live view", "Live serving: throughput, load, acceptance, latency, alerts"),
     "show_pane('traffic')": ("Show the Traffic tab", "Production τ from SGLang's request records: distribution, "
-                             "classes, outliers"),
-    "cycle_traffic_classes": ("Traffic: next classes", "Class requests by prompt length, output length or --by KEY"),
+                             "classes, outliers (again: class by prompt length, output length or --by KEY)"),
     "search": ("Search the log", "Find text in the server log (n / N: next / previous)"),
     "search_next": ("Next match", "Jump to the next match of the log search (n)"),
     "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),

@@ -74,7 +74,7 @@ class TrafficView(Static):
         if model.axes:
             title, rows = model.axes[self.axis % len(model.axes)]
             table = Table(box=None, padding=(0, 1), header_style="bold", pad_edge=False)
-            table.add_column(f"by {title} (c: next)")
+            table.add_column(f"by {title} (5: next)")
             table.add_column("requests", justify="right")
             table.add_column("share", justify="right")
             table.add_column("τ [95% CI]")

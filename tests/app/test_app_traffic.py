@@ -53,7 +53,7 @@ def test_traffic_tab(snap_compare, tmp_path, size):
 
 def test_traffic_tab_by_label_at_80x24(snap_compare, tmp_path):
     write_export(tmp_path)
-    assert snap_compare(traffic_app(tmp_path), terminal_size=(80, 24), press=["5", "c", "c"],
+    assert snap_compare(traffic_app(tmp_path), terminal_size=(80, 24), press=["5", "5", "5"],
                         run_before=_until_traffic)
 
 
@@ -79,9 +79,10 @@ async def test_the_tab_follows_records_as_they_are_written(tmp_path):
         write_export(tmp_path, count=25, start=10)  # appended while the app runs
         assert await _until(pilot, "· 35 req ·"), screen_text(app)
         titles = [command.title for command in app.get_system_commands(app.screen)]
-        assert "Show the Traffic tab" in titles and "Traffic: next classes" in titles
-        await pilot.press("c")
-        assert await _until(pilot, "by output tokens (c: next)")
+        assert "Show the Traffic tab" in titles
+        await pilot.press("5")  # again: the next classes
+        assert await _until(pilot, "by output tokens (5: next)")
         await pilot.press("4")
-        assert await _until(pilot, "Live") and "token-weighted" not in screen_text(app)
-        assert not app.check_action("cycle_traffic_classes", ())  # its key leaves the footer with the tab
+        assert await _until(pilot, "Speculation") and "token-weighted" not in screen_text(app)
+        await pilot.press("5")
+        assert await _until(pilot, "by output tokens (5: next)")  # back where it was, not cycled

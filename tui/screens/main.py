@@ -193,8 +193,11 @@ class MainScreen(Screen):
 
     def show_pane(self, name: str) -> None:
         """Make ``name`` ("server", "gpus", "bench", "live", or "traffic": the Live pane's other tab) the active
-        pane (and tab)."""
+        pane (and tab); "traffic" again, while it shows, classes its requests the next way."""
         if name not in TABS:
+            return
+        if name == "traffic" and self.traffic_shown:
+            self.cycle_traffic_classes()
             return
         if name in ("live", "traffic"):
             self._show_live_tab(name)
@@ -221,7 +224,6 @@ class MainScreen(Screen):
             self._flush_traffic()
         else:
             self._flush_live()
-        self.app.refresh_bindings()
 
     @on(Tabs.TabActivated)
     def _tab_activated(self, event: Tabs.TabActivated) -> None:

@@ -56,7 +56,7 @@ class TrafficWiring:
         records = self.follower.poll()
         now = time.time()
         self.window.add(records, now)
-        self._post(self.window.summary(now).result())
+        self._post(self.window.summary(now).result(bootstrap=False))
 
     def _post(self, result: dict | None) -> None:
         follower = self.follower

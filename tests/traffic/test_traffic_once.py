@@ -76,3 +76,12 @@ def test_a_traffic_path_that_cannot_be_read_is_said_in_the_object(tmp_path):
 ])
 def test_where_a_server_writes_its_records_is_read_from_its_flags(argv, log, expected):
     assert record_paths(["python3", "-m", "sglang.launch_server", *argv], log, cwd="/cwd") == expected
+
+
+def test_the_demo_emulator_writes_its_records_where_the_app_reads_them(tmp_path):
+    from specmon.launch.presets import load_presets
+    from specmon.tui.cli import with_records
+
+    preset = load_presets([]).presets[load_presets([]).default_demo().name]
+    argv = with_records(preset, str(tmp_path)).argv(port=30000)
+    assert record_paths(argv) == [str(tmp_path)]

@@ -12,97 +12,11 @@ import sys
 from collections.abc import Callable, Sequence
 
 from specmon import exits
-from specmon.hinting_parser import ArgumentRefused, HintingParser, PrintVersion
+from specmon.cli_options import SharedOptions as _Shared
+from specmon.cli_options import url_type as _url
+from specmon.hinting_parser import HintingParser, PrintVersion
 
 Handler = str  # "package.module:function", imported lazily
-
-
-def _url(what: str, scheme_required: bool = False) -> Callable[[str], str]:
-    """An argparse type for a URL flag: `urls.base_url` (a user:password@ refused, never echoed)."""
-
-    def parse(text: str) -> str:
-        from specmon.urls import UrlRefused, base_url
-
-        try:
-            return base_url(text, what=what, scheme_required=scheme_required)
-        except UrlRefused as exc:
-            raise ArgumentRefused(str(exc)) from None  # one line, no usage: the refusal says it all
-
-    return parse
-
-
-class _Shared:
-    """The options several commands take, each defined once here in a parent parser and given to each command
-    with `parents=` (argparse hands every command the one same option). Options whose meaning differs per command
-    (--url, --preset, --server, --timeout, --requests, --window, --concurrency,
-    --draft-tokens) are the `_add_*` functions below."""
-
-    def __init__(self) -> None:
-        self.json = self._parent()
-        self.json.add_argument("--json", action="store_true", help="print the result as JSON")
-        self.presets = self._parent()
-        self.presets.add_argument("--presets", metavar="DIR", action="append", default=[],
-                                  help="extra preset directory (repeatable)")
-        self.yes = self._parent()
-        self.yes.add_argument("--yes", action="store_true", help="do not ask before stopping a server (stop: "
-                              "also kills your own leftovers)")
-        self.from_server = self._parent()
-        self.from_server.add_argument("--from", dest="server", metavar="ID|PID",
-                                      help="the server to replace (default: the one server specmon launched)")
-        self.api_key_file = self._parent()
-        self.api_key_file.add_argument("--api-key-file", metavar="PATH", help="read the API key from this file "
-                                       "(default: $SPECMON_API_KEY)")
-        self.launch = self._parent()  # what a command that launches a preset's server is told
-        self.launch.add_argument("--speed", type=float, metavar="X",
-                                 help="demo presets: the emulator's speed factor (2 = twice as fast; default 1)")
-        self.launch.add_argument("--no-preflight", action="store_true",
-                                 help="launch without the preflight (`specmon check PRESET`)")
-        self.port = self._parent()
-        self.port.add_argument("--port", type=int, metavar="N", help="this port instead of the preset's")
-        self.results_dir = self._parent()
-        self.results_dir.add_argument("--dir", help="results directory (default: the user state directory)")
-        self.sglang_version = self._parent()
-        self.sglang_version.add_argument("--sglang-version", metavar="X.Y.Z", help="without --preset: check "
-                                         "against this version's shipped rules (default: the SGLang `python3` "
-                                         "sees, else the newest shipped)")
-        self.textfile = self._parent()
-        self.textfile.add_argument("--textfile-dir", metavar="DIR", help="write specmon's figures to "
-                                   "DIR/specmon.prom for node-exporter's textfile collector (default: "
-                                   "$SPECMON_TEXTFILE_DIR; unset: not written)")
-        self.production = self._parent()  # a benchmark from, or against, SGLang's request records
-        self.production.add_argument("--prompts-from-traffic", metavar="PATH", help="sample the prompts from "
-                                     "SGLang's request records (keeps production's class mix and output lengths)")
-        self.production.add_argument("--against-traffic", metavar="PATH", help="flag a τ beyond the CIs of "
-                                     "production's in these request records (default: --prompts-from-traffic's)")
-        self.production.add_argument("--keep-prompts", action="store_true", help="store production's prompts "
-                                     "and outputs with the result (default: a hash of each prompt)")
-        self.once = self._parent()
-        self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
-        self.web = self._parent()
-        self.web.add_argument("--web", action="store_true",
-                              help="serve the app, read-only, to a browser (textual-serve; one app per tab)")
-        self.web.add_argument("--read-only", action="store_true",
-                              help="no preset switching, no benchmarks, no files written (as --web serves)")
-        web = self.web.add_argument_group("with --web")
-        web.add_argument("--web-port", type=int, default=8765, metavar="N", help="the port (default 8765)")
-        web.add_argument("--bind", default="127.0.0.1", metavar="HOST",
-                         help="the address to listen on (default 127.0.0.1: this machine only)")
-        web.add_argument("--web-sessions", type=int, default=4, metavar="N",
-                         help="browser tabs served at once (default 4; one more is refused)")
-        self.headless = self._parent()
-        self.headless.add_argument("--headless", action="store_true", help="run without a terminal (for smoke tests)")
-        headless = self.headless.add_argument_group("with --headless")
-        headless.add_argument("--duration", type=float, default=20.0, metavar="S", help="seconds to run (default 20)")
-        headless.add_argument("--screenshot", metavar="PATH.svg", help="save an SVG screenshot at the end")
-        headless.add_argument("--screenshot-at", metavar="EVENT:PATH.svg", action="append", default=[],
-                              help="an SVG screenshot when the server first reaches EVENT (capture, ready or "
-                              "failed)")
-        headless.add_argument("--exit-on", metavar="EVENTS", default="", help="exit at the first of these "
-                              "comma-separated events (ready: 0, failed: 1)")
-
-    @staticmethod
-    def _parent() -> argparse.ArgumentParser:
-        return argparse.ArgumentParser(add_help=False)
 
 
 def _group(p: argparse.ArgumentParser, title: str, *shared: str, description: str | None = None):
@@ -174,7 +88,7 @@ def _add_log_summary(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "monitor",
-        parents=[shared.presets, shared.once, shared.json, shared.web, shared.headless],
+        parents=[shared.presets, shared.once, shared.json, shared.traffic, shared.by, shared.web, shared.headless],
         help="attach the app to a running SGLang server",
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
@@ -193,7 +107,7 @@ def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_demo(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "demo",
-        parents=[shared.presets, shared.launch, shared.headless],
+        parents=[shared.presets, shared.launch, shared.by, shared.headless],
         help="run the app against the built-in SGLang emulator",
         description="Launch the SGLang emulator with a demo preset as a child process and open the app on it.",
     )
@@ -482,11 +396,11 @@ def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 
 
 def _add_traffic(sub: argparse._SubParsersAction, shared: _Shared) -> None:
-    p = sub.add_parser("traffic", parents=[shared.json], help="τ per request class from SGLang's request records",
+    p = sub.add_parser("traffic", parents=[shared.json, shared.by],
+                       help="τ per request class from SGLang's request records",
                        description="τ per class (95% CIs), outliers. Exit 0; 1: no usable record; 2: bad usage.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="an export directory or file, or a request log")
     p.add_argument("--since", metavar="DURATION", help="only requests finished in the last DURATION (30m, 1h, 2d)")
-    p.add_argument("--by", metavar="KEY", help="class by this key of request_parameters (dotted: nested)")
     p.set_defaults(handler="specmon.traffic.cli:run_traffic")
 
 
@@ -566,7 +480,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     handler = args.handler
     if args.command == "monitor" and args.once:
-        handler = "specmon.live.cli:run_once"
+        handler = "specmon.traffic.once:run_monitor_once"
     elif args.command == "fleet" and not (args.once or args.action):
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
     if args.command in ("monitor", "fleet"):  # live and fleet read no sweep themselves: the stored curves given

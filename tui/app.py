@@ -17,7 +17,7 @@ from textual.screen import Screen
 
 from specmon.logs.model import ServerBecameReady, StartupFailed
 from specmon.oncall import progress
-from specmon.tui import keys, live, messages, shots
+from specmon.tui import keys, live, messages, shots, traffic
 from specmon.tui.cadence import FlushCadence
 from specmon.tui.config import AppConfig
 from specmon.tui.oncall import OncallWiring
@@ -70,6 +70,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
         self._started = False
         self._rendered_once = False
         self.live = live.LiveWiring(self)
+        self.traffic = traffic.TrafficWiring(self)
         self.theme = DARK_THEME
         self._switched_to: str | None = None
         """The preset a switch launched, said "Switched to" once its server is ready."""
@@ -101,6 +102,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.sources.start_gpu_sampler(self.config.gpu_source)
             self._pace_gpus()  # then at each change of the header's state, and as a benchmark starts and ends
         self.live.start()
+        self.traffic.start()
         if self.config.live_source is not None and not self.log_path:
             self.main.show_pane("live")  # a server read through Prometheus: no log, its Live view is all there is
         self.oncall.start()
@@ -134,6 +136,7 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
     def on_unmount(self) -> None:
         self.sources.stop()
         self.live.stop()
+        self.traffic.stop()
         if self.bench_run is not None:
             self.bench_run.cancel()
 
@@ -238,6 +241,11 @@ class SpecmonApp(QuietTerminal, RepaintedToasts, App[int]):
             self.live.refresh()
         self._maybe_sanity_check()
         self.render_state()
+
+    @on(messages.TrafficRead)
+    def _traffic_read(self, message: messages.TrafficRead) -> None:
+        if self._ui_ready():
+            self.main.show_traffic(message.model)
 
     @on(messages.GpuSampled)
     def _gpu_sampled(self, message: messages.GpuSampled) -> None:

@@ -7,7 +7,9 @@ import atexit
 import errno
 import functools
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +19,7 @@ from specmon.text import printable
 
 if TYPE_CHECKING:
     from specmon.gpu.sampler import GpuSource
+    from specmon.launch.presets import Preset
 
 HEADLESS_SIZE = (200, 50)
 HEADLESS_SIZE_ENV = "SPECMON_HEADLESS_SIZE"
@@ -136,6 +139,14 @@ def run_monitor(args: argparse.Namespace) -> int:
         from specmon.gpu.demo import DemoGpuSource
 
         gpu_source = DemoGpuSource(found.gpu_url)
+    from specmon.traffic.cli import check_by
+    from specmon.traffic.locate import record_paths
+
+    traffic_paths = list(getattr(args, "traffic", None) or [])
+    if not traffic_paths and found is not None and found.launched_by_specmon and found.argv:
+        traffic_paths = record_paths(found.argv, found.log)
+    elif not traffic_paths and preset is not None:
+        traffic_paths = record_paths(preset.argv(), args.log)
     config = AppConfig(
         url=base_url(args.url),
         log_path=args.log,
@@ -147,6 +158,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         attached=found,
         read_only=getattr(args, "read_only", False),
         notices=sweep_lines if found is not None else [],
+        traffic_paths=traffic_paths,
+        traffic_by=check_by(getattr(args, "by", None)),
     )
     return _run_app(config, args)
 
@@ -171,10 +184,14 @@ def run_demo(args: argparse.Namespace) -> int:
     from specmon.launch.supervisor import ServerSupervisor, SupervisorError, log_stem
     from specmon.oncall.launcher import with_speed
     from specmon.ports import free_port_pair
+    from specmon.traffic.cli import check_by
     from specmon.tui.config import AppConfig
 
+    by = check_by(getattr(args, "by", None))
     preset_set = load_presets(args.presets)
-    demos = {p.name: with_speed(p, args.speed) for p in preset_set.demo_presets()}
+    records_dir = tempfile.mkdtemp(prefix="specmon-demo-records-")  # private (0700): the emulator's request records
+    atexit.register(shutil.rmtree, records_dir, True)
+    demos = {p.name: with_records(with_speed(p, args.speed), records_dir) for p in preset_set.demo_presets()}
     if args.preset:
         preset = require_preset(preset_set, args.preset)
         if not preset.demo:
@@ -182,7 +199,7 @@ def run_demo(args: argparse.Namespace) -> int:
                   f"({printable(' '.join(preset.launcher))}), not the emulator; demo presets: "
                   f"{', '.join(demos) or 'none'}. To watch a real server, use `specmon monitor`.", file=sys.stderr)
             return 2
-        preset = with_speed(preset, args.speed)
+        preset = with_records(with_speed(preset, args.speed), records_dir)
     else:
         default = preset_set.default_demo()
         if default is None:
@@ -223,10 +240,20 @@ def run_demo(args: argparse.Namespace) -> int:
             supervisor=supervisor,
             emulator=True,
             gpu_source=DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus"),
+            traffic_paths=[records_dir],
+            traffic_by=by,
         )
         return _run_app(config, args)
     finally:
         supervisor.stop()
+
+
+def with_records(preset: Preset, directory: str) -> Preset:
+    """A demo preset whose emulator writes SGLang's export records into `directory` (the Traffic tab reads them)."""
+    import dataclasses
+
+    return dataclasses.replace(preset, args={**preset.args, "export-metrics-to-file": True,
+                                             "export-metrics-to-file-dir": directory})
 
 
 def fleet_argv(args: argparse.Namespace) -> list[str]:

@@ -43,6 +43,10 @@ class AppConfig:
     watched_through: str | None = None
     """What the header says the server is read through when not over its HTTP API (e.g. "Prometheus")."""
     api_key: str | None = None
+    traffic_paths: list[str] = field(default_factory=list)
+    """SGLang's request records to follow for the Traffic tab (--traffic, or the launched server's flags)."""
+    traffic_by: str | None = None
+    """--by: a key of request_parameters to class requests by, besides prompt and output length."""
     max_lines: int = 10_000
     flush_hz: float = 10.0
     poll_interval_s: float = 1.0

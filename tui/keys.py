@@ -21,6 +21,7 @@ BINDINGS = [
     Binding("2", "show_pane('gpus')", "GPUs", id="pane-gpus", group=PANES),
     Binding("3", "show_pane('bench')", "Bench", id="pane-bench", group=PANES),
     Binding("4", "show_pane('live')", "Live", id="pane-live", group=PANES),
+    Binding("5", "show_pane('traffic')", "Traffic", id="pane-traffic", group=PANES),
     Binding("slash", "search", "Search", id="search", group=SEARCH),
     Binding("n", "search_next", "Next match", id="search-next", group=SEARCH),
     Binding("N", "search_previous", "Previous match", id="search-previous", group=SEARCH),
@@ -38,6 +39,8 @@ ACTION_HELP = {
     "show_pane('gpus')": ("Show the GPUs pane", "Per-GPU memory, utilisation and processes"),
     "show_pane('bench')": ("Show the Benchmark pane", "Decode tok/s and acceptance length per preset"),
     "show_pane('live')": ("Show the Live view", "Live serving: throughput, load, acceptance, latency, alerts"),
+    "show_pane('traffic')": ("Show the Traffic tab", "Production τ from SGLang's request records: distribution, "
+                             "classes, outliers (again: class by prompt length, output length or --by KEY)"),
     "search": ("Search the log", "Find text in the server log (n / N: next / previous)"),
     "search_next": ("Next match", "Jump to the next match of the log search (n)"),
     "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from specmon.oncall.switch import SwitchReport
     from specmon.serving.poller import ServerStatus
     from specmon.sweep.report import SweepReport
+    from specmon.view.traffic_pane import TrafficPaneModel
 
 
 class LatestOnly(Message):
@@ -35,6 +36,13 @@ class GpuSampled(LatestOnly):
     """A GPU snapshot was taken (coalesced)."""
 
     snapshot: GpuSnapshot
+
+
+@dataclass
+class TrafficRead(LatestOnly):
+    """The request records were read again: the Traffic tab's model (coalesced)."""
+
+    model: TrafficPaneModel
 
 
 @dataclass

@@ -308,6 +308,11 @@ class LogFollower:
         """Whether the file has been found and is being read."""
         return self._fd is not None
 
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the file being read (None before it is found)."""
+        return self._identity
+
     def poll(self) -> list[LogItem]:
         """Read whatever was appended (or the file that replaced it) without blocking."""
         items: list[LogItem] = []

@@ -28,12 +28,27 @@ def since_seconds(text: str) -> float:
     return float(match.group(1)) * _SECONDS[match.group(2)]
 
 
+def check_by(by: str | None) -> str | None:
+    """`--by KEY` as given; UsageError unless a key of request_parameters (dotted for nested keys)."""
+    if by is not None and not _BY_KEY.match(by):
+        raise UsageError(f"--by {printable(by[:40])}: a key of request_parameters, dotted for nested keys "
+                         "(e.g. lora_path or custom_labels.team)")
+    return by
+
+
+def with_tally(result: dict[str, Any], tally: ReadTally) -> dict[str, Any]:
+    """A summary's result with what the reading skipped, left out and could not read."""
+    result["skipped"] = {"count": sum(tally.skipped.values()), "reasons": dict(tally.skipped.most_common())}
+    result["left_out"] = dict(tally.left_out)
+    result["files"] = tally.files
+    result["unreadable_files"] = tally.unreadable[:50]
+    return result
+
+
 def run_traffic(args: argparse.Namespace) -> int:
     """0 with at least one usable record, 1 with none, 2 for bad usage or a PATH that cannot be read."""
     since_ts = time.time() - since_seconds(args.since) if args.since else None
-    if args.by is not None and not _BY_KEY.match(args.by):
-        raise UsageError(f"--by {printable(args.by[:40])}: a key of request_parameters, dotted for nested keys "
-                         "(e.g. lora_path or custom_labels.team)")
+    check_by(args.by)
     tally = ReadTally()
     summary = TrafficSummary(by=args.by)
     try:
@@ -43,11 +58,7 @@ def run_traffic(args: argparse.Namespace) -> int:
         if args.json:
             print(strict_json({"error": str(refused)}, indent=2))
         return 2
-    result = summary.result()
-    result["skipped"] = {"count": sum(tally.skipped.values()), "reasons": dict(tally.skipped.most_common())}
-    result["left_out"] = dict(tally.left_out)
-    result["files"] = tally.files
-    result["unreadable_files"] = tally.unreadable[:50]
+    result = with_tally(summary.result(), tally)
     if args.json:
         print(strict_json(result, indent=2))
     else:
@@ -59,7 +70,7 @@ def run_traffic(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tau(value: float | None, ci: list[float] | None) -> str:
+def tau_text(value: float | None, ci: list[float] | None) -> str:
     if value is None:
         return "–"
     return f"{value:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{value:.2f} (n<5: no CI)"
@@ -69,7 +80,7 @@ def print_text(result: dict[str, Any], out: TextIO) -> None:
     """The summary as text, every line within 80 columns."""
     accept = result["accept_length"]
     out.write(f"{result['requests']:,} requests, {result['tokens']:,} output tokens, {result['files']} files\n")
-    out.write(f"τ (token-weighted): {_tau(accept['token_weighted'], accept['ci'])}\n")
+    out.write(f"τ (token-weighted): {tau_text(accept['token_weighted'], accept['ci'])}\n")
     skipped = result["skipped"]
     if skipped["count"]:
         out.write(f"skipped {skipped['count']:,} records:\n")
@@ -86,7 +97,7 @@ def print_text(result: dict[str, Any], out: TextIO) -> None:
             out.write(f"\nby {by[:40]:<40} {'requests':>9} {'share':>6}  τ [95% CI]\n")
         share = f"{100 * row['share']:.0f}%" if row["share"] is not None else "–"
         out.write(f"  {row['value'][:38]:<38} {row['requests']:>10,} {share:>6}  "
-                  f"{_tau(row['accept_length'], row['ci'])}\n")
+                  f"{tau_text(row['accept_length'], row['ci'])}\n")
     if result["outliers"]:
         out.write("\noutliers (longest first)\n")
         for row in result["outliers"]:

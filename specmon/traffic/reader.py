@@ -30,11 +30,13 @@ from specmon.traffic.records import (
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """An export line holds the prompt's text and ids: a 128k-token prompt is ~1.5 MB. Longer lines are skipped."""
 CHUNK_BYTES = 1024 * 1024
+assert CHUNK_BYTES < MAX_LINE_BYTES  # a line within one chunk is never too long (see `lines`)
 MAX_FILES = 10_000
 """A directory of more files than this is refused (a day is 24 export files; a month 720)."""
 LONG_LINE = f"line over {MAX_LINE_BYTES // (1024 * 1024)} MiB"
 PARTIAL = "partial last line (still being written?)"
 HEALTH_CHECKS = "health checks"
+OLD_FILES = "files last written before --since"
 
 
 class PathRefused(Exception):
@@ -64,7 +66,7 @@ def _open(path: str) -> BinaryIO:
         raise PathRefused(f"{printable(path)}: not a regular file") from None
 
 
-def _directory_files(path: str, tally: ReadTally) -> list[tuple[str, str]]:
+def directory_files(path: str) -> list[tuple[str, str]]:
     """(path, kind) of a directory's record files: its export files in hour order, else every `*.log*` file
     as a request log (a --log-requests-target directory: `HOST_RANK.log` and its rotated `.log.DATE` files)."""
     try:
@@ -82,9 +84,15 @@ def _directory_files(path: str, tally: ReadTally) -> list[tuple[str, str]]:
     return [(os.path.join(path, name), "log") for name in sorted(names) if ".log" in name]
 
 
-def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, BinaryIO]]:
+def file_kind(path: str) -> str:
+    """"export" for an export file (by its name), else "log"."""
+    return "export" if EXPORT_FILE.match(os.path.basename(path)) else "log"
+
+
+def open_paths(paths: list[str], tally: ReadTally, since_ts: float | None = None) -> list[tuple[str, str, BinaryIO]]:
     """Every PATH opened now: (shown name, kind, stream). PathRefused for a PATH that cannot be read at all; a
-    file inside a directory that cannot be read goes to `tally.unreadable`."""
+    file inside a directory that cannot be read goes to `tally.unreadable`. A file last written before `since_ts`
+    (which holds no request finished since) is left out."""
     opened: list[tuple[str, str, BinaryIO]] = []
     seen: set[tuple[int, int]] = set()
     try:
@@ -94,10 +102,9 @@ def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, Binar
             except OSError as error:
                 raise PathRefused(f"{printable(path)}: {_why(error)}") from None
             if stat.S_ISDIR(info.st_mode):
-                listed, inside = _directory_files(path, tally), True
+                listed, inside = directory_files(path), True
             elif stat.S_ISREG(info.st_mode):
-                kind = "export" if EXPORT_FILE.match(os.path.basename(path)) else "log"
-                listed, inside = [(path, kind)], False
+                listed, inside = [(path, file_kind(path))], False
             else:
                 raise PathRefused(f"{printable(path)}: not a file or directory")
             for name, kind in listed:
@@ -114,6 +121,10 @@ def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, Binar
                 if (key.st_dev, key.st_ino) in seen:
                     stream.close()
                     continue
+                if since_ts is not None and key.st_mtime < since_ts:
+                    stream.close()
+                    tally.left_out[OLD_FILES] += 1
+                    continue
                 seen.add((key.st_dev, key.st_ino))
                 opened.append((name, kind, stream))
     except BaseException:
@@ -123,8 +134,9 @@ def open_paths(paths: list[str], tally: ReadTally) -> list[tuple[str, str, Binar
     return opened
 
 
-def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
-    """The complete lines of a stream, each at most MAX_LINE_BYTES (longer ones counted and passed over)."""
+def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[bytes]:
+    """The complete, non-blank lines of a stream, each at most MAX_LINE_BYTES (longer ones counted and passed
+    over without being held)."""
     buffer = b""
     too_long = False
     while True:
@@ -135,23 +147,23 @@ def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
             return
         if not chunk:
             break
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
+        parts = chunk.split(b"\n")
+        rest = parts.pop()
+        if parts:  # the first part ends the line carried over; the others are whole lines shorter than a chunk
             if too_long:
-                too_long = False
-            else:
-                line = buffer + chunk[start:end]
-                if len(line) > MAX_LINE_BYTES:
+                parts[0], too_long = b"", False
+            elif buffer:
+                first = buffer + parts[0]
+                if len(first) > MAX_LINE_BYTES:
                     tally.skipped[LONG_LINE] += 1
-                elif line.strip():
-                    yield line.decode("utf-8", "replace")
+                    first = b""
+                parts[0] = first
             buffer = b""
-            start = end + 1
+            for line in parts:
+                if line and not line.isspace():
+                    yield line
         if not too_long:
-            buffer += chunk[start:]
+            buffer += rest
             if len(buffer) > MAX_LINE_BYTES:
                 tally.skipped[LONG_LINE] += 1
                 too_long, buffer = True, b""
@@ -159,33 +171,45 @@ def lines(stream: BinaryIO, tally: ReadTally) -> Iterator[str]:
         tally.skipped[PARTIAL] += 1
 
 
+def record_of(line: str | bytes, kind: str, tally: ReadTally, since_ts: float | None = None,
+              want_params: bool = True) -> RequestRecord | None:
+    """The usable record of one complete line of a file of `kind` ("export" or "log"), else None with the reason
+    counted in `tally` (a log's other lines are not records and are not counted)."""
+    if kind == "log":
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        if not is_finish_line(line):
+            return None
+    try:
+        record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
+    except Unusable as why:
+        tally.skipped[str(why)] += 1
+        return None
+    if record is None:
+        tally.left_out[HEALTH_CHECKS] += 1
+        return None
+    if since_ts is not None:
+        if record.finished_ts is None:
+            tally.skipped["no time (needed for --since)"] += 1
+            return None
+        if record.finished_ts < since_ts:
+            tally.left_out["before --since"] += 1
+            return None
+    return record
+
+
 def read_records(paths: list[str], tally: ReadTally, since_ts: float | None = None,
                  want_params: bool = True) -> Iterator[RequestRecord]:
     """Every usable record under `paths`, in file order; the rest counted in `tally`. PathRefused first when a
     PATH cannot be read."""
-    opened = open_paths(paths, tally)
+    opened = open_paths(paths, tally, since_ts)
     try:
         for _name, kind, stream in opened:
             tally.files += 1
             for line in lines(stream, tally):
-                if kind == "log" and not is_finish_line(line):
-                    continue
-                try:
-                    record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
-                except Unusable as why:
-                    tally.skipped[str(why)] += 1
-                    continue
-                if record is None:
-                    tally.left_out[HEALTH_CHECKS] += 1
-                    continue
-                if since_ts is not None:
-                    if record.finished_ts is None:
-                        tally.skipped["no time (needed for --since)"] += 1
-                        continue
-                    if record.finished_ts < since_ts:
-                        tally.left_out["before --since"] += 1
-                        continue
-                yield record
+                record = record_of(line, kind, tally, since_ts, want_params)
+                if record is not None:
+                    yield record
             stream.close()
     finally:
         for _, _, stream in opened:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from specmon.text import printable, strict_json
 
 HEALTH_CHECK_PREFIX = "HEALTH_CHECK"
@@ -37,6 +39,7 @@ MAX_HISTOGRAM = 64
 LABEL_CHARS = 64
 """A label (a rid, a `--by` value) is printable and at most this long; longer ones end in `…`."""
 ACCEPT_LENGTH_TOLERANCE = 1e-6
+_INF = math.inf
 
 _DATED = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _FINISH_TEXT = "Finish: obj="
@@ -51,9 +54,10 @@ class Unusable(Exception):
     """A record that cannot be used; its message is the reason, counted as it is (so: no values in it)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestRecord:
-    """One finished request's acceptance, checked: `accept_length` = completion_tokens / verify_ct."""
+    """One finished request's acceptance, checked: `accept_length` = completion_tokens / verify_ct. Not frozen
+    (a frozen dataclass took 2 µs to make, a fifth of reading a record), but never changed once made."""
 
     rid: str
     prompt_tokens: int | None
@@ -70,6 +74,8 @@ class RequestRecord:
 
 def label(value: object) -> str:
     """Outside text as a label: control characters escaped, at most LABEL_CHARS characters."""
+    if type(value) is str and len(value) <= LABEL_CHARS and value.isprintable():  # the common case, at once
+        return value
     text = value if isinstance(value, str) else strict_json(value, sort_keys=True)
     text = printable(text)
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
@@ -79,8 +85,9 @@ def is_health_check(rid: object) -> bool:
     return isinstance(rid, str) and rid.startswith(HEALTH_CHECK_PREFIX)
 
 
-def _count(meta: dict[str, Any], key: str, *, required: bool = True) -> int | None:
-    value = meta.get(key)
+def _count(value: object, key: str, *, required: bool = True) -> int | None:
+    if type(value) is int and 0 <= value <= MAX_TOKENS:  # the common case, at once
+        return value
     if value is None:
         if required:
             raise Unusable(f"no {key}")
@@ -103,41 +110,50 @@ def _count(meta: dict[str, Any], key: str, *, required: bool = True) -> int | No
 def _histogram(value: object, verify_ct: int) -> tuple[int, ...]:
     if value is None:
         return ()
-    if not isinstance(value, list) or len(value) > MAX_HISTOGRAM or not all(
-            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_TOKENS for n in value):
+    if not isinstance(value, list) or len(value) > MAX_HISTOGRAM or (value and (
+            set(map(type, value)) != {int} or min(value) < 0 or max(value) > MAX_TOKENS)):
         raise Unusable("spec_accept_histogram is not a list of counts")
     if value and sum(value) != verify_ct:
         raise Unusable("spec_accept_histogram does not sum to spec_verify_ct")
     return tuple(value)
 
 
-def checked(rid: object, meta: dict[str, Any], params: dict[str, Any] | None, finished_ts: float | None) -> RequestRecord:
-    """The record of one request's `meta_info`, every value checked; Unusable says why not."""
-    completion = _count(meta, "completion_tokens")
-    assert completion is not None
-    verify = _count(meta, "spec_verify_ct", required=False)
-    if verify is None:
-        raise Unusable("no spec_verify_ct (no speculation, or no verify step)")
-    if verify == 0:
-        raise Unusable("spec_verify_ct is 0")
-    if verify > completion:
-        raise Unusable("spec_verify_ct over completion_tokens")
-    prompt = _count(meta, "prompt_tokens", required=False)
-    reported = meta.get("spec_accept_length")
+def checked(rid: object, meta: dict[str, Any] | _ExportRecord, params: dict[str, Any] | None,
+            finished_ts: float | None) -> RequestRecord:
+    """The record of one request's `meta_info` (a dict, or an export line's fields as decoded), every value
+    checked; Unusable says why not."""
+    get = meta.get if isinstance(meta, dict) else meta.__getattribute__
+    completion, verify = get("completion_tokens"), get("spec_verify_ct")
+    if not (type(completion) is int and type(verify) is int and 0 < verify <= completion <= MAX_TOKENS):
+        completion = _count(completion, "completion_tokens")
+        assert completion is not None
+        verify = _count(verify, "spec_verify_ct", required=False)
+        if verify is None:
+            raise Unusable("no spec_verify_ct (no speculation, or no verify step)")
+        if verify == 0:
+            raise Unusable("spec_verify_ct is 0")
+        if verify > completion:
+            raise Unusable("spec_verify_ct over completion_tokens")
+    prompt = _count(get("prompt_tokens"), "prompt_tokens", required=False)
+    reported = get("spec_accept_length")
     if reported is not None:
-        if isinstance(reported, bool) or not isinstance(reported, int | float) or not math.isfinite(reported):
+        if type(reported) is not float and (isinstance(reported, bool) or not isinstance(reported, int | float)):
+            raise Unusable("spec_accept_length is not a finite number")
+        if not -_INF < reported < _INF:
             raise Unusable("spec_accept_length is not a finite number")
         if abs(reported - completion / verify) > ACCEPT_LENGTH_TOLERANCE * max(1.0, reported):
             raise Unusable("spec_accept_length disagrees with completion_tokens / spec_verify_ct")
-    ts = meta.get("request_finished_ts", finished_ts)
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
+    ts = get("request_finished_ts")
+    if (type(ts) is not float and (ts is None or isinstance(ts, bool) or not isinstance(ts, int | float))
+            or not 0 <= ts < _INF):
         ts = finished_ts
-    return RequestRecord(rid=label(rid if rid is not None else "?"), prompt_tokens=prompt, completion_tokens=completion,
-                         verify_ct=verify, finished_ts=ts, histogram=_histogram(meta.get("spec_accept_histogram"), verify),
-                         params=params)
+    return RequestRecord(label(rid if rid is not None else "?"), prompt, completion, verify, ts,
+                         _histogram(get("spec_accept_histogram"), verify), params)
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str | bytes) -> Any:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
     try:
         return json.loads(text, parse_constant=lambda name: float(name.replace("Infinity", "inf")))
     except RecursionError:
@@ -146,21 +162,59 @@ def _loads(text: str) -> Any:
         raise Unusable("not JSON (truncated or another format)") from None
 
 
-def parse_export(line: str, want_params: bool = False) -> RequestRecord | None:
+class _ExportRecord(msgspec.Struct):
+    """The fields of an export line that are read, decoded by msgspec without building a dict of the rest; each
+    value is checked by `checked` as a dict's would be."""
+
+    request_parameters: Any = None
+    id: Any = None
+    prompt_tokens: Any = None
+    completion_tokens: Any = None
+    spec_verify_ct: Any = None
+    spec_accept_length: Any = None
+    spec_accept_histogram: Any = None
+    request_finished_ts: Any = None
+
+
+_EXPORT_DECODER = msgspec.json.Decoder(_ExportRecord)
+_ANY_DECODER = msgspec.json.Decoder()
+
+
+def _decoded_export(line: str | bytes) -> _ExportRecord | dict[str, Any]:
+    """The export line decoded: by msgspec (fast), else by json (NaN, deep nesting, not an object: said as
+    `_loads` says them)."""
+    try:
+        return _EXPORT_DECODER.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        record = _loads(line)
+        if not isinstance(record, dict):
+            raise Unusable("not a JSON object") from None
+        return record
+
+
+def _params(raw: str) -> Any:
+    try:
+        return _ANY_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return _loads(raw)
+
+
+def parse_export(line: str | bytes, want_params: bool = False) -> RequestRecord | None:
     """One line of an export file; None for a health check. request_parameters (a second JSON document) is parsed
     only when wanted (--by) or when meta_info has no id to name the request."""
-    record = _loads(line)
-    if not isinstance(record, dict):
-        raise Unusable("not a JSON object")
-    raw_params = record.get("request_parameters")
+    record = _decoded_export(line)
+    get = record.get if isinstance(record, dict) else record.__getattribute__
+    raw_params = get("request_parameters")
     if not isinstance(raw_params, str):
         raise Unusable("no request_parameters (another SGLang version's record?)")
     params = None
-    if want_params or not isinstance(record.get("id"), str):
-        params = _loads(raw_params)
+    rid = get("id")
+    if want_params or not isinstance(rid, str):
+        params = _params(raw_params)
         if not isinstance(params, dict):
             raise Unusable("request_parameters is not a JSON object")
-    rid = record.get("id") if isinstance(record.get("id"), str) else params.get("rid") if params else None
+    if not isinstance(rid, str):
+        rid = params.get("rid") if params else None
     if is_health_check(rid):
         return None
     return checked(rid, record, params, None)

@@ -226,7 +226,7 @@ async def test_the_footer_shows_every_key_binding_within_80_columns(size):
     async with app.run_test(size=size) as pilot:
         assert await wait_for(pilot, lambda: shown() >= wanted and "^p palette" in screen_text(app), timeout=15)
         footer = screen_text(app).splitlines()[-1]
-        for words in ("1234 Pane", "/nN Search", "p Preset", "F8 Shot", "q Quit", "^p palette"):
+        for words in ("12345 Pane", "/nN Search", "p Preset", "F8 Shot", "q Quit", "^p palette"):
             assert words in footer, footer
 
 

@@ -17,7 +17,8 @@ from tests.support.serving_replay import ReplayServer
 
 KEYS = {"state", "source", "window_s", "window_from", "window_to", "decode_tok_s", "running", "queued", "max_running", "kv_used", "kv_total",
         "accept_length", "accept_rate", "ttft_ms", "itl_ms", "e2e_ms", "cache_hit_rate", "effective", "restarts",
-        "alerts", "startup_s", "absurd", "speculation_pays"}
+        "alerts", "startup_s", "absurd", "speculation_pays",
+        "traffic"}  # traffic: null unless the request records are local
 
 
 def specmon(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -165,3 +165,72 @@ def test_the_text_finish_line_and_its_dated_prefix(tmp_path):
     assert record.finished_ts == pytest.approx(time.mktime((2026, 1, 1, 10, 0, 0, 0, 0, -1)))
     summary = TrafficSummary().feed([record]).result()
     assert summary["accept_length"]["token_weighted"] == pytest.approx(48 / 47)
+
+
+FIELD_VALUES = [("completion_tokens", v) for v in (20, 20.0, 20.5, True, "20", None, -1, 10**30, 1e30, [20])] + \
+    [("spec_verify_ct", v) for v in (10, 10.0, 0, 21, None, False, "10")] + \
+    [("prompt_tokens", v) for v in (5, None, -5, 5.5, "5")] + \
+    [("spec_accept_length", v) for v in (2.0, 2, 2.5, "2", True, None)] + \
+    [("spec_accept_histogram", v) for v in ([9, 1], [10], [], [9, True], [11, -1], "[10]", [1] * 65, None)] + \
+    [("request_finished_ts", v) for v in (1.5e9, 1500000000, -1, True, "now", None)]
+
+
+@pytest.mark.parametrize(("key", "value"), FIELD_VALUES)
+def test_an_export_line_is_judged_as_its_fields_are(key, value):
+    """The fast decoding of an export line (msgspec, no dict) and the checks of a dict of the same fields (a
+    request log's meta_info) agree on every value: the same record, or the same reason."""
+    from specmon.traffic.records import Unusable, checked, parse_export
+
+    meta = {"id": "r", "completion_tokens": 20, "spec_verify_ct": 10, key: value}
+    line = json.dumps({"request_parameters": json.dumps({"rid": "r"}), **meta})
+
+    def judged(parse):
+        try:
+            return parse()
+        except Unusable as why:
+            return str(why)
+
+    assert judged(lambda: parse_export(line.encode())) == judged(lambda: checked("r", meta, None, None))
+
+
+def test_invalid_utf8_in_a_prompt_leaves_the_record_usable(tmp_path):
+    line = export_line("r", 20, 10).encode().replace(b'\\"x\\"', b'\\"\xff\xfe\\"')
+    assert b"\xff" in line
+    (tmp_path / EXPORT).write_bytes(line)
+    tally = ReadTally()
+    assert [r.rid for r in read_records([str(tmp_path)], tally, want_params=True)] == ["r"]
+    assert not tally.skipped
+
+
+def test_a_symlink_loop_inside_a_directory_is_one_unreadable_file(tmp_path):
+    (tmp_path / EXPORT).write_text(export_line("x", 20, 10))
+    loop = tmp_path / "sglang-request-metrics-20260101_11.log"
+    os.symlink(loop, loop)
+    tally = ReadTally()
+    assert [r.rid for r in read_records([str(tmp_path)], tally)] == ["x"]
+    assert tally.unreadable == [f"{loop}: a symbolic link loop"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")
+def test_an_unreadable_directory_is_one_line_and_exit_2(tmp_path):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / EXPORT).write_text(export_line("x", 20, 10))
+    folder.chmod(0)
+    try:
+        run = specmon(str(folder))
+    finally:
+        folder.chmod(0o755)
+    assert run.returncode == 2 and "Permission denied" in run.stderr and run.stderr.count("\n") == 1
+
+
+def test_a_file_truncated_during_the_read_gives_what_was_read_and_nothing_made_up(tmp_path):
+    path = tmp_path / EXPORT
+    path.write_text("".join(export_line(f"r{i}", 20, 10) for i in range(20_000)))  # several read chunks
+    tally = ReadTally()
+    records = read_records([str(tmp_path)], tally)
+    first = next(records)
+    os.truncate(path, 0)  # logrotate's copytruncate, mid-read
+    rids = [first.rid] + [r.rid for r in records]
+    assert rids == [f"r{i}" for i in range(len(rids))] and 0 < len(rids) < 20_000
+    assert set(tally.skipped) <= {PARTIAL}

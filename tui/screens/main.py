@@ -22,6 +22,7 @@ from specmon.widgets.gpu_pane import COMPACT_FROM, DETAIL_INFO_LINES, GpuPane
 from specmon.widgets.live_view import LiveView
 from specmon.widgets.server_pane import ServerPane
 from specmon.widgets.status_header import StatusHeader
+from specmon.widgets.traffic_view import TrafficView
 
 if TYPE_CHECKING:
     from textual.widget import Widget
@@ -31,10 +32,13 @@ if TYPE_CHECKING:
     from specmon.live.model import LiveSnapshot
     from specmon.logs.model import LineKind, StartupState
     from specmon.view.state import Note, Row
+    from specmon.view.traffic_pane import TrafficPaneModel
 
 W = TypeVar("W", bound="Widget")
 
 PANES = ("server", "gpus", "bench", "live")
+TABS = (*PANES, "traffic")
+"""The Traffic tab is the Live pane showing production traffic instead of the Live view."""
 WIDE_COLUMNS = 160
 PANE_CHROME = 4
 """A pane's border and padding, in columns."""
@@ -58,6 +62,8 @@ class MainScreen(Screen):
         self.composed = False
         self._pending_gpus: GpuSnapshot | None = None
         self._pending_live: LiveSnapshot | None = None
+        self._pending_traffic: TrafficPaneModel | None = None
+        self.live_tab = "live"
         self._failed_panes: set[str] = set()
         self._found: dict[str, Widget] = {}
         self._gpu_shape: tuple[int, int] = (0, 0)
@@ -70,11 +76,13 @@ class MainScreen(Screen):
             Tab("2 GPUs", id="tab-gpus"),
             Tab("3 Benchmark", id="tab-bench"),
             Tab("4 Live", id="tab-live"),
+            Tab("5 Traffic", id="tab-traffic"),
             id="pane-tabs",
         )
         with Container(id="panes"):  # in this order for the wide grid: Live above Server, GPUs above Benchmark
             with Container(id="pane-live", classes="pane"):
                 yield LiveView(id="live-view")
+                yield TrafficView(id="traffic-view")
             with Container(id="pane-gpus", classes="pane"):
                 yield GpuPane(id="gpu-pane")
             yield ServerPane(max_lines=self._max_lines, id="pane-server", classes="pane -active")
@@ -87,6 +95,7 @@ class MainScreen(Screen):
         self.query_one("#pane-gpus").border_title = "GPUs"
         self.query_one("#pane-bench").border_title = "Benchmark"
         self.query_one("#pane-live").border_title = "Live"
+        self.query_one("#traffic-view").display = False
         self.call_after_refresh(self._composed)
 
     def _composed(self) -> None:
@@ -184,25 +193,45 @@ class MainScreen(Screen):
         return 2 + 1 + gpus * per_gpu + 1 + max(2, processes)
 
     def show_pane(self, name: str) -> None:
-        """Make ``name`` ("server", "gpus", "bench", "live") the active pane (and tab)."""
-        if name not in PANES:
+        """Make ``name`` ("server", "gpus", "bench", "live", or "traffic": the Live pane's other tab) the active
+        pane (and tab); "traffic" again, while it shows, classes its requests the next way."""
+        if name not in TABS:
             return
+        if name == "traffic" and self.traffic_shown:
+            self.cycle_traffic_classes()
+            return
+        if name in ("live", "traffic"):
+            self._show_live_tab(name)
+            name = "live"
         self.active_pane = name
         for pane in PANES:
             self.query_one(f"#pane-{pane}").set_class(pane == name, "-active")
         if name == "gpus":
             self._flush_gpus()
-        if name == "live":
+        if name == "live" and self.live_tab == "live":
             self._flush_live()
+        tab = self.live_tab if name == "live" else name
         tabs = self.query_one(Tabs)
-        if tabs.active != f"tab-{name}":
-            tabs.active = f"tab-{name}"
+        if tabs.active != f"tab-{tab}":
+            tabs.active = f"tab-{tab}"
+
+    def _show_live_tab(self, tab: str) -> None:
+        """The Live pane shows the Live view or the Traffic tab."""
+        self.live_tab = tab
+        self.query_one("#live-view").display = tab == "live"
+        self.query_one("#traffic-view").display = tab == "traffic"
+        self.query_one("#pane-live").border_title = "Live" if tab == "live" else "Traffic"
+        if tab == "traffic":
+            self._flush_traffic()
+        else:
+            self._flush_live()
 
     @on(Tabs.TabActivated)
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
         if event.tab.id:
             name = event.tab.id.removeprefix("tab-")
-            if name != self.active_pane:
+            shown = self.live_tab if self.active_pane == "live" else self.active_pane
+            if name != shown:
                 self.show_pane(name)
 
     @on(Input.Submitted, "#search")
@@ -240,7 +269,7 @@ class MainScreen(Screen):
         """Hand a live snapshot to the Live view; while it is hidden (another tab), keep only the latest, shown
         when its tab is (not a blank view until the next one)."""
         self._pending_live = snapshot
-        if self.wide or self.active_pane == "live":
+        if self.live_tab == "live" and (self.wide or self.active_pane == "live"):
             self._flush_live()
 
     def _flush_live(self) -> None:
@@ -248,6 +277,26 @@ class MainScreen(Screen):
         if snapshot is not None:
             for view in self._one("#live-view", LiveView):
                 self._guarded("Live view", view.show, snapshot)
+
+    def show_traffic(self, model: TrafficPaneModel) -> None:
+        """Hand the Traffic tab its model; while the tab is hidden, keep only the latest."""
+        self._pending_traffic = model
+        if self.live_tab == "traffic" and (self.wide or self.active_pane == "live"):
+            self._flush_traffic()
+
+    def _flush_traffic(self) -> None:
+        model, self._pending_traffic = self._pending_traffic, None
+        if model is not None:
+            for view in self._one("#traffic-view", TrafficView):
+                self._guarded("Traffic tab", view.show, model)
+
+    def cycle_traffic_classes(self) -> None:
+        for view in self._one("#traffic-view", TrafficView):
+            view.cycle()
+
+    @property
+    def traffic_shown(self) -> bool:
+        return self.live_tab == "traffic" and (self.wide or self.active_pane == "live")
 
     def show_bench_progress(self, progress: BenchProgress) -> None:
         for panel in self._one("#bench-panel", BenchPanel):

@@ -41,10 +41,13 @@ _STEADY = ("Decode batch", "Prefill batch")
 # prefix). A strict subset of what ``patterns.parse_prefix`` reads that way (ASCII, no newline in `\s`; `]`
 # right after the seconds is tried first, which makes a search a fifth faster), as bytes, so that a reader can
 # skip whole runs of them without decoding them (see ``skip_steady_lines``).
-STEADY_WHEN_READY = (
+_DATED_PREFIX = (
     rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] ?|(?:[.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
-    rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
 )
+STEADY_WHEN_READY = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
+# The same once the startup is over (failed or stopped): only the steady messages, which ``feed_line`` returns
+# None for before reading them (an INFO line may still tell why the server failed).
+STEADY_WHEN_OVER = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch)"
 _MAX_EVENTS = 2000
 
 
@@ -168,10 +171,21 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
         has a first time), so that a reader may hand a run of them to ``skip_steady_lines``."""
         return self._ready and self._state.first_ts is not None
 
+    @property
+    def steady_lines(self) -> bytes | None:
+        """The pattern of the lines that now only count and move the clock: ``STEADY_WHEN_READY`` while
+        ``skips_steady``, ``STEADY_WHEN_OVER`` once the startup failed or stopped (and the log has a first time),
+        else None. A reader may hand a run of them to ``skip_steady_lines``."""
+        if self._state.first_ts is None:
+            return None
+        if self._ready:
+            return STEADY_WHEN_READY
+        return STEADY_WHEN_OVER if self._over else None
+
     def skip_steady_lines(self, count: int) -> None:
-        """Count ``count`` lines matching ``STEADY_WHEN_READY`` without reading them (only while
-        ``skips_steady``). The caller feeds the run's last line with ``feed_line``, so the clock is its time:
-        the same state as feeding every line (their full-date timestamps do not depend on each other)."""
+        """Count ``count`` lines matching ``steady_lines`` without reading them (only while it is not None). The
+        caller feeds the run's last line with ``feed_line``, so the clock is its time: the same state as feeding
+        every line (their full-date timestamps do not depend on each other)."""
         self._state.lines_seen += count
 
     def drain_events(self) -> list[TrackerEvent]:

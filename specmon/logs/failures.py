@@ -38,7 +38,10 @@ _PHASE_ORDER = {name: i for i, name in enumerate(PHASE_NAMES)}
 
 def kill_evidence(msg: str) -> bool:
     """Whether the line says a process died of signal 9 (``Killed``, ``exit code -9``, ``SIGKILL``...)."""
-    if not any(mark in msg for mark in patterns.KILL_MARKS):
+    for mark in patterns.KILL_MARKS:  # a loop, not any(): this runs for most lines of a log
+        if mark in msg:
+            break
+    else:
         return False
     if msg.isascii():  # each match holds one of these, in any case (the case-blind search is slow on a long line)
         low = msg.lower()
@@ -49,7 +52,10 @@ def kill_evidence(msg: str) -> bool:
 
 def gpu_fault(msg: str) -> bool:
     """Whether the line says the GPU itself faulted (an HSA hardware exception, an NVIDIA Xid)."""
-    return any(mark in msg for mark in patterns.GPU_FAULT_MARKS) and patterns.GPU_FAULT.search(msg) is not None
+    for mark in patterns.GPU_FAULT_MARKS:
+        if mark in msg:
+            return patterns.GPU_FAULT.search(msg) is not None
+    return False
 
 
 def _leaked_message(msg: str, at: int) -> str:

@@ -22,6 +22,9 @@ _CONTROL = re.compile(
     r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]"
 )
 _CONTROL_BYTES = bytes(range(0x20)).replace(b"\t", b"").replace(b"\n", b"").replace(b"\r", b"") + b"\x7f"
+_CONTROL_SINGLE_BYTES = [bytes([b]) for b in _CONTROL_BYTES]
+_CONTROL_BYTE = re.compile(b"[" + re.escape(_CONTROL_BYTES) + b"]")
+_CLEAN_WHOLE_BYTES = 4096  # a longer block with control bytes is cleaned from its first one's line to its last's
 
 
 class LogItem(NamedTuple):
@@ -37,10 +40,19 @@ class LogItem(NamedTuple):
 
 def clean_text(raw: bytes) -> str:
     """Decode log bytes (invalid UTF-8 replaced) and strip ANSI escapes and control characters."""
-    text = raw.decode("utf-8", "replace")
-    if len(raw.translate(None, _CONTROL_BYTES)) != len(raw):
-        text = _CONTROL.sub("", text)
-    return text
+    if len(raw.translate(None, _CONTROL_BYTES)) == len(raw):
+        return raw.decode("utf-8", "replace")
+    if len(raw) <= _CLEAN_WHOLE_BYTES:
+        return _CONTROL.sub("", raw.decode("utf-8", "replace"))
+    # A block of lines with a few coloured ones: only the lines from the first control byte's to the last one's
+    # go through the regex (no escape sequence it strips spans a line end).
+    first = _CONTROL_BYTE.search(raw).start()  # type: ignore[union-attr]
+    last = max(map(raw.rfind, _CONTROL_SINGLE_BYTES))
+    start = raw.rfind(b"\n", 0, first) + 1
+    end = raw.find(b"\n", last)
+    end = len(raw) if end < 0 else end
+    middle = _CONTROL.sub("", raw[start:end].decode("utf-8", "replace"))
+    return raw[:start].decode("utf-8", "replace") + middle + raw[end:].decode("utf-8", "replace")
 
 
 def frame_text(segment: bytes, max_line_bytes: int) -> str | None:

@@ -90,9 +90,10 @@ def summarize_stream(
 
 _STARTUP_PIECE = 16 * 1024
 _STARTUP_PIECE_MAX = 256 * 1024
-# each of the tracker's ``steady_lines`` patterns: (a steady line, the next line end not followed by one)
+# each of the tracker's ``steady_lines`` patterns: (a steady line, the next line end not followed by one, the
+# next line end followed by one)
 _STEADY = {
-    pattern: (re.compile(pattern), re.compile(rb"\n(?!" + pattern + rb")"))
+    pattern: (re.compile(pattern), re.compile(rb"\n(?!" + pattern + rb")"), re.compile(rb"\n(?=" + pattern + rb")"))
     for pattern in (STEADY_WHEN_READY, STEADY_WHEN_OVER)
 }
 
@@ -142,6 +143,12 @@ def _feed_serving(tracker: StartupTracker, splitter: LineSplitter, data: bytes, 
             if last > pos:
                 tracker.skip_steady_lines(_count_lines(data[pos:last]))
             tracker.feed_line(splitter.line_text(data[last:stop]))  # the last one, for its time
+        elif steady is not None:  # the lines up to the next steady one, decoded at once
+            m = _STEADY[steady][2].search(data, pos, end)
+            stop = m.start() if m is not None else end
+            feed_line = tracker.feed_line
+            for text in splitter.lines_text(data, pos, stop):
+                feed_line(text)
         else:
             nl = data.find(b"\n", pos, end)
             stop = end if nl < 0 else nl

@@ -1,5 +1,7 @@
-"""The cheap tests before the failure regexes keep every line the regexes match (issue 33: a 14 kB `server_args`
-line after a failure took 3 ms in `kill_evidence`'s case-blind search; the guards make it a few substring tests).
+"""The cheap paths of the per-line reading give what the plain ones give (issue 33). The tests before the failure
+regexes keep every line the regexes match (a 14 kB `server_args` line after a failure took 3 ms in
+`kill_evidence`'s case-blind search; the guards make it a few substring tests); a block of lines with a few
+coloured ones is cleaned as a whole block is.
 
 Each guard is checked against its regex on the real logs' lines and on made lines in every case and with the
 non-ASCII letters that a case-blind match equates with ASCII ones (`ſ` with `s`, `ı` with `i`, the Kelvin sign
@@ -9,9 +11,12 @@ with `k`).
 from __future__ import annotations
 
 import itertools
+import random
 from pathlib import Path
 
-from specmon.logs import causes, patterns
+import pytest
+
+from specmon.logs import causes, frames, patterns
 from specmon.logs.failures import kill_evidence
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -54,3 +59,19 @@ def test_consequence_line_is_its_regex():
         expected = pattern.search(msg)
         assert (found and found.group(0)) == (expected and expected.group(0)), msg[:200]
     assert all(causes.consequence_line(c) for c in CONSEQUENCES)
+
+
+PIECES = [b"plain line", b"\x1b[33mwarn\x1b[0m", b"\xff\xfe bad", b"\xe6\x9d", b"\x80x", b"a\x1b]0;title\x07b",
+          b"\x07bell", b"\x1b", b"\x1bX", b"\t tab", b"\x7f", "é漢".encode(), b"\r", b"\x1b[", b"\x1b]0;t", b""]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_clean_text_of_a_block_is_the_whole_block_cleaned(seed):
+    rng = random.Random(seed)
+    for _ in range(300):
+        lines = [b"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 600))]
+        raw = b"\n".join(lines)
+        assert frames.clean_text(raw) == frames._CONTROL.sub("", raw.decode("utf-8", "replace"))
+    real = (FIXTURES / "logs" / "03-laguna-int4-dflash-v0.5.16-ready.log").read_bytes()
+    assert b"\x1b" in real and len(real) > frames._CLEAN_WHOLE_BYTES
+    assert frames.clean_text(real) == frames._CONTROL.sub("", real.decode("utf-8", "replace"))

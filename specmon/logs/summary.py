@@ -140,9 +140,8 @@ def _feed_serving(tracker: StartupTracker, splitter: LineSplitter, data: bytes, 
             stop = m.start() if m is not None else end  # the run of steady lines ends here
             j = data.rfind(b"\n", pos, stop)
             last = pos if j < 0 else j + 1
-            if last > pos:
-                tracker.skip_steady_lines(_count_lines(data[pos:last]))
-            tracker.feed_line(splitter.line_text(data[last:stop]))  # the last one, for its time
+            count = _count_lines(data[pos:last]) + 1 if last > pos else 1
+            tracker.skip_steady_lines(count, tracker.steady_time(_STEADY[steady][0].match(data, last, stop)))
         elif steady is not None:  # the lines up to the next steady one, decoded at once
             m = _STEADY[steady][2].search(data, pos, end)
             stop = m.start() if m is not None else end

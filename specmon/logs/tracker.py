@@ -11,6 +11,7 @@ phases and the server's life (``phases``), progress bars and runs of frames (``b
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -41,8 +42,8 @@ _STEADY = ("Decode batch", "Prefill batch")
 # prefix). A strict subset of what ``patterns.parse_prefix`` reads that way (ASCII, no newline in `\s`; `]`
 # right after the seconds is tried first, which makes a search a fifth faster), as bytes, so that a reader can
 # skip whole runs of them without decoding them (see ``skip_steady_lines``).
-_DATED_PREFIX = (
-    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] ?|(?:[.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
+_DATED_PREFIX = (  # its groups: the time to the second, and its fraction (``steady_time``)
+    rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\] ?|([.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
 )
 STEADY_WHEN_READY = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
 # The same once the startup is over (failed or stopped): only the steady messages, which ``feed_line`` returns
@@ -182,11 +183,21 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
             return STEADY_WHEN_READY
         return STEADY_WHEN_OVER if self._over else None
 
-    def skip_steady_lines(self, count: int) -> None:
-        """Count ``count`` lines matching ``steady_lines`` without reading them (only while it is not None). The
-        caller feeds the run's last line with ``feed_line``, so the clock is its time: the same state as feeding
-        every line (their full-date timestamps do not depend on each other)."""
+    def skip_steady_lines(self, count: int, last_time: str | None = None) -> None:
+        """Count ``count`` lines matching ``steady_lines`` without reading them (only while it is not None).
+        ``last_time`` is the last one's ``steady_time``; without it the caller feeds the run's last line with
+        ``feed_line``. Either way the clock is the run's last time: the same state as feeding every line (their
+        full-date timestamps do not depend on each other)."""
         self._state.lines_seen += count
+        if last_time is not None and last_time != self._ts_text:
+            self._set_ts(last_time)
+
+    @staticmethod
+    def steady_time(match: re.Match[bytes]) -> str:
+        """The timestamp text of a line matched by a ``steady_lines`` pattern (as ``patterns.parse_prefix`` reads
+        it)."""
+        fraction = match.group(2)
+        return (match.group(1) + fraction if fraction else match.group(1)).decode("ascii")
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""

@@ -93,11 +93,11 @@ def test_the_fast_path_gives_the_state_of_feeding_every_line(chunk_bytes, monkey
     skipped = []
     original = StartupTracker.skip_steady_lines
     monkeypatch.setattr(
-        StartupTracker, "skip_steady_lines", lambda self, n: (skipped.append(n), original(self, n))[1]
+        StartupTracker, "skip_steady_lines", lambda self, n, *time: (skipped.append(n), original(self, n, *time))[1]
     )
     assert fast(data, chunk_bytes) == reference(data)
     if chunk_bytes == 1 << 20:
-        assert sum(skipped) > 300  # most of the ~560 serving lines were skipped (each run's last is fed)
+        assert sum(skipped) > 300  # most of the ~560 serving lines were skipped
 
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -163,3 +163,18 @@ def test_steady_lines_are_a_subset_of_what_the_tracker_ignores_once_ready():
     for line in ["[2026-08-01 23:50:05] INFO:", "[23:50:04] Decode batch", "[TP0] Decode batch", "Decode batch",
                  "[2026-08-01 23:50:06]  Decode batch", "[2026-08-01 23:50:01] WARNING: x"]:
         assert steady.match(line.encode()) is None, line
+
+
+def test_the_time_of_a_skipped_run_is_the_time_its_last_line_is_read_at():
+    """A run of steady lines is counted, and the clock set from its last line's match: the time that
+    ``parse_prefix`` reads from the same line."""
+    from specmon.logs.patterns import parse_prefix
+
+    heads = ["[2026-08-01 23:50:03]", "[2026-08-01 23:50:03] ", "[2026-08-01 23:50:03.123 DP0 TP0 EP0] ",
+             "[2026-08-01 23:50:03,5 TP1] ", "[2026-08-01 23:50:03.123456 gpu_id=3] ", "[2026-08-01 23:50:03 TP0]"]
+    for pattern in (STEADY_WHEN_READY, STEADY_WHEN_OVER):
+        for head in heads:
+            line = head + DECODE
+            m = re.compile(pattern).match(line.encode())
+            assert m is not None
+            assert StartupTracker.steady_time(m) == parse_prefix(line)[0], line

@@ -97,7 +97,7 @@ print(json.dumps({"loop": loop, "summary": summary, "state": state.state, "lines
 
 
 def measure(checkout: Path, log: Path, repeat: int, clock: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", CHILD, str(log), str(repeat), clock], env=env, cwd=checkout,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)

@@ -72,6 +72,10 @@ def test_clean_text_of_a_block_is_the_whole_block_cleaned(seed):
         lines = [b"".join(rng.choice(PIECES) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 600))]
         raw = b"\n".join(lines)
         assert frames.clean_text(raw) == frames._CONTROL.sub("", raw.decode("utf-8", "replace"))
+    for _ in range(300):  # long blocks of plain lines with a few coloured or broken ones
+        lines = [rng.choice(PIECES) if rng.random() < 0.02 else b"plain %d" % i for i in range(rng.randint(1, 3000))]
+        raw = b"\n".join(lines)
+        assert frames.clean_text(raw) == frames._CONTROL.sub("", raw.decode("utf-8", "replace"))
     real = (FIXTURES / "logs" / "03-laguna-int4-dflash-v0.5.16-ready.log").read_bytes()
     assert b"\x1b" in real and len(real) > frames._CLEAN_WHOLE_BYTES
     assert frames.clean_text(real) == frames._CONTROL.sub("", real.decode("utf-8", "replace"))

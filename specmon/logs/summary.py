@@ -141,7 +141,7 @@ def _feed_serving(tracker: StartupTracker, splitter: LineSplitter, data: bytes, 
             j = data.rfind(b"\n", pos, stop)
             last = pos if j < 0 else j + 1
             count = _count_lines(data[pos:last]) + 1 if last > pos else 1
-            tracker.skip_steady_lines(count, tracker.steady_time(_STEADY[steady][0].match(data, last, stop)))
+            tracker.skip_steady_lines(count, tracker.steady_time(data, last))
         elif steady is not None:  # the lines up to the next steady one, decoded at once
             m = _STEADY[steady][2].search(data, pos, end)
             stop = m.start() if m is not None else end

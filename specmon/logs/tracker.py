@@ -42,9 +42,11 @@ _STEADY = ("Decode batch", "Prefill batch")
 # prefix). A strict subset of what ``patterns.parse_prefix`` reads that way (ASCII, no newline in `\s`; `]`
 # right after the seconds is tried first, which makes a search a fifth faster), as bytes, so that a reader can
 # skip whole runs of them without decoding them (see ``skip_steady_lines``).
-_DATED_PREFIX = (  # its groups: the time to the second, and its fraction (``steady_time``)
-    rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\] ?|([.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
+_DATED_PREFIX = (
+    rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] ?|(?:[.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
 )
+# The time of a line the patterns below match (without groups in them, which would slow their search a little).
+_DATED_TIME = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)")
 STEADY_WHEN_READY = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
 # The same once the startup is over (failed or stopped): only the steady messages, which ``feed_line`` returns
 # None for before reading them (an INFO line may still tell why the server failed).
@@ -193,11 +195,10 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
             self._set_ts(last_time)
 
     @staticmethod
-    def steady_time(match: re.Match[bytes]) -> str:
-        """The timestamp text of a line matched by a ``steady_lines`` pattern (as ``patterns.parse_prefix`` reads
-        it)."""
-        fraction = match.group(2)
-        return (match.group(1) + fraction if fraction else match.group(1)).decode("ascii")
+    def steady_time(data: bytes, start: int) -> str:
+        """The timestamp text of the line at ``data[start:]``, which a ``steady_lines`` pattern matches (as
+        ``patterns.parse_prefix`` reads it)."""
+        return _DATED_TIME.match(data, start).group(1).decode("ascii")  # type: ignore[union-attr]
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""

@@ -175,6 +175,5 @@ def test_the_time_of_a_skipped_run_is_the_time_its_last_line_is_read_at():
     for pattern in (STEADY_WHEN_READY, STEADY_WHEN_OVER):
         for head in heads:
             line = head + DECODE
-            m = re.compile(pattern).match(line.encode())
-            assert m is not None
-            assert StartupTracker.steady_time(m) == parse_prefix(line)[0], line
+            assert re.compile(pattern).match(line.encode()) is not None
+            assert StartupTracker.steady_time(b"x\n" + line.encode(), 2) == parse_prefix(line)[0], line

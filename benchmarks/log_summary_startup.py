@@ -5,9 +5,10 @@ The startup-heavy log is a real SGLang 0.5.16 startup (tests/fixtures/logs/03-�
 CUDA-graph capture is made long: after its `Capture target verify CUDA graph begin` line, --blocks captures as
 SGLang 0.5.16 and tqdm write them over a pipe (a `Capture target verify CUDA graph begin. … bs=[1, …, 512]` line,
 `\\r`-redrawn frames on one physical line, `Capturing batches (bs=N avail_mem=… GB): P%|…| n/512 [..]`, two per
-batch size, then the `… CUDA graph end. elapsed=…` line), then the rest of the startup to ready. The serving kind is the startup to just before ready, then
-real-shaped 0.5.16 `Decode batch` / `Prefill batch` / access lines (`benchmarks.log_summary_serving.serving_lines`),
-then ready.
+batch size, then the `… CUDA graph end. elapsed=…` line), then the rest of the startup to ready. The plain-startup
+kind is the real startup's plain lines (its lines before ready, frames left out) over and over, then ready. The
+serving kind is the startup to just before ready, then real-shaped 0.5.16 `Decode batch` / `Prefill batch` / access lines
+(`benchmarks.log_summary_serving.serving_lines`), then ready.
 
 1. ratio: in one process, interleaved, --repeat runs each of a bare `for line in f: pass` (binary and text; the
    faster is the baseline) and `summarize_stream`, over the same startup-heavy file; best of each; the ratio is
@@ -18,6 +19,7 @@ then ready.
    written to the child's exit (it exits at ready). Keeping up: the lag stays under a second.
 
     .venv/bin/python -m benchmarks.log_summary_startup [--blocks 400] [--repeat 3] [--rate 100000] [--seconds 10]
+        [--follow-kinds plain-startup] [--baseline DIR --rounds 2]
 """
 
 from __future__ import annotations
@@ -77,6 +79,18 @@ def startup_heavy(blocks: int) -> list[bytes]:
     return [head, *(capture_block(i) for i in range(blocks)), rest, ready]
 
 
+def plain_startup_kind(lines: int) -> list[bytes]:
+    """The real startup's plain lines (its lines before ready, without its progress bars' frames) over and over,
+    ``lines`` of them, then the ready line: a startup whose cost is per line, not per frame."""
+    head, rest, ready = _startup_parts()
+    plain = [line for line in (head + rest).splitlines(keepends=True) if b"\r" not in line]
+    body = b"".join(plain * -(-lines // len(plain)))
+    cut = 0
+    for _ in range(lines):
+        cut = body.index(b"\n", cut) + 1
+    return [body[:cut], ready]
+
+
 def serving_kind(lines: int) -> list[bytes]:
     head, rest, ready = _startup_parts()
     body = serving_lines(lines, datetime(2026, 8, 1, 23, 44, 0))
@@ -110,13 +124,14 @@ with open(dst, "ab", buffering=0) as out:
 """
 
 
-def follow(pieces: list[bytes], rate: int, seconds: float, tmp: str, name: str) -> dict:
+def follow(pieces: list[bytes], rate: int, seconds: float, tmp: str, name: str, checkout: Path | None = None) -> dict:
     source = Path(tmp) / f"{name}.src"
     source.write_bytes(b"".join(pieces))
     log = Path(tmp) / f"{name}.log"
     log.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])} if checkout is not None else None
     child = subprocess.Popen([sys.executable, "-m", "specmon", "log-summary", "--follow", str(log)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=checkout)
     time.sleep(1.0)  # the child has started and follows the empty file
     writer = subprocess.run([sys.executable, "-c", WRITER, str(source), str(log), str(rate), str(seconds)],
                             capture_output=True, text=True, check=True)
@@ -135,6 +150,10 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=100_000, help="items a second for --follow")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--no-follow", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose --follow is timed too, alternated")
+    parser.add_argument("--rounds", type=int, default=1, help="alternations of the checkouts for --follow")
+    parser.add_argument("--follow-kinds", default="startup-heavy,plain-startup,serving",
+                        help="which logs --follow is timed on (comma-separated)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="specmon-startup-") as tmp:
         log = Path(tmp) / "startup-heavy.log"
@@ -161,12 +180,19 @@ def main() -> int:
         print(f"ratio to the text loop (the bare loop that yields every frame): {best['r'] / best['summary']:.3f}")
         if args.no_follow:
             return 0
-        for name, pieces in (("startup-heavy", startup_heavy(args.blocks)),
-                             ("serving", serving_kind(int(args.rate * args.seconds)))):
-            result = follow(pieces, args.rate, args.seconds, tmp, name)
-            rate = result["written"] / result["write_s"]
-            print(f"--follow, {name}: {result['written']:,} items written at {rate:,.0f}/s; ready written → "
-                  f"exit {result['lag_s']:.2f} s (exit code {result['exit']}); its CPU {result['cpu_s']:.2f} s")
+        kinds = {"startup-heavy": lambda: startup_heavy(args.blocks),
+                 "plain-startup": lambda: plain_startup_kind(int(args.rate * args.seconds)),
+                 "serving": lambda: serving_kind(int(args.rate * args.seconds))}
+        for name in args.follow_kinds.split(","):
+            pieces = kinds[name]()
+            sides = [("this", None)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+            for round_ in range(args.rounds):
+                for side, checkout in sides if round_ % 2 == 0 else reversed(sides):
+                    result = follow(pieces, args.rate, args.seconds, tmp, name, checkout)
+                    rate = result["written"] / result["write_s"]
+                    print(f"--follow, {name} ({side}): {result['written']:,} items written at {rate:,.0f}/s; "
+                          f"ready written → exit {result['lag_s']:.2f} s (exit code {result['exit']}); "
+                          f"its CPU {result['cpu_s']:.2f} s", flush=True)
     return 0
 
 

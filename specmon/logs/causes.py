@@ -54,7 +54,12 @@ _CONSEQUENCE_TEXT = (
 
 def consequence_line(msg: str) -> re.Match[str] | None:
     """A line saying that a process died (its exit code in group 1 when it gives one), or None."""
-    if "terminated with" not in msg and "scheduler" not in msg and "failed" not in msg:
+    if (  # each of _CONSEQUENCE_LINE's forms holds one of these
+        "terminated with" not in msg
+        and "scheduler is dead" not in msg
+        and "scheduler died" not in msg
+        and "Application startup failed" not in msg
+    ):
         return None
     return _CONSEQUENCE_LINE.search(msg)
 

@@ -38,12 +38,24 @@ _PHASE_ORDER = {name: i for i, name in enumerate(PHASE_NAMES)}
 
 def kill_evidence(msg: str) -> bool:
     """Whether the line says a process died of signal 9 (``Killed``, ``exit code -9``, ``SIGKILL``...)."""
-    return any(mark in msg for mark in patterns.KILL_MARKS) and patterns.KILL_EVIDENCE.search(msg) is not None
+    for mark in patterns.KILL_MARKS:  # a loop, not any(): this runs for most lines of a log
+        if mark in msg:
+            break
+    else:
+        return False
+    if msg.isascii():  # each match holds one of these, in any case (the case-blind search is slow on a long line)
+        low = msg.lower()
+        if "kill" not in low and "exit" not in low and "signal 9" not in low:
+            return False
+    return patterns.KILL_EVIDENCE.search(msg) is not None
 
 
 def gpu_fault(msg: str) -> bool:
     """Whether the line says the GPU itself faulted (an HSA hardware exception, an NVIDIA Xid)."""
-    return any(mark in msg for mark in patterns.GPU_FAULT_MARKS) and patterns.GPU_FAULT.search(msg) is not None
+    for mark in patterns.GPU_FAULT_MARKS:
+        if mark in msg:
+            return patterns.GPU_FAULT.search(msg) is not None
+    return False
 
 
 def _leaked_message(msg: str, at: int) -> str:
@@ -117,7 +129,7 @@ class FailureReading(TrackerPart):
             kind = self._native(msg)
             if kind is not None:
                 return kind
-        if "UDA" in msg or "cudaError" in msg:
+        if "CUDA e" in msg or "CUDA E" in msg or "cudaError" in msg:  # what CUDA_ERROR_LINE needs
             kind = self._cuda_error_line(level, msg)
             if kind is not None:
                 return kind

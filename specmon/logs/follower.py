@@ -74,6 +74,13 @@ class LineSplitter:
         """One complete line without ``\r`` as ``feed`` delivers it (decoded, cleaned, cut at the limit)."""
         return self._segment_text(raw)
 
+    def lines_text(self, data: bytes, start: int, end: int) -> list[str]:
+        """The complete lines of ``data[start:end]`` (no ``\r`` in it, nothing carried) as ``feed`` delivers them."""
+        block = data[start:end]
+        if len(block) <= self.max_line_bytes or _longest(block) <= self.max_line_bytes:
+            return clean_text(block).split("\n")
+        return [self._segment_text(line) for line in block.split(b"\n")]
+
     def feed(self, chunk: bytes) -> list[LogItem]:
         """Consume bytes; return the lines and frames they complete."""
         items: list[LogItem] = []

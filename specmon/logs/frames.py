@@ -22,6 +22,9 @@ _CONTROL = re.compile(
     r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]"
 )
 _CONTROL_BYTES = bytes(range(0x20)).replace(b"\t", b"").replace(b"\n", b"").replace(b"\r", b"") + b"\x7f"
+_CONTROL_BYTE = re.compile(b"[" + re.escape(_CONTROL_BYTES) + b"]")
+_CLEAN_WHOLE_BYTES = 4096  # a longer block with few control bytes has only their lines cleaned by the regex
+_CLEAN_LINES_MAX = 64  # (this many at most: more, and the block goes through it whole)
 
 
 class LogItem(NamedTuple):
@@ -37,10 +40,26 @@ class LogItem(NamedTuple):
 
 def clean_text(raw: bytes) -> str:
     """Decode log bytes (invalid UTF-8 replaced) and strip ANSI escapes and control characters."""
-    text = raw.decode("utf-8", "replace")
-    if len(raw.translate(None, _CONTROL_BYTES)) != len(raw):
-        text = _CONTROL.sub("", text)
-    return text
+    controls = len(raw) - len(raw.translate(None, _CONTROL_BYTES))
+    if not controls:
+        return raw.decode("utf-8", "replace")
+    if len(raw) <= _CLEAN_WHOLE_BYTES or controls > _CLEAN_LINES_MAX:
+        return _CONTROL.sub("", raw.decode("utf-8", "replace"))
+    # A block of lines with a few coloured ones: only the lines with a control byte go through the regex (no
+    # escape sequence it strips spans a line end).
+    pieces: list[str] = []
+    pos = 0
+    for m in _CONTROL_BYTE.finditer(raw):
+        at = m.start()
+        if at < pos:
+            continue  # on a line already cleaned
+        start = raw.rfind(b"\n", pos, at) + 1 or pos
+        end = raw.find(b"\n", at)
+        end = len(raw) if end < 0 else end
+        pieces += [raw[pos:start].decode("utf-8", "replace"), _CONTROL.sub("", raw[start:end].decode("utf-8", "replace"))]
+        pos = end
+    pieces.append(raw[pos:].decode("utf-8", "replace"))
+    return "".join(pieces)
 
 
 def frame_text(segment: bytes, max_line_bytes: int) -> str | None:

@@ -30,7 +30,7 @@ from specmon.logs.model import (
     TrackerEvent,
     WeightsProgressed,
 )
-from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
+from specmon.logs.tracker import STEADY_WHEN_OVER, STEADY_WHEN_READY, StartupTracker
 from specmon.text import aligned_rows, printable, strict_json
 from specmon.units import format_seconds
 
@@ -61,11 +61,12 @@ def summarize_stream(
     """Read a whole binary stream into a tracker (a new one by default) and return its state; ``tail`` (when
     given) keeps the stream's last bytes, for what the serving's last minute says (``serving_acceptance``).
 
-    Reads ``chunk_bytes`` at a time. Until the server is ready, the chunk goes through the ``LineSplitter``
-    (16 KiB at a time, larger while inside a progress bar's line; a long run of its frames is one ``FrameRun``)
-    and every line to the tracker. Once it is ready, runs of steady serving lines (``STEADY_WHEN_READY``) are found with one
-    regex search over the raw bytes, counted and skipped (only each run's last line is decoded and fed, for
-    the clock); the lines between runs are fed one by one, so the state is the same as feeding every line.
+    Reads ``chunk_bytes`` at a time. Until the server is ready (or the startup over), the chunk goes through the
+    ``LineSplitter`` (16 KiB at a time, larger while inside a progress bar's line; a long run of its frames is one
+    ``FrameRun``) and every line to the tracker. From then on, runs of steady serving lines (the tracker's
+    ``steady_lines``) are found with one regex search over the raw bytes, counted and skipped (only each run's
+    last line is decoded and fed, for the clock); the lines between runs are fed one by one, so the state is the
+    same as feeding every line.
     """
     tracker = tracker or StartupTracker()
     splitter = LineSplitter(frame_runs=True)
@@ -75,7 +76,7 @@ def summarize_stream(
         if tail is not None:
             tail.feed(chunk)
         start = 0
-        while not tracker.skips_steady and start < len(chunk):  # the startup: in pieces, to notice ready
+        while tracker.steady_lines is None and start < len(chunk):  # the startup: in pieces, to notice ready
             items = splitter.feed(chunk[start : start + piece] if start or piece < len(chunk) else chunk)
             _feed(tracker, items)
             start += piece
@@ -89,15 +90,19 @@ def summarize_stream(
 
 _STARTUP_PIECE = 16 * 1024
 _STARTUP_PIECE_MAX = 256 * 1024
-_STEADY = re.compile(STEADY_WHEN_READY)
-_NEXT_NOT_STEADY = re.compile(rb"\n(?!" + STEADY_WHEN_READY + rb")")
+# each of the tracker's ``steady_lines`` patterns: (a steady line, the next line end not followed by one, the
+# next line end followed by one)
+_STEADY = {
+    pattern: (re.compile(pattern), re.compile(rb"\n(?!" + pattern + rb")"), re.compile(rb"\n(?=" + pattern + rb")"))
+    for pattern in (STEADY_WHEN_READY, STEADY_WHEN_OVER)
+}
 
 
 def _feed_ready(tracker: StartupTracker, splitter: LineSplitter, chunk: bytes) -> None:
     """A chunk read once the server is ready: its complete lines without the splitter where it can (not a
     line carried over from the last chunk, not a line with a ``\r``, not the incomplete last line)."""
     pos, size = 0, len(chunk)
-    while pos < size and tracker.skips_steady:
+    while pos < size and tracker.steady_lines is not None:
         if splitter.idle:
             cr = chunk.find(b"\r", pos)
             end = chunk.rfind(b"\n", pos, cr if cr >= 0 else size)  # the last line end before any \r
@@ -129,14 +134,20 @@ def _count_lines(data: bytes) -> int:
 def _feed_serving(tracker: StartupTracker, splitter: LineSplitter, data: bytes, pos: int, end: int) -> None:
     """Feed the complete lines of ``data[pos:end]`` (no ``\r``; ``data[end]`` is their last ``\n``)."""
     while True:
-        if tracker.skips_steady and _STEADY.match(data, pos, end) is not None:
-            m = _NEXT_NOT_STEADY.search(data, pos, end)
+        steady = tracker.steady_lines
+        if steady is not None and _STEADY[steady][0].match(data, pos, end) is not None:
+            m = _STEADY[steady][1].search(data, pos, end)
             stop = m.start() if m is not None else end  # the run of steady lines ends here
             j = data.rfind(b"\n", pos, stop)
             last = pos if j < 0 else j + 1
-            if last > pos:
-                tracker.skip_steady_lines(_count_lines(data[pos:last]))
-            tracker.feed_line(splitter.line_text(data[last:stop]))  # the last one, for its time
+            count = _count_lines(data[pos:last]) + 1 if last > pos else 1
+            tracker.skip_steady_lines(count, tracker.steady_time(data, last))
+        elif steady is not None:  # the lines up to the next steady one, decoded at once
+            m = _STEADY[steady][2].search(data, pos, end)
+            stop = m.start() if m is not None else end
+            feed_line = tracker.feed_line
+            for text in splitter.lines_text(data, pos, stop):
+                feed_line(text)
         else:
             nl = data.find(b"\n", pos, end)
             stop = end if nl < 0 else nl

@@ -11,6 +11,7 @@ phases and the server's life (``phases``), progress bars and runs of frames (``b
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -41,10 +42,15 @@ _STEADY = ("Decode batch", "Prefill batch")
 # prefix). A strict subset of what ``patterns.parse_prefix`` reads that way (ASCII, no newline in `\s`; `]`
 # right after the seconds is tried first, which makes a search a fifth faster), as bytes, so that a reader can
 # skip whole runs of them without decoding them (see ``skip_steady_lines``).
-STEADY_WHEN_READY = (
+_DATED_PREFIX = (
     rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] ?|(?:[.,]\d{1,6})?(?: (?:[A-Z][A-Z_]*\d+|gpu_id=\d+))*\] ?)"
-    rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
 )
+# The time of a line the patterns below match (without groups in them, which would slow their search a little).
+_DATED_TIME = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)")
+STEADY_WHEN_READY = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
+# The same once the startup is over (failed or stopped): only the steady messages, which ``feed_line`` returns
+# None for before reading them (an INFO line may still tell why the server failed).
+STEADY_WHEN_OVER = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch)"
 _MAX_EVENTS = 2000
 
 
@@ -168,11 +174,31 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
         has a first time), so that a reader may hand a run of them to ``skip_steady_lines``."""
         return self._ready and self._state.first_ts is not None
 
-    def skip_steady_lines(self, count: int) -> None:
-        """Count ``count`` lines matching ``STEADY_WHEN_READY`` without reading them (only while
-        ``skips_steady``). The caller feeds the run's last line with ``feed_line``, so the clock is its time:
-        the same state as feeding every line (their full-date timestamps do not depend on each other)."""
+    @property
+    def steady_lines(self) -> bytes | None:
+        """The pattern of the lines that now only count and move the clock: ``STEADY_WHEN_READY`` while
+        ``skips_steady``, ``STEADY_WHEN_OVER`` once the startup failed or stopped (and the log has a first time),
+        else None. A reader may hand a run of them to ``skip_steady_lines``."""
+        if self._state.first_ts is None:
+            return None
+        if self._ready:
+            return STEADY_WHEN_READY
+        return STEADY_WHEN_OVER if self._over else None
+
+    def skip_steady_lines(self, count: int, last_time: str | None = None) -> None:
+        """Count ``count`` lines matching ``steady_lines`` without reading them (only while it is not None).
+        ``last_time`` is the last one's ``steady_time``; without it the caller feeds the run's last line with
+        ``feed_line``. Either way the clock is the run's last time: the same state as feeding every line (their
+        full-date timestamps do not depend on each other)."""
         self._state.lines_seen += count
+        if last_time is not None and last_time != self._ts_text:
+            self._set_ts(last_time)
+
+    @staticmethod
+    def steady_time(data: bytes, start: int) -> str:
+        """The timestamp text of the line at ``data[start:]``, which a ``steady_lines`` pattern matches (as
+        ``patterns.parse_prefix`` reads it)."""
+        return _DATED_TIME.match(data, start).group(1).decode("ascii")  # type: ignore[union-attr]
 
     def drain_events(self) -> list[TrackerEvent]:
         """Return and forget the events since the last call."""

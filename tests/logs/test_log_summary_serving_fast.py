@@ -11,7 +11,7 @@ import pytest
 
 from specmon.logs.follower import read_items
 from specmon.logs.summary import summarize_stream
-from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
+from specmon.logs.tracker import STEADY_WHEN_OVER, STEADY_WHEN_READY, StartupTracker
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 STARTUP = LOGS / "03-laguna-int4-dflash-v0.5.16-ready.log"
@@ -93,19 +93,67 @@ def test_the_fast_path_gives_the_state_of_feeding_every_line(chunk_bytes, monkey
     skipped = []
     original = StartupTracker.skip_steady_lines
     monkeypatch.setattr(
-        StartupTracker, "skip_steady_lines", lambda self, n: (skipped.append(n), original(self, n))[1]
+        StartupTracker, "skip_steady_lines", lambda self, n, *time: (skipped.append(n), original(self, n, *time))[1]
     )
     assert fast(data, chunk_bytes) == reference(data)
     if chunk_bytes == 1 << 20:
-        assert sum(skipped) > 300  # most of the ~560 serving lines were skipped (each run's last is fed)
+        assert sum(skipped) > 300  # most of the ~560 serving lines were skipped
 
 
-@pytest.mark.parametrize("path", sorted(LOGS.glob("*.log")), ids=lambda p: p.name[:40])
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+# every SGLang server log under tests/ (the NCCL worker log of the GPU rehearsal is not one)
+SGLANG_LOGS = sorted([*FIXTURES.glob("logs/**/*.log"), *FIXTURES.glob("real-sglang-*/**/*.log")])
+
+
+@pytest.mark.parametrize("path", SGLANG_LOGS, ids=lambda p: str(p.relative_to(FIXTURES))[:60])
 def test_every_fixture_log_gives_the_same_state(path):
     data = path.read_bytes()
     assert fast(data, 4096) == reference(data)
     no_newline = data.rstrip(b"\n") + b"\n" + "\n".join(serving(50, 30)).encode()  # an unfinished last line
     assert fast(no_newline, 1000) == reference(no_newline)
+
+
+@pytest.mark.parametrize("chunk_bytes", [997, 1 << 20])
+def test_all_fixture_logs_in_one_give_the_same_state(chunk_bytes):
+    """After the first log's end every later line is read as a line after a failure or a stop: the lines that
+    must still be read (errors, tracebacks, kills) are in there, among steady lines that are skipped."""
+    data = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in SGLANG_LOGS)
+    expected = reference(data)
+    assert expected["json"]["state"] in ("failed", "stopped")
+    assert fast(data, chunk_bytes) == expected
+    for start in range(1, len(SGLANG_LOGS), 7):  # other orders: another log ends the startup
+        rotated = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in SGLANG_LOGS[start:] + SGLANG_LOGS[:start])
+        assert fast(rotated, chunk_bytes) == reference(rotated)
+
+
+@pytest.mark.parametrize("end", [
+    "[2026-08-01 23:50:00] SIGTERM received. signum=None frame=None",  # stopped
+    "[2026-08-01 23:50:00] Scheduler hit an exception: Traceback (most recent call last):\nRuntimeError: boom",  # failed
+])
+def test_steady_lines_after_the_end_change_nothing_but_the_count_and_clock(end):
+    """What ``STEADY_WHEN_OVER`` matches is read after a failure or a stop as nothing but a line at its time."""
+    raw = STARTUP.read_bytes()
+    startup = raw[: raw.index(b"\n", raw.index(b"The server is fired up")) + 1].decode()
+    every, skipping = StartupTracker(), StartupTracker()
+    for tracker in (every, skipping):
+        for line in (startup + end).splitlines():
+            tracker.feed_line(line)
+        assert tracker.steady_lines == STEADY_WHEN_OVER, tracker.status
+    over = re.compile(STEADY_WHEN_OVER)
+    lines = [f"[2026-08-01 23:51:0{i}] {text}" for i, text in enumerate(
+        [DECODE, PREFILL, "Decode batch, Traceback (most recent call last):", "Prefill batch, Killed",
+         "Decode batch, CUDA error: an illegal memory access was encountered", "Decode batch, exit code -9"])]
+    lines += ["[2026-08-01 23:51:09.5 DP0 TP0 EP0] Decode batch, address already in use"]
+    for line in lines:
+        assert over.match(line.encode())
+        assert every.feed_line(line) is None
+        every.drain_events()
+    skipping.skip_steady_lines(len(lines) - 1)
+    skipping.feed_line(lines[-1])
+    assert _facts(every) == _facts(skipping)
+    assert every.state.last_ts.minute == 51
+    for line in [f"[2026-08-01 23:51:00] {ACCESS}", "[23:51:00] Decode batch", "[2026-08-01 23:51:00]  Decode batch"]:
+        assert over.match(line.encode()) is None, line
 
 
 def test_steady_lines_are_a_subset_of_what_the_tracker_ignores_once_ready():
@@ -115,3 +163,17 @@ def test_steady_lines_are_a_subset_of_what_the_tracker_ignores_once_ready():
     for line in ["[2026-08-01 23:50:05] INFO:", "[23:50:04] Decode batch", "[TP0] Decode batch", "Decode batch",
                  "[2026-08-01 23:50:06]  Decode batch", "[2026-08-01 23:50:01] WARNING: x"]:
         assert steady.match(line.encode()) is None, line
+
+
+def test_the_time_of_a_skipped_run_is_the_time_its_last_line_is_read_at():
+    """A run of steady lines is counted, and the clock set from its last line's match: the time that
+    ``parse_prefix`` reads from the same line."""
+    from specmon.logs.patterns import parse_prefix
+
+    heads = ["[2026-08-01 23:50:03]", "[2026-08-01 23:50:03] ", "[2026-08-01 23:50:03.123 DP0 TP0 EP0] ",
+             "[2026-08-01 23:50:03,5 TP1] ", "[2026-08-01 23:50:03.123456 gpu_id=3] ", "[2026-08-01 23:50:03 TP0]"]
+    for pattern in (STEADY_WHEN_READY, STEADY_WHEN_OVER):
+        for head in heads:
+            line = head + DECODE
+            assert re.compile(pattern).match(line.encode()) is not None
+            assert StartupTracker.steady_time(b"x\n" + line.encode(), 2) == parse_prefix(line)[0], line

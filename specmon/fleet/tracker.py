@@ -23,7 +23,7 @@ from specmon.serving.prom import MAX_DP_RANKS
 from specmon.sglang.metric_names import SPEC_NUM_DRAFT_TOKENS, SPEC_NUM_STEPS
 from specmon.text import quoted
 
-MAX_SERVERS = 2000
+MAX_SERVERS = 10000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
 FORGET_AFTER_S = 86400.0
 """A server gone from Prometheus this long is no longer shown."""

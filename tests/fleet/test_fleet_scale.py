@@ -56,3 +56,12 @@ def test_a_server_s_role_is_its_first_router_worker_s_in_the_routers_order():
                            columns={"running_per_dp": running}, workers=workers)
     row = FleetTracker(FleetQueries(server_label="server"), "p").update(reading).rows[0]
     assert (row.role, row.role_source, row.running) == ("prefill", "router", 5.0)
+
+
+def test_ten_thousand_servers_are_shown_and_more_are_left_out_and_said():
+    from specmon.fleet.tracker import MAX_SERVERS
+
+    assert MAX_SERVERS == 10000  # the fleet the rehearsal measures (benchmarks/fleet_scale.py)
+    snapshot = FleetTracker(FleetQueries(), "p").update(fleet_reading(MAX_SERVERS + 3))
+    assert len(snapshot.rows) == MAX_SERVERS
+    assert f"more than {MAX_SERVERS} servers: the rest left out" in snapshot.notes

@@ -87,7 +87,10 @@ def fleet_once(code: Path, url: str, at: float, prom: Prometheus, query_log: Pat
     evals = []
     with query_log.open() as log:
         log.seek(logged)
-        evals = [json.loads(line).get("stats", {}).get("timings", {}).get("evalTotalTime", 0.0) for line in log]
+        entries = [json.loads(line) for line in log]
+    # the API's queries only (the log holds the rule evaluations Prometheus makes meanwhile too)
+    evals = [entry.get("stats", {}).get("timings", {}).get("evalTotalTime", 0.0)
+             for entry in entries if "httpRequest" in entry]
     rows = len(json.loads(out)["servers"]) if proc.returncode == 0 else 0
     return {"code": proc.returncode, "wall_s": wall, "rows": rows, "peak_mib": usage.ru_maxrss / 1024,
             "cpu_s": usage.ru_utime + usage.ru_stime, "prom_cpu_s": prom_cpu, "prom_eval_s": sum(evals),
@@ -209,16 +212,21 @@ def main() -> int:
                     ok &= report(results, servers, "with the fleet rules" if rules else "inline")
             finally:
                 prom.stop()
-    print("PASS" if ok else "FAIL", "(target: fleet --once ≤ 5 s and ≤ 200 MiB at 10,000 servers)")
+    print("PASS" if ok else "FAIL", "(targets: every server's row; fleet --once ≤ 5 s and ≤ 200 MiB at 10,000 "
+          f"servers{'' if max(args.servers) >= 10000 else ', not run here'})")
     return 0 if ok else 1
 
 
 def report(results: dict[str, list[dict]], servers: int, how: str) -> bool:
     ok = True
     for name, runs in results.items():
-        if any(r["code"] != 0 for r in runs):
-            print(f"  {how:15s} {name}: FAILED: {[(r['code'], r['rows'], r['stderr']) for r in runs]}")
-            ok = False
+        failed = [r for r in runs if r["code"] != 0]
+        for r in failed:
+            print(f"  {how:15s} {name}: FAILED (exit {r['code']}, after {r['wall_s']:.1f} s): "
+                  f"{r['stderr'].strip().splitlines()[-1:] or ''}")
+        ok &= not failed or name != "this"
+        runs = [r for r in runs if r["code"] == 0]
+        if not runs:
             continue
         med = {key: statistics.median(r[key] for r in runs)
                for key in ("wall_s", "peak_mib", "cpu_s", "prom_cpu_s", "prom_eval_s")}

@@ -170,16 +170,20 @@ def parse_toml(text: str, *, where: str, max_depth: int = MAX_DEPTH) -> dict[str
 
 
 def check_depth(value: Any, *, where: str, max_depth: int = MAX_DEPTH) -> None:
-    """InputError when `value` (dicts and lists) is nested deeper than `max_depth`; walks without recursion."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
+    """InputError when `value` (dicts and lists) is nested deeper than `max_depth`; walks without recursion, one
+    level at a time (a Prometheus answer of 10,000 servers has ~10⁶ values: no tuple made for each)."""
+    level: list[Any] = [value]
+    depth = 1
+    while level:
+        containers = [item for item in level if isinstance(item, dict | list)]
+        if not containers:
+            return
         if depth > max_depth:
             raise InputError(f"{where}: nested deeper than {max_depth} levels")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+        level = []
+        for item in containers:
+            level.extend(item.values() if isinstance(item, dict) else item)
+        depth += 1
 
 
 def load_json_file(path: str | os.PathLike[str], max_bytes: int, *, what: str = "JSON file",

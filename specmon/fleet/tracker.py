@@ -24,7 +24,7 @@ from specmon.serving.prom import MAX_DP_RANKS
 from specmon.sglang.metric_names import SPEC_NUM_DRAFT_TOKENS, SPEC_NUM_STEPS
 from specmon.text import quoted
 
-MAX_SERVERS = 2000
+MAX_SERVERS = 10000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
 FORGET_AFTER_S = 86400.0
 """A server gone from Prometheus this long is no longer shown."""
@@ -143,9 +143,15 @@ class FleetTracker:
         gpu_note = None
         if not gpu_memory and not gpu_util:
             gpu_note = f"no DCGM series match {{{self.queries.gpu_selector}}}: GPU columns show —"
+        # each server's samples and router worker found by key, not by a scan of every server's (quadratic)
+        per_dp = _by_label(labelled.get("running_per_dp", []), self.queries.server_label)
+        workers: dict[str, tuple[int, Worker]] = {}
+        for i, worker in enumerate(reading.workers):
+            workers.setdefault(_netloc(worker.url), (i, worker))
         rows = []
         for server in servers.values():
-            rows.append(self._row(server, reading, values, labelled, history, (gpu_memory, gpu_util), notes))
+            rows.append(self._row(server, reading, values, per_dp.get(server.name, ()), workers, history,
+                                  (gpu_memory, gpu_util), notes))
         seen = {row.server for row in rows}
         for name in list(self._gone):
             if name in seen:
@@ -265,7 +271,7 @@ class FleetTracker:
     # ----- one row
 
     def _row(self, server: _Server, reading: FleetReading, values: dict[str, dict[str, float]],
-             labelled: dict[str, list[tuple[dict, float]]], history: dict[str, tuple],
+             running_per_dp: Sequence[tuple[dict, float]], workers: dict[str, tuple[int, Worker]], history: dict[str, tuple],
              gpus: tuple[dict[str, list[float]], dict[str, list[float]]], notes: list[str]) -> FleetRow:
         name = server.name
 
@@ -278,10 +284,9 @@ class FleetTracker:
         record = self._record(server)
         per_dp: dict[str, float] = {}
         engine_type = None
-        for labels, value in labelled.get("running_per_dp", []):
-            if labels.get(self.queries.server_label) == name:
-                per_dp[labels.get("dp_rank", "")] = value
-                engine_type = engine_type or labels.get("engine_type")
+        for labels, value in running_per_dp:
+            per_dp[labels.get("dp_rank", "")] = value
+            engine_type = engine_type or labels.get("engine_type")
         if len(per_dp) > MAX_DP_RANKS:  # as the Live view refuses such a /metrics: no figure, said
             notes.append(f"{quoted(name)} has {len(per_dp):,} dp_rank values, more than {MAX_DP_RANKS}: its "
                          f"running requests not used")
@@ -289,7 +294,7 @@ class FleetTracker:
         if any(math.isnan(value) for value in per_dp.values()):  # a rank's value was absurd (said): no sum
             per_dp = {}
         running = sum(per_dp.values()) if per_dp else None
-        role, role_source = self._role(server, reading.workers, target_label, engine_type)
+        role, role_source = self._role(server, workers, target_label, engine_type)
         preset = target_label.get("preset") or record.preset
         known = self.presets.get(preset, Record()) if preset else Record()
         draft = v("draft_tokens")
@@ -394,12 +399,14 @@ class FleetTracker:
                 return record
         return Record()
 
-    def _role(self, server: _Server, workers: Sequence[Worker], target_label: dict[str, str],
+    def _role(self, server: _Server, workers: dict[str, tuple[int, Worker]], target_label: dict[str, str],
               engine_type: str | None) -> tuple[str | None, str | None]:
+        """The role a router gives one of the server's addresses (its first worker that matches, in the routers'
+        order; `workers`: the first of each address, with its place), else its label's, else its engine type."""
         addresses = {t.instance for t in server.targets} | {server.name}
-        for worker in workers:
-            if _netloc(worker.url) in addresses:
-                return worker.role, "router"
+        found = [workers[address] for address in addresses if address in workers]
+        if found:
+            return min(found, key=lambda placed: placed[0])[1].role, "router"
         if target_label.get("role"):
             return target_label["role"], "label"
         if engine_type:
@@ -447,6 +454,16 @@ def _first_label(server: _Server, names: Sequence[str]) -> dict[str, str]:
         for name in names:
             if name not in out and target.labels.get(name):
                 out[name] = target.labels[name]
+    return out
+
+
+def _by_label(samples: Sequence[tuple[dict, float]], label: str) -> dict[str, list[tuple[dict, float]]]:
+    """The samples by their `label`'s value (in their order; those without it left out)."""
+    out: dict[str, list[tuple[dict, float]]] = {}
+    for sample in samples:
+        name = sample[0].get(label)
+        if name is not None:
+            out.setdefault(name, []).append(sample)
     return out
 
 

@@ -236,3 +236,40 @@ async def test_read_only_as_the_web_serves_it_writes_no_screenshot_and_offers_no
         app.show(fleet_snapshot())
         await pilot.press("f8")
         assert await wait_for(pilot, lambda: list(tmp_path.glob("*.svg")))
+
+
+async def test_a_thousand_servers_make_cells_of_the_rows_on_screen_only_and_an_unchanged_refresh_repaints_none(
+        monkeypatch):
+    import dataclasses
+
+    from specmon.widgets import fleet_table
+
+    made: list[str] = []
+    real_cell = fleet_table.cell_text
+    monkeypatch.setattr(fleet_table, "cell_text", lambda text, *a, **k: made.append(text) or real_cell(text, *a, **k))
+    drawn: list[int] = []
+    real_line = fleet_table.FleetRows.render_line
+    monkeypatch.setattr(fleet_table.FleetRows, "render_line", lambda self, y: drawn.append(y) or real_line(self, y))
+    base = fleet_snapshot()
+    rows = tuple(dataclasses.replace(base.rows[i % len(base.rows)], server=f"srv-{i:04d}:30000") for i in range(1000))
+    app = fleet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show(dataclasses.replace(base, rows=rows))
+        assert await wait_for(pilot, lambda: "srv-0000:30000" in screen_text(app))
+        view = app.query_one(FleetView)
+        assert view.table.row_count == 1000
+        for _ in range(50):  # until the layout has settled: a pause that draws nothing
+            first = len(drawn)
+            await pilot.pause(0.2)
+            if len(drawn) == first:
+                break
+        cells = len(view._columns)
+        assert 0 < len(made) <= (view.table.size.height + 1) * cells  # the rows on screen (and the header)
+        made.clear()
+        drawn.clear()
+        app.show(dataclasses.replace(base, rows=rows))  # the next refresh: the same figures
+        await pilot.pause(0.3)
+        assert made == [] and drawn == []
+        await pilot.press("end")
+        assert await wait_for(pilot, lambda: "srv-0999:30000" in screen_text(app))
+        assert len(made) <= 2 * view.table.size.height * cells  # the screens scrolled through

@@ -11,13 +11,16 @@ family, a restart, a stall) are what the tests and benchmarks need.
 from __future__ import annotations
 
 import random
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from specmon.sglang.metrics import load_shipped_metrics
 from tests.support.prometheus import Job, Prometheus, promtool_binary
@@ -65,20 +68,63 @@ def _labels(**labels: str) -> str:
 
 def openmetrics(shapes: list[Shape], end: int, seed: int = 7) -> str:
     """OpenMetrics text of every shape's series over SPAN_S seconds at STEP_S, ending at `end`."""
-    rng = random.Random(seed)
-    times = list(range(end - SPAN_S, end + 1, STEP_S))
     families: dict[str, list[str]] = {}
+    _series(shapes, end, SPAN_S, seed, lambda family, lines: families.setdefault(family, []).extend(lines))
+    return "".join(f"{_type_line(family)}\n" + "\n".join(lines) + "\n" for family, lines in families.items()) + "# EOF\n"
+
+
+def write_openmetrics(shapes: list[Shape], end: int, path: Path, span_s: int = SPAN_S, seed: int = 7) -> None:
+    """`openmetrics` written to `path` as it is made (each family spilled to its own file beside it, then joined),
+    so that 10,000 servers' series never sit in memory whole. `span_s`: how far back the series go."""
+    spill = path.parent / (path.name + ".families")
+    spill.mkdir()
+    files: dict[str, Any] = {}
+    try:
+        def add(family: str, lines) -> None:
+            if family not in files:
+                files[family] = (spill / f"{len(files)}.om").open("w")
+            files[family].write("\n".join(lines) + "\n")
+
+        _series(shapes, end, span_s, seed, add)
+        for handle in files.values():
+            handle.close()
+        with path.open("w") as out:
+            for i, family in enumerate(files):
+                out.write(_type_line(family) + "\n")
+                with (spill / f"{i}.om").open() as part:
+                    shutil.copyfileobj(part, out, 1 << 20)
+            out.write("# EOF\n")
+    finally:
+        for handle in files.values():
+            handle.close()
+        shutil.rmtree(spill)
+
+
+def _type_line(family: str) -> str:
+    return f"# TYPE {family} unknown" if family.startswith(("sglang:", "DCGM")) else f"# TYPE {family} gauge"
+
+
+def _series(shapes: list[Shape], end: int, span_s: int, seed: int, sink: Callable[[str, list[str]], None]) -> None:
+    """Every shape's series over `span_s` seconds at STEP_S, ending at `end`, given to `sink` family by family
+    (one server's lines of one family at a time; a family's lines in order of the shapes)."""
+    rng = random.Random(seed)
+    times = list(range(end - span_s, end + 1, STEP_S))
+    stamps = [f" {t}" for t in times]
 
     def add(family: str, sample: str, labels: str, values) -> None:
-        lines = families.setdefault(family, [])
-        lines.extend(f"{sample}{labels} {v:.6g} {t}" for t, v in zip(times, values, strict=True))
+        head = sample + labels + " "
+        if len(set(values)) == 1:  # a gauge that holds: its value written once
+            head += f"{values[0]:.6g}"
+            sink(family, [head + t for t in stamps])
+        else:
+            sink(family, [f"{head}{v:.6g}{t}" for t, v in zip(stamps, values, strict=True)])
 
     for i, shape in enumerate(shapes):
         base = {"job": "sglang", "instance": instance(i)}
         host = instance(i).split(":")[0]
         tok_s = rng.uniform(500, 5000)
         accept = rng.uniform(1.5, 4.0)
-        restart = None if shape.restart_at is None else times[0] + shape.restart_at * SPAN_S
+        restart = None if shape.restart_at is None else times[0] + shape.restart_at * span_s
         stall_from = times[-1] - shape.stalled_s if shape.stalled_s else None
 
         def counter(rate: float, restart=restart, stall_from=stall_from) -> list[float]:
@@ -128,12 +174,6 @@ def openmetrics(shapes: list[Shape], end: int, seed: int = 7) -> str:
                 for name, value in (("DCGM_FI_DEV_FB_USED", 120000 + 100 * gpu), ("DCGM_FI_DEV_FB_FREE", 23000),
                                     ("DCGM_FI_DEV_GPU_UTIL", rng.uniform(40, 99))):
                     add(name, name, _labels(**dcgm), [value] * len(times))
-    out = []
-    for family, lines in families.items():
-        out.append(f"# TYPE {family} unknown" if family.startswith(("sglang:", "DCGM")) else f"# TYPE {family} gauge")
-        out.extend(lines)
-    out.append("# EOF")
-    return "\n".join(out) + "\n"
 
 
 def benchmark_shapes(servers: int) -> list[Shape]:
@@ -142,30 +182,40 @@ def benchmark_shapes(servers: int) -> list[Shape]:
 
 
 def fleet_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = False, lookback: str | None = None,
-                     feed: str = "scrape") -> Prometheus:
+                     feed: str = "scrape", span_s: int = SPAN_S, query_log: Path | None = None,
+                     rules_span_s: int = 600) -> Prometheus:
     """Prometheus holding the shapes' series up to `end` (`feed`: "scrape" into its head block, "backfill" into
-    blocks); with `rules`, also `specmon fleet rules`' recording rules, backfilled over the last 10 minutes
+    blocks); with `rules`, also `specmon fleet rules`' recording rules, backfilled over the last `rules_span_s`
     (`promtool tsdb create-blocks-from rules`, evaluated every STEP_S) and loaded (so `fleet` reads those
-    columns by record name). `lookback`: the query lookback delta, when not Prometheus' 5 minutes."""
+    columns by record name). `lookback`: the query lookback delta, when not Prometheus' 5 minutes. `span_s`
+    (backfill only): how far back the series go. `query_log`: Prometheus logs there each query it answers, with
+    its own timings."""
     data = tmp / "prometheus" / "data"
     data.mkdir(parents=True, exist_ok=True)
-    text = openmetrics(shapes, end)
     options = {"extra_args": ["--storage.tsdb.retention.time=30d",
                               *([f"--query.lookback-delta={lookback}"] if lookback else [])],
-               "scrape_interval": f"{STEP_S}s"}  # the series' own interval, as Prometheus reports it to `fleet`
+               "scrape_interval": f"{STEP_S}s",  # the series' own interval, as Prometheus reports it to `fleet`
+               "query_log": query_log}
     if feed == "backfill":
         source = tmp / "series.om"
-        source.write_text(text)
+        write_openmetrics(shapes, end, source, span_s)
         subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
                        check=True, capture_output=True, timeout=600)
         source.unlink()
         prom = Prometheus(tmp, [], **options)
     elif feed == "scrape":
-        prom = _scraped(tmp, text, len(shapes), end, options)
+        if span_s != SPAN_S:
+            raise ValueError("a scraped feed spans SPAN_S seconds")
+        prom = _scraped(tmp, openmetrics(shapes, end), len(shapes), end, options)
     else:
         raise ValueError(f"feed is scrape or backfill, not {feed!r}")
-    if not rules:
-        return prom
+    return with_fleet_rules(tmp, prom, end, rules_span_s, options) if rules else prom
+
+
+def with_fleet_rules(tmp: Path, prom: Prometheus, end: int, rules_span_s: int, options: dict) -> Prometheus:
+    """`prom` stopped and started again with `specmon fleet rules`' recording rules loaded, their records
+    backfilled over the `rules_span_s` seconds before `end` (`options`: Prometheus' keyword arguments)."""
+    data = tmp / "prometheus" / "data"
     rules_file = tmp / "rules.yml"
     rules_text = subprocess.run([sys.executable, "-m", "specmon", "fleet", "rules"], check=True,
                                 capture_output=True, text=True).stdout
@@ -176,7 +226,7 @@ def fleet_prometheus(tmp: Path, shapes: list[Shape], end: int, rules: bool = Fal
     for rules_pass in _rules_passes(rules_text):
         rules_file.write_text(rules_pass)
         try:
-            subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - 600}",
+            subprocess.run([promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--start={end - rules_span_s}",
                             f"--end={end + 1}", f"--url={prom.url}", f"--eval-interval={STEP_S}s",
                             f"--output-dir={tmp / 'recorded'}", str(rules_file)],
                            check=True, capture_output=True, timeout=600)

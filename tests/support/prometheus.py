@@ -73,13 +73,14 @@ class Prometheus:
     """A running Prometheus; `url`, `query(expr)`, `set_targets(job, targets)`, `stop()`."""
 
     def __init__(self, tmp_path: Path, jobs: list[Job], rule_files: list[Path] = (), evaluation: str = "1s",
-                 extra_args: list[str] = (), scrape_interval: str = "1s") -> None:
+                 extra_args: list[str] = (), scrape_interval: str = "1s", query_log: Path | None = None) -> None:
         self.dir = tmp_path / "prometheus"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.jobs = {job.name: job for job in jobs}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = {"global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation},
+        config = {"global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation,
+                             **({"query_log_file": str(query_log)} if query_log else {})},
                   "rule_files": [str(p) for p in rule_files],
                   "scrape_configs": [job.config(self.dir) for job in jobs]}
         self.config_path = self.dir / "prometheus.yml"

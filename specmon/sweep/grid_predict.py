@@ -65,7 +65,7 @@ def _measured(plan: SweepPlan, load: Load) -> dict[int, dict[Config, BenchResult
 def predict_cells(plan: SweepPlan, load: Load) -> tuple[dict[tuple[Config, int], CellPrediction], list[str]]:
     """Every chain cell the measured runs predict (the longest chain's own included: the replay reproduces it),
     and, in words, why a concurrency could not predict."""
-    chains = sorted({tuple(s.grid_config) for s in plan.steps
+    chains: list[Config] = sorted({(s.grid_config[0], s.grid_config[1], s.grid_config[2]) for s in plan.steps
                      if s.grid_config and s.grid_config[0] > 0 and s.grid_config[1] == 1})
     out: dict[tuple[Config, int], CellPrediction] = {}
     notes: list[str] = []
@@ -88,9 +88,9 @@ def predict_cells(plan: SweepPlan, load: Load) -> tuple[dict[tuple[Config, int],
             notes.append(f"no prediction at concurrency {concurrency}: run {run.run_id}'s server ran "
                          f"{predicted.from_draft_tokens} draft tokens, not {longest[2]}")
             continue
-        points = [(c[2], r.summary.accept_length.token_weighted, r.summary.median_tok_s)
-                  for c, r in runs.items() if c in measured_chains]
-        points = [(m, a, t) for m, a, t in points if a and t]
+        figures = [(c[2], r.summary.accept_length.token_weighted, r.summary.median_tok_s)
+                   for c, r in runs.items() if c in measured_chains]
+        points = [(m, float(a), float(t)) for m, a, t in figures if a and t]
         base_tok_s = baseline.summary.median_tok_s if baseline is not None else None
         cost, how = fit_step_cost(points), "the measured chains' step cost"
         if cost is None and base_tok_s:

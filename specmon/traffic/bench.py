@@ -37,6 +37,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     def sample(settings: RunSettings) -> tuple[list[Prompt], str]:
         try:
+            assert source is not None
             drawn = sample_prompts([source], settings.requests, max_new_tokens=args.max_new_tokens)
         except (NoPromptText, PathRefused) as exc:
             raise PromptError(str(exc)) from None

@@ -169,7 +169,7 @@ def check_against_production(result: BenchResult, paths: list[str], prompts: lis
     accept = result.summary.accept_length
     if accept.token_weighted is None:
         return None
-    tally, classes = Tally(), Counter()
+    tally, classes = Tally(), Counter[str]()
     read = ReadTally()
     for record in read_records(paths, read, want_params=True):
         if record.rid.startswith(OWN_RID_PREFIX):
@@ -186,8 +186,10 @@ def check_against_production(result: BenchResult, paths: list[str], prompts: lis
     production_ci = tally.ci()
     bench_ci = accept.ci95 if isinstance(accept.ci95, list) else None
     gap = (accept.token_weighted - tally.accept_length) / tally.accept_length
-    beyond = bool(bench_ci and production_ci and None not in bench_ci and None not in production_ci and (
-        bench_ci[0] > production_ci[1] or bench_ci[1] < production_ci[0]))
+    beyond = False
+    if bench_ci and production_ci and None not in bench_ci and None not in production_ci:
+        (bench_low, bench_high), (low, high) = bench_ci[:2], production_ci[:2]
+        beyond = bool(bench_low > high or bench_high < low)  # type: ignore[operator]
     bench_shares, production_shares = _shares(bench_classes), _shares(classes)
     text = (f"benchmark τ {accept.token_weighted:.2f} {_ci(bench_ci)} vs production {tally.accept_length:.2f} "
             f"{_ci(production_ci)} ({tally.requests:,} records)")

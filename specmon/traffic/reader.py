@@ -181,7 +181,8 @@ def record_of(line: str | bytes, kind: str, tally: ReadTally, since_ts: float | 
         if not is_finish_line(line):
             return None
     try:
-        record = parse_export(line, want_params) if kind == "export" else parse_log_line(line)
+        record = parse_export(line, want_params) if kind == "export" else parse_log_line(
+            line if isinstance(line, str) else line.decode("utf-8", "replace"))
     except Unusable as why:
         tally.skipped[str(why)] += 1
         return None

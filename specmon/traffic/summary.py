@@ -152,7 +152,7 @@ class TrafficSummary:
         self.tau_tokens[min(TAU_BINS - 1, int((c / v - 1.0) / TAU_BIN))] += c
         if self.buckets:
             prompt = record.prompt_tokens
-            key = (MISSING if prompt is None else PROMPT_NAMES[bisect.bisect_right(PROMPT_BUCKETS, prompt)],
+            key: tuple[str | None, str | None, str | None] = (MISSING if prompt is None else PROMPT_NAMES[bisect.bisect_right(PROMPT_BUCKETS, prompt)],
                    OUTPUT_NAMES[bisect.bisect_right(OUTPUT_BUCKETS, c)],
                    self._by_label(by_value(record.params, self.by)) if self.by else None)
         else:

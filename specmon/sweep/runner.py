@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -146,7 +147,12 @@ class SweepRunner:
                 self.say(f"{step.preset}: skipped ({step.error})")
             else:
                 self._run_step(step)
-            self.plan.recommended = self.report().recommended
+            if self.plan.grid is None:  # a grid recommends per load, from its cells' kept figures at its end
+                self.plan.recommended = self.report().recommended
+            else:  # the longest chain's replay, done once and kept for the report (the fit is redone, cheaply)
+                from specmon.sweep.grid_predict import predict_cells
+
+                predict_cells(self.plan, self._load)
             self.store.save(self.plan)
         report = self.report()
         if self.cancelled:  # unfinished: `specmon sweep --resume` goes on; what serves is what the step left
@@ -170,6 +176,9 @@ class SweepRunner:
             for s in self.plan.steps
         ]
         report = build_report(self.plan.run_id, outcomes)
+        report.left_serving = self.plan.left_serving
+        if self.plan.grid is not None:  # a grid's predictions are per concurrency, in its grid report
+            return report
         predicted_sets, cannot = self._predictions()
         report.notes += cannot
         for predicted_set in predicted_sets:
@@ -227,6 +236,7 @@ class SweepRunner:
         """A grid step: each concurrency still to do, one benchmark each on the one running server (no restart);
         Ctrl+C stops after the cell under way, which a resume measures again."""
         from specmon.serving.client import resolve_api_key
+        from specmon.sweep.grid_report import keep_cell_figures
         from specmon.sweep.plan import TO_DO
         from specmon.sweep.step_times import cell_step_time_ms, read_step_times
 
@@ -252,6 +262,7 @@ class SweepRunner:
                 self.say(f"{step.preset}: WARNING: {warning}")
             if run.status == "finished" and run.summary.median_tok_s:
                 cell.state = "measured"
+                keep_cell_figures(self.plan, step, cell, partial(self._load_or, run))
             else:
                 cell.state, cell.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
             self.say(f"{step.preset}: concurrency {cell.concurrency}: {cell.state} in "
@@ -331,6 +342,10 @@ class SweepRunner:
             return self.results.load(run_id)
         except (OSError, ValueError, KeyError):
             return None
+
+    def _load_or(self, run: BenchResult, run_id: str | None) -> BenchResult | None:
+        """`run` itself when it is the one asked (just measured, in memory), else the stored one."""
+        return run if run_id == run.run_id else self._load(run_id)
 
     def _drafting(self, step: SweepStep) -> Drafting | None:
         return None if step.baseline else drafting_of(self.presets.get(step.preset))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
-from specmon.sweep.plan import Leave, SweepPlan, SweepStep, SweepStore
+from specmon.sweep.plan import TO_DO, Leave, SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
 
@@ -211,8 +211,11 @@ class SweepRunner:
             self._cancel_step(step, outcome.error or "cancelled")
             return
         if outcome.state != "ready" or outcome.url is None:
-            step.state, step.error = "failed", outcome.error or "not ready"
-            self.say(f"{step.preset}: failed: {step.error}")
+            step.state, step.error = "failed", f"launch failed: {outcome.error or 'not ready'}"
+            for cell in step.cells:  # a grid's: each says why it was not measured; a resume launches it again
+                if cell.state in TO_DO:
+                    cell.state, cell.error = "failed", step.error
+            self.say(f"{step.preset}: {step.error}")
             return
         if self.cancelled:
             self._cancel_step(step, f"cancelled once {step.preset} was ready, before it was measured")
@@ -237,7 +240,6 @@ class SweepRunner:
         Ctrl+C stops after the cell under way, which a resume measures again."""
         from specmon.serving.client import resolve_api_key
         from specmon.sweep.grid_report import keep_cell_figures
-        from specmon.sweep.plan import TO_DO
         from specmon.sweep.step_times import cell_step_time_ms, read_step_times
 
         api_key = resolve_api_key(None)
@@ -267,7 +269,11 @@ class SweepRunner:
                 cell.state, cell.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
             self.say(f"{step.preset}: concurrency {cell.concurrency}: {cell.state} in "
                      f"{format_seconds(cell.measure_s)}")
+            if cell.state == "failed" and self.plan.server_id and self._running_server() is None:
+                self._server_died(step, cell)
             self.store.save(self.plan)
+            if cell.state == "failed" and cell.error and cell.error.startswith("the server died"):
+                break
         states = {cell.state for cell in step.cells}
         if "cancelled" in states or "pending" in states:
             self._cancel_step(step, "cancelled between its concurrencies; a resume measures the rest")
@@ -276,6 +282,16 @@ class SweepRunner:
         else:
             failed = [f"concurrency {c.concurrency}: {c.error}" for c in step.cells if c.state == "failed"]
             step.state, step.error = "failed", "; ".join(failed)
+
+    def _server_died(self, step: SweepStep, cell: Any) -> None:
+        """The step's server is gone after a failed cell: that cell and the rest are not measured (each says why);
+        the sweep goes on to the next configuration, whose launch finds nothing to replace."""
+        why = f"the server died during concurrency {cell.concurrency}"
+        cell.error = f"{why}: {cell.error}"
+        for rest in step.cells:
+            if rest.state in TO_DO:
+                rest.state, rest.error = "failed", f"{why}; not measured"
+        self.say(f"{step.preset}: {why}")
 
     def _cancel_step(self, step: SweepStep, why: str) -> None:
         """The step under way when the sweep was cancelled: a resume runs it again."""

@@ -79,6 +79,10 @@ def run_sweep(args: argparse.Namespace) -> int:
             plan = store.load(args.resume) if args.resume else store.latest_unfinished()
             if plan is None:
                 raise SweepError(f"no unfinished sweep in {store.directory}")
+            from specmon.sweep.grid import reopen_for_resume
+
+            for reopened in reopen_for_resume(plan):
+                _note(f"resume: launching again {reopened}")
             names = [s.preset for s in plan.steps]
         elif _asks_grid(args):
             plan, names = _grid_plan(args, store), []

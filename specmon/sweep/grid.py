@@ -205,7 +205,37 @@ def plan_text(plan: Any, skip_predicted_worse: bool = False) -> str:
                      "slower than no speculation beyond its CI at every concurrency is not launched")
     if trees:
         lines.append(f"  {trees} tree(s) (topk > 1): a chain's trace cannot predict a tree; measured")
+    lines.append("  a configuration whose launch fails (or whose server dies) is skipped with its cause and the "
+                 "sweep goes on; --resume launches it again, and measures the cells still pending")
     lines += [f"  {s.preset}" for s in plan.steps[1:-1]]
     lines += [f"  dropped steps {d['steps']} topk {d['topk']} draft {d['draft_tokens']}: {d['reason']}"
               for d in grid.dropped]
     return "\n".join(lines)
+
+
+RETRIED = ("launch failed", "the server died")
+"""The grid cells a resume measures again besides those pending: a configuration whose launch failed, or whose
+server died under it (the cause may have been the machine's at the time: memory held beside it, a lost GPU)."""
+
+
+def reopen_for_resume(plan: Any) -> list[str]:
+    """A grid plan's configurations a resume launches again (their unmeasured cells pending again): those whose
+    launch failed or whose server died, and those with cells still pending; what it reopened, in words."""
+    from specmon.sweep.plan import TO_DO
+
+    reopened: list[str] = []
+    if plan.grid is None:
+        return reopened
+    for step in plan.steps:
+        retried = [c for c in step.cells if c.state == "failed" and (c.error or "").startswith(RETRIED)]
+        if not retried and not any(c.state in TO_DO for c in step.cells):
+            continue
+        if step.state in TO_DO and not retried:
+            continue  # the sweep runs it anyway
+        for cell in retried:
+            cell.state, cell.error = "pending", None
+        step.state, step.error = "pending", None
+        reopened.append(f"{step.preset} ({len([c for c in step.cells if c.state in TO_DO])} cell(s) to measure)")
+    if reopened:
+        plan.finished = False
+    return reopened

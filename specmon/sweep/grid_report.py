@@ -16,7 +16,7 @@ from specmon.units import format_seconds
 
 if TYPE_CHECKING:
     from specmon.bench.model import BenchResult
-    from specmon.sweep.plan import SweepCell, SweepPlan
+    from specmon.sweep.plan import CellFigures, SweepCell, SweepPlan, SweepStep
 
 Load = Callable[[str | None], "BenchResult | None"]
 
@@ -66,30 +66,70 @@ def _label(config: dict[str, int]) -> str:
     return f"steps {config['steps']} topk {config['topk']} draft {config['draft_tokens']}"
 
 
-def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
-    """The issue's JSON: configs, launched, cells, dropped, baseline, crossover, recommendation."""
-    grid = plan.grid
-    assert grid is not None
-    concurrencies = grid.concurrency
-    baselines: dict[int, list[tuple[SweepCell, BenchResult]]] = {c: [] for c in concurrencies}
+FIGURES = ("decode_tok_s", "decode_ci95", "output_tok_s", "output_ci95", "accept_length", "ttft_s", "ttft_ci95",
+           "itl_ms", "itl_ci95")
+"""A cell's measured figures, as `cell_figures` gives them and `CellFigures` keeps them."""
+
+
+def kept_figures(cell: SweepCell, load: Load, against: SweepCell | None) -> CellFigures | None:
+    """A measured cell's figures, with its speedup over the baseline cell `against` (None: a baseline cell, or no
+    baseline measured at its concurrency): those kept with the cell when they came from the same runs, else
+    computed now from its stored run and kept (None when that run cannot be read)."""
+    from specmon.sweep.plan import CellFigures
+
+    against_id = against.bench_run_id if against is not None else None
+    kept = cell.figures
+    if kept is not None and kept.run_id == cell.bench_run_id and kept.against_run_id == against_id:
+        return kept
+    run = load(cell.bench_run_id)
+    if run is None or cell.bench_run_id is None:
+        return None
+    baseline = load(against_id) if against_id is not None else None
+    speedup, ci = cell_speedup(run, baseline) if baseline is not None else (None, None)
+    cell.figures = CellFigures(cell.bench_run_id, against_id if baseline is not None else None,
+                               **cell_figures(run, cell.concurrency), speedup=speedup, speedup_ci95=ci)
+    return cell.figures
+
+
+def baseline_cells(plan: SweepPlan) -> dict[int, list[SweepCell]]:
+    """Per concurrency, the baseline's measured cells in order (the first is what every cell is compared with)."""
+    out: dict[int, list[SweepCell]] = {}
     for step in plan.steps:
         if step.baseline:
             for cell in step.cells:
-                if cell.state == "measured" and (run := load(cell.bench_run_id)) is not None:
-                    baselines.setdefault(cell.concurrency, []).append((cell, run))
+                if cell.state == "measured":
+                    out.setdefault(cell.concurrency, []).append(cell)
+    return out
+
+
+def keep_cell_figures(plan: SweepPlan, step: SweepStep, cell: SweepCell, load: Load) -> None:
+    """Compute a just-measured cell's figures once and keep them with it (the runner calls this)."""
+    against = None if step.baseline else next(iter(baseline_cells(plan).get(cell.concurrency, [])), None)
+    kept_figures(cell, load, against)
+
+
+def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
+    """The issue's JSON: configs, launched, cells, dropped, baseline, crossover, recommendation. Each measured
+    cell's figures are read from the plan where they were kept (computed, and kept, where not)."""
+    grid = plan.grid
+    assert grid is not None
+    concurrencies = grid.concurrency
+    baselines = baseline_cells(plan)
     baseline_rows = []
     for c in concurrencies:
-        found = baselines.get(c) or []
+        found = [(cell, figures) for cell in baselines.get(c, []) if (figures := kept_figures(cell, load, None))]
         row: dict[str, Any] = {"concurrency": c, "decode_tok_s": None, "output_tok_s": None, "drift_pct": None,
                                "run_id": None}
         if found:
-            row |= cell_figures(found[0][1], c) | {"run_id": found[0][1].run_id}
+            row |= {key: getattr(found[0][1], key) for key in FIGURES} | {"run_id": found[0][0].bench_run_id}
             if found[0][0].step_time_ms is not None:
                 row["step_time_ms"] = found[0][0].step_time_ms
-            first, last = found[0][1].summary.median_tok_s, found[-1][1].summary.median_tok_s
+            first, last = found[0][1].decode_tok_s, found[-1][1].decode_tok_s
             if len(found) > 1 and first and last:
                 row["drift_pct"] = round((last - first) / first * 100, 2)
         baseline_rows.append(row)
+    against = {c: found[0][0] for c in concurrencies
+               if (found := [(cell, f) for cell in baselines.get(c, []) if (f := kept_figures(cell, load, None))])}
     predictions, prediction_notes = predict_cells(plan, load)
     cells = []
     for step in plan.steps:
@@ -112,13 +152,11 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
                         "speedup": guess.speedup, "ci": list(guess.speedup_ci) if guess.speedup_ci else None}
             elif state == "predicted":
                 out["state"] = "skipped"
-            run = load(cell.bench_run_id) if cell.state == "measured" else None
-            if run is not None:
-                out |= cell_figures(run, cell.concurrency)
-                against = baselines.get(cell.concurrency) or []
-                if against:
-                    out["speedup"], out["ci"] = cell_speedup(run, against[0][1])
-                else:
+            figures = kept_figures(cell, load, against.get(cell.concurrency)) if cell.state == "measured" else None
+            if figures is not None:
+                out |= {key: getattr(figures, key) for key in FIGURES}
+                out["speedup"], out["ci"] = figures.speedup, figures.speedup_ci95
+                if figures.against_run_id is None:
                     out["reason"] = "no baseline measured at this concurrency"
             elif cell.state == "measured":
                 out["state"], out["reason"] = "skipped", "its stored run cannot be read"
@@ -138,6 +176,8 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
         "baseline": baseline_rows,
         "crossover": crossovers(cells, concurrencies),
         "recommendation": recommend_bands([c for c in cells if c["state"] == "measured"], concurrencies),
+        "launch_failed": [_config_of(s.grid_config) | {"reason": s.error} for s in plan.steps
+                          if s.state == "failed" and (s.error or "").startswith("launch failed")],
         "restarts_saved": saved,
         "startup_saved_s": round(saved * startup, 1) if startup and saved else (0.0 if not saved else None),
         "prediction_notes": prediction_notes + ([TREE_NOTE] if any(c["topk"] > 1 for c in cells) else []),
@@ -245,6 +285,8 @@ def format_grid(report: dict[str, Any]) -> str:
     lines += _step_time_lines(report)
     for item in report["crossover"]:
         lines.append(f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}: {item['text']}")
+    for item in report.get("launch_failed", []):
+        lines.append(f"launch failed: {_label(item)}: {item['reason'].removeprefix('launch failed: ')}")
     for item in report["dropped"]:
         lines.append(f"dropped steps {item['steps']} topk {item['topk']} draft {item['draft_tokens']}: "
                      f"{item['reason']}")

@@ -4,7 +4,6 @@ killed at any moment resumes with what is missing and measures nothing twice."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -38,6 +37,76 @@ Leave = Literal["best", "baseline", "none"]
 RunnerPid = Annotated[int, Meta(ge=1, description="a process id")]
 
 
+CI95 = list[float | None] | None
+Pair = tuple[float, float] | None
+
+
+class CellFigures(msgspec.Struct):
+    """A measured grid cell's figures (`grid_report.cell_figures`, and its speedup over the baseline cell at its
+    concurrency), computed once when the cell was measured and kept with it: a report reads them rather than redo
+    their bootstrap CIs. They stand only while `run_id` and `against_run_id` are still the runs they came from."""
+
+    run_id: str
+    against_run_id: str | None = None
+    """The baseline run the speedup is over (None: no baseline measured at this concurrency, or a baseline cell)."""
+    decode_tok_s: float | None = None
+    decode_ci95: CI95 = None
+    output_tok_s: float | None = None
+    output_ci95: CI95 = None
+    accept_length: float | None = None
+    ttft_s: float | None = None
+    ttft_ci95: CI95 = None
+    itl_ms: float | None = None
+    itl_ci95: CI95 = None
+    speedup: float | None = None
+    speedup_ci95: CI95 = None
+
+
+class CellPrediction(msgspec.Struct, frozen=True):
+    """One (chain configuration, concurrency) cell as the longest chain measured at that concurrency predicts it."""
+
+    accept_length: float
+    accept_ci: Pair
+    decode_tok_s: float | None
+    decode_ci: Pair
+    """From the acceptance CI at the fitted step cost."""
+    speedup: float | None
+    speedup_ci: Pair
+    """Over the baseline's measured decode tok/s at the same concurrency."""
+    source: str
+    """Which run predicted it, and from what step cost."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"accept_length": self.accept_length, "accept_ci": _pair(self.accept_ci),
+                "decode_tok_s": self.decode_tok_s, "decode_ci": _pair(self.decode_ci), "speedup": self.speedup,
+                "ci": _pair(self.speedup_ci), "predicted_from": self.source}
+
+
+def _pair(value: Pair) -> list[float] | None:
+    return list(value) if value else None
+
+
+class ReplayedLength(msgspec.Struct):
+    """A chain length's acceptance as the replay of a longer chain's per-step trace gives it, with its CI."""
+
+    draft_tokens: int
+    accept_length: float
+    accept_ci: Pair = None
+
+
+class PredictionsAt(msgspec.Struct):
+    """A grid's replay at one concurrency: the longest chain measured there (`from_run`) replayed at the shorter
+    chains' `lengths` (the costly part, its bootstrap CIs), kept and done again only when that run or those
+    lengths change. The step-cost fit that turns acceptance into tok/s is redone from the cells' kept figures."""
+
+    concurrency: int
+    from_run: str
+    lengths: list[int]
+    replayed: list[ReplayedLength] = msgspec.field(default_factory=list)
+    note: str | None = None
+    """Why this concurrency predicts nothing (None: it replayed)."""
+
+
 class SweepCell(msgspec.Struct):
     """A grid step's benchmark at one concurrency, on the server the step started (no restart between cells)."""
 
@@ -53,6 +122,8 @@ class SweepCell(msgspec.Struct):
     """The server's own step time at this concurrency (SGLang's step_time_dict, 20th percentile, as
     bench_speculative.py reads it) over the log windows this cell added; None where the server records none."""
     step_time_windows: Annotated[int, Meta(ge=0)] | None = None
+    figures: CellFigures | None = None
+    """Its figures, computed when it was measured (None: not measured, or a plan stored before they were kept)."""
 
 
 class SweepStep(msgspec.Struct):
@@ -85,6 +156,8 @@ class GridPlan(msgspec.Struct):
     """Whose rules judged the combinations."""
     startup_estimate_s: Seconds | None = None
     """The base preset's last measured startup (None: unknown)."""
+    predictions: list[PredictionsAt] = msgspec.field(default_factory=list)
+    """The predicted cells per concurrency, kept with the runs they came from."""
 
 
 class SweepPlan(msgspec.Struct):
@@ -172,8 +245,8 @@ class SweepStore:
         path = self.directory / f"{plan.run_id}.json"
         partial = path.with_suffix(".json.partial")
         fd = open_private_file(partial)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(plan.to_json(), handle, indent=1)
+        with os.fdopen(fd, "wb") as handle:  # msgspec's encoder: a 48-configuration plan in a millisecond
+            handle.write(msgspec.json.format(msgspec.json.encode(plan), indent=1))
         os.replace(partial, path)
         return path
 

@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
-from specmon.sweep.plan import Leave, SweepPlan, SweepStep, SweepStore
+from specmon.sweep.plan import TO_DO, Leave, SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
 
@@ -146,7 +147,12 @@ class SweepRunner:
                 self.say(f"{step.preset}: skipped ({step.error})")
             else:
                 self._run_step(step)
-            self.plan.recommended = self.report().recommended
+            if self.plan.grid is None:  # a grid recommends per load, from its cells' kept figures at its end
+                self.plan.recommended = self.report().recommended
+            else:  # the longest chain's replay, done once and kept for the report (the fit is redone, cheaply)
+                from specmon.sweep.grid_predict import predict_cells
+
+                predict_cells(self.plan, self._load)
             self.store.save(self.plan)
         report = self.report()
         if self.cancelled:  # unfinished: `specmon sweep --resume` goes on; what serves is what the step left
@@ -170,6 +176,9 @@ class SweepRunner:
             for s in self.plan.steps
         ]
         report = build_report(self.plan.run_id, outcomes)
+        report.left_serving = self.plan.left_serving
+        if self.plan.grid is not None:  # a grid's predictions are per concurrency, in its grid report
+            return report
         predicted_sets, cannot = self._predictions()
         report.notes += cannot
         for predicted_set in predicted_sets:
@@ -202,8 +211,11 @@ class SweepRunner:
             self._cancel_step(step, outcome.error or "cancelled")
             return
         if outcome.state != "ready" or outcome.url is None:
-            step.state, step.error = "failed", outcome.error or "not ready"
-            self.say(f"{step.preset}: failed: {step.error}")
+            step.state, step.error = "failed", f"launch failed: {outcome.error or 'not ready'}"
+            for cell in step.cells:  # a grid's: each says why it was not measured; a resume launches it again
+                if cell.state in TO_DO:
+                    cell.state, cell.error = "failed", step.error
+            self.say(f"{step.preset}: {step.error}")
             return
         if self.cancelled:
             self._cancel_step(step, f"cancelled once {step.preset} was ready, before it was measured")
@@ -227,7 +239,7 @@ class SweepRunner:
         """A grid step: each concurrency still to do, one benchmark each on the one running server (no restart);
         Ctrl+C stops after the cell under way, which a resume measures again."""
         from specmon.serving.client import resolve_api_key
-        from specmon.sweep.plan import TO_DO
+        from specmon.sweep.grid_report import keep_cell_figures
         from specmon.sweep.step_times import cell_step_time_ms, read_step_times
 
         api_key = resolve_api_key(None)
@@ -252,11 +264,16 @@ class SweepRunner:
                 self.say(f"{step.preset}: WARNING: {warning}")
             if run.status == "finished" and run.summary.median_tok_s:
                 cell.state = "measured"
+                keep_cell_figures(self.plan, step, cell, partial(self._load_or, run))
             else:
                 cell.state, cell.error = "failed", "; ".join(run.notes) or f"benchmark {run.status}"
             self.say(f"{step.preset}: concurrency {cell.concurrency}: {cell.state} in "
                      f"{format_seconds(cell.measure_s)}")
+            if cell.state == "failed" and self.plan.server_id and self._running_server() is None:
+                self._server_died(step, cell)
             self.store.save(self.plan)
+            if cell.state == "failed" and cell.error and cell.error.startswith("the server died"):
+                break
         states = {cell.state for cell in step.cells}
         if "cancelled" in states or "pending" in states:
             self._cancel_step(step, "cancelled between its concurrencies; a resume measures the rest")
@@ -265,6 +282,16 @@ class SweepRunner:
         else:
             failed = [f"concurrency {c.concurrency}: {c.error}" for c in step.cells if c.state == "failed"]
             step.state, step.error = "failed", "; ".join(failed)
+
+    def _server_died(self, step: SweepStep, cell: Any) -> None:
+        """The step's server is gone after a failed cell: that cell and the rest are not measured (each says why);
+        the sweep goes on to the next configuration, whose launch finds nothing to replace."""
+        why = f"the server died during concurrency {cell.concurrency}"
+        cell.error = f"{why}: {cell.error}"
+        for rest in step.cells:
+            if rest.state in TO_DO:
+                rest.state, rest.error = "failed", f"{why}; not measured"
+        self.say(f"{step.preset}: {why}")
 
     def _cancel_step(self, step: SweepStep, why: str) -> None:
         """The step under way when the sweep was cancelled: a resume runs it again."""
@@ -331,6 +358,10 @@ class SweepRunner:
             return self.results.load(run_id)
         except (OSError, ValueError, KeyError):
             return None
+
+    def _load_or(self, run: BenchResult, run_id: str | None) -> BenchResult | None:
+        """`run` itself when it is the one asked (just measured, in memory), else the stored one."""
+        return run if run_id == run.run_id else self._load(run_id)
 
     def _drafting(self, step: SweepStep) -> Drafting | None:
         return None if step.baseline else drafting_of(self.presets.get(step.preset))

@@ -1,0 +1,48 @@
+"""A grid configuration whose launch fails (as on the H200: SGLang found no memory left for the KV cache) says
+why in each of its cells, the sweep goes on to the next, the report lists it, and `--resume` launches it again
+and measures it once the cause is gone. Real emulated servers, failing at startup the way SGLang does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specmon.ports import free_port_pair
+from tests.support.oncall import Oncall, write_preset
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def oc(tmp_path: Path):
+    env = Oncall(tmp_path)
+    yield env
+    env.cleanup()
+
+
+def test_a_failed_launch_is_said_per_cell_and_resume_launches_it_again(oc: Oncall) -> None:
+    write_preset(oc.presets, "grid-base", "demo-eagle3-5", f"port = {free_port_pair()}\n"
+                 'emulator-fail = "not-enough-memory"')
+    preset = oc.presets / "grid-base.toml"
+    sweep = ("sweep", "--presets", str(oc.presets), "grid-base", "--steps", "2,3", "--topk", "1", "--concurrency",
+             "1,2", "--requests", "2", "--json", "--leave", "none")
+    done = oc.run(*sweep, timeout=400, presets=False)
+    assert done.returncode == 1, (done.returncode, done.stderr[-3000:])
+    assert "--resume launches it again" in done.stderr  # the plan says what a resume retries
+    report = json.loads(done.stdout)
+    assert report["launched"] == 2 and len(report["cells"]) == 4, report  # every configuration was tried
+    for cell in report["cells"]:
+        assert cell["state"] == "skipped" and cell["reason"].startswith("launch failed: "), cell
+        assert "pending" not in cell["reason"] and len(cell["reason"]) > len("launch failed: ") + 10, cell
+    listed = {(f["steps"], f["draft_tokens"]) for f in report["launch_failed"]}
+    assert listed == {(0, 1), (2, 3), (3, 4)}, report["launch_failed"]
+
+    preset.write_text(preset.read_text().replace('emulator-fail = "not-enough-memory"', ""))  # memory freed
+    resumed = oc.run("sweep", "--presets", str(oc.presets), "--resume", report["run_id"], "--json", "--leave",
+                     "none", timeout=400, presets=False)
+    assert "resume: launching again grid-base@s2k1d3" in resumed.stderr, resumed.stderr[-3000:]
+    again = json.loads(resumed.stdout)
+    assert [c["state"] for c in again["cells"]] == ["measured"] * 4, again["cells"]
+    assert again["launch_failed"] == [] and all(c["speedup"] for c in again["cells"])

@@ -19,14 +19,14 @@ STATE_STYLE = {"serving": "bold green", "idle": "bold", "stalled": "bold red", "
                "unreadable": "bold red"}
 ALERT_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 MAX_SERIES_SHOWN = 3
-PAYING_STYLE = {"pays": "green", "loses": "yellow"}
+PAYING_STYLE = {"pays": "green", "loses": "yellow", "no curve": "dim"}
 
 
 def _paying_line(s: LiveSnapshot, width: int) -> str | None:
-    """The measured curve at the running count, one line; none shown where no stored sweep measured this
-    configuration (`monitor --once` says so)."""
+    """The measured curve at the running count, one line ("speculation: no measured curve for this configuration"
+    where no stored grid sweep measured it); none for a server without speculation."""
     paying = s.speculation_pays
-    return paying.line(width) if paying is not None and paying.verdict != "no curve" else None
+    return paying.line(width) if paying is not None else None
 
 
 def spark(values: list[float | None], width: int) -> str:

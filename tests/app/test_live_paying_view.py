@@ -45,8 +45,13 @@ async def test_the_reading_is_one_line_within_the_width(width: int, tail: str) -
     assert lines == [BETWEEN + tail] and len(lines[0]) <= width
 
 
-async def test_no_curve_shows_nothing() -> None:
+async def test_no_curve_says_so() -> None:
     text = await _shown(LiveSnapshot(state="serving", source="metrics", running=6,
                                      speculation_pays=read_curve(None, 6, 0.0)), 80)
-    assert not [line for line in text.splitlines() if line.startswith("speculation")]
-    assert "no measured curve" not in text and "Speculation" in text
+    said = [line for line in text.splitlines() if "speculation: no measured curve for this configuration" in line]
+    assert len(said) == 1 and "Speculation" in text
+
+
+async def test_a_server_without_speculation_has_no_curve_line() -> None:
+    text = await _shown(LiveSnapshot(state="serving", source="metrics", running=6), 80)
+    assert "measured curve" not in text and "speculation " not in text

@@ -16,6 +16,18 @@ def format_seconds(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s"
 
 
+def elapsed(seconds: float) -> str:
+    """A past span, coarsely: ``42 s``, ``5 min``, ``3 h``, ``2 days`` (negative spans read as 0)."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
 NA = "N/A"
 
 

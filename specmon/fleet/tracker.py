@@ -23,6 +23,7 @@ from specmon.plausible import MAX_TOK_S
 from specmon.serving.prom import MAX_DP_RANKS
 from specmon.sglang.metric_names import SPEC_NUM_DRAFT_TOKENS, SPEC_NUM_STEPS
 from specmon.text import quoted
+from specmon.units import elapsed
 
 MAX_SERVERS = 10000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
@@ -490,10 +491,5 @@ def _label_count(labels: Mapping[str, str], key: str, server: str, notes: list[s
 
 
 def ago(seconds: float) -> str:
-    """`42 s`, `5 min`, `3 h`."""
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.0f} h"
+    """`42 s`, `5 min`, `3 h`, `2 days`."""
+    return elapsed(seconds)

@@ -12,6 +12,7 @@ from typing import Any
 
 from specmon.live.model import Alert, LiveSnapshot
 from specmon.serving.spec import SpecSettings
+from specmon.units import elapsed
 
 NO_CURVE = "no measured curve for this configuration"
 
@@ -75,14 +76,7 @@ CurveFinder = Callable[[ServingConfig], "MeasuredCurve | None"]
 
 def ago_text(seconds: float) -> str:
     """"40 s ago", "12 min ago", "2 h ago", "3 days ago"."""
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s ago"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h ago"
-    return f"{seconds / 86400:.0f} days ago"
+    return f"{elapsed(seconds)} ago"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from specmon.sglang.metric_names import (
     SPEC_NUM_STEPS,
     TOKEN_USAGE,
 )
+from specmon.units import elapsed
 
 MAX_RUNS = 6
 SERIES_EVERY_S = 5.0
@@ -322,7 +323,7 @@ class LiveTracker:
         absurd = drop_absurd(snap, effective, self._max_running())
         if stale_for is not None:
             if snap.get("running") is not None:
-                alerts.append(Alert("quiet", "info", f"no tokens generated for {_ago(stale_for)}: no traffic now "
+                alerts.append(Alert("quiet", "info", f"no tokens generated for {elapsed(stale_for)}: no traffic now "
                                     f"(SGLang's gauges still say {int(snap['running'])} running from its last decode "
                                     "window: not shown)"))
             snap["running"] = snap["queued"] = None
@@ -475,12 +476,12 @@ class LiveTracker:
         state = "serving" if rules.serving(running, decode) or own else "idle"
         if quiet:  # batch lines are traffic only while they arrive
             state, decode, own = "idle", 0.0, None
-            text = (f"no batch line for {_ago(quiet_for)}: no traffic now (SGLang logs one every 40 decode steps);"
+            text = (f"no batch line for {elapsed(quiet_for)}: no traffic now (SGLang logs one every 40 decode steps);"
                     " acceptance as of the last one")
             alerts.append(Alert("quiet", "info", text))
             if running and quiet_for >= self.stall_s:
                 alerts.append(Alert("quiet_running", "warning", (
-                    f"the last batch line said {int(running)} running, {_ago(quiet_for)} ago: they finished, or "
+                    f"the last batch line said {int(running)} running, {elapsed(quiet_for)} ago: they finished, or "
                     "the server is stuck (with --enable-metrics specmon can tell)")))
             running = queued = None
         return {
@@ -558,11 +559,3 @@ def _add(alerts: list[Alert], alert: Alert | None) -> None:
         alerts.append(alert)
 
 
-def _ago(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} days"

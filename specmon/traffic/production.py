@@ -42,7 +42,7 @@ LEVEL2_HALF = 1024
 NO_TEXT_HINT = ("SGLang keeps it in the export file (--export-metrics-to-file) unless --log-requests is on at "
                 "level 0 or 1, and in the request log at --log-requests-level 3")
 _CODE_LINE = re.compile(r"^\s*(def |class |import |from \S+ import |#include|function |fn |func |public |"
-                        r"const |let |var |SELECT |return\b).*|.*[;{}]\s*$", re.MULTILINE)
+                        r"const |let |var |SELECT |return\b).*|.*[;{}][ \t\r]*(?=\n|\Z)", re.MULTILINE)
 MIN_CODE_LINES = 3
 
 

@@ -5,12 +5,13 @@ and measures it once the cause is gone. Real emulated servers, failing at startu
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
 
 from specmon.ports import free_port_pair
-from tests.support.oncall import Oncall, write_preset
+from tests.support.oncall import Oncall, wait_for, write_preset
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -46,3 +47,39 @@ def test_a_failed_launch_is_said_per_cell_and_resume_launches_it_again(oc: Oncal
     again = json.loads(resumed.stdout)
     assert [c["state"] for c in again["cells"]] == ["measured"] * 4, again["cells"]
     assert again["launch_failed"] == [] and all(c["speedup"] for c in again["cells"])
+
+
+def test_a_grid_sweep_killed_mid_cell_resumes_cell_by_cell_measuring_none_twice(oc: Oncall) -> None:
+    write_preset(oc.presets, "grid-base", "demo-eagle3-5", f"port = {free_port_pair()}")
+    proc = oc.popen("sweep", "--presets", str(oc.presets), "grid-base", "--steps", "2,3", "--topk", "1",
+                    "--concurrency", "1,2", "--requests", "2", "--json", "--leave", "none")
+    sweeps = oc.state / "sweeps"
+
+    def measured_cells(data: dict) -> dict[tuple[int, str, int], str]:
+        return {(index, step["preset"], cell["concurrency"]): cell["bench_run_id"]
+                for index, step in enumerate(data["steps"]) for cell in step.get("cells", [])
+                if cell["state"] == "measured"}
+
+    def mid_grid() -> dict | None:  # a configuration measured at one concurrency, not yet at the other
+        for path in sweeps.glob("*.json") if sweeps.is_dir() else []:
+            data = json.loads(path.read_text())
+            done = measured_cells(data)
+            spec = [key for key in done if not key[1].endswith("@nospec")]
+            if len(spec) == 1:
+                return data
+        return None
+
+    before = wait_for(mid_grid, timeout=300, what="the grid between two cells of a configuration")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    kept = measured_cells(before)
+    resumed = oc.run("sweep", "--presets", str(oc.presets), "--resume", before["run_id"], "--json", "--leave",
+                     "none", "--yes", timeout=400, presets=False)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    report = json.loads(resumed.stdout)
+    assert [c["state"] for c in report["cells"]] == ["measured"] * 4, report["cells"]
+    after = json.loads((sweeps / f"{before['run_id']}.json").read_text())
+    now = measured_cells(after)
+    assert all(now[key] == run_id for key, run_id in kept.items())  # kept, not measured again
+    assert len(set(now.values())) == len(now)  # no cell measured twice, none lost
+    assert len(now) == 4 * 2  # the baseline first and last and 2 configurations, at 2 concurrencies each

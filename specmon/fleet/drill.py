@@ -12,12 +12,12 @@ from specmon.fleet.model import FleetRow
 from specmon.fleet.promapi import PromClient, PromError, Sample
 from specmon.fleet.promql import FleetQueries
 from specmon.fleet.text import MISSING
-from specmon.fleet.tracker import ago
 from specmon.live.model import Alert
 from specmon.live.sampler import LiveMonitor
 from specmon.loop_thread import PeriodicReader
 from specmon.serving.prom import parse_scrape
 from specmon.text import printable
+from specmon.units import elapsed
 
 HISTORY_S = 3600.0
 HISTORY_STEP_S = 15.0
@@ -123,7 +123,7 @@ def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Ale
     """What the fleet's row says of a server Prometheus holds no samples of now (a drill-down shows no less
     than its row): down since when, then its preset · algorithm · draft tokens, role, nodes up and host."""
     if last_up_at is not None:
-        down = Alert("down", "error", f"down, last seen {ago(now - last_up_at)} ago: no target answers "
+        down = Alert("down", "error", f"down, last seen {elapsed(now - last_up_at)} ago: no target answers "
                                       "Prometheus' scrapes")
     else:
         down = next((a for a in row.alerts if a.kind == "down"),

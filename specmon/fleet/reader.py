@@ -29,9 +29,10 @@ from specmon.fleet.promql import (
     recorded_columns,
     window_for,
 )
-from specmon.fleet.tracker import FleetReading, Worker, ago
+from specmon.fleet.tracker import FleetReading, Worker
 from specmon.inputs import InputError
 from specmon.text import printable, quoted
+from specmon.units import elapsed
 
 QUERY_GROUPS = 2
 """The parts are asked in this many requests at once (Prometheus evaluates them on several cores)."""
@@ -184,7 +185,7 @@ class FleetReader:
             return local
         skew = evaluated - (local + (time.perf_counter() - started) / 2)
         if abs(skew) > SKEW_S:
-            notes.append(f"this host's clock is {ago(abs(skew))} {'behind' if skew > 0 else 'ahead of'} "
+            notes.append(f"this host's clock is {elapsed(abs(skew))} {'behind' if skew > 0 else 'ahead of'} "
                          f"Prometheus': the fleet is read at Prometheus' time")
         return evaluated
 

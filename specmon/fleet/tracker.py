@@ -365,13 +365,13 @@ class FleetTracker:
 
     def _down_alert(self, name: str, now: float) -> Alert:
         last_up = self._last_up.get(name)
-        seen = f"last seen {ago(now - last_up)} ago" if last_up is not None else "not up in the last hour"
+        seen = f"last seen {elapsed(now - last_up)} ago" if last_up is not None else "not up in the last hour"
         return Alert("down", "error", f"down, {seen}: no target answers Prometheus' scrapes")
 
     def _down(self, row: FleetRow, now: float, last_up: float | None) -> FleetRow:
         """A server whose targets left Prometheus: kept as down, its last figures dropped."""
         alert = Alert("down", "error", "gone from Prometheus' targets"
-                      + (f" (last seen {ago(now - last_up)} ago)" if last_up is not None else ""))
+                      + (f" (last seen {elapsed(now - last_up)} ago)" if last_up is not None else ""))
         return FleetRow(server=row.server, host=row.host, role=row.role, role_source=row.role_source, state="down",
                         restarts=row.restarts, nodes_up=0, nodes_total=row.nodes_total,
                         last_seen_s=None if last_up is None else max(0.0, now - last_up), preset=row.preset,
@@ -490,6 +490,3 @@ def _label_count(labels: Mapping[str, str], key: str, server: str, notes: list[s
     return int(value)
 
 
-def ago(seconds: float) -> str:
-    """`42 s`, `5 min`, `3 h`, `2 days`."""
-    return elapsed(seconds)

@@ -147,6 +147,10 @@ def run_monitor(args: argparse.Namespace) -> int:
         traffic_paths = record_paths(found.argv, found.log)
     elif not traffic_paths and preset is not None:
         traffic_paths = record_paths(preset.argv(), args.log)
+    elif not traffic_paths and args.url:  # a server of yours named by its URL (a fleet drill-down's way)
+        from specmon.traffic.locate import launched_at
+
+        traffic_paths = launched_at(args.url)
     config = AppConfig(
         url=base_url(args.url),
         log_path=args.log,
@@ -337,8 +341,11 @@ def fleet_server_config(args: argparse.Namespace, options):
         print(f"specmon fleet: {printable(args.server)}: {printable(note)}", file=sys.stderr)
     if url is not None:
         from specmon.ports import is_loopback_host
+        from specmon.traffic.locate import launched_at
 
-        return AppConfig(url=url, gpu_source=NvmlSource() if is_loopback_host(row.host or "") else dcgm, read_only=True)
+        local = is_loopback_host(row.host or "")  # its request records, when it is a server of yours on this host
+        return AppConfig(url=url, gpu_source=NvmlSource() if local else dcgm, read_only=True,
+                         traffic_paths=launched_at(url) if local else [])
     # on this host's clock (the snapshot's is Prometheus'): the drill-down says "last seen N ago" by it
     last_up_at = None if row.last_seen_s is None else time.time() - row.last_seen_s
     config = AppConfig(

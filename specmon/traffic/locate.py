@@ -45,3 +45,15 @@ def record_paths(argv: Sequence[str], log_path: str | None = None, cwd: str | No
             paths.append(log_path)
     resolved = [os.path.join(cwd, p) if cwd and not os.path.isabs(p) else p for p in paths]
     return list(dict.fromkeys(resolved))[:MAX_PATHS]
+
+
+def launched_at(url: str) -> list[str]:
+    """The record paths of the live server specmon launched that answers at `url` (what a `monitor --url`, and so
+    a fleet drill-down, of a local server of yours reads); [] when none is known."""
+    from specmon.oncall.discovery import find_servers
+
+    wanted = url.rstrip("/").lower()
+    for server in find_servers(with_gpus=False).alive():
+        if server.launched_by_specmon and server.argv and server.url.rstrip("/").lower() == wanted:
+            return record_paths(server.argv, server.log)
+    return []

@@ -25,7 +25,8 @@ def run_monitor_once(args: argparse.Namespace) -> int:
 
 
 def traffic_paths(args: argparse.Namespace) -> list[str]:
-    """The records named with --traffic, else where `--preset`'s server writes them (none known: [])."""
+    """The records named with --traffic, else where `--preset`'s server writes them, else where the server specmon
+    launched at `--url` writes them (none known: [])."""
     if getattr(args, "traffic", None):
         return list(args.traffic)
     if getattr(args, "preset", None):
@@ -33,6 +34,10 @@ def traffic_paths(args: argparse.Namespace) -> list[str]:
 
         preset = require_preset(load_presets(args.presets), args.preset)
         return record_paths(preset.argv(), getattr(args, "log", None))
+    if getattr(args, "url", None):
+        from specmon.traffic.locate import launched_at
+
+        return launched_at(args.url)
     return []
 
 

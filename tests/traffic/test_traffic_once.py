@@ -85,3 +85,26 @@ def test_the_demo_emulator_writes_its_records_where_the_app_reads_them(tmp_path)
     preset = load_presets([]).presets[load_presets([]).default_demo().name]
     argv = with_records(preset, str(tmp_path)).argv(port=30000)
     assert record_paths(argv) == [str(tmp_path)]
+
+
+def test_a_server_of_yours_named_by_its_url_has_its_records_read(tmp_path):
+    """`monitor --url` (a fleet drill-down's command) of a local server specmon launched finds the records its own
+    flags write, with no --traffic; a server specmon did not launch is not read."""
+    from specmon.ports import free_port_pair
+    from tests.support.oncall import Oncall, write_preset
+
+    oc = Oncall(tmp_path)
+    export = tmp_path / "export"
+    write_preset(oc.presets, "fast-rec", "demo-eagle3-5",
+                 f'export-metrics-to-file = true\nexport-metrics-to-file-dir = "{export}"')
+    try:
+        started = oc.json("start", "fast-rec", "--port", str(free_port_pair()), "--wait")
+        for i in range(4):
+            body = {"text": f"Tell me about lakes #{i}", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
+            httpx.post(started["url"] + "/generate", json=body, timeout=30).raise_for_status()
+        run = oc.run("monitor", "--url", started["url"], "--once", "--window", "1", "--json", presets=False)
+    finally:
+        oc.cleanup()
+    assert run.returncode == 0, run.stderr
+    traffic = json.loads(run.stdout)["traffic"]
+    assert traffic is not None and traffic["requests"] == len(list(read_records([str(export)], ReadTally()))) >= 4

@@ -162,7 +162,7 @@ def _add_gpus(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_bench(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "bench",
-        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile, shared.production],
+        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile, shared.production, shared.against],
         help="benchmark decode tok/s and acceptance length of a running server",
         description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
         "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
@@ -330,7 +330,8 @@ def _add_switch(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "sweep",
-        parents=[shared.presets, shared.from_server, shared.yes, shared.launch, shared.json, shared.textfile],
+        parents=[shared.presets, shared.from_server, shared.yes, shared.launch, shared.json, shared.textfile,
+                 shared.against],
         help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
         description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
         "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
@@ -483,6 +484,10 @@ def _main(argv: Sequence[str] | None) -> int:
         handler = "specmon.traffic.once:run_monitor_once"
     elif args.command == "fleet" and not (args.once or args.action):
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
+    if args.command == "sweep" and getattr(args, "against_traffic", None):  # sweep reads no records itself
+        from specmon.traffic.production import judge_against
+
+        args.before_save = judge_against([args.against_traffic])
     if args.command in ("monitor", "fleet"):  # live and fleet read no sweep themselves: the stored curves given
         from specmon.sweep.curves import StoredCurves
         args.curves = StoredCurves()

@@ -64,10 +64,11 @@ class SharedOptions:
         self.production = self._parent()  # a benchmark from, or against, SGLang's request records
         self.production.add_argument("--prompts-from-traffic", metavar="PATH", help="sample the prompts from "
                                      "SGLang's request records (keeps production's class mix and output lengths)")
-        self.production.add_argument("--against-traffic", metavar="PATH", help="flag a τ beyond the CIs of "
-                                     "production's in these request records (default: --prompts-from-traffic's)")
         self.production.add_argument("--keep-prompts", action="store_true", help="store production's prompts "
                                      "and outputs with the result (default: a hash of each prompt)")
+        self.against = self._parent()  # each run's τ against production's, with bench and with a sweep
+        self.against.add_argument("--against-traffic", metavar="PATH", help="flag a τ beyond the CIs of "
+                                  "production's in these request records (bench: default --prompts-from-traffic's)")
         self.traffic = self._parent()  # production traffic in the app and in `monitor --once`
         self.traffic.add_argument("--traffic", metavar="PATH", action="append", default=[],
                                   help="SGLang's request records: an --export-metrics-to-file-dir directory or "

@@ -106,7 +106,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         _note(str(exc))
         return EXIT_USAGE if isinstance(exc, SweepError) else EXIT_FAILED
     options = SweepOptions(
-        preflight=not args.no_preflight, leave=args.leave, skip_predicted_worse=args.skip_predicted_worse
+        preflight=not args.no_preflight, leave=args.leave, skip_predicted_worse=args.skip_predicted_worse,
+        before_save=getattr(args, "before_save", None),
     )
     runner = SweepRunner(plan, presets, store, ResultStore(), options, on_event=None if args.json else _note,
                          on_startup=_startup_line, server=server)

@@ -86,8 +86,11 @@ def kept_figures(cell: SweepCell, load: Load, against: SweepCell | None) -> Cell
         return None
     baseline = load(against_id) if against_id is not None else None
     speedup, ci = cell_speedup(run, baseline) if baseline is not None else (None, None)
+    from specmon.bench.report import production_gap
+
     cell.figures = CellFigures(cell.bench_run_id, against_id if baseline is not None else None,
-                               **cell_figures(run, cell.concurrency), speedup=speedup, speedup_ci95=ci)
+                               **cell_figures(run, cell.concurrency), speedup=speedup, speedup_ci95=ci,
+                               production=production_gap(run))
     return cell.figures
 
 
@@ -156,6 +159,7 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
             if figures is not None:
                 out |= {key: getattr(figures, key) for key in FIGURES}
                 out["speedup"], out["ci"] = figures.speedup, figures.speedup_ci95
+                out["production"] = figures.production
                 if figures.against_run_id is None:
                     out["reason"] = "no baseline measured at this concurrency"
             elif cell.state == "measured":
@@ -175,13 +179,26 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
         "dropped": grid.dropped,
         "baseline": baseline_rows,
         "crossover": crossovers(cells, concurrencies),
-        "recommendation": recommend_bands([c for c in cells if c["state"] == "measured"], concurrencies),
+        "recommendation": _with_production(recommend_bands([c for c in cells if c["state"] == "measured"],
+                                                           concurrencies), cells),
         "launch_failed": [_config_of(s.grid_config) | {"reason": s.error} for s in plan.steps
                           if s.state == "failed" and (s.error or "").startswith("launch failed")],
         "restarts_saved": saved,
         "startup_saved_s": round(saved * startup, 1) if startup and saved else (0.0 if not saved else None),
         "prediction_notes": prediction_notes + ([TREE_NOTE] if any(c["topk"] > 1 for c in cells) else []),
     }
+
+
+def _with_production(bands: list[dict[str, Any]], cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each band's `production`: the verdict of a measured cell it rests on whose τ is beyond production's CIs (a
+    sweep with `--against-traffic`), else None."""
+    for band in bands:
+        band["production"] = next(
+            (cell["production"] for cell in cells
+             if band["steps"] and cell["state"] == "measured" and cell.get("production")
+             and band["concurrency_from"] <= cell["concurrency"] <= band["concurrency_to"]
+             and all(cell[k] == band[k] for k in ("steps", "topk", "draft_tokens"))), None)
+    return bands
 
 
 def crossovers(cells: list[dict[str, Any]], concurrencies: list[int]) -> list[dict[str, Any]]:
@@ -296,6 +313,8 @@ def format_grid(report: dict[str, Any]) -> str:
         tail = f" ({band['speedup']:.2f}× the baseline" + (
             f", CI {band['ci'][0]:.2f}–{band['ci'][1]:.2f})" if band.get("ci") else ")") if band["steps"] else ""
         lines.append(f"recommended at {span}: {_label(band)}{tail}")
+        if band.get("production"):
+            lines.append(f"  FLAG unrepresentative: {band['production']}")
     if report.get("observed_load"):
         from specmon.sweep.load_weight import format_observed_load
 

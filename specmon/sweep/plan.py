@@ -60,6 +60,8 @@ class CellFigures(msgspec.Struct):
     itl_ci95: CI95 = None
     speedup: float | None = None
     speedup_ci95: CI95 = None
+    production: str | None = None
+    """The run's verdict against production when beyond the CIs (a sweep with `--against-traffic`), else None."""
 
 
 class CellPrediction(msgspec.Struct, frozen=True):

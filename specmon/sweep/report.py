@@ -13,7 +13,7 @@ from typing import Any
 from specmon.bench.compare import baseline_for, compare
 from specmon.bench.model import AcceptFigures, BenchResult
 from specmon.bench.predict import Drafting
-from specmon.bench.report import symptoms
+from specmon.bench.report import production_gap, symptoms
 from specmon.bench.results import skipped_note
 
 DRIFT_FLAG_PCT = 3.0
@@ -99,6 +99,7 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
         if first and last:
             report.baseline_drift_pct = (last - first) / first * 100
             report.drift_flagged = abs(report.baseline_drift_pct) > DRIFT_FLAG_PCT
+    gaps: dict[str, str] = {}
     for outcome in outcomes:
         run = outcome.run
         speedup = comparison = None
@@ -134,7 +135,11 @@ def build_report(run_id: str, outcomes: Sequence[PresetOutcome]) -> SweepReport:
         note = skipped_note(run) if run is not None else None
         if note and note not in report.notes:
             report.notes.append(f"{outcome.preset}: {note}")
+        if run is not None and (gap := production_gap(run)):
+            gaps[outcome.preset] = gap
     report.recommended, report.no_recommendation = recommend(report.rows)
+    if report.recommended in gaps:  # the recommendation rests on prompts unlike production's (--against-traffic)
+        report.notes.append(f"{report.recommended}: FLAG unrepresentative: {gaps[report.recommended]}")
     return report
 
 

@@ -42,6 +42,8 @@ class SweepOptions:
     ready_timeout_s: float = 1800.0
     leave: Leave = "best"
     skip_predicted_worse: bool = False
+    before_save: Callable[[BenchResult], None] | None = None
+    """Added to each run's summary before it is saved (`--against-traffic`: its τ against production's)."""
 
 
 def drafting_of(preset: Preset | None) -> Drafting | None:
@@ -308,7 +310,7 @@ class SweepRunner:
             settings = msgspec.structs.replace(settings, concurrency=concurrency,
                                                requests=max(settings.requests, CELL_REQUESTS_PER_STREAM * concurrency))
         bench = BenchRun(url, preset.name, settings, api_key=resolve_api_key(None), on_update=self.on_progress,
-                         store=self.results, asked=dict(preset.args))
+                         store=self.results, asked=dict(preset.args), before_save=self.options.before_save)
         step.bench_run_id = bench.result.run_id
         self.store.save(self.plan)  # a kill now keeps the partial run's id (the run itself is saved as it goes)
         started = time.monotonic()

@@ -108,3 +108,27 @@ def test_records_without_the_text_say_so_and_which_flag_keeps_it(tmp_path, level
     (line,) = run.stderr.strip().splitlines()
     assert "none of 4 records holds the prompt's text" in line and "--log-requests-level 3" in line
     assert SECRET not in (export / os.listdir(export)[0]).read_text()  # the emulator keeps what SGLang keeps
+
+
+def test_a_grid_sweep_against_production_flags_the_configuration_it_recommends(emulator_with_production, tmp_path):
+    from specmon.ports import free_port_pair
+    from tests.support.oncall import Oncall, write_preset
+
+    _emu, export = emulator_with_production
+    (tmp_path / "oncall").mkdir()
+    oc = Oncall(tmp_path / "oncall")
+    write_preset(oc.presets, "grid-base", "demo-eagle3-5", f"port = {free_port_pair()}")
+    try:
+        done = oc.run("sweep", "--presets", str(oc.presets), "grid-base", "--steps", "3", "--topk", "1",
+                      "--concurrency", "1", "--requests", "12", "--json", "--leave", "none", "--against-traffic",
+                      export, timeout=280, presets=False)
+    finally:
+        oc.cleanup()
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    [band] = report["recommendation"]
+    assert band["steps"] == 3, band  # speculation pays at concurrency 1 on the emulator
+    # the sweep's chat prompts hold no code, production's are 4 in 5 code: its τ understates production's
+    assert band["production"] and "understates acceptance" in band["production"], band
+    run = ResultStore(oc.state / "results").load(next(c["run_id"] for c in report["cells"] if c["steps"] == 3))
+    assert run.summary.production is not None and run.summary.production.beyond_ci

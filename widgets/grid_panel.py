@@ -1,6 +1,7 @@
 """GridPanel: a grid sweep in the Benchmark pane: total output tok/s against concurrency (one line per
 configuration, the baseline's first) and the configuration × concurrency table of speedups coloured by win or
-loss (predicted cells marked "~"), then the recommendation per load band; under 22 rows (80x24), the table alone. Renders the `GridPaneModel` it is given."""
+loss (predicted cells marked "~"), then the recommendation per load band; under 22 rows (80x24), the table
+alone. Renders the `GridPaneModel` it is given."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.app_idle_cpu import cpu_seconds
+from benchmarks.checkouts import checkout_env
 from tests.support.fleet_series import STEP_S, benchmark_shapes, fleet_prometheus, with_fleet_rules
 from tests.support.prometheus import Prometheus
 
@@ -75,7 +76,7 @@ def fleet_once(code: Path, url: str, at: float, prom: Prometheus, query_log: Pat
     rusage), and Prometheus' CPU and own evaluation time over the same run."""
     server = psutil.Process(prom.proc.pid)
     logged = query_log.stat().st_size if query_log.exists() else 0
-    env = {**os.environ, "PYTHONPATH": str(code), "XDG_STATE_HOME": home}
+    env = checkout_env(code, XDG_STATE_HOME=home)
     prom_cpu, started = cpu_seconds(server), time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", ONCE, url, str(at)], cwd=code, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -123,7 +124,7 @@ specmon.widgets, which the interpreter's editable install maps to this checkout'
 def app_idle(code: Path, url: str, home: str, warmup: float, window: float) -> tuple[float, int]:
     """The fleet app of the checkout at `code` (headless, 200x50, refresh every 5 s): its own process' CPU over
     `window` seconds after `warmup`, as % of one core, and its exit code."""
-    env = {**os.environ, "PYTHONPATH": str(code), "XDG_STATE_HOME": home, "SPECMON_HEADLESS_SIZE": "200x50"}
+    env = checkout_env(code, XDG_STATE_HOME=home, SPECMON_HEADLESS_SIZE="200x50")
     proc = subprocess.Popen([sys.executable, "-c", LAUNCH, str(code), "fleet", "--prometheus", url, "--headless",
                              "--duration", str(warmup + window + 3)], cwd=code, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

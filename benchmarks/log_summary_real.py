@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from benchmarks.checkouts import alternated, checkout_env
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -97,7 +98,7 @@ print(json.dumps({"loop": loop, "summary": summary, "state": state.state, "lines
 
 
 def measure(checkout: Path, log: Path, repeat: int, clock: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])}
+    env = checkout_env(checkout)
     out = subprocess.run([sys.executable, "-c", CHILD, str(log), str(repeat), clock], env=env, cwd=checkout,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
@@ -123,13 +124,12 @@ def main() -> int:
             log.write_bytes(data)
             lines, frames = data.count(b"\n"), data.count(b"\r")
             print(f"# {name}: {lines:,} lines, {frames:,} \\r frames, {len(data) / 1e6:.0f} MB")
-            for round_ in range(args.rounds):
-                for side, checkout in sides if round_ % 2 == 0 else reversed(sides):
-                    r = measure(checkout, log, args.repeat, args.clock)
-                    loop, summary = min(r["loop"]), min(r["summary"])
-                    print(f"  {side:<9} loop {loop:.3f} s  summary {summary:.3f} s  ratio {loop / summary:.3f}  "
-                          f"(summary runs {', '.join(f'{t:.2f}' for t in r['summary'])}; state {r['state']}, "
-                          f"{r['lines_seen']:,} lines, error {r['error']})", flush=True)
+            for side, checkout in alternated(sides, args.rounds):
+                r = measure(checkout, log, args.repeat, args.clock)
+                loop, summary = min(r["loop"]), min(r["summary"])
+                print(f"  {side:<9} loop {loop:.3f} s  summary {summary:.3f} s  ratio {loop / summary:.3f}  "
+                      f"(summary runs {', '.join(f'{t:.2f}' for t in r['summary'])}; state {r['state']}, "
+                      f"{r['lines_seen']:,} lines, error {r['error']})", flush=True)
     return 0
 
 

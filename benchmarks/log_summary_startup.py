@@ -33,6 +33,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from benchmarks.checkouts import alternated, checkout_env
 from benchmarks.log_summary_serving import READY_LINE, STARTUP_LOG, bare_loop, serving_lines, summarize
 
 BEGIN = b"Capture target verify CUDA graph begin."
@@ -129,7 +130,7 @@ def follow(pieces: list[bytes], rate: int, seconds: float, tmp: str, name: str, 
     source.write_bytes(b"".join(pieces))
     log = Path(tmp) / f"{name}.log"
     log.write_bytes(b"")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")])} if checkout is not None else None
+    env = checkout_env(checkout)
     child = subprocess.Popen([sys.executable, "-m", "specmon", "log-summary", "--follow", str(log)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=checkout)
     time.sleep(1.0)  # the child has started and follows the empty file
@@ -186,13 +187,12 @@ def main() -> int:
         for name in args.follow_kinds.split(","):
             pieces = kinds[name]()
             sides = [("this", None)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
-            for round_ in range(args.rounds):
-                for side, checkout in sides if round_ % 2 == 0 else reversed(sides):
-                    result = follow(pieces, args.rate, args.seconds, tmp, name, checkout)
-                    rate = result["written"] / result["write_s"]
-                    print(f"--follow, {name} ({side}): {result['written']:,} items written at {rate:,.0f}/s; "
-                          f"ready written → exit {result['lag_s']:.2f} s (exit code {result['exit']}); "
-                          f"its CPU {result['cpu_s']:.2f} s", flush=True)
+            for side, checkout in alternated(sides, args.rounds):
+                result = follow(pieces, args.rate, args.seconds, tmp, name, checkout)
+                rate = result["written"] / result["write_s"]
+                print(f"--follow, {name} ({side}): {result['written']:,} items written at {rate:,.0f}/s; "
+                      f"ready written → exit {result['lag_s']:.2f} s (exit code {result['exit']}); "
+                      f"its CPU {result['cpu_s']:.2f} s", flush=True)
     return 0
 
 

@@ -4,7 +4,6 @@ one): as `monitor --url` when the server answers from here, else fed from Promet
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,18 +121,20 @@ class FleetApp(QuietTerminal, App):
         if server is None:
             self.notify("No server selected", severity="warning")
             return
+        self.run_worker(self.drill_down(server), group="drill-down", exclusive=True, exit_on_error=False)
+
+    async def drill_down(self, server: str) -> None:
+        """Run the server's single-server screen with this one suspended; a signal to this app ends both."""
         argv = self.drill_argv(server)
         try:
-            with self.suspend():
-                # said at once: the server's screen takes a few seconds to read Prometheus and start
-                print(f"specmon fleet: opening {printable(server)}…", file=sys.stderr, flush=True)
-                done = subprocess.run(argv, check=False)  # noqa: S603 - an argv list, never a shell
-        except Exception as exc:  # SuspendNotSupported (headless, the browser): say how to open it instead
+            # said at once: the server's screen takes a few seconds to read Prometheus and start
+            returncode = await self.run_suspended(argv, announce=f"specmon fleet: opening {printable(server)}…")
+        except Exception as exc:  # SuspendNotSupported (headless, the browser), or no such program: say how instead
             self.notify(f"Cannot open it here ({type(exc).__name__}): run specmon {' '.join(argv[3:])}",
-                        title=server, severity="warning", timeout=10)
+                        title=server, severity="warning", timeout=10, markup=False)
             return
-        if done.returncode != 0:  # what it said went to the terminal behind this screen
-            self.notify(f"Its screen ended with exit code {done.returncode}: run specmon {' '.join(argv[3:])} "
+        if returncode != 0:  # what it said went to the terminal behind this screen
+            self.notify(f"Its screen ended with exit code {returncode}: run specmon {' '.join(argv[3:])} "
                         "to read why", title=server, severity="error", timeout=10, markup=False)
         if self.poller is not None:
             self.poller.refresh_now()

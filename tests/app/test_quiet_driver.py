@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from specmon.tui.app import SpecmonApp
 from specmon.tui.config import AppConfig
 from specmon.tui.fleet import FleetApp
@@ -61,6 +63,8 @@ class Probe(QuietTerminal, App):
                 subprocess.run([sys.executable, "-c", CHILD, self.report + ".child"], check=True)
             self.resumes += 1
             self.write({})
+        elif event.key == "d":  # the fleet's drill-down itself: the app's loop stays free while the child runs
+            self.run_worker(self.run_suspended([sys.executable, "-c", CHILD, self.report + ".child"]))
         elif event.key == "e":
             raise RuntimeError("a handler failed")
         elif event.key == "p":
@@ -70,7 +74,9 @@ CHILD = """
 import os, sys, termios, tty
 saved = termios.tcgetattr(0)
 tty.setcbreak(0)
-open(sys.argv[1], "w").close()
+with open(sys.argv[1] + ".tmp", "w") as ready:
+    ready.write(str(os.getpid()))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 os.read(0, 1)
 termios.tcsetattr(0, termios.TCSANOW, saved)
 """
@@ -208,6 +214,30 @@ def test_after_suspending_for_another_program_keys_arrive_again_and_q_exits_0(tm
         assert "Traceback" not in (tmp_path / "stderr.txt").read_text(errors="replace")
     finally:
         app.close()
+
+
+def test_a_signal_while_a_drilled_down_program_runs_ends_the_app_at_once_and_the_program_with_it(tmp_path):
+    """An on-call's SSH link drops (or a `kill`) while the fleet shows a server's screen: the fleet app must not
+    wait for that screen to end first, and must not leave it running on a terminal nobody reads."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        run_dir = tmp_path / signum.name
+        run_dir.mkdir()
+        app = PtyApp(run_dir)
+        child_ready = Path(str(app.report) + ".child")
+        try:
+            app.wait(lambda r: r.get("ready"))
+            app.send(b"d")
+            deadline = time.monotonic() + 30
+            while not child_ready.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            child_pid = int(child_ready.read_text())
+            os.kill(app.proc.pid, signum)  # to the app alone: the child waits for a key that never comes
+            assert app.proc.wait(15) == 128 + signum
+            with pytest.raises(ProcessLookupError):  # ended and reaped by the app before it exited
+                os.kill(child_pid, 0)
+            assert "Traceback" not in (run_dir / "stderr.txt").read_text(errors="replace")
+        finally:
+            app.close()
 
 
 def test_a_panic_or_an_exception_in_a_handler_never_exits_0(tmp_path):

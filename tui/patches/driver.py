@@ -35,6 +35,8 @@ INPUT_TICK_S = 0.1
 """How often the parser is looked at while input may still be completing (Textual's own cadence)."""
 SETTLE_S = max(1.0, 10 * constants.ESCAPE_DELAY)
 """How long after the last input the thread keeps looking; then it sleeps until the next input or the exit."""
+SUSPENDED_PROGRAM_EXIT_S = 5.0
+"""How long a program run while suspended has to end after the app's own end sent it SIGTERM (then SIGKILL)."""
 
 
 class WakingEvent(threading.Event):
@@ -171,6 +173,26 @@ class QuietTerminal:
             loop = asyncio.get_running_loop()
             for signum in EXIT_SIGNALS:
                 loop.remove_signal_handler(signum)
+
+    async def run_suspended(self, argv: list[str], announce: str = "") -> int:
+        """Run `argv` on the terminal while this app is suspended (the fleet's drill-down) and return its exit code.
+        The app's loop stays free meanwhile, so a hang-up, SIGINT or SIGTERM ends the app at once, as q does, and
+        takes the program down with it (SIGTERM, SIGKILL after SUSPENDED_PROGRAM_EXIT_S) before the terminal is
+        given back. Raises SuspendNotSupported where the driver cannot suspend (headless, the browser)."""
+        with self.suspend():  # type: ignore[attr-defined]
+            if announce:
+                print(announce, file=sys.stderr, flush=True)
+            program = await asyncio.create_subprocess_exec(*argv)
+            try:
+                return await program.wait()
+            finally:
+                if program.returncode is None:  # the app ended first
+                    program.terminate()
+                    try:
+                        await asyncio.wait_for(program.wait(), SUSPENDED_PROGRAM_EXIT_S)
+                    except TimeoutError:
+                        program.kill()
+                        await program.wait()
 
     def get_driver_class(self) -> type:
         driver_class = super().get_driver_class()  # type: ignore[misc]

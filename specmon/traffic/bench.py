@@ -12,11 +12,8 @@ from specmon.bench import cli as bench_cli
 from specmon.bench.prompts import Prompt, PromptError
 from specmon.bench.run import RunSettings
 from specmon.text import printable
-from specmon.traffic.production import NoPromptText, judge_against, sample_prompts
+from specmon.traffic.production import TRAFFIC_PREFIX, NoPromptText, judge_against, sample_prompts
 from specmon.traffic.reader import PathRefused
-
-TRAFFIC_PREFIX = "traffic:"
-"""A run's stored `prompts` when they were sampled from production: `traffic:PATH`."""
 
 
 def run_bench(args: argparse.Namespace) -> int:

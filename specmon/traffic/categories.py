@@ -245,7 +245,7 @@ class Categories:
 
     def describe(self) -> str:
         """"heuristic" or "your rules (PATH)"."""
-        return HEURISTIC if self.rules is None else f"{YOUR_RULES} ({printable(self.path)[-60:]})"
+        return HEURISTIC if self.rules is None else f"{YOUR_RULES} ({printable(self.path)[-200:]})"
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "file": self.path, "names": list(self.names)}

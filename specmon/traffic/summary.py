@@ -125,7 +125,8 @@ def by_value(params: dict[str, Any] | None, key: str) -> str:
 
 Cell = tuple[str | None, str | None, str | None, str | None]
 """A record's place: its prompt bucket, output bucket, `by` value and category (None: not classed so)."""
-CATEGORY = "category"
+CATEGORY = "prompt category"
+"""The class axis of prompt categories (a space: no `--by` key can be named so)."""
 
 
 class TrafficSummary:

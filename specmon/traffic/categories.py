@@ -23,6 +23,7 @@ and the comparison of a benchmark with production; `specmon traffic` and the app
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import time
@@ -138,8 +139,8 @@ class CategoryFile(msgspec.Struct, forbid_unknown_fields=True):
 def _unsafe(pattern: str) -> str | None:
     """Why `pattern` (which compiles) may take exponential time: a backreference, or an unbounded repetition holding
     another or an alternation (of more than single characters: re makes those a character set); None when none."""
-    import re._constants as c  # noqa: PLC0415
-    import re._parser as parser  # noqa: PLC0415
+    c = importlib.import_module("re._constants")  # re's own parser (no stubs: private, as sre_parse was)
+    parser = importlib.import_module("re._parser")
 
     repeats = (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT))
 
@@ -219,6 +220,21 @@ class _Rule:
     regex: re.Pattern[str] | None
 
 
+def _key_text(params: dict[str, Any] | None, key: str) -> str:
+    """`summary.by_value`, an integer or a boolean said without its JSON encoder (the common case, 20 µs a record
+    less)."""
+    value: Any = params
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is int:
+        return str(value)
+    return by_value(params, key)
+
+
 class Categories:
     """Names each request's prompt category: by the rules of a file (`read`), or by the heuristic (`HEURISTIC`,
     `heuristic()`). `source` says which ("heuristic" or "your rules"), `path` the file."""
@@ -256,7 +272,7 @@ class Categories:
             return NO_TEXT if text is None else prompt_class(text, prompt_tokens)
         for rule in self.rules:
             if rule.key is not None:
-                value = by_value(params, rule.key)
+                value = _key_text(params, rule.key)
                 if value != MISSING and (value == rule.equals if rule.regex is None
                                          else rule.regex.search(value) is not None):
                     return rule.name

@@ -88,7 +88,8 @@ def _add_log_summary(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "monitor",
-        parents=[shared.presets, shared.once, shared.json, shared.traffic, shared.by, shared.web, shared.headless],
+        parents=[shared.presets, shared.once, shared.json, shared.traffic, shared.by, shared.categories, shared.web,
+                 shared.headless],
         help="attach the app to a running SGLang server",
         description="Attach to an SGLang server anyone started: poll its HTTP API and, with --log, "
         "follow its log from the start.",
@@ -107,7 +108,7 @@ def _add_monitor(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_demo(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "demo",
-        parents=[shared.presets, shared.launch, shared.by, shared.headless],
+        parents=[shared.presets, shared.launch, shared.by, shared.categories, shared.headless],
         help="run the app against the built-in SGLang emulator",
         description="Launch the SGLang emulator with a demo preset as a child process and open the app on it.",
     )
@@ -162,7 +163,8 @@ def _add_gpus(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 def _add_bench(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "bench",
-        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile, shared.production, shared.against],
+        parents=[shared.api_key_file, shared.presets, shared.json, shared.textfile, shared.production, shared.against,
+                 shared.categories],
         help="benchmark decode tok/s and acceptance length of a running server",
         description="Stream prompts to an SGLang server's /generate and report decode tok/s, TTFT, ITL and "
         "acceptance length. The API key comes from SPECMON_API_KEY or --api-key-file.",
@@ -331,7 +333,7 @@ def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "sweep",
         parents=[shared.presets, shared.from_server, shared.yes, shared.launch, shared.json, shared.textfile,
-                 shared.against],
+                 shared.against, shared.categories],
         help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
         description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
         "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
@@ -397,7 +399,7 @@ def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
 
 
 def _add_traffic(sub: argparse._SubParsersAction, shared: _Shared) -> None:
-    p = sub.add_parser("traffic", parents=[shared.json, shared.by],
+    p = sub.add_parser("traffic", parents=[shared.json, shared.by, shared.categories],
                        help="τ per request class from SGLang's request records",
                        description="τ per class (95% CIs), outliers. Exit 0; 1: no usable record; 2: bad usage.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="an export directory or file, or a request log")
@@ -484,14 +486,18 @@ def _main(argv: Sequence[str] | None) -> int:
         handler = "specmon.traffic.once:run_monitor_once"
     elif args.command == "fleet" and not (args.once or args.action):
         handler = "specmon.tui.cli:run_fleet"  # the app; --once and rules are headless
-    if args.command == "sweep" and getattr(args, "against_traffic", None):  # sweep reads no records itself
-        from specmon.traffic.production import judge_against
-
-        args.before_save = judge_against([args.against_traffic])
     if args.command in ("monitor", "fleet"):  # live and fleet read no sweep themselves: the stored curves given
         from specmon.sweep.curves import StoredCurves
         args.curves = StoredCurves()
     try:
+        if hasattr(args, "categories"):  # read once, for every command that takes --categories
+            from specmon.traffic.categories import given_or_refused
+
+            args.prompt_categories = given_or_refused(args.categories)
+        if args.command == "sweep" and getattr(args, "against_traffic", None):  # sweep reads no records itself
+            from specmon.traffic.production import judge_against
+
+            args.before_save = judge_against([args.against_traffic], categories=args.prompt_categories)
         return int(_resolve(handler)(args) or 0)
     except exits.UsageError as exc:  # an unknown preset, a question that cannot be asked: one line, exit 2
         from specmon.text import printable, strict_json

@@ -77,6 +77,11 @@ class SharedOptions:
         self.by = self._parent()
         self.by.add_argument("--by", metavar="KEY", help="class requests by this key of request_parameters "
                              "(dotted: nested)")
+        self.categories = self._parent()  # prompt categories: traffic, monitor, demo, bench, sweep
+        self.categories.add_argument("--categories", metavar="FILE", help="prompt categories by your rules (a TOML "
+                                     "file of [[category]] rules; default: categories.toml in specmon's config "
+                                     "directory when it exists, else none, and the heuristic (code, long, other) "
+                                     "in a comparison with production)")
         self.once = self._parent()
         self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
         self.web = self._parent()

@@ -164,6 +164,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         notices=sweep_lines if found is not None else [],
         traffic_paths=traffic_paths,
         traffic_by=check_by(getattr(args, "by", None)),
+        traffic_categories=getattr(args, "prompt_categories", None),
     )
     return _run_app(config, args)
 
@@ -246,6 +247,7 @@ def run_demo(args: argparse.Namespace) -> int:
             gpu_source=DemoGpuSource(f"http://127.0.0.1:{port + 1}/_emulator/gpus"),
             traffic_paths=[records_dir],
             traffic_by=by,
+            traffic_categories=getattr(args, "prompt_categories", None),
         )
         return _run_app(config, args)
     finally:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from specmon.launch.supervisor import ServerSupervisor
     from specmon.live.sampler import LiveMonitor
     from specmon.oncall.discovery import FoundServer
+    from specmon.traffic.categories import Categories
 
 
 @dataclass
@@ -47,6 +48,8 @@ class AppConfig:
     """SGLang's request records to follow for the Traffic tab (--traffic, or the launched server's flags)."""
     traffic_by: str | None = None
     """--by: a key of request_parameters to class requests by, besides prompt and output length."""
+    traffic_categories: Categories | None = None
+    """--categories (or the config directory's file): prompt categories by the user's rules, a class axis too."""
     max_lines: int = 10_000
     flush_hz: float = 10.0
     poll_interval_s: float = 1.0

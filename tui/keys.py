@@ -40,7 +40,7 @@ ACTION_HELP = {
     "show_pane('bench')": ("Show the Benchmark pane", "Decode tok/s and acceptance length per preset"),
     "show_pane('live')": ("Show the Live view", "Live serving: throughput, load, acceptance, latency, alerts"),
     "show_pane('traffic')": ("Show the Traffic tab", "Production τ from SGLang's request records: distribution, "
-                             "classes, outliers (again: class by prompt length, output length or --by KEY)"),
+                             "classes, outliers (again: class by prompt length, output length, --by KEY or category)"),
     "search": ("Search the log", "Find text in the server log (n / N: next / previous)"),
     "search_next": ("Next match", "Jump to the next match of the log search (n)"),
     "search_previous": ("Previous match", "Jump to the previous match of the log search (N)"),

@@ -37,8 +37,9 @@ class TrafficWiring:
         self.window_s = window_s
         self.paths = list(app.config.traffic_paths)
         self.by = app.config.traffic_by
+        self.categories = app.config.traffic_categories
         self.follower: TrafficFollower | None = None
-        self.window = TrafficWindow(window_s, self.by)
+        self.window = TrafficWindow(window_s, self.by, self.categories.of_record if self.categories else None)
         self.reader: PeriodicReader | None = None
 
     def start(self) -> None:
@@ -46,7 +47,7 @@ class TrafficWiring:
             self._post(None)
             return
         self.follower = TrafficFollower(self.paths, since_ts=time.time() - self.window_s,
-                                        want_params=self.by is not None)
+                                        want_params=self.by is not None or self.categories is not None)
         self.reader = PeriodicReader("traffic records", self.read, interval_s=REFRESH_S)
         self.reader.start()
 

@@ -183,7 +183,7 @@ class CategoryFigures(msgspec.Struct, kw_only=True):
 
 class ProductionCheck(msgspec.Struct, kw_only=True):
     """A benchmark's τ against production's (SGLang's request records of the same configuration): each with its
-    CI, the classes' shares of each (classes of specmon.traffic.classes) and whether the gap is beyond both CIs."""
+    CI, the categories' shares of each (specmon.traffic.categories) and whether the gap is beyond both CIs."""
 
     records: str
     """Where production's records were read (a path)."""
@@ -199,6 +199,12 @@ class ProductionCheck(msgspec.Struct, kw_only=True):
     beyond_ci: bool = False
     text: str = ""
     """The one-line verdict, as shown."""
+    categories: str = ""
+    """What named the categories of both sides' shares: "heuristic" or "your rules (PATH)" (empty: stored before)."""
+    configuration: str = ""
+    """Whether the records come from the configuration benchmarked: "same" (they hold the run's own requests),
+    "differs" (a production step accepted more drafts than its server drafts) or "unknown" (empty: stored before)."""
+    configuration_note: str = ""
 
 
 class Summary(msgspec.Struct, kw_only=True):

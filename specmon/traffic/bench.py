@@ -12,11 +12,8 @@ from specmon.bench import cli as bench_cli
 from specmon.bench.prompts import Prompt, PromptError
 from specmon.bench.run import RunSettings
 from specmon.text import printable
-from specmon.traffic.production import NoPromptText, judge_against, sample_prompts
+from specmon.traffic.production import TRAFFIC_PREFIX, NoPromptText, judge_against, sample_prompts
 from specmon.traffic.reader import PathRefused
-
-TRAFFIC_PREFIX = "traffic:"
-"""A run's stored `prompts` when they were sampled from production: `traffic:PATH`."""
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -34,11 +31,13 @@ def run_bench(args: argparse.Namespace) -> int:
             print(f"specmon bench: {flag} {printable(path)[:200]}: no such file or directory", file=sys.stderr)
             return 2
     sampled: list[Prompt] = []
+    categories = getattr(args, "prompt_categories", None)
 
     def sample(settings: RunSettings) -> tuple[list[Prompt], str]:
         try:
             assert source is not None
-            drawn = sample_prompts([source], settings.requests, max_new_tokens=args.max_new_tokens)
+            drawn = sample_prompts([source], settings.requests, max_new_tokens=args.max_new_tokens,
+                                   categories=categories)
         except (NoPromptText, PathRefused) as exc:
             raise PromptError(str(exc)) from None
         print(f"specmon bench: {drawn.describe()}", file=sys.stderr)
@@ -46,5 +45,5 @@ def run_bench(args: argparse.Namespace) -> int:
         return drawn.prompts, TRAFFIC_PREFIX + printable(source)[:4000]
 
     paths = [p for p in (against or source,) if p]
-    judge = judge_against(paths, sampled) if paths else None
+    judge = judge_against(paths, sampled, categories) if paths else None
     return bench_cli.run_bench(args, sample if source else None, judge)

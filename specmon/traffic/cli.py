@@ -5,19 +5,20 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 import time
 from typing import Any, TextIO
 
 from specmon.exits import UsageError
 from specmon.text import printable, strict_json
+from specmon.traffic.categories import NO_TEXT, NO_TEXT_HINT
 from specmon.traffic.reader import PathRefused, ReadTally, read_records
-from specmon.traffic.summary import TrafficSummary
+from specmon.traffic.summary import CATEGORY, DOTTED_KEY, TrafficSummary
 
 EXIT_NO_RECORD = 1
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])\Z")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SINCE_S = 366 * 86400
-_BY_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}(?:\.[A-Za-z0-9_-]{1,64}){0,7}\Z")
 
 
 def since_seconds(text: str) -> float:
@@ -30,7 +31,7 @@ def since_seconds(text: str) -> float:
 
 def check_by(by: str | None) -> str | None:
     """`--by KEY` as given; UsageError unless a key of request_parameters (dotted for nested keys)."""
-    if by is not None and not _BY_KEY.match(by):
+    if by is not None and not DOTTED_KEY.match(by):
         raise UsageError(f"--by {printable(by[:40])}: a key of request_parameters, dotted for nested keys "
                          "(e.g. lora_path or custom_labels.team)")
     return by
@@ -50,15 +51,19 @@ def run_traffic(args: argparse.Namespace) -> int:
     since_ts = time.time() - since_seconds(args.since) if args.since else None
     check_by(args.by)
     tally = ReadTally()
-    summary = TrafficSummary(by=args.by)
+    categories = getattr(args, "prompt_categories", None)
+    summary = TrafficSummary(by=args.by, buckets=args.by is None,
+                             categorise=categories.of_record if categories is not None else None)
     try:
-        summary.feed(read_records(args.paths, tally, since_ts, want_params=args.by is not None))
+        summary.feed(read_records(args.paths, tally, since_ts,
+                                  want_params=args.by is not None or categories is not None))
     except PathRefused as refused:
         print(f"specmon traffic: {refused}", file=sys.stderr)
         if args.json:
             print(strict_json({"error": str(refused)}, indent=2))
         return 2
     result = with_tally(summary.result(), tally)
+    result["categories"] = categories.to_json() if categories is not None else None
     if args.json:
         print(strict_json(result, indent=2))
     else:
@@ -90,6 +95,8 @@ def print_text(result: dict[str, Any], out: TextIO) -> None:
         out.write(f"left out {count:,} {why}\n")
     for problem in result["unreadable_files"]:
         out.write(f"unreadable: {problem[:66]}\n")
+    if result.get("categories"):
+        out.write(f"categories: your rules ({printable(result['categories']['file'])[-50:]})\n")
     by = None
     for row in result["classes"]:
         if row["by"] != by:
@@ -98,6 +105,10 @@ def print_text(result: dict[str, Any], out: TextIO) -> None:
         share = f"{100 * row['share']:.0f}%" if row["share"] is not None else "–"
         out.write(f"  {row['value'][:38]:<38} {row['requests']:>10,} {share:>6}  "
                   f"{tau_text(row['accept_length'], row['ci'])}\n")
+    no_text = next((row for row in result["classes"] if row["by"] == CATEGORY and row["value"] == NO_TEXT), None)
+    if no_text is not None:
+        out.write("\n" + textwrap.fill(f"{no_text['requests']:,} records hold no prompt text for your rules: "
+                                       f"{NO_TEXT_HINT}.", 80) + "\n")
     if result["outliers"]:
         out.write("\noutliers (longest first)\n")
         for row in result["outliers"]:

@@ -8,6 +8,7 @@ import argparse
 import time
 from typing import Any
 
+from specmon.traffic.categories import Categories
 from specmon.traffic.cli import check_by, tau_text, with_tally
 from specmon.traffic.locate import record_paths
 from specmon.traffic.reader import PathRefused, ReadTally, read_records
@@ -21,7 +22,8 @@ def run_monitor_once(args: argparse.Namespace) -> int:
 
     by = check_by(getattr(args, "by", None))
     paths = traffic_paths(args)
-    return run_once(args, addenda=[lambda: ("traffic", *traffic_once(paths, by))])
+    categories = getattr(args, "prompt_categories", None)
+    return run_once(args, addenda=[lambda: ("traffic", *traffic_once(paths, by, categories=categories))])
 
 
 def traffic_paths(args: argparse.Namespace) -> list[str]:
@@ -42,16 +44,18 @@ def traffic_paths(args: argparse.Namespace) -> list[str]:
 
 
 def traffic_once(paths: list[str], by: str | None = None, window_s: float = DEFAULT_WINDOW_S,
-                 now: float | None = None) -> tuple[dict[str, Any] | None, list[str]]:
-    """The `traffic` object of the last `window_s` seconds and its text lines; (None, []) when no path is known."""
+                 now: float | None = None, categories: Categories | None = None,
+                 ) -> tuple[dict[str, Any] | None, list[str]]:
+    """The `traffic` object of the last `window_s` seconds and its text lines (classed by `categories` too, when
+    given); (None, []) when no path is known."""
     if not paths:
         return None, []
     now = time.time() if now is None else now
     tally = ReadTally()
-    summary = TrafficSummary(by=by, buckets=True)
-    head = {"paths": paths, "window_s": window_s}
+    summary = TrafficSummary(by=by, buckets=True, categorise=categories.of_record if categories else None)
+    head = {"paths": paths, "window_s": window_s, "categories": categories.to_json() if categories else None}
     try:
-        summary.feed(read_records(paths, tally, now - window_s, want_params=by is not None))
+        summary.feed(read_records(paths, tally, now - window_s, want_params=by is not None or categories is not None))
     except PathRefused as refused:
         return {**head, "error": str(refused)}, [f"traffic: {refused}"]
     result = {**head, **with_tally(summary.result(), tally)}

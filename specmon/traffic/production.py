@@ -14,69 +14,28 @@ holds it at --log-requests-level 3, cut to its first and last 1,024 characters a
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.bench.model import BenchResult, ProductionCheck
-from specmon.bench.prompts import Prompt, text_hash
+from specmon.bench.prompts import Prompt, PromptError, load_prompts, text_hash
 from specmon.bench.report import UNREPRESENTATIVE
 from specmon.serving.client import OWN_RID_PREFIX
 from specmon.text import printable
+from specmon.traffic.categories import NO_TEXT, NO_TEXT_HINT, Categories, record_text
 from specmon.traffic.reader import ReadTally, read_records
-from specmon.traffic.records import RequestRecord
-from specmon.traffic.summary import PROMPT_BUCKETS, Tally
+from specmon.traffic.summary import Tally
 
-CODE = "code"
-LONG = "long"
-OTHER = "other"
-CLASSES = (CODE, LONG, OTHER)
-LONG_PROMPT_TOKENS = PROMPT_BUCKETS[2]
-"""A prompt of this many tokens or more is "long" (the traffic summary's 4096+ buckets)."""
+TRAFFIC_PREFIX = "traffic:"
+"""A run's stored `prompts` when they were sampled from production: `traffic:PATH`."""
 MAX_SAMPLE = 10_000
 MAX_SAMPLE_BYTES = 512 * 1024 * 1024
 """The prompt text the per-class reservoirs may hold at once (up to 3 × n prompts)."""
-LEVEL2_HALF = 1024
-"""--log-requests-level 2 keeps a string's first and last 1,024 characters around "..." (SGLang's max_length 2048)."""
-NO_TEXT_HINT = ("SGLang keeps it in the export file (--export-metrics-to-file) unless --log-requests is on at "
-                "level 0 or 1, and in the request log at --log-requests-level 3")
-_CODE_LINE = re.compile(r"^\s*(def |class |import |from \S+ import |#include|function |fn |func |public |"
-                        r"const |let |var |SELECT |return\b).*|.*[;{}][ \t\r]*(?=\n|\Z)", re.MULTILINE)
-MIN_CODE_LINES = 3
 
 
 class NoPromptText(Exception):
     """The records hold no prompt a benchmark can send; the message says why in one line."""
-
-
-def prompt_class(text: str | None, prompt_tokens: int | None) -> str:
-    """A request's class: "code" (a fenced block, or 3+ lines that read as code), else "long" (4096+ prompt
-    tokens), else "other". Without the text only "long" can be told; the rest is "other"."""
-    if text and ("```" in text or len(_CODE_LINE.findall(text, 0, 65536)) >= MIN_CODE_LINES):
-        return CODE
-    if prompt_tokens is not None and prompt_tokens >= LONG_PROMPT_TOKENS:
-        return LONG
-    return OTHER
-
-
-def _cut_by_level2(text: str) -> bool:
-    return len(text) == 2 * LEVEL2_HALF + 3 and text[LEVEL2_HALF:LEVEL2_HALF + 3] == "..."
-
-
-def record_text(record: RequestRecord) -> tuple[str | None, str | None]:
-    """(the prompt's text, None) or (None, why not) for one record."""
-    params = record.params or {}
-    text = params.get("text")
-    if isinstance(text, str) and text.strip():
-        if _cut_by_level2(text):
-            return None, "text cut by --log-requests-level 2"
-        return text, None
-    if isinstance(text, list):
-        return None, "a batch of prompts in one request"
-    if params.get("input_ids") is not None:
-        return None, "token ids only (input_ids), no text"
-    return None, "no prompt text"
 
 
 @dataclass
@@ -88,12 +47,13 @@ class ProductionSample:
     classes: Counter = field(default_factory=Counter)  # records with text, per class
     without_text: Counter = field(default_factory=Counter)  # records without a usable text, per reason
     tally: ReadTally = field(default_factory=ReadTally)
+    categories: Categories = field(default_factory=Categories.heuristic)
 
     def describe(self) -> str:
         shares = ", ".join(f"{c} {100 * n / max(1, sum(self.classes.values())):.0f} %"
                            for c, n in self.classes.most_common())
         return (f"{len(self.prompts)} prompts sampled from {sum(self.classes.values()):,} of {self.records:,} "
-                f"production records ({shares})")
+                f"production records ({shares}; categories: {self.categories.describe()})")
 
 
 def _allocate(counts: Counter, n: int) -> dict[str, int]:
@@ -106,13 +66,15 @@ def _allocate(counts: Counter, n: int) -> dict[str, int]:
     return out
 
 
-def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int | None = None) -> ProductionSample:
-    """`n` prompts (at most MAX_SAMPLE) from the records under `paths`, keeping the class mix; each prompt's
-    max_new_tokens is the completion tokens of its record (at most `max_new_tokens` when given). NoPromptText
-    when no record holds a text; PathRefused (reader) when a PATH cannot be read."""
+def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int | None = None,
+                   categories: Categories | None = None) -> ProductionSample:
+    """`n` prompts (at most MAX_SAMPLE) from the records under `paths`, keeping the mix of `categories` (None: the
+    heuristic's classes); each prompt's max_new_tokens is the completion tokens of its record (at most
+    `max_new_tokens` when given). NoPromptText when no record holds a text; PathRefused (reader) when a PATH cannot
+    be read."""
     n = max(1, min(n, MAX_SAMPLE))
     rng = random.Random(seed)
-    sample = ProductionSample()
+    sample = ProductionSample(categories=categories or Categories.heuristic())
     reservoirs: dict[str, list[tuple[str, int, int | None]]] = {}
     held = 0  # characters of text in the reservoirs
     for record in read_records(paths, sample.tally, want_params=True):
@@ -123,7 +85,7 @@ def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int 
         if text is None:
             sample.without_text[why] += 1
             continue
-        kind = prompt_class(text, record.prompt_tokens)
+        kind = sample.categories.of(text, record.params, record.prompt_tokens)
         sample.classes[kind] += 1
         kept, seen = reservoirs.setdefault(kind, []), sample.classes[kind]
         item = (text, record.completion_tokens, record.prompt_tokens)
@@ -152,37 +114,101 @@ def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int 
     return sample
 
 
-def _shares(classes: Counter) -> dict[str, float]:
-    total = sum(classes.values())
-    return {c: round(classes[c] / total, 4) for c in CLASSES if total and classes[c]} if total else {}
+def _shares(counts: Counter) -> dict[str, float]:
+    total = sum(counts.values())
+    return {c: round(n / total, 4) for c, n in counts.most_common() if n} if total else {}
 
 
 def _ci(ci: Any) -> str:
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci and None not in ci else "(no CI)"
 
 
+def _run_prompts(result: BenchResult, prompts: list[Prompt] | None) -> dict[str, Prompt]:
+    """The run's prompts by id: `prompts` when given, else its prompt set read again (not one sampled from
+    production, which is not kept); a prompt counts only where its text's hash is the one the run stored."""
+    if prompts is None and not result.settings.prompts.startswith(TRAFFIC_PREFIX):
+        try:
+            prompts = load_prompts(result.settings.prompts)
+        except (PromptError, OSError):
+            prompts = None
+    return {p.id: p for p in prompts or ()}
+
+
+def bench_categories(result: BenchResult, categories: Categories, prompts: list[Prompt] | None = None) -> Counter:
+    """The measured requests of a run per category: the prompt's own `category` where it names one of
+    `categories`' (a prompt sampled from production has its category), else `categories` applied to its text
+    (NO_TEXT when the run's prompts and their texts are not known)."""
+    known = _run_prompts(result, prompts)
+    counts: Counter[str] = Counter()
+    for request in result.measured:
+        if not request.ok:
+            continue
+        prompt = known.get(request.prompt_id)
+        if prompt is not None and request.prompt_hash and prompt.text_hash != request.prompt_hash:
+            prompt = None
+        own = prompt.category if prompt is not None else request.category
+        if own in categories.names:
+            counts[own] += 1
+        else:
+            counts[categories.of(prompt.text if prompt else request.prompt_text, None, request.prompt_tokens)] += 1
+    return counts
+
+
+@dataclass
+class ProductionRead:
+    """What the comparison reads of production's records: τ, categories, and what ties them to the run's server."""
+
+    tally: Tally = field(default_factory=Tally)
+    categories: Counter = field(default_factory=Counter)
+    own_requests: int = 0  # records of this run's own requests: the records are its server's
+    most_accepted: int = 0  # the most drafts one step of a production request accepted (its histogram's length - 1)
+
+
+def read_production(paths: list[str], categories: Categories, run_id: str) -> ProductionRead:
+    """Production's records under `paths` (every benchmark's own requests left out; this run's counted)."""
+    read, tally = ProductionRead(), ReadTally()
+    mine = f"{OWN_RID_PREFIX}{run_id}-"
+    for record in read_records(paths, tally, want_params=True):
+        if record.rid.startswith(OWN_RID_PREFIX):
+            read.own_requests += record.rid.startswith(mine)
+            continue  # a benchmark's own requests (this one's, or another's) are not production
+        read.tally.add(record.completion_tokens, record.verify_ct)
+        read.categories[categories.of_record(record)] += 1
+        if record.histogram:
+            read.most_accepted = max(read.most_accepted, len(record.histogram) - 1)
+    return read
+
+
+def same_configuration(result: BenchResult, production: ProductionRead) -> tuple[str, str]:
+    """("same" | "differs" | "unknown", why): whether production's records come from the configuration the run
+    measured. Records carry no server arguments: they are tied to the run's server when they hold the run's own
+    requests (its server writes them), and shown to differ when a production step accepted more drafts than the
+    run's server drafts (its --speculative-num-steps, or --speculative-num-draft-tokens − 1 for a chain)."""
+    spec = result.server.speculative
+    limits = [n for n in (spec.num_steps, (spec.num_draft_tokens or 0) - 1 if spec.eagle_topk == 1 else None)
+              if n is not None and n > 0]
+    if limits and production.most_accepted > min(limits):
+        return "differs", (f"a production step accepted {production.most_accepted} drafts, the server benchmarked "
+                           f"drafts at most {min(limits)}")
+    if production.own_requests:
+        return "same", f"the records hold {production.own_requests:,} of this run's requests: its server wrote them"
+    return "unknown", ("the records hold none of this run's requests: not tied to the configuration benchmarked "
+                       "(give the records its server writes)")
+
+
 def check_against_production(result: BenchResult, paths: list[str], prompts: list[Prompt] | None = None,
-                             ) -> ProductionCheck | None:
-    """The run's τ against production's records under `paths`, with the class shares of each (the run's classes
-    from `prompts`' texts, else from its stored texts, else "long" alone from its prompt tokens). None when the
-    run or the records have no τ. The gap is "beyond the CIs" when the two 95% CIs do not overlap."""
+                             categories: Categories | None = None) -> ProductionCheck | None:
+    """The run's τ against production's records under `paths`, with the share of each category on both sides, by
+    the same `categories` (None: the heuristic), and whether the records come from the configuration benchmarked.
+    None when the run or the records have no τ. The gap is "beyond the CIs" when the two 95% CIs do not overlap."""
     accept = result.summary.accept_length
     if accept.token_weighted is None:
         return None
-    tally, classes = Tally(), Counter[str]()
-    read = ReadTally()
-    for record in read_records(paths, read, want_params=True):
-        if record.rid.startswith(OWN_RID_PREFIX):
-            continue  # a benchmark's own requests (this one's, or another's) are not production
-        tally.add(record.completion_tokens, record.verify_ct)
-        text, _ = record_text(record)
-        if text is not None or record.prompt_tokens is not None:
-            classes[prompt_class(text, record.prompt_tokens)] += 1
+    categories = categories or Categories.heuristic()
+    production = read_production(paths, categories, result.run_id)
+    tally = production.tally
     if tally.accept_length is None:
         return None
-    texts = {p.id: p.text for p in prompts or ()}
-    bench_classes = Counter(
-        prompt_class(texts.get(r.prompt_id, r.prompt_text), r.prompt_tokens) for r in result.measured if r.ok)
     production_ci = tally.ci()
     bench_ci = accept.ci95 if isinstance(accept.ci95, list) else None
     gap = (accept.token_weighted - tally.accept_length) / tally.accept_length
@@ -190,7 +216,9 @@ def check_against_production(result: BenchResult, paths: list[str], prompts: lis
     if bench_ci and production_ci and None not in bench_ci and None not in production_ci:
         (bench_low, bench_high), (low, high) = bench_ci[:2], production_ci[:2]
         beyond = bool(bench_low > high or bench_high < low)  # type: ignore[operator]
-    bench_shares, production_shares = _shares(bench_classes), _shares(classes)
+    bench_shares = _shares(bench_categories(result, categories, prompts))
+    production_shares = _shares(production.categories)
+    configuration, why = same_configuration(result, production)
     text = (f"benchmark τ {accept.token_weighted:.2f} {_ci(bench_ci)} vs production {tally.accept_length:.2f} "
             f"{_ci(production_ci)} ({tally.requests:,} records)")
     if beyond:
@@ -199,23 +227,38 @@ def check_against_production(result: BenchResult, paths: list[str], prompts: lis
         text += ": too few requests for CIs, not judged"
     else:
         text += ": within the CIs"
-    differing = max(CLASSES, key=lambda c: abs(bench_shares.get(c, 0) - production_shares.get(c, 0)))
-    if production_shares and abs(bench_shares.get(differing, 0) - production_shares.get(differing, 0)) >= 0.05:
-        text += (f"; its prompts are {bench_shares.get(differing, 0):.0%} {differing}, "
-                 f"production's {production_shares.get(differing, 0):.0%}")
+    text += _mix_text(bench_shares, production_shares, categories)
+    if configuration == "differs":
+        text += f"; production runs another configuration ({why}): the gap is not the prompts' alone"
+    elif configuration == "unknown":
+        text += "; the records cannot be tied to the configuration benchmarked (they hold none of its requests)"
     return ProductionCheck(
         records=", ".join(paths)[:1000], requests=tally.requests, benchmark_tau=accept.token_weighted,
         benchmark_ci95=bench_ci, production_tau=tally.accept_length, production_ci95=production_ci,
         relative_gap=gap, benchmark_shares=bench_shares, production_shares=production_shares, beyond_ci=beyond,
-        text=text,
+        text=text, categories=categories.describe(), configuration=configuration, configuration_note=why,
     )
 
 
-def judge_against(paths: list[str], prompts: list[Prompt] | None = None):
+def _mix_text(bench: dict[str, float], production: dict[str, float], categories: Categories) -> str:
+    """"; its prompts are X % CATEGORY, production's Y %" for the category whose shares differ most (by 5 points
+    or more), or what keeps the categories from being compared."""
+    if bench.get(NO_TEXT, 0) >= 0.5:
+        return "; its prompts' categories are not known (their texts are not kept)"
+    if production.get(NO_TEXT, 0) >= 0.5:
+        return f"; production's categories are not known: most records hold no prompt text ({NO_TEXT_HINT})"
+    names = [c for c in dict.fromkeys([*categories.names, *bench, *production]) if c != NO_TEXT]
+    differing = max(names, key=lambda c: abs(bench.get(c, 0) - production.get(c, 0)))
+    if not production or abs(bench.get(differing, 0) - production.get(differing, 0)) < 0.05:
+        return ""
+    return f"; its prompts are {bench.get(differing, 0):.0%} {differing}, production's {production.get(differing, 0):.0%}"
+
+
+def judge_against(paths: list[str], prompts: list[Prompt] | None = None, categories: Categories | None = None):
     """A BenchRun `before_save` hook: stores the check in the run's summary and flags a gap beyond the CIs."""
 
     def judge(result: BenchResult) -> None:
-        check = check_against_production(result, paths, prompts)
+        check = check_against_production(result, paths, prompts if prompts else None, categories)
         result.summary.production = check
         if check is not None and check.beyond_ci:
             result.summary.flag(UNREPRESENTATIVE, check.text)

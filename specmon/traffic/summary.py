@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ MAX_CLASSES = 200
 """Distinct values of one `--by` key kept apart; the rest are pooled as OTHER."""
 OTHER = "(other values)"
 MISSING = "(none)"
+DOTTED_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}(?:\.[A-Za-z0-9_-]{1,64}){0,7}\Z")
+"""A key of request_parameters, dotted for nested keys (`--by`, a category rule's `key`)."""
 Z95 = 1.959963984540054
 
 
@@ -120,17 +123,26 @@ def by_value(params: dict[str, Any] | None, key: str) -> str:
     return MISSING if value is None else label(value)
 
 
+Cell = tuple[str | None, str | None, str | None, str | None]
+"""A record's place: its prompt bucket, output bucket, `by` value and category (None: not classed so)."""
+CATEGORY = "prompt category"
+"""The class axis of prompt categories (a space: no `--by` key can be named so)."""
+
+
 class TrafficSummary:
     """Feeds on records; `result()` is the JSON-ready summary. Classes: by the value of `by` when given, by prompt
-    and output length buckets when `buckets` (by default: when no `by`). Summaries of disjoint records merge.
+    and output length buckets when `buckets` (by default: when no `by`), by prompt category when `categorise` (a
+    record's category: `categories.Categories.of_record`). Summaries of disjoint records merge.
 
-    Each record is added to one cell (its prompt bucket, output bucket and `by` value: one Tally, not one per
-    class); the classes and the total are the cells summed when the result is asked for."""
+    Each record is added to one cell (its prompt bucket, output bucket, `by` value and category: one Tally, not one
+    per class); the classes and the total are the cells summed when the result is asked for."""
 
-    def __init__(self, by: str | None = None, buckets: bool | None = None) -> None:
+    def __init__(self, by: str | None = None, buckets: bool | None = None,
+                 categorise: Callable[[RequestRecord], str] | None = None) -> None:
         self.by = by
         self.buckets = by is None if buckets is None else buckets
-        self.cells: dict[tuple[str | None, str | None, str | None], Tally] = {}
+        self.categorise = categorise
+        self.cells: dict[Cell, Tally] = {}
         self._by_values: set[str] = set()
         self.tau_tokens = [0] * TAU_BINS
         self.nothing_from_draft: list[RequestRecord] = []
@@ -150,13 +162,14 @@ class TrafficSummary:
     def add(self, record: RequestRecord) -> None:
         c, v = record.completion_tokens, record.verify_ct
         self.tau_tokens[min(TAU_BINS - 1, int((c / v - 1.0) / TAU_BIN))] += c
+        by = self._by_label(by_value(record.params, self.by)) if self.by else None
+        category = self.categorise(record) if self.categorise is not None else None
         if self.buckets:
             prompt = record.prompt_tokens
-            key: tuple[str | None, str | None, str | None] = (MISSING if prompt is None else PROMPT_NAMES[bisect.bisect_right(PROMPT_BUCKETS, prompt)],
-                   OUTPUT_NAMES[bisect.bisect_right(OUTPUT_BUCKETS, c)],
-                   self._by_label(by_value(record.params, self.by)) if self.by else None)
+            key: Cell = (MISSING if prompt is None else PROMPT_NAMES[bisect.bisect_right(PROMPT_BUCKETS, prompt)],
+                         OUTPUT_NAMES[bisect.bisect_right(OUTPUT_BUCKETS, c)], by, category)
         else:
-            key = (None, None, self._by_label(by_value(record.params, self.by)) if self.by else None)
+            key = (None, None, by, category)
         cell = self.cells.get(key)
         if cell is None:
             cell = self.cells[key] = Tally()
@@ -181,8 +194,8 @@ class TrafficSummary:
     def merge(self, other: TrafficSummary) -> TrafficSummary:
         """Add another summary's requests (other records than this one's, classed the same way)."""
         self.tau_tokens = [a + b for a, b in zip(self.tau_tokens, other.tau_tokens, strict=True)]
-        for (prompt, output, by), tally in other.cells.items():
-            key = (prompt, output, None if by is None else self._by_label(by))
+        for (prompt, output, by, category), tally in other.cells.items():
+            key = (prompt, output, None if by is None else self._by_label(by), category)
             cell = self.cells.get(key)
             if cell is None:
                 cell = self.cells[key] = Tally()
@@ -201,9 +214,9 @@ class TrafficSummary:
         """The cells summed: every request, and each class (by, value)."""
         total = Tally()
         classes: dict[tuple[str, str], Tally] = {}
-        for (prompt, output, by), cell in self.cells.items():
+        for (prompt, output, by, category), cell in self.cells.items():
             total.merge(cell)
-            for key in (("prompt_tokens", prompt), ("completion_tokens", output), (self.by, by)):
+            for key in (("prompt_tokens", prompt), ("completion_tokens", output), (self.by, by), (CATEGORY, category)):
                 if key[1] is not None:
                     classes.setdefault(key, Tally()).merge(cell)  # type: ignore[arg-type]
         return total, classes

@@ -8,7 +8,7 @@ class, MAX_OUTLIERS records a kind), so following 1,000 requests a second for an
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from specmon.traffic.records import RequestRecord
 from specmon.traffic.summary import TrafficSummary
@@ -24,9 +24,11 @@ BEFORE_WINDOW = "finished before the window"
 class TrafficWindow:
     """Records of the last `window_s` seconds; `summary(now)` merges the slots still in it."""
 
-    def __init__(self, window_s: float = DEFAULT_WINDOW_S, by: str | None = None) -> None:
+    def __init__(self, window_s: float = DEFAULT_WINDOW_S, by: str | None = None,
+                 categorise: Callable[[RequestRecord], str] | None = None) -> None:
         self.window_s = min(MAX_WINDOW_S, max(SLOT_S, window_s))
         self.by = by
+        self.categorise = categorise
         self.left_out: Counter = Counter()
         self._slots: dict[int, TrafficSummary] = {}
 
@@ -43,7 +45,7 @@ class TrafficWindow:
                 continue
             summary = slots.get(slot)
             if summary is None:
-                summary = slots[slot] = TrafficSummary(by=self.by, buckets=True)
+                summary = slots[slot] = TrafficSummary(by=self.by, buckets=True, categorise=self.categorise)
             summary.add(record)
         self._drop_old(oldest)
 
@@ -51,7 +53,7 @@ class TrafficWindow:
         """The requests of the window ending `now`, merged in one summary."""
         oldest = self._oldest_slot(now)
         self._drop_old(oldest)
-        merged = TrafficSummary(by=self.by, buckets=True)
+        merged = TrafficSummary(by=self.by, buckets=True, categorise=self.categorise)
         for slot in sorted(self._slots):
             merged.merge(self._slots[slot])
         return merged

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specmon.traffic.categories import NO_TEXT
 from specmon.traffic.cli import tau_text
+from specmon.traffic.summary import CATEGORY
 
-AXIS_TITLES = {"prompt_tokens": "prompt tokens", "completion_tokens": "output tokens"}
+AXIS_TITLES = {"prompt_tokens": "prompt tokens", "completion_tokens": "output tokens", CATEGORY: "prompt category"}
 MAX_OUTLIERS_SHOWN = 3
 MAX_NOTES = 3
 OFF_TEXT = ("No request records to read. SGLang writes them with --export-metrics-to-file "
@@ -71,6 +73,11 @@ def traffic_pane(result: dict[str, Any] | None, *, window_s: float, paths: list[
         axes.setdefault(row["by"], []).append(ClassRow(row["value"], f"{row['requests']:,}", share,
                                                        tau_text(row["accept_length"], row["ci"])))
     order = [a for a in ("prompt_tokens", "completion_tokens") if a in axes] + [a for a in axes if a == by]
+    order += [CATEGORY] if CATEGORY in axes else []
+    no_text = next((row for row in result["classes"] if row["by"] == CATEGORY and row["value"] == NO_TEXT), None)
+    if no_text is not None:
+        notes.append(f"{no_text['requests']:,} records hold no prompt text for your categories: the export file "
+                     "keeps it unless --log-requests is at level 0 or 1")
     outliers = []
     for row in result["outliers"][:MAX_OUTLIERS_SHOWN]:
         kind = "nothing from the draft" if row["kind"] == "nothing_from_draft" else "at the chain's maximum"

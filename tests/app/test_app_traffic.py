@@ -116,3 +116,22 @@ def test_the_tab_is_redrawn_without_a_bootstrap(tmp_path, monkeypatch):
     wiring.stop()
     (model,) = posted
     assert model.state == "reading" and "[" in model.headline  # a CI, not "(n<5: no CI)"
+
+
+async def test_key_5_cycles_to_your_prompt_categories(tmp_path):
+    from specmon.traffic.categories import read
+
+    rules = tmp_path / "categories.toml"
+    rules.write_text("default = 'chat'\n[[category]]\nname = 'code team'\nkey = 'custom_labels.team'\nequals = 'code'\n")
+    records = tmp_path / "export"
+    records.mkdir()
+    write_export(records, count=30)
+    app = fixture_app(READY_LOG, until="SIGTERM received", preset=fixture_preset(), traffic_paths=[str(records)],
+                      traffic_categories=read(str(rules)))
+    app.server_state.http = fixture_status()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        assert await _until(pilot, "· 30 req ·"), screen_text(app)
+        await pilot.press("5", "5")
+        assert await _until(pilot, "by prompt category (5: next)"), screen_text(app)
+        assert "code team" in screen_text(app) and "chat" in screen_text(app)

@@ -132,3 +132,39 @@ def test_a_grid_sweep_against_production_flags_the_configuration_it_recommends(e
     assert band["production"] and "understates acceptance" in band["production"], band
     run = ResultStore(oc.state / "results").load(next(c["run_id"] for c in report["cells"] if c["steps"] == 3))
     assert run.summary.production is not None and run.summary.production.beyond_ci
+
+
+def test_your_categories_name_both_sides_and_the_records_are_tied_to_the_server(emulator_with_production, tmp_path):
+    """With --categories, the run's prompts (their own `category`, here the rules' names) and production's records
+    (the rules) are counted in the same categories; each category's τ is the emulator's truth for its class; the
+    records hold the run's own requests, so they are its server's."""
+    from specmon.emulator.speed_model import SpecShape, SpeedModel, class_accept_prob
+    from specmon.traffic.reader import ReadTally, read_records
+
+    emu, export = emulator_with_production
+    rules = tmp_path / "categories.toml"
+    rules.write_text("default = \"prose\"\n[[category]]\nname = \"code\"\nmatch = '```'\n")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"q{i}", "category": "code" if i % 2 else "prose",
+                                           "prompt": code_prompt(i) if i % 2 else prose_prompt(i)}) + "\n"
+                               for i in range(10)))
+    production_records = [r for r in read_records([export], ReadTally()) if not r.rid.startswith("specmon-bench-")]
+    code_share = sum("```" in (r.params or {}).get("text", "") for r in production_records) / len(production_records)
+
+    traffic = subprocess.run([sys.executable, "-m", "specmon", "traffic", export, "--categories", str(rules),
+                              "--json"], capture_output=True, text=True, timeout=60)
+    rows = {c["value"]: c for c in json.loads(traffic.stdout)["classes"] if c["by"] == "prompt category"}
+    shape = SpecShape(3, 1, 4)
+    assert rows["code"]["accept_length"] == pytest.approx(
+        SpeedModel(shape, class_accept_prob(0.75, "code")).expected_accept_length(), abs=0.15)
+    assert rows["prose"]["accept_length"] == pytest.approx(SpeedModel(shape, 0.75).expected_accept_length(), abs=0.25)
+
+    run = bench(emu.url, str(tmp_path / "state"), "--max-new-tokens", "100", "--prompts", str(prompts),
+                "--against-traffic", export, "--categories", str(rules))
+    assert run.returncode in (0, 1), run.stderr
+    check = json.loads(run.stdout)["summary"]["production"]
+    assert check["categories"] == f"your rules ({rules})"
+    assert check["benchmark_shares"] == {"code": 0.5, "prose": 0.5}
+    assert check["production_shares"]["code"] == pytest.approx(code_share, abs=1e-4)
+    assert f"its prompts are 50% code, production's {code_share:.0%}" in check["text"]
+    assert check["configuration"] == "same" and "of this run's requests" in check["configuration_note"]

@@ -15,16 +15,8 @@ from specmon.bench.stats import ci95
 from specmon.bench.summary import _token_weighted
 from specmon.serving.client import OWN_RID_PREFIX
 from specmon.traffic import production
-from specmon.traffic.production import (
-    CODE,
-    LONG,
-    OTHER,
-    NoPromptText,
-    check_against_production,
-    judge_against,
-    prompt_class,
-    sample_prompts,
-)
+from specmon.traffic.categories import CODE, LONG, OTHER, prompt_class
+from specmon.traffic.production import NoPromptText, check_against_production, judge_against, sample_prompts
 from specmon.view.bench_pane import bench_pane
 
 CODE_TEXT = "Why does this fail?\n```python\nprint(1 +)\n```"
@@ -81,7 +73,7 @@ def test_records_without_text_say_so_in_one_line(tmp_path):
 
 def _result(pairs: list[tuple[int, int]]) -> BenchResult:
     requests = [RequestResult(index=i, prompt_id=f"p{i}", ok=True, completion_tokens=c, spec_verify_ct=v,
-                              prompt_tokens=50) for i, (c, v) in enumerate(pairs)]
+                              prompt_tokens=50, prompt_text="Tell me a story.") for i, (c, v) in enumerate(pairs)]
     accept = AcceptFigures(token_weighted=_token_weighted(pairs), ci95=ci95(pairs, _token_weighted))
     return BenchResult(run_id="r", preset="p", url="u", started_at=0.0, requests=requests,
                        summary=Summary(accept_length=accept))

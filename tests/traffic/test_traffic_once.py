@@ -108,3 +108,23 @@ def test_a_server_of_yours_named_by_its_url_has_its_records_read(tmp_path):
     assert run.returncode == 0, run.stderr
     traffic = json.loads(run.stdout)["traffic"]
     assert traffic is not None and traffic["requests"] == len(list(read_records([str(export)], ReadTally()))) >= 4
+
+
+def test_monitor_once_classes_by_your_categories(tmp_path):
+    from specmon.traffic.categories import read
+    from specmon.traffic.once import traffic_once
+
+    rules = tmp_path / "categories.toml"
+    rules.write_text("default = 'chat'\n[[category]]\nname = 'code'\nmatch = '```'\n")
+    export = tmp_path / "export"
+    export.mkdir()
+    meta = {"prompt_tokens": 10, "completion_tokens": 90, "request_finished_ts": 1000.0}
+    (export / "sglang-request-metrics-20261201_10.log").write_text("".join(
+        json.dumps({"request_parameters": json.dumps({"text": "```x```" if i % 2 else "hi"}), "id": f"r{i}", **meta,
+                    "spec_verify_ct": 30 if i % 2 else 45}) + "\n" for i in range(8)))
+    result, _ = traffic_once([str(export)], now=1010.0, categories=read(str(rules)))
+    assert result["categories"]["names"] == ["code", "chat"]
+    rows = {c["value"]: c["accept_length"] for c in result["classes"] if c["by"] == "prompt category"}
+    assert rows == {"code": 3.0, "chat": 2.0}
+    plain, _ = traffic_once([str(export)], now=1010.0)
+    assert plain["categories"] is None and all(c["by"] != "prompt category" for c in plain["classes"])

@@ -155,8 +155,8 @@ def _ids_count(ids: Any) -> int | None:
 
 def _count(value: Any, key: str) -> int | None:
     """An integer count from meta_info (None when absent); anything else is an InvalidAnswer."""
-    if value is None:
-        return None
+    if value is None or (type(value) is int and value >= 0):
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidAnswer(f"invalid answer: {key} is {_show(value)}, not an integer")
     if value < 0:
@@ -437,6 +437,12 @@ class _SseFeed:
 
     def feed(self, piece: bytes, at: float) -> None:
         _set_quickack(self.sock)
+        if (not self.buffer and piece.endswith(b"\n\n") and piece.startswith(b"data:")
+                and piece.find(b"\n") == len(piece) - 2 and b"\r" not in piece):
+            # The usual piece: one whole event of one data line (SGLang's), fed without splitting it.
+            self.state.feed(piece[5:-2].lstrip(b" "), at)
+            self.watchdog.renew()
+            return
         buffer = self.buffer + piece if self.buffer else piece
         if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
             buffer = _feed_events(self.state, buffer, at, self.watchdog)

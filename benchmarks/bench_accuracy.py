@@ -21,6 +21,15 @@ request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that c
 
     pip download --no-deps sglang==0.5.16 -d /tmp/sg && unzip -q /tmp/sg/sglang-*.whl 'sglang/*' -d /tmp/sg/src
     python -m benchmarks.bench_accuracy --standin --sglang-src /tmp/sg/src
+
+`--streams 1,8,64` measures CPU per stream at N concurrent streams (issue 33): the same stand-in (one process per 8
+streams), `--tok-s` per stream (default 250, 5 tokens a step), `--tokens` a request (default 512). Each batch (a
+warm-up request, then N at once) runs in a child process whose CPU time from the batch's start to its last stream's
+end, over N, is the figure; the sides (specmon's client, SGLang's function with `--sglang-src`, and another
+checkout's specmon with `--baseline DIR`) alternate, `--repeats` rounds, and `cpu_ratio_to_sglang` is the median of
+each round's ratio. `--profile PREFIX` writes cProfile stats of specmon's batches:
+
+    python -m benchmarks.bench_accuracy --streams 1,8,64 --repeats 6 --sglang-src /tmp/sg/src --baseline /tmp/base
 """
 
 from __future__ import annotations

@@ -21,12 +21,22 @@ request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that c
 
     pip download --no-deps sglang==0.5.16 -d /tmp/sg && unzip -q /tmp/sg/sglang-*.whl 'sglang/*' -d /tmp/sg/src
     python -m benchmarks.bench_accuracy --standin --sglang-src /tmp/sg/src
+
+`--streams 1,8,64` measures CPU per stream at N concurrent streams (issue 33): the same stand-in (one process per 8
+streams), `--tok-s` per stream (default 250, 5 tokens a step), `--tokens` a request (default 512). Each batch (a
+warm-up request, then N at once) runs in a child process whose CPU time from the batch's start to its last stream's
+end, over N, is the figure; the sides (specmon's client, SGLang's function with `--sglang-src`, and another
+checkout's specmon with `--baseline DIR`) alternate, `--repeats` rounds, and `cpu_ratio_to_sglang` is the median of
+each round's ratio. `--profile PREFIX` writes cProfile stats of specmon's batches:
+
+    python -m benchmarks.bench_accuracy --streams 1,8,64 --repeats 6 --sglang-src /tmp/sg/src --baseline /tmp/base
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -130,11 +140,25 @@ STANDIN_CASES = [(0.025, 2, 256), (0.004, 6, 1024), (0.0012, 5, 1024), (0.001, 5
 
 
 def serve_standin(cadence: float, per_step: int) -> None:
-    """The ThreadingHTTPServer stand-in (run as a child process; prints its port)."""
+    """The ThreadingHTTPServer stand-in (run as a child process; prints its port). `GET /sent` answers the last
+    stream's send times and token counts, `GET /sent/PROMPT` those of the stream whose prompt text was PROMPT."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    sent: list[tuple[list[float], list[int]]] = []
+    sent: dict[str, tuple[list[float], list[int]]] = {}
+    encoded: dict[tuple[int, int, bool], bytes] = {}  # the same event is encoded once: the stand-in's CPU stays low
+
+    def event_bytes(tokens: int, step: int, final: bool) -> bytes:
+        key = (tokens, step if final else 0, final)
+        if key not in encoded:
+            meta = {"completion_tokens": tokens, "prompt_tokens": 5,
+                    "finish_reason": {"type": "length"} if final else None}
+            if final:
+                meta["spec_verify_ct"] = step
+            event = {"text": "tok " * tokens, "output_ids": list(range(tokens)), "meta_info": meta}
+            data = b"data: " + json.dumps(event).encode() + b"\n\n"
+            encoded[key] = b"%x\r\n%s\r\n" % (len(data), data)
+        return encoded[key]
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -160,30 +184,25 @@ def serve_standin(cadence: float, per_step: int) -> None:
                 step += 1
                 if delay > 0:
                     time.sleep(delay)
-                final = tokens == max_new
-                meta = {"completion_tokens": tokens, "prompt_tokens": 5,
-                        "finish_reason": {"type": "length"} if final else None}
-                if final:
-                    meta["spec_verify_ct"] = step
-                event = {"text": "tok " * tokens, "output_ids": list(range(tokens)), "meta_info": meta}
-                data = b"data: " + json.dumps(event).encode() + b"\n\n"
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.write(event_bytes(tokens, step, tokens == max_new))
                 self.wfile.flush()
                 times.append(time.perf_counter())
                 counts.append(tokens)
-            sent.append((times, counts))  # before the last chunk: a client may ask for /sent as soon as it has it
+            # before the last chunk: a client may ask for /sent as soon as it has it
+            sent[str(body.get("text"))] = sent[""] = (times, counts)
             done = b"data: [DONE]\n\n"
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
             self.wfile.flush()
 
         def do_GET(self) -> None:
-            data = json.dumps(sent[-1]).encode()
+            data = json.dumps(sent[self.path.removeprefix("/sent").removeprefix("/")]).encode()
             self.send_response(200)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(server.server_address[1], flush=True)
     while True:
@@ -275,6 +294,131 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     return row
 
 
+STREAMS_PER_STANDIN = 8  # one stand-in process (one GIL) per this many streams: 64 fast streams need several
+SGLANG = "SGLang async_request_sglang_generate"
+
+
+class StandinProcess:
+    """The stand-in as a child process (argv list, 127.0.0.1, killed on exit)."""
+
+    def __init__(self, cadence: float, per_step: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(cadence), str(per_step)],
+                                     stdout=subprocess.PIPE, text=True)
+        port = (self.proc.stdout.readline() if self.proc.stdout else "").strip()
+        if not port.isdigit():
+            self.proc.kill()
+            raise RuntimeError("the stand-in did not start")
+        self.url = f"http://127.0.0.1:{port}"
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def streams_case(streams: int, rate: float, tokens: int, rounds: int, sides: list[tuple[str, Path | None]],
+                 sglang_src: str | None, profile: str | None) -> dict[str, Any]:
+    """`streams` concurrent requests at `rate` tok/s each, per side: a child process per batch (PYTHONPATH = the
+    side's checkout), the sides alternated; its CPU from one request before the batch to the last one's end."""
+    from benchmarks.checkouts import alternated, checkout_env  # here: the children run this file by its path
+
+    per_step = 5
+    servers = [StandinProcess(per_step / rate, per_step) for _ in range(-(-streams // STREAMS_PER_STANDIN))]
+    batches: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for name, checkout in alternated(sides, rounds):
+            argv = [sys.executable, __file__, "--client", "sglang" if name == SGLANG else "specmon",
+                    ",".join(s.url for s in servers), str(streams), str(tokens), "--sglang-src", sglang_src or ""]
+            if profile and name == "specmon":
+                argv += ["--profile", f"{profile}-{streams}.pstats"]
+            child = subprocess.run(argv, capture_output=True, text=True, env=checkout_env(checkout), timeout=900)
+            if child.returncode != 0:
+                raise RuntimeError(f"{name}'s batch failed: {child.stderr.strip()[-2000:]}")
+            batches.setdefault(name, []).append(json.loads(child.stdout))
+    finally:
+        for server in servers:
+            server.close()
+    row: dict[str, Any] = {"streams": streams, "tok_s_per_stream": rate, "tokens": tokens, "rounds": rounds}
+    for name, runs in batches.items():
+        cpu = [1000 * r["cpu_s"] / streams for r in runs]
+        errors = [e for r in runs for e in r["errors_pct"]]
+        row[name] = {"cpu_ms_per_stream": round(statistics.median(cpu), 2), "cpu_ms_range": [round(min(cpu), 2),
+                     round(max(cpu), 2)], "error_median_pct": round(statistics.median(errors), 3) if errors else None,
+                     "error_max_abs_pct": round(max(abs(e) for e in errors), 3) if errors else None,
+                     "failed": sum(r["failed"] for r in runs), "wall_s_median": round(statistics.median(
+                         r["wall_s"] for r in runs), 3)}
+    if SGLANG in batches:  # per round, then the median: a noisy neighbour hits both sides of a round alike
+        row["cpu_ratio_to_sglang"] = {name: round(statistics.median(
+            a["cpu_s"] / b["cpu_s"] for a, b in zip(runs, batches[SGLANG], strict=True)), 3)
+            for name, runs in batches.items() if name != SGLANG}
+    return row
+
+
+async def client_batch(kind: str, urls: list[str], streams: int, tokens: int, sglang_src: str | None,
+                       profile: str | None) -> dict[str, Any]:
+    """One child's batch: a warm-up request, then `streams` at once (spread over `urls`); CPU, wall, errors."""
+    import asyncio
+    import os
+    import types
+
+    from specmon.bench.stream import stream_client, stream_generate
+
+    sglang_fn = load_sglang_request_function(sglang_src) if kind == "sglang" else None
+    if kind == "sglang" and sglang_fn is None:
+        raise SystemExit("no SGLang request function: give --sglang-src DIR")
+    clients = {url: stream_client(url) for url in urls}
+
+    async def one(url: str, prompt: str) -> float | None:
+        if sglang_fn is not None:
+            inp = types.SimpleNamespace(api_url=url + "/generate", prompt=prompt, output_len=tokens, lora_name=None,
+                                        prompt_len=1, extra_request_body={}, image_data=None, routing_key=None)
+            out = await sglang_fn(inp)
+            return (out.output_len - 1) / sum(out.itl) if out.success and out.itl else None
+        payload = {"text": prompt, "sampling_params": {"max_new_tokens": tokens, "temperature": 0.0,
+                   "ignore_eos": True}, "stream": True}
+        result = await stream_generate(clients[url], payload, 0, prompt)
+        return result.decode_tok_s if result.ok else None
+
+    tag = f"{kind}-{os.getpid()}"
+    await one(urls[0], f"{tag}-warmup")
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    measured = await asyncio.gather(*(one(urls[i % len(urls)], f"{tag}-{i}") for i in range(streams)))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(profile))
+    for client in clients.values():
+        await client.aclose()
+    errors = []
+    for i, tok_s in enumerate(measured):
+        if tok_s is not None:
+            with urllib.request.urlopen(f"{urls[i % len(urls)]}/sent/{tag}-{i}", timeout=30) as answer:
+                times, counts = json.loads(answer.read())
+            errors.append(100 * (tok_s / ((counts[-1] - counts[0]) / (times[-1] - times[0])) - 1))
+    return {"cpu_s": cpu, "wall_s": wall, "errors_pct": errors, "failed": measured.count(None)}
+
+
+def streams_mode(args: argparse.Namespace) -> int:
+    sides: list[tuple[str, Path | None]] = [("specmon", None)]
+    if args.baseline:
+        sides.append(("specmon, baseline", Path(args.baseline).resolve()))
+    if load_sglang_request_function(args.sglang_src) is not None:
+        sides.append((SGLANG, None))
+    else:
+        print("note: no --sglang-src (or aiohttp missing): SGLang's request function is skipped", file=sys.stderr)
+    rates = [float(rate) for rate in (args.tok_s or "250").split(",")]
+    rows = [streams_case(int(n), rate, args.tokens, args.repeats, sides, args.sglang_src, args.profile)
+            for rate in rates for n in args.streams.split(",")]
+    print(json.dumps({"python": platform.python_version(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+                      "load_avg": os.getloadavg(), "streams": rows}, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer and shorter requests")
@@ -283,11 +427,27 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=10, help="with --standin: requests per client and case")
     parser.add_argument("--tok-s", metavar="LIST", help="with --standin: these rates only (e.g. 1000,4000: 5 tokens "
                         "a step, 1024 tokens a request) instead of the five standard cases")
+    parser.add_argument("--streams", metavar="LIST", help="concurrent streams per batch (e.g. 1,8,64): CPU per stream "
+                        "of specmon's client beside SGLang's, --tok-s per stream (default 250), alternated")
+    parser.add_argument("--tokens", type=int, default=512, help="with --streams: tokens a request")
+    parser.add_argument("--baseline", metavar="DIR", help="with --streams: another checkout's specmon as a side too")
+    parser.add_argument("--profile", metavar="PREFIX", help="with --streams: cProfile specmon's batches to "
+                        "PREFIX-STREAMS.pstats")
     parser.add_argument("--serve", nargs=2, metavar=("CADENCE", "PER_STEP"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", nargs=4, metavar=("KIND", "URLS", "STREAMS", "TOKENS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve_standin(float(args.serve[0]), int(args.serve[1]))
         return 0
+    if args.client:
+        import asyncio
+
+        kind, urls, streams, tokens = args.client
+        print(json.dumps(asyncio.run(client_batch(kind, urls.split(","), int(streams), int(tokens),
+                                                  args.sglang_src or None, args.profile))))
+        return 0
+    if args.streams:
+        return streams_mode(args)
     if args.standin:
         import asyncio
 
@@ -302,7 +462,7 @@ def main() -> int:
     n = 4 if args.quick else 10
     report = {
         "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} CPUs",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "single_stream": [
             single_stream(100, n, 128 if args.quick else 256, prompts),
             single_stream(1500, n, 512 if args.quick else 1024, prompts),

@@ -14,8 +14,10 @@ import json
 import math
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import msgspec
 
 from specmon.bench.model import RequestResult
 from specmon.bench.predict import clean_histogram
@@ -79,11 +81,82 @@ def _loads(data: bytes) -> Any:
     return _STRICT_JSON.decode(data.decode("utf-8"))
 
 
-def _count(meta: dict[str, Any], key: str) -> int | None:
+class _Meta(msgspec.Struct):
+    """The meta_info fields the client reads, each checked where it is read; the others are skipped unread."""
+
+    completion_tokens: Any = None
+    prompt_tokens: Any = None
+    finish_reason: Any = None
+    spec_verify_ct: Any = None
+    spec_accept_histogram: Any = None
+    e2e_latency: Any = None
+
+
+class _Event(msgspec.Struct):
+    """The fields of one event the client reads. `output_ids` stays undecoded JSON (it is counted only when
+    completion_tokens is missing): decoding SGLang's cumulative list on every event was most of the decode."""
+
+    text: Any = None
+    output_ids: msgspec.Raw = msgspec.Raw()
+    meta_info: _Meta | None = None
+    error: Any = msgspec.UNSET
+
+
+_EVENT = msgspec.json.Decoder(_Event)
+_NO_META = _Meta()
+
+
+def _decoded(data: bytes) -> tuple[Any, _Meta, Any]:
+    """An event's text, meta_info and output_ids (undecoded JSON, or a list); a server's error event is a
+    StreamError. Strict JSON (NaN, Infinity and invalid UTF-8 refused); what msgspec refuses is read again by
+    Python's json, so that an event of another shape fails with the same message it always did."""
+    try:
+        event = _EVENT.decode(data)
+    except msgspec.DecodeError:
+        return _decoded_slowly(data)
+    except RecursionError as exc:
+        raise StreamError(f"garbled SSE event: {data[:80]!r} (nested too deep)") from exc
+    if event.error is not msgspec.UNSET:
+        _raise_server_error(event.error)
+    return event.text, event.meta_info or _NO_META, event.output_ids
+
+
+def _decoded_slowly(data: bytes) -> tuple[Any, _Meta, Any]:
+    try:
+        event = _loads(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError included
+        raise StreamError(f"garbled SSE event: {data[:80]!r}") from exc
+    if not isinstance(event, dict):
+        raise StreamError(f"unexpected SSE event: {data[:80]!r}")
+    if "error" in event:
+        _raise_server_error(event["error"])
+    meta = event.get("meta_info")
+    if meta is None:
+        meta = {}
+    elif not isinstance(meta, dict):
+        raise InvalidAnswer(f"invalid answer: meta_info is {_show(meta)}, not an object")
+    fields = _Meta(**{name: meta.get(name) for name in _Meta.__struct_fields__})
+    return event.get("text"), fields, event.get("output_ids")
+
+
+def _raise_server_error(err: Any) -> None:
+    msg = err.get("message", err) if isinstance(err, dict) else err
+    raise StreamError(f"server error: {str(msg)[:MAX_ERROR_CHARS]}")
+
+
+def _ids_count(ids: Any) -> int | None:
+    """How many output_ids an event lists (None when it has no list)."""
+    if isinstance(ids, msgspec.Raw):
+        if not ids:
+            return None
+        ids = msgspec.json.decode(ids)
+    return len(ids) if isinstance(ids, list) else None
+
+
+def _count(value: Any, key: str) -> int | None:
     """An integer count from meta_info (None when absent); anything else is an InvalidAnswer."""
-    value = meta.get(key)
-    if value is None:
-        return None
+    if value is None or (type(value) is int and value >= 0):
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidAnswer(f"invalid answer: {key} is {_show(value)}, not an integer")
     if value < 0:
@@ -91,8 +164,7 @@ def _count(meta: dict[str, Any], key: str) -> int | None:
     return value
 
 
-def _seconds(meta: dict[str, Any], key: str) -> float | None:
-    value = meta.get(key)
+def _seconds(value: Any, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
@@ -120,48 +192,33 @@ class _StreamState:
         self.tokens = 0
         self.text = ""
         self.done = False
-        self.final_meta: dict[str, Any] | None = None
+        self.final_meta: _Meta | None = None
 
     def feed(self, data: bytes, at: float) -> None:
         if len(data) < 16 and data.strip() == b"[DONE]":
             self.done = True
             return
-        try:
-            event = _loads(data)
-        except ValueError as exc:  # UnicodeDecodeError included
-            raise StreamError(f"garbled SSE event: {data[:80]!r}") from exc
-        if not isinstance(event, dict):
-            raise StreamError(f"unexpected SSE event: {data[:80]!r}")
-        if "error" in event:
-            err = event["error"]
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            raise StreamError(f"server error: {str(msg)[:MAX_ERROR_CHARS]}")
-        meta = event.get("meta_info")
-        if meta is None:
-            meta = {}
-        elif not isinstance(meta, dict):
-            raise InvalidAnswer(f"invalid answer: meta_info is {_show(meta)}, not an object")
-        self._take_text(event.get("text"))
-        tokens = _count(meta, "completion_tokens")
+        text, meta, ids = _decoded(data)
+        self._take_text(text)
+        tokens = _count(meta.completion_tokens, "completion_tokens")
         if tokens is None:
-            ids = event.get("output_ids")
-            tokens = len(ids) if isinstance(ids, list) else self.tokens
-        self._take_tokens(tokens, at)
+            tokens = _ids_count(ids)
+        self._take_tokens(self.tokens if tokens is None else tokens, at)
         self._check_final_figures(meta)
-        prompt_tokens = _count(meta, "prompt_tokens")
+        prompt_tokens = _count(meta.prompt_tokens, "prompt_tokens")
         if prompt_tokens is not None:
             self.result.prompt_tokens = prompt_tokens
-        if meta.get("finish_reason") is not None:
+        if meta.finish_reason is not None:
             self.final_meta = meta
 
-    def _check_final_figures(self, meta: dict[str, Any]) -> None:
-        verify = _count(meta, "spec_verify_ct")
+    def _check_final_figures(self, meta: _Meta) -> None:
+        verify = _count(meta.spec_verify_ct, "spec_verify_ct")
         if verify and verify > self.tokens:
             raise InvalidAnswer(
                 f"invalid answer: spec_verify_ct {verify} is more than completion_tokens {self.tokens} "
                 "(every verify step emits at least one token)"
             )
-        _seconds(meta, "e2e_latency")
+        _seconds(meta.e2e_latency, "e2e_latency")
 
     def _take_text(self, text: Any) -> None:
         if text is None:
@@ -208,30 +265,35 @@ class _StreamState:
         meta = self.final_meta
         if meta is None:
             raise StreamError("stream ended before the final chunk" + ("" if self.done else " (no [DONE])"))
-        reason = meta.get("finish_reason")
+        reason = meta.finish_reason
         r.finish_reason = reason.get("type", str(reason)) if isinstance(reason, dict) else str(reason)
         if r.finish_reason == "abort":
             raise StreamError(f"request aborted: {reason.get('message', '') if isinstance(reason, dict) else ''}")
-        verify = _count(meta, "spec_verify_ct")
+        verify = _count(meta.spec_verify_ct, "spec_verify_ct")
         if verify:
             r.spec_verify_ct = verify
             r.accept_length = self.tokens / verify
-            histogram = clean_histogram(meta.get("spec_accept_histogram"), max_len=self.max_tokens + 1)
+            histogram = clean_histogram(meta.spec_accept_histogram, max_len=self.max_tokens + 1)
             if histogram is not None and sum(histogram) == verify:
                 r.accept_histogram = histogram
-        r.server_e2e_s = _seconds(meta, "e2e_latency")
+        r.server_e2e_s = _seconds(meta.e2e_latency, "e2e_latency")
         if is_degenerate(self.text):
             r.flags.append("repetition")
         r.ok = True
         return r
 
 
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
 def _set_quickack(sock: Any) -> None:
-    """TCP_QUICKACK on `sock` (a socket, or None); Linux only, and any error is ignored."""
-    quickack = getattr(socket, "TCP_QUICKACK", None)
-    if quickack is not None and sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+    """TCP_QUICKACK on `sock` (a socket, or None); Linux only, and any error is ignored. Called for every piece
+    read: kept to one test and one system call."""
+    if _QUICKACK is not None and sock is not None:
+        try:  # noqa: SIM105 (contextlib.suppress would be a context manager per piece)
+            sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        except OSError:
+            pass
 
 
 def stream_client(base_url: str, api_key: str | None = None, *, connect_timeout: float = 10.0) -> HttpClient:
@@ -264,8 +326,7 @@ async def stream_generate(
     state = _StreamState(result, t_send, max_new, on_tokens)
     watchdog = _Watchdog(stall_timeout_s, deadline)
     try:
-        async with asyncio.timeout_at(watchdog.next_expiry()) as timer:
-            watchdog.timer = timer
+        async with asyncio.timeout(None) as timer, watchdog.watching(timer):
             await _read_stream(client, path, payload, state, watchdog, max_new)
         state.finish(time.perf_counter())
     except TimeoutError:
@@ -285,24 +346,50 @@ async def stream_generate(
     return result
 
 
+_CLOCK_RESOLUTION = time.get_clock_info("monotonic").resolution  # the event loop's clock
+
+
 class _Watchdog:
-    """The stall timeout (renewed by every event) capped by the run's deadline, in loop time."""
+    """The stall timeout (renewed by every event) capped by the run's deadline, in loop time. An event only
+    notes its time; the one timer checks it when it is due and expires the request's Timeout only if no event
+    came since (moving a timer per event cost a heap entry each)."""
 
     def __init__(self, stall_s: float, deadline: float | None) -> None:
         self.stall_s = stall_s
         loop = asyncio.get_running_loop()
         # perf_counter and the loop's clock are both monotonic; convert the deadline once.
         self.deadline = None if deadline is None else loop.time() + (deadline - time.perf_counter())
-        self.timer: asyncio.Timeout | None = None
+        self.last_event = loop.time()
         self._loop = loop
+        self._timer: asyncio.Timeout | None = None
+        self._check_handle: asyncio.TimerHandle | None = None
+
+    @contextlib.asynccontextmanager
+    async def watching(self, timer: asyncio.Timeout) -> AsyncIterator[None]:
+        """Watch the stream while inside: `timer` (entered, with no expiry) expires when the stream stalls."""
+        self._timer = timer
+        self._check_handle = self._loop.call_at(self.next_expiry(), self._check)
+        try:
+            yield
+        finally:
+            self._check_handle.cancel()
+            self._timer = None
 
     def next_expiry(self) -> float:
-        expiry = self._loop.time() + self.stall_s
+        expiry = self.last_event + self.stall_s
         return expiry if self.deadline is None else min(expiry, self.deadline)
 
     def renew(self) -> None:
-        if self.timer is not None:
-            self.timer.reschedule(self.next_expiry())
+        self.last_event = self._loop.time()
+
+    def _check(self) -> None:
+        if self._timer is None:
+            return
+        expiry, now = self.next_expiry(), self._loop.time()
+        if now >= expiry - _CLOCK_RESOLUTION:  # the loop runs a timer up to its clock's resolution early
+            self._timer.reschedule(now)
+        else:
+            self._check_handle = self._loop.call_at(expiry, self._check)
 
     def message(self) -> str:
         if self.deadline is not None and self._loop.time() >= self.deadline - 0.001:
@@ -350,6 +437,12 @@ class _SseFeed:
 
     def feed(self, piece: bytes, at: float) -> None:
         _set_quickack(self.sock)
+        if (not self.buffer and piece.endswith(b"\n\n") and piece.startswith(b"data:")
+                and piece.find(b"\n") == len(piece) - 2 and b"\r" not in piece):
+            # The usual piece: one whole event of one data line (SGLang's), fed without splitting it.
+            self.state.feed(piece[5:-2].lstrip(b" "), at)
+            self.watchdog.renew()
+            return
         buffer = self.buffer + piece if self.buffer else piece
         if b"\n\n" in buffer or b"\r\n\r\n" in buffer:
             buffer = _feed_events(self.state, buffer, at, self.watchdog)

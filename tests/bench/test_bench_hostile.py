@@ -89,6 +89,35 @@ async def test_steady_events_that_never_finish_stop_at_the_run_deadline():
     assert elapsed < 5
 
 
+async def test_events_within_the_stall_timeout_keep_a_longer_stream_alive():
+    """Each event renews the stall timeout: a stream 2.5× longer than it, with an event every fifth of it, is
+    measured whole; the same server stalling after its events fails about one timeout after the last."""
+
+    async def steady(writer, finish=True):
+        writer.write(HEAD)
+        for tokens in range(1, 13):
+            writer.write(chunk(event(tokens)))
+            await writer.drain()
+            await asyncio.sleep(0.1)
+        if finish:
+            writer.write(chunk(event(16, finish=True)) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+        else:
+            await asyncio.sleep(30)
+
+    result, elapsed = await _generate(steady, stall_timeout_s=0.5)
+    assert result.ok, result.error
+    assert result.completion_tokens == 16 and elapsed >= 1.2
+
+    async def stalling(writer):
+        await steady(writer, finish=False)
+
+    result, elapsed = await _generate(stalling, stall_timeout_s=0.5)
+    assert not result.ok and result.error == "Stalled: no event from the server for 0.5 s"
+    assert result.completion_tokens == 12 and 1.6 < elapsed < 10
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
 BAD_EVENTS = {
     "NaN": (b'data: {"text": "x", "meta_info": {"completion_tokens": NaN}}\n\n', "garbled SSE event"),
     "Infinity": (b'data: {"text": "x", "meta_info": {"completion_tokens": Infinity}}\n\n', "garbled SSE event"),
@@ -105,6 +134,9 @@ BAD_EVENTS = {
     "verify > tokens": (event(4, finish=True, spec_verify_ct=9), "spec_verify_ct 9 is more than completion_tokens 4"),
     "verify negative": (event(4, finish=True, spec_verify_ct=-1), "spec_verify_ct is negative"),
     "latency NaN-ish": (event(4, finish=True, e2e_latency="soon"), "e2e_latency is str 'soon'"),
+    "nested deep": (b'data: {"text": "x", "meta_info": {"x": ' + NESTED + b"}}\n\n", "garbled SSE event"),
+    "lone surrogate": (b'data: {"text": "\\ud800", "meta_info": {"completion_tokens": -1}}\n\n', "is negative"),
+    "server error": (b'data: {"error": {"message": "out of memory"}}\n\n', "server error: out of memory"),
 }
 
 
@@ -124,6 +156,22 @@ async def test_impossible_figures_make_the_request_invalid_with_the_reason(name)
     assert not result.ok and reason in result.error, result.error
     assert peak < 5_000_000  # bounded by max_new_tokens, not by what the server claims
     assert sum(result.chunk_tokens) <= 16 and result.completion_tokens <= 16
+
+
+async def test_tokens_counted_from_output_ids_when_completion_tokens_is_missing():
+    def ids_event(count: int, finish: bool = False) -> bytes:
+        meta = {"finish_reason": {"type": "length"}} if finish else {}
+        return b"data: " + json.dumps({"text": "x" * count, "output_ids": list(range(count)),
+                                       "meta_info": meta}).encode() + b"\n\n"
+
+    async def script(writer):
+        writer.write(HEAD + chunk(ids_event(1)) + chunk(ids_event(4)) + chunk(ids_event(9, finish=True))
+                     + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+    result, _ = await _generate(script, stall_timeout_s=5)
+    assert result.ok, result.error
+    assert result.completion_tokens == 9 and result.chunk_tokens == [3, 5]
 
 
 PROMPTS = [Prompt(id=f"p{i}", text=f"Prompt {i}.") for i in range(3)]

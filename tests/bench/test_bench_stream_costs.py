@@ -57,3 +57,52 @@ def test_strict_json_still_refuses(event):
     state = stream._StreamState(stream.RequestResult(index=0, prompt_id="x"), 0.0, 32)
     with pytest.raises(stream.StreamError, match="garbled SSE event"):
         stream._feed_event(state, event, 1.0)
+
+
+def _events(separator: bytes = b"\n\n", prefix: bytes = b"data: ") -> list[bytes]:
+    metas = [{"completion_tokens": 1}, {"completion_tokens": 4},
+             {"completion_tokens": 6, "finish_reason": {"type": "length"}, "spec_verify_ct": 3}]
+    texts = ["Hello", "Hello wor", "Hello world!"]
+    return [prefix + json.dumps({"text": t, "output_ids": list(range(m["completion_tokens"])), "meta_info": m}).encode()
+            + separator for t, m in zip(texts, metas, strict=True)] + [prefix + b"[DONE]" + separator]
+
+
+def _multi_line(event: bytes) -> bytes:
+    """One event's JSON over two data lines (SSE joins them with a line break, which JSON reads as space)."""
+    head, comma, tail = event.partition(b", ")
+    return head + b",\ndata: " + tail if comma else event
+
+
+FRAMINGS = {
+    "one event a piece": _events(),
+    "CRLF": _events(b"\r\n\r\n"),
+    "no space after data:": _events(prefix=b"data:"),
+    "a comment between events": [e + b": keep-alive\n\n" for e in _events()],
+    "two data lines an event": [_multi_line(e) for e in _events()],
+    "every event in one piece": [b"".join(_events())],
+    "each event cut in two": [half for e in _events() for half in (e[:7], e[7:])],
+    "a piece ending mid-event": [b"".join(_events())[:50], b"".join(_events())[50:]],
+}
+
+
+class _NoWatchdog:
+    renewed = 0
+
+    def renew(self) -> None:
+        self.renewed += 1
+
+
+@pytest.mark.parametrize("name", list(FRAMINGS))
+def test_every_sse_framing_reads_the_same(name):
+    """The usual piece (one whole event on one data line) takes a short path: every other framing of the same
+    events reads the same figures."""
+    state = stream._StreamState(stream.RequestResult(index=0, prompt_id="x"), 0.0, 32)
+    watchdog = _NoWatchdog()
+    feed = stream._SseFeed(state, watchdog, max_event=1 << 20)
+    for at, piece in enumerate(FRAMINGS[name], start=1):
+        feed.feed(piece, float(at))
+    feed.finish()
+    result = state.finish(100.0)
+    assert result.ok and state.done and watchdog.renewed >= 1
+    assert (result.completion_tokens, result.output_text, result.spec_verify_ct) == (6, "Hello world!", 3)
+    assert result.chunk_tokens == [3, 2]

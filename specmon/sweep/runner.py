@@ -289,11 +289,28 @@ class SweepRunner:
         """The step's server is gone after a failed cell: that cell and the rest are not measured (each says why);
         the sweep goes on to the next configuration, whose launch finds nothing to replace."""
         why = f"the server died during concurrency {cell.concurrency}"
-        cell.error = f"{why}: {cell.error}"
+        cause = self._death_cause()
+        cell.error = f"{why}: {cause}" if cause else f"{why}: {cell.error}"
         for rest in step.cells:
             if rest.state in TO_DO:
                 rest.state, rest.error = "failed", f"{why}; not measured"
         self.say(f"{step.preset}: {why}")
+
+    def _death_cause(self) -> str | None:
+        """What the sweep's dead server's log says ended it (its classified error), or None: no log, or no word."""
+        from specmon.inputs import InputError, open_regular
+        from specmon.logs.summary import summarize_stream
+        from specmon.oncall.discovery import find_servers
+
+        found = find_servers(with_gpus=False).find(self.plan.server_id or "")
+        if found is None or found.alive or not found.log:
+            return None
+        try:
+            with open_regular(found.log, what="server log") as stream:
+                error = summarize_stream(stream).error
+        except (OSError, InputError):
+            return None
+        return error.message if error is not None else None
 
     def _cancel_step(self, step: SweepStep, why: str) -> None:
         """The step under way when the sweep was cancelled: a resume runs it again."""

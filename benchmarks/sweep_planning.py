@@ -102,14 +102,19 @@ def emulator_overhead(code: Path | None = None) -> dict[str, float]:
         assert env is not None
         env.pop("SPECMON_API_KEY", None)
         started = time.time()
-        done = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--presets", str(presets), "grid-base",
-                               "--steps", "2,3,5", "--topk", "1", "--concurrency", "1,4", "--json", "--leave",
-                               "none"], env=env, capture_output=True, text=True, timeout=600,
-                              stdin=subprocess.DEVNULL, cwd=code or ROOT)
-        ended = time.time()
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"the sweep failed ({done.returncode}): {done.stderr[-2000:]}")
-        run_id = json.loads(done.stdout)["run_id"]
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen([sys.executable, "-m", "specmon", "sweep", "--presets", str(presets),
+                                     "grid-base", "--steps", "2,3,5", "--topk", "1", "--concurrency", "1,4", "--json",
+                                     "--leave", "none"], env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    cwd=code or ROOT)
+            cpu_s = _own_cpu_until_exit(proc)
+            ended = time.time()
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"the sweep failed ({proc.returncode}): {stderr[-2000:]}")
+        run_id = json.loads(stdout)["run_id"]
         store = SweepStore(root / "state" / "sweeps")
         plan = store.load(run_id)
         last_save = (store.directory / f"{run_id}.json").stat().st_mtime
@@ -118,13 +123,31 @@ def emulator_overhead(code: Path | None = None) -> dict[str, float]:
     measuring = sum(cell.measure_s or 0.0 for step in plan.steps for cell in step.cells)
     wall = last_save - plan.created_at
     overhead = wall - switching - leaving - measuring
-    return {"process_wall_s": ended - started, "sweep_wall_s": wall, "switching_s": switching, "leave_s": leaving,
+    return {"process_wall_s": ended - started, "cpu_s": cpu_s, "sweep_wall_s": wall, "switching_s": switching, "leave_s": leaving,
             "measuring_s": measuring, "overhead_s": overhead, "overhead_pct": 100 * overhead / wall,
             "overhead_with_leave_pct": 100 * (overhead + leaving) / wall}
 
 
+def _own_cpu_until_exit(proc: subprocess.Popen, poll_s: float = 0.05) -> float:
+    """The CPU seconds (user + system) of the process itself, not of the servers it starts, read until it exits
+    (the last reading, up to `poll_s` before its end)."""
+    import psutil
+
+    watched, cpu_s = psutil.Process(proc.pid), 0.0
+    while proc.poll() is None:
+        try:
+            times = watched.cpu_times()
+        except psutil.Error:
+            break
+        cpu_s = times.user + times.system
+        time.sleep(poll_s)
+    proc.wait(timeout=600)
+    return cpu_s
+
+
 def _overhead_line(label: str, figures: dict[str, float]) -> str:
-    return (f"{label}: sweep wall {figures['sweep_wall_s']:.1f} s (process {figures['process_wall_s']:.1f} s), "
+    return (f"{label}: sweep wall {figures['sweep_wall_s']:.1f} s (process {figures['process_wall_s']:.1f} s, its "
+            f"own CPU {figures['cpu_s']:.2f} s), "
             f"switching {figures['switching_s']:.1f} s + last stop {figures['leave_s']:.2f} s, measuring "
             f"{figures['measuring_s']:.1f} s, own overhead {figures['overhead_s']:.2f} s = "
             f"{figures['overhead_pct']:.1f} % (budget 5 %; {figures['overhead_with_leave_pct']:.1f} % with the "

@@ -159,6 +159,28 @@ class _GroupWindow:
     proposed: int = 0
 
 
+def crash_out_of_memory(log: SGLangLogWriter, speculative: bool, batch_size: int, tokens: int) -> None:
+    """End the server as SGLang's scheduler ends on a CUDA out-of-memory mid-run (`--emulator-oom-at-step-tokens`):
+    its traceback, then the launcher's sigquit line, then the whole process killed (requests in flight cut off)."""
+    from specmon.emulator.startup import SITE
+
+    frames = [
+        ("managers/scheduler.py", 3392, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+        ("managers/scheduler.py", 1104, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+        ("speculative/eagle_worker.py" if speculative else "managers/tp_worker.py", 287,
+         "forward_batch_generation", "logits_output, can_run_cuda_graph = self.model_runner.forward("),
+    ]
+    lines = ["Scheduler hit an exception: Traceback (most recent call last):"]
+    for path, lineno, func, code in frames:
+        lines += [f'  File "{SITE}/sglang/srt/{path}", line {lineno}, in {func}', f"    {code}"]
+    lines.append(f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {0.25 * tokens:.2f} GiB. GPU 0 has "
+                 f"a total capacity of 139.81 GiB of which 212.00 MiB is free. (a decode step of {batch_size} running "
+                 f"requests, {tokens} tokens)")
+    log.error("\n".join(lines))
+    log.error("Received sigquit from a child process. It usually means the child failed.")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class EmulatedScheduler:
     """Runs the batch loop on its own thread; HTTP threads call `submit`, `flush_cache` and read counters."""
 
@@ -406,7 +428,7 @@ class EmulatedScheduler:
         shape = self.speed.shape
         step_tokens_held = len(batch) * (shape.draft_tokens if shape.enabled else 1)
         if self.oom_at_step_tokens is not None and step_tokens_held >= self.oom_at_step_tokens:
-            self._crash_out_of_memory(len(batch), step_tokens_held)
+            crash_out_of_memory(self.log, shape.enabled, len(batch), step_tokens_held)
         self.gpus.set_busy(min(1.0, 0.75 + 0.05 * len(batch)))
         time.sleep(self.speed.step_seconds(len(batch)))
         produced = 0
@@ -445,27 +467,6 @@ class EmulatedScheduler:
         self.forward_ct_decode += 1
         if self.forward_ct_decode % self.decode_log_interval == 0:
             self._log_decode_window(len(batch))
-
-    def _crash_out_of_memory(self, batch_size: int, tokens: int) -> None:
-        """End the server as SGLang's scheduler ends on a CUDA out-of-memory mid-run: its traceback, then the
-        launcher's sigquit line, then the whole process killed (requests in flight are cut off)."""
-        from specmon.emulator.startup import SITE
-
-        frames = [
-            ("managers/scheduler.py", 3392, "run_scheduler_process", "scheduler.event_loop_overlap()"),
-            ("managers/scheduler.py", 1104, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
-            ("speculative/eagle_worker.py" if self.speed.shape.enabled else "managers/tp_worker.py", 287,
-             "forward_batch_generation", "logits_output, can_run_cuda_graph = self.model_runner.forward("),
-        ]
-        lines = ["Scheduler hit an exception: Traceback (most recent call last):"]
-        for path, lineno, func, code in frames:
-            lines += [f'  File "{SITE}/sglang/srt/{path}", line {lineno}, in {func}', f"    {code}"]
-        lines.append(f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {0.25 * tokens:.2f} GiB. GPU 0 "
-                     f"has a total capacity of 139.81 GiB of which 212.00 MiB is free. (a decode step of {batch_size} "
-                     f"running requests, {tokens} tokens)")
-        self.log.error("\n".join(lines))
-        self.log.error("Received sigquit from a child process. It usually means the child failed.")
-        os.kill(os.getpid(), signal.SIGKILL)
 
     def _count_decode_step(self, step_tokens: dict[int, int]) -> None:
         """Every decode iteration: each DP group's realtime decode tokens and CUDA-graph passes."""

@@ -77,6 +77,14 @@ class SharedOptions:
         self.by = self._parent()
         self.by.add_argument("--by", metavar="KEY", help="class requests by this key of request_parameters "
                              "(dotted: nested)")
+        self.prometheus = self._parent()  # the Prometheus that scrapes the servers: the fleet's, a sweep's load
+        self.prometheus.add_argument("--prometheus", metavar="URL", type=url_type("the URL", scheme_required=True),
+                                     help="the Prometheus to read, e.g. http://127.0.0.1:9090")
+        self.prometheus.add_argument("--selector", default='job="sglang"', metavar="MATCHERS",
+                                     help="which targets are SGLang servers (default 'job=\"sglang\"')")
+        self.prometheus.add_argument("--server-label", default="instance", metavar="L",
+                                     help="the label that names a server; a multi-node server's targets share it "
+                                     "(default instance)")
         self.once = self._parent()
         self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
         self.web = self._parent()

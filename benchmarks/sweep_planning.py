@@ -8,16 +8,17 @@
    in the plan: that cost is timed apart, per cell (it is paid during the sweep, beside a benchmark of seconds).
 2. With --emulator: the sweep's own overhead on a small emulator grid (budget: <= 5 % of its wall time), from
    the sweep's own timestamps: the plan's creation to its last save, less each step's server switch (stop,
-   start, ready) and each cell's benchmark.
+   start from the launch, ready), the sweep's last switch or stop (`leave_s`, where the plan keeps it) and each
+   cell's benchmark. With --base CHECKOUT (the code before a change: `git worktree add /tmp/base-grid main`),
+   that checkout's sweep runs too, alternated with this one's, --rounds times each.
 
-    python -m benchmarks.sweep_planning [--emulator] [--repeat 5]
+    python -m benchmarks.sweep_planning [--emulator [--base /tmp/base-grid] [--rounds 3]] [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -82,8 +83,10 @@ def planning(repeat: int) -> tuple[float, float]:
     return best, per_cell
 
 
-def emulator_overhead() -> dict[str, float]:
-    """A 3-configuration grid at 2 concurrencies on the emulator: its wall time and its own overhead."""
+def emulator_overhead(code: Path | None = None) -> dict[str, float]:
+    """A 3-configuration grid at 2 concurrencies on the emulator, run by the checkout at `code` (None: this one):
+    its wall time and its own overhead."""
+    from benchmarks.checkouts import checkout_env
     from specmon.ports import free_port_pair
     from specmon.sweep.plan import SweepStore
 
@@ -95,43 +98,81 @@ def emulator_overhead() -> dict[str, float]:
             f'name = "grid-base"\nextends = "demo-eagle3-5"\ndemo = true\n[server.args]\nport = {free_port_pair()}\n'
             "emulator-speed = 40\nemulator-decode-speed = 4\nemulator-warmup-delay = 0.2\n"
             "[bench]\nrequests = 6\nmax-new-tokens = 40\nwarmup = 0\n")
-        env = {**os.environ, "SPECMON_STATE_DIR": str(root / "state"), "XDG_STATE_HOME": str(root / "xdg")}
+        env = checkout_env(code, SPECMON_STATE_DIR=str(root / "state"), XDG_STATE_HOME=str(root / "xdg"))
+        assert env is not None
         env.pop("SPECMON_API_KEY", None)
         started = time.time()
-        done = subprocess.run([sys.executable, "-m", "specmon", "sweep", "--presets", str(presets), "grid-base",
-                               "--steps", "2,3,5", "--topk", "1", "--concurrency", "1,4", "--json", "--leave",
-                               "none"], env=env, capture_output=True, text=True, timeout=600,
-                              stdin=subprocess.DEVNULL)
-        ended = time.time()
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"the sweep failed ({done.returncode}): {done.stderr[-2000:]}")
-        run_id = json.loads(done.stdout)["run_id"]
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen([sys.executable, "-m", "specmon", "sweep", "--presets", str(presets),
+                                     "grid-base", "--steps", "2,3,5", "--topk", "1", "--concurrency", "1,4", "--json",
+                                     "--leave", "none"], env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    cwd=code or ROOT)
+            cpu_s = _own_cpu_until_exit(proc)
+            ended = time.time()
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(), err.read().decode(errors="replace")
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"the sweep failed ({proc.returncode}): {stderr[-2000:]}")
+        run_id = json.loads(stdout)["run_id"]
         store = SweepStore(root / "state" / "sweeps")
         plan = store.load(run_id)
         last_save = (store.directory / f"{run_id}.json").stat().st_mtime
     switching = sum(step.startup_s or 0.0 for step in plan.steps)
+    leaving = plan.leave_s or 0.0
     measuring = sum(cell.measure_s or 0.0 for step in plan.steps for cell in step.cells)
     wall = last_save - plan.created_at
-    overhead = wall - switching - measuring
-    return {"process_wall_s": ended - started, "sweep_wall_s": wall, "switching_s": switching,
-            "measuring_s": measuring, "overhead_s": overhead, "overhead_pct": 100 * overhead / wall}
+    overhead = wall - switching - leaving - measuring
+    return {"process_wall_s": ended - started, "cpu_s": cpu_s, "sweep_wall_s": wall, "switching_s": switching, "leave_s": leaving,
+            "measuring_s": measuring, "overhead_s": overhead, "overhead_pct": 100 * overhead / wall,
+            "overhead_with_leave_pct": 100 * (overhead + leaving) / wall}
+
+
+def _own_cpu_until_exit(proc: subprocess.Popen, poll_s: float = 0.05) -> float:
+    """The CPU seconds (user + system) of the process itself, not of the servers it starts, read until it exits
+    (the last reading, up to `poll_s` before its end)."""
+    import psutil
+
+    watched, cpu_s = psutil.Process(proc.pid), 0.0
+    while proc.poll() is None:
+        try:
+            times = watched.cpu_times()
+        except psutil.Error:
+            break
+        cpu_s = times.user + times.system
+        time.sleep(poll_s)
+    proc.wait(timeout=600)
+    return cpu_s
+
+
+def _overhead_line(label: str, figures: dict[str, float]) -> str:
+    return (f"{label}: sweep wall {figures['sweep_wall_s']:.1f} s (process {figures['process_wall_s']:.1f} s, its "
+            f"own CPU {figures['cpu_s']:.2f} s), "
+            f"switching {figures['switching_s']:.1f} s + last stop {figures['leave_s']:.2f} s, measuring "
+            f"{figures['measuring_s']:.1f} s, own overhead {figures['overhead_s']:.2f} s = "
+            f"{figures['overhead_pct']:.1f} % (budget 5 %; {figures['overhead_with_leave_pct']:.1f} % with the "
+            "last stop counted as overhead)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--emulator", action="store_true", help="also measure the overhead on an emulator grid")
+    parser.add_argument("--base", type=Path, default=None, help="another checkout to alternate with (main)")
+    parser.add_argument("--rounds", type=int, default=1, help="emulator sweeps of each checkout, alternated")
     args = parser.parse_args()
     took, per_cell = planning(args.repeat)
     print(f"planning + bookkeeping, 48 configurations x 4 concurrencies (best of {args.repeat}): "
           f"{took * 1000:.0f} ms (budget 1000 ms); besides, what the runner computes once as each cell is "
           f"measured (its figures, the longest chain's replay): {per_cell * 1000:.0f} ms a cell")
     if args.emulator:
-        figures = emulator_overhead()
-        print("emulator grid (3 chains + no speculation twice, concurrency 1 and 4): "
-              f"sweep wall {figures['sweep_wall_s']:.1f} s (process {figures['process_wall_s']:.1f} s), "
-              f"switching {figures['switching_s']:.1f} s, measuring {figures['measuring_s']:.1f} s, "
-              f"own overhead {figures['overhead_s']:.2f} s = {figures['overhead_pct']:.1f} % (budget 5 %)")
+        from benchmarks.checkouts import alternated
+
+        sides = [None, args.base] if args.base else [None]
+        for code in alternated(sides, args.rounds):
+            label = f"--base {code}" if code else "this checkout"
+            print(_overhead_line(f"emulator grid (3 chains + no speculation twice, concurrency 1 and 4), {label}",
+                                 emulator_overhead(code)), flush=True)
     return 0
 
 

@@ -333,7 +333,7 @@ def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "sweep",
         parents=[shared.presets, shared.from_server, shared.yes, shared.launch, shared.json, shared.textfile,
-                 shared.against, shared.categories],
+                 shared.against, shared.categories, shared.prometheus],
         help="benchmark presets unattended (baseline first and last) and recommend one; resumable",
         description="Switch to each preset in turn (the baseline, the one without speculation, first and last to "
         "measure drift), wait for ready and benchmark it with the same prompts and settings; every request is "
@@ -346,6 +346,8 @@ def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     _add_requests(p, "measured requests per preset (default: the baseline's [bench])")
     p.add_argument("--resume", nargs="?", const="", metavar="RUN_ID",
                    help="go on with an interrupted sweep (default: the latest unfinished one)")
+    p.add_argument("--report", metavar="RUN_ID", help="print a stored grid sweep's report (with --prometheus: its "
+                   "recommendation weighted by the running requests of the servers --selector picks, last hour)")
     p.add_argument("--leave", choices=["best", "baseline", "none"], default="best",
                    help="which preset is left serving at the end (default: the recommended one)")
     p.add_argument("--predict-only", action="store_true",
@@ -358,13 +360,13 @@ def _add_sweep(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     _add_draft_tokens(grid, "--speculative-num-draft-tokens values")
     _add_concurrency(grid, "concurrencies each configuration is measured at, on one server (default 1)", type=str,
                      metavar="N,N,...")
-    p.set_defaults(handler="specmon.sweep.cli:run_sweep")
+    p.set_defaults(handler="specmon.sweep_report:run_sweep")
 
 
 def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p = sub.add_parser(
         "fleet",
-        parents=[shared.once, shared.json, shared.web, shared.headless],
+        parents=[shared.once, shared.json, shared.web, shared.headless, shared.prometheus],
         help="every SGLang server your Prometheus scrapes: one row each, with alerts (`fleet rules`: the rules file)",
         description="Read many SGLang servers through the Prometheus that scrapes them (and DCGM exporter's GPU "
         "series, and sglang-router's /workers for roles): one row per server with decode tok/s, acceptance, "
@@ -374,12 +376,6 @@ def _add_fleet(sub: argparse._SubParsersAction, shared: _Shared) -> None:
     p.add_argument("action", nargs="?", choices=["rules", "dashboard"],
                    help="rules: print the Prometheus recording and alerting rules; dashboard: print the Grafana "
                    "dashboard that reads them")
-    p.add_argument("--prometheus", metavar="URL", type=_url("the URL", scheme_required=True),
-                   help="the Prometheus to read, e.g. http://127.0.0.1:9090")
-    p.add_argument("--selector", default='job="sglang"', metavar="MATCHERS",
-                   help="which targets are SGLang servers (default 'job=\"sglang\"')")
-    p.add_argument("--server-label", default="instance", metavar="L",
-                   help="the label that names a server; a multi-node server's targets share it (default instance)")
     p.add_argument("--host-label", metavar="L", help="the label that names a target's host (default: instance "
                    "without its port)")
     p.add_argument("--router", action="append", default=[], metavar="URL",

@@ -82,6 +82,14 @@ class SharedOptions:
                                      "file of [[category]] rules; default: categories.toml in specmon's config "
                                      "directory when it exists, else none, and the heuristic (code, long, other) "
                                      "in a comparison with production)")
+        self.prometheus = self._parent()  # the Prometheus that scrapes the servers: the fleet's, a sweep's load
+        self.prometheus.add_argument("--prometheus", metavar="URL", type=url_type("the URL", scheme_required=True),
+                                     help="the Prometheus to read, e.g. http://127.0.0.1:9090")
+        self.prometheus.add_argument("--selector", default='job="sglang"', metavar="MATCHERS",
+                                     help="which targets are SGLang servers (default 'job=\"sglang\"')")
+        self.prometheus.add_argument("--server-label", default="instance", metavar="L",
+                                     help="the label that names a server; a multi-node server's targets share it "
+                                     "(default instance)")
         self.once = self._parent()
         self.once.add_argument("--once", action="store_true", help="print one snapshot and exit (no app)")
         self.web = self._parent()

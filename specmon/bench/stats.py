@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import random
 import statistics
 import zlib
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 CROSS_CHECK_TOLERANCE = 0.05
@@ -58,11 +61,40 @@ def bootstrap_ci(
     if len(values) == 1:
         only = float(statistic(values))
         return (only, only)
-    rng = random.Random(seed)
-    n = len(values)
-    stats = sorted(statistic(rng.choices(values, k=n)) for _ in range(resamples))
+    n, mid = len(values), len(values) // 2
+    pickers = _resample_pickers(seed, n, resamples)
+    if statistic is statistics.median:  # statistics.median's own arithmetic, without its call on each sample
+        stats = sorted(sorted(pick(values))[mid] for pick in pickers) if n % 2 else sorted(
+            (ordered[mid - 1] + ordered[mid]) / 2 for ordered in (sorted(pick(values)) for pick in pickers))
+    elif statistic is statistics.geometric_mean and all(v > 0 for v in values):
+        logs = [math.log(v) for v in values]  # each sample's geometric mean from its logs, taken once
+        stats = sorted(math.exp(math.fsum(pick(logs)) / n) for pick in pickers)
+    else:
+        stats = sorted(statistic(pick(values)) for pick in pickers)
     alpha = (1.0 - confidence) / 2.0
     return (percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha)))
+
+
+MAX_KEPT_RESAMPLE_SIZE = 256
+"""Resamples of up to this many values are kept for the next bootstrap of the same size and seed (a cell's
+figures bootstrap several figures over the same requests); larger ones are drawn each time."""
+
+
+def _resample_pickers(seed: int, n: int, resamples: int) -> Sequence[Callable[[Sequence[Any]], Sequence[Any]]]:
+    """Each bootstrap resample of `n` values as an `itemgetter` of its indexes: the indexes
+    `random.Random(seed).choices(values, k=n)` picks, resample after resample (so a CI is the same as drawn with
+    `choices`), drawn once per size and seed."""
+    if n > MAX_KEPT_RESAMPLE_SIZE:
+        return _draw_pickers(seed, n, resamples)
+    return _kept_pickers(seed, n, resamples)
+
+
+def _draw_pickers(seed: int, n: int, resamples: int) -> tuple[Callable[[Sequence[Any]], Any], ...]:
+    rand, floor, size = random.Random(seed).random, math.floor, n + 0.0  # `choices`' own arithmetic
+    return tuple(itemgetter(*[floor(rand() * size) for _ in range(n)]) for _ in range(resamples))
+
+
+_kept_pickers = functools.lru_cache(maxsize=4)(_draw_pickers)
 
 
 def ci95(values: Sequence[Any], statistic: Callable[[Sequence[Any]], float] = statistics.median,

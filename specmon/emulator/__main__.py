@@ -155,6 +155,7 @@ def serve(config: LaunchConfig) -> int:
         dp_groups=layout.dp_groups,
         spec_steps=int(args.get("speculative_num_steps") or 0) if config.speculative else 0,
         record_step_time=os.environ.get("SGLANG_RECORD_STEP_TIME", "").strip().lower() in ("1", "true"),
+        oom_at_step_tokens=options.oom_at_step_tokens,
     )
     records = RequestRecordWriter(args, log, family=options.family, speculative=config.speculative,
                                   dp_groups=layout.dp_groups)

@@ -89,6 +89,7 @@ class EmulatorOptions:
     fail: str | None = None
     seed: int = 0
     warmup_delay_s: float | None = None  # real seconds before the warmup starts (default 1 s / speed)
+    oom_at_step_tokens: int | None = None  # a decode step verifying this many tokens crashes the server
 
 
 @dataclass
@@ -124,6 +125,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1: {text}")
+    return value
+
+
 def _probability(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -141,6 +149,9 @@ EMULATOR_FLAG_HELP = {
     "--emulator-fail": "fail the startup the way SGLang does: " + ", ".join(FAIL_KINDS),
     "--emulator-seed": "random seed of the generated requests (default 0)",
     "--emulator-warmup-delay": "real seconds before the warmup starts (default 1 s / --emulator-speed)",
+    "--emulator-oom-at-step-tokens": "crash the running server as a CUDA out-of-memory does (its traceback in the "
+    "log, then the process killed) once a decode step holds N tokens: running requests x draft tokens (1 a "
+    "request without speculation)",
 }
 """What `specmon emulate --help` says about the emulator's own flags (SGLang's usage text leaves them out)."""
 
@@ -158,6 +169,7 @@ def _add_emulator_flags(parser: argparse.ArgumentParser, shown: bool = False) ->
     add("--emulator-fail", choices=FAIL_KINDS, default=None)
     add("--emulator-seed", type=int, default=0)
     add("--emulator-warmup-delay", type=float, default=None)
+    add("--emulator-oom-at-step-tokens", type=_positive_int, default=None, metavar="N")
 
 
 def emulator_flag_problem(option: str, value: object) -> str | None:
@@ -472,6 +484,7 @@ def parse_launch_args(argv: list[str]) -> LaunchConfig:
         fail=ns.emulator_fail,
         seed=ns.emulator_seed,
         warmup_delay_s=ns.emulator_warmup_delay,
+        oom_at_step_tokens=ns.emulator_oom_at_step_tokens,
     )
     if options.gpus is None:
         options.gpus = rank_layout(args).gpus

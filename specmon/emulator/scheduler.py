@@ -159,6 +159,28 @@ class _GroupWindow:
     proposed: int = 0
 
 
+def crash_out_of_memory(log: SGLangLogWriter, speculative: bool, batch_size: int, tokens: int) -> None:
+    """End the server as SGLang's scheduler ends on a CUDA out-of-memory mid-run (`--emulator-oom-at-step-tokens`):
+    its traceback, then the launcher's sigquit line, then the whole process killed (requests in flight cut off)."""
+    from specmon.emulator.startup import SITE
+
+    frames = [
+        ("managers/scheduler.py", 3392, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+        ("managers/scheduler.py", 1104, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+        ("speculative/eagle_worker.py" if speculative else "managers/tp_worker.py", 287,
+         "forward_batch_generation", "logits_output, can_run_cuda_graph = self.model_runner.forward("),
+    ]
+    lines = ["Scheduler hit an exception: Traceback (most recent call last):"]
+    for path, lineno, func, code in frames:
+        lines += [f'  File "{SITE}/sglang/srt/{path}", line {lineno}, in {func}', f"    {code}"]
+    lines.append(f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {0.25 * tokens:.2f} GiB. GPU 0 has "
+                 f"a total capacity of 139.81 GiB of which 212.00 MiB is free. (a decode step of {batch_size} running "
+                 f"requests, {tokens} tokens)")
+    log.error("\n".join(lines))
+    log.error("Received sigquit from a child process. It usually means the child failed.")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class EmulatedScheduler:
     """Runs the batch loop on its own thread; HTTP threads call `submit`, `flush_cache` and read counters."""
 
@@ -178,8 +200,11 @@ class EmulatedScheduler:
         spec_steps: int = 0,
         records: RequestRecordWriter | None = None,
         record_step_time: bool = False,
+        oom_at_step_tokens: int | None = None,
     ) -> None:
         self.records = records
+        self.oom_at_step_tokens = oom_at_step_tokens
+        """`--emulator-oom-at-step-tokens`: a decode step holding this many tokens crashes the server."""
         self.step_time_dict: dict[int, list[float]] | None = {} if record_step_time else None
         """With SGLANG_RECORD_STEP_TIME: each decode log window's mean step time, by the batch size at its end
         (as SGLang's scheduler records it: the window's wall time over the log interval)."""
@@ -401,6 +426,9 @@ class EmulatedScheduler:
     def _decode_step(self) -> None:
         batch = list(self._running)
         shape = self.speed.shape
+        step_tokens_held = len(batch) * (shape.draft_tokens if shape.enabled else 1)
+        if self.oom_at_step_tokens is not None and step_tokens_held >= self.oom_at_step_tokens:
+            crash_out_of_memory(self.log, shape.enabled, len(batch), step_tokens_held)
         self.gpus.set_busy(min(1.0, 0.75 + 0.05 * len(batch)))
         time.sleep(self.speed.step_seconds(len(batch)))
         produced = 0

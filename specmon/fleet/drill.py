@@ -3,6 +3,7 @@ its `sglang:*` samples (turned into the exposition text the /metrics parser read
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Iterable
@@ -110,13 +111,20 @@ class PromLiveSampler:
 
     async def _read_history(self, client: PromClient, now: float) -> None:
         """The last hour of the server's running count (one range query; Prometheus failing leaves the last)."""
-        try:
-            series = await client.query_range(self.queries.running_of(self.server), now - HISTORY_S, now,
-                                              HISTORY_STEP_S)
-        except PromError:
-            return
-        points = sorted((t, v) for s in series[:1] for t, v in s.points)
-        self.running_history = ([v for _, v in points], points[-1][0] - points[0][0]) if len(points) > 1 else None
+        with contextlib.suppress(PromError):
+            history = await running_history(client, self.queries.running_of(self.server), now)
+            self.running_history = history[:2] if history is not None else None
+
+
+async def running_history(client: PromClient, expr: str, now: float) -> tuple[list[float | None], float, int] | None:
+    """The running-request counts of the servers `expr` gives over the last hour (one range query, a point per
+    HISTORY_STEP_S), the longest span one server's points cover, and how many servers; None when no server has two
+    points. PromError when Prometheus fails."""
+    series = await client.query_range(expr, now - HISTORY_S, now, HISTORY_STEP_S)
+    spans = [s.points[-1][0] - s.points[0][0] for s in series if len(s.points) > 1]
+    if not spans:
+        return None
+    return [v for s in series for _, v in s.points], max(spans), len(series)
 
 
 def row_alerts(row: FleetRow, last_up_at: float | None, now: float) -> tuple[Alert, ...]:

@@ -414,6 +414,10 @@ class FleetQueries:
         return f'{{__name__=~"{PREFIX}.*",' + ",".join(
             part for part in (self.selector, f'{self.server_label}={promql_string(server)}') if part) + "}"
 
+    def running(self) -> str:
+        """Every server's running requests (ranks counted once, DP ranks summed): the load they were observed at."""
+        return self.dedup(NUM_RUNNING_REQS)
+
     def running_of(self, server: str) -> str:
         """One server's running requests (ranks counted once, DP ranks summed): its observed load over time."""
         return self.dedup(NUM_RUNNING_REQS, f"{self.server_label}={promql_string(server)}")

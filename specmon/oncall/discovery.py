@@ -210,35 +210,42 @@ def _scan() -> list[dict[str, Any]]:
     return found
 
 
+def _launched(record: ServerRecord) -> FoundServer:
+    """A server specmon launched, from its record: alive when its process is still the one recorded (pid, start
+    time and command line), with its descendants' pids."""
+    alive = record.is_alive()
+    return FoundServer(
+        id=record.id,
+        preset=record.preset,
+        pid=record.pid,
+        url=record.url,
+        host=record.host,
+        port=record.port,
+        log=record.log,
+        alive=alive,
+        launched_by_specmon=True,
+        started_at=record.started_at,
+        create_time=record.create_time,
+        emulator=record.demo,
+        pids=[record.pid, *descendants(record.pid)] if alive else [],
+        record=record,
+        argv=list(record.argv),
+    )
+
+
+def find_launched(server_id: str) -> FoundServer | None:
+    """The server specmon launched with this id (alive or dead), as `find_servers` lists it, without scanning the
+    process list for the servers it did not launch (a sweep's look at its own server); None without its record."""
+    records, _ = state.load_all()
+    return next((_launched(record) for record in records if record.id == server_id), None)
+
+
 def find_servers(with_gpus: bool = True) -> Inventory:
     """Every server specmon launched (alive or dead) and every other SGLang server running on this host."""
     records, problems = state.load_all()
     processes = _scan()
-    servers: list[FoundServer] = []
-    claimed: set[int] = set()
-    for record in records:
-        alive = record.is_alive()
-        pids = [record.pid, *descendants(record.pid)] if alive else []
-        claimed.update(pids)
-        servers.append(
-            FoundServer(
-                id=record.id,
-                preset=record.preset,
-                pid=record.pid,
-                url=record.url,
-                host=record.host,
-                port=record.port,
-                log=record.log,
-                alive=alive,
-                launched_by_specmon=True,
-                started_at=record.started_at,
-                create_time=record.create_time,
-                emulator=record.demo,
-                pids=pids,
-                record=record,
-                argv=list(record.argv),
-            )
-        )
+    servers = [_launched(record) for record in records]
+    claimed: set[int] = {pid for server in servers for pid in server.pids}
     by_pid = {info["pid"]: info for info in processes}
     my_uid = os.getuid()
     for info in processes:

@@ -155,7 +155,8 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         report.old_still_serving = serving
         raise SwitchCancelled("cancelled before anything was stopped" + kept)
     if serving:
-        report.before = what_served(server)
+        if requests > 0:  # what the sanity run is compared with (a sweep, at 0, measures the server itself)
+            report.before = what_served(server)
         steps.on_step("stopping", "running", None)
         try:
             result = stop_server(server, timeout=stop_timeout)
@@ -183,10 +184,11 @@ def _switch(server, preset, report, steps, preflight, requests, ready_timeout, s
         record = steps.run("launching", lambda: start_detached(preset, port))
     except SupervisorError as exc:
         raise SwitchFailed(f"not started: {exc}") from None
+    launched_at = time.time()  # the startup counts from here: the server starts while the wait sets itself up
     report.id, report.url, report.log = record.id, record.url, record.log
     steps.on_step("startup", "running", None)
     outcome = wait_ready(record.url, record.log, record.pid, record.create_time, timeout=ready_timeout,
-                         on_line=on_line, should_stop=should_stop)
+                         on_line=on_line, should_stop=should_stop, since=launched_at)
     steps.done("startup", outcome.took_s, {"ready": "done", "cancelled": "cancelled"}.get(outcome.state, "failed"))
     if outcome.state == "cancelled":
         raise SwitchCancelled(f"cancelled while {preset.name} started: it was left starting ({record.id}, "

@@ -150,6 +150,26 @@ def run_sweep(args: argparse.Namespace) -> int:
     return EXIT_OK if measured and report.recommended is not None else EXIT_FAILED
 
 
+def stored_grid_report(run_id: str) -> dict[str, Any]:
+    """A stored grid sweep's report (`--json`'s grid part) from its plan and runs; SweepError when there is no such
+    sweep or it is no grid."""
+    from specmon.bench.results import ResultStore
+    from specmon.sweep.grid_report import build_grid_report
+
+    plan = _store().load(run_id)
+    if plan.grid is None:
+        raise SweepError(f"sweep {run_id} is not a grid sweep (--report reads a grid's cells)")
+    results = ResultStore()
+
+    def load(run: str | None) -> Any:
+        try:
+            return results.load(run) if run else None
+        except (OSError, ValueError, KeyError):
+            return None
+
+    return build_grid_report(plan, load)
+
+
 def _asks_grid(args: argparse.Namespace) -> bool:
     return any(getattr(args, axis, None) is not None for axis in ("steps", "topk", "draft_tokens", "concurrency"))
 

@@ -183,6 +183,9 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
                                                            concurrencies), cells),
         "launch_failed": [_config_of(s.grid_config) | {"reason": s.error} for s in plan.steps
                           if s.state == "failed" and (s.error or "").startswith("launch failed")],
+        "server_died": [_config_of(s.grid_config) | {"concurrency": c.concurrency, "reason": c.error}
+                        for s in plan.steps for c in s.cells if c.state == "failed"
+                        and (c.error or "").startswith(f"the server died during concurrency {c.concurrency}:")],
         "restarts_saved": saved,
         "startup_saved_s": round(saved * startup, 1) if startup and saved else (0.0 if not saved else None),
         "prediction_notes": prediction_notes + ([TREE_NOTE] if any(c["topk"] > 1 for c in cells) else []),
@@ -304,6 +307,8 @@ def format_grid(report: dict[str, Any]) -> str:
         lines.append(f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}: {item['text']}")
     for item in report.get("launch_failed", []):
         lines.append(f"launch failed: {_label(item)}: {item['reason'].removeprefix('launch failed: ')}")
+    for item in report.get("server_died", []):
+        lines.append(f"server died: {_label(item)}: {item['reason'].removeprefix('the server died ')}")
     for item in report["dropped"]:
         lines.append(f"dropped steps {item['steps']} topk {item['topk']} draft {item['draft_tokens']}: "
                      f"{item['reason']}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -32,6 +33,8 @@ Event = Callable[[str], None]
 CELL_REQUESTS_PER_STREAM = 2
 """A grid cell measures at least this many requests per concurrent stream."""
 LEAVE_CHOICES = ("best", "baseline", "none")
+KEPT_RUNS = 8
+"""Finished runs the runner keeps in memory once read."""
 
 
 @dataclass
@@ -78,6 +81,24 @@ def _own_start_time() -> float | None:
         return None
 
 
+def death_cause(server_id: str) -> str | None:
+    """What the log of a dead server specmon launched says ended it (its classified error), or None: it runs, it
+    left no log, or the log gives no cause."""
+    from specmon.inputs import InputError, open_regular
+    from specmon.logs.summary import summarize_stream
+    from specmon.oncall.discovery import find_launched
+
+    found = find_launched(server_id)
+    if found is None or found.alive or not found.log:
+        return None
+    try:
+        with open_regular(found.log, what="server log") as stream:
+            error = summarize_stream(stream).error
+    except (OSError, InputError):
+        return None
+    return error.message if error is not None else None
+
+
 class SweepRunner:
     """Runs a `SweepPlan` against the presets it names, saving progress in `store`."""
 
@@ -108,6 +129,7 @@ class SweepRunner:
         """Each starting server's phases and capture progress, a line each (as `log-summary --follow`)."""
         self._stop = threading.Event()
         self._measuring: BenchRun | None = None
+        self._finished_runs: OrderedDict[str, BenchResult] = OrderedDict()
 
     def cancel(self) -> None:
         """Stop after the step under way, cancelling its benchmark if it is measuring (from any thread). The plan
@@ -162,7 +184,9 @@ class SweepRunner:
             report.left_serving = (server.preset or f"pid {server.pid}") if server is not None else None
             return report
         if not self.plan.finished:
+            leaving = time.monotonic()
             self.plan.left_serving = self._leave(report)
+            self.plan.leave_s = round(time.monotonic() - leaving, 3)
             self.plan.finished = True
             self.store.save(self.plan)
         report.left_serving = self.plan.left_serving
@@ -245,17 +269,20 @@ class SweepRunner:
         from specmon.sweep.step_times import cell_step_time_ms, read_step_times
 
         api_key = resolve_api_key(None)
+        step_times = read_step_times(url, api_key)  # after each cell, the next one's "before"
+        records_step_times = step_times is not None
         for cell in step.cells:
             if cell.state not in TO_DO:
                 continue
             if self.cancelled:
                 break
             self.say(f"{step.preset}: concurrency {cell.concurrency}")
-            before = read_step_times(url, api_key)
+            before = step_times if step_times is not None or not records_step_times else read_step_times(url, api_key)
             run = self._bench(url, preset, cell, concurrency=cell.concurrency)
-            if before is not None and (step_time := cell_step_time_ms(before, read_step_times(url, api_key),
-                                                                      cell.concurrency)):
-                cell.step_time_ms, cell.step_time_windows = step_time
+            if before is not None:
+                step_times = read_step_times(url, api_key)
+                if step_time := cell_step_time_ms(before, step_times, cell.concurrency):
+                    cell.step_time_ms, cell.step_time_windows = step_time
             if step.bench_run_id is None:
                 step.bench_run_id = cell.bench_run_id  # the step's first cell stands for it in the preset table
             if self.cancelled and run.status != "finished":
@@ -289,7 +316,8 @@ class SweepRunner:
         """The step's server is gone after a failed cell: that cell and the rest are not measured (each says why);
         the sweep goes on to the next configuration, whose launch finds nothing to replace."""
         why = f"the server died during concurrency {cell.concurrency}"
-        cell.error = f"{why}: {cell.error}"
+        cause = death_cause(self.plan.server_id or "")
+        cell.error = f"{why}: {cause}" if cause else f"{why}: {cell.error}"
         for rest in step.cells:
             if rest.state in TO_DO:
                 rest.state, rest.error = "failed", f"{why}; not measured"
@@ -348,18 +376,28 @@ class SweepRunner:
         it runs (None: nothing to replace)."""
         if self._server is not None or not self.plan.server_id:
             return self._server
-        from specmon.oncall.discovery import find_servers
+        from specmon.oncall.discovery import find_launched
 
-        own = find_servers(with_gpus=False).find(self.plan.server_id)
-        return own if own is not None and own.alive and own.id == self.plan.server_id else None
+        own = find_launched(self.plan.server_id)
+        return own if own is not None and own.alive else None
 
     def _load(self, run_id: str | None) -> BenchResult | None:
+        """A stored run; the last few finished ones are kept (a grid compares each cell with the same baseline
+        runs, and predicts from the same longest chain)."""
         if not run_id:
             return None
+        if (kept := self._finished_runs.get(run_id)) is not None:
+            self._finished_runs.move_to_end(run_id)
+            return kept
         try:
-            return self.results.load(run_id)
+            run = self.results.load(run_id)
         except (OSError, ValueError, KeyError):
             return None
+        if run.status == "finished":
+            self._finished_runs[run_id] = run
+            while len(self._finished_runs) > KEPT_RUNS:
+                self._finished_runs.popitem(last=False)
+        return run
 
     def _load_or(self, run: BenchResult, run_id: str | None) -> BenchResult | None:
         """`run` itself when it is the one asked (just measured, in memory), else the stored one."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from specmon.bench.model import RequestResult, Summary
 from specmon.bench.stats import (
+    BOOTSTRAP_RESAMPLES,
     bootstrap_ci,
     is_degenerate,
     paired_speedup,
@@ -59,6 +61,25 @@ def test_bootstrap_ci_brackets_the_median_is_seeded_and_narrows_with_more_data()
     assert hi_l - lo_l < hi - lo
     assert bootstrap_ci([42.0]) == (42.0, 42.0)
     assert bootstrap_ci([5.0] * 30) == (5.0, 5.0)
+
+
+def _drawn_with_choices(values, statistic, seed, resamples=BOOTSTRAP_RESAMPLES):
+    """The bootstrap as first written: each resample drawn by `random.Random(seed).choices`."""
+    rng = random.Random(seed)
+    stats = sorted(statistic(rng.choices(values, k=len(values))) for _ in range(resamples))
+    alpha = (1.0 - 0.95) / 2.0
+    return (percentile(stats, 100 * alpha), percentile(stats, 100 * (1 - alpha)))
+
+
+@given(st.lists(st.floats(min_value=0.01, max_value=1e6), min_size=2, max_size=300), st.integers(0, 3),
+       st.sampled_from(["median", "geometric_mean", "mean", "max"]))
+def test_a_bootstrap_ci_is_the_one_choices_draws_whatever_the_size_seed_and_statistic(values, seed, name):
+    """The resamples are kept per size and seed (a cell bootstraps several figures over the same requests) and the
+    geometric mean is taken from the values' logs: the CI stays exactly the one `choices` resampling gives."""
+    statistic = {"mean": lambda v: sum(v) / len(v), "max": max}.get(name) or getattr(statistics, name)
+    for _ in range(2):  # the second time from the kept resamples
+        assert bootstrap_ci(values, statistic, seed=seed, resamples=200) == _drawn_with_choices(
+            values, statistic, seed, resamples=200)
 
 
 def test_paired_speedup_known_ratios():

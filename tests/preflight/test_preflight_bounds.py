@@ -184,9 +184,12 @@ def test_the_topk_1_hint_never_asks_for_fewer_than_one_step(draft):
     ("emulator-speed", math.nan, "must be a finite number > 0"),
     ("emulator-decode-speed", -1, "must be a finite number > 0"), ("emulator-warmup-delay", math.nan, "not a finite number"),
     ("emulator-fail", "nope", "invalid choice"), ("emulator-gpus", "two", "invalid value"),
+    ("emulator-oom-at-step-tokens", 0, "must be a whole number >= 1"),
+    ("emulator-oom-at-step-tokens", "many", "invalid value"),
 ])
 def test_an_emulator_presets_own_values_are_checked_by_the_emulators_parser(key, value, says):
     """A demo preset's fractions and speeds were skipped by the preflight, then refused at launch."""
     found = _problems(_emulated(**{key: value}))
     assert any(line.startswith(f"--{key}") and says in line for line in found.get("bad-value", [])), found
-    assert not _problems(_emulated(**{key: {"emulator-fail": "oom-during-capture", "emulator-gpus": 2}.get(key, 0.5)}))
+    assert not _problems(_emulated(**{key: {"emulator-fail": "oom-during-capture", "emulator-gpus": 2,
+                                                      "emulator-oom-at-step-tokens": 8}.get(key, 0.5)}))

@@ -38,9 +38,10 @@ SHUTDOWN_MARKS = (b"SIGTERM received", b"Gracefully exiting", b"kill_process_tre
 
 
 def sglang_logs() -> list[Path]:
-    """Every real (or made-from-real) SGLang server log under tests/, sorted."""
+    """Every real (or made-from-real) SGLang server log under tests/, sorted (not SGLang's request records,
+    `sglang-request-metrics-*.log`: JSON lines, not a server's log)."""
     paths = [*FIXTURES.glob("logs/**/*.log"), *FIXTURES.glob("real-sglang-*/**/*.log")]
-    return sorted(paths)
+    return sorted(p for p in paths if not p.name.startswith("sglang-request-metrics-"))
 
 
 def _whole_lines(data: bytes) -> bytes:

@@ -155,28 +155,35 @@ class LineSplitter:
 
     def _emit_lines(self, data: bytes, start: int, end: int, items: list[LogItem]) -> None:
         """Deliver ``data[start:end]``: complete lines joined by ``\\n`` (the first may continue a carried line)."""
-        cap = self.max_line_bytes
-        if not self._in_frames and data.find(b"\r", start, end) < 0:
-            block = data[start:end]
-            if len(block) <= cap or _longest(block) <= cap:
-                items.extend(map(_new_tuple, repeat(LogItem), zip(repeat("line"), clean_text(block).split("\n"))))
-                return
-        while True:  # line by line, found with memchr (a block of progress frames has few lines and is long)
+        while True:
+            if not self._in_frames:  # the lines before the next one with a \r, as one block
+                cr = data.find(b"\r", start, end)
+                plain = end if cr < 0 else data.rfind(b"\n", start, cr)
+                if plain >= start:
+                    self._emit_plain(data[start:plain], items)
+                    if cr < 0:
+                        return
+                    start = plain + 1
+            # the line with a \r (its frames, then its last segment), or the rest of a carried line that had one
             nl = data.find(b"\n", start, end)
             stop = end if nl < 0 else nl
             cut = data.rfind(b"\r", start, stop)
-            if cut >= 0 or self._in_frames:
-                if cut >= 0:
-                    self._emit_frames(data, start, cut, items)
-                last = self._segment_text(data[max(cut + 1, start) : stop])
-                if last.strip():
-                    items.append(LogItem("line", last))
-                self._in_frames = False
-            else:
-                items.append(LogItem("line", self._segment_text(data[start:stop])))
+            if cut >= 0:
+                self._emit_frames(data, start, cut, items)
+            last = self._segment_text(data[max(cut + 1, start) : stop])
+            if last.strip():
+                items.append(LogItem("line", last))
+            self._in_frames = False
             if nl < 0:
                 return
             start = nl + 1
+
+    def _emit_plain(self, block: bytes, items: list[LogItem]) -> None:
+        """Deliver ``block``: complete lines joined by ``\\n``, none with a ``\\r``, nothing carried into them."""
+        if len(block) <= self.max_line_bytes or _longest(block) <= self.max_line_bytes:
+            items.extend(map(_new_tuple, repeat(LogItem), zip(repeat("line"), clean_text(block).split("\n"))))
+        else:
+            items.extend([LogItem("line", self._segment_text(line)) for line in block.split(b"\n")])
 
     def _emit_frames(self, data: bytes, start: int, end: int, items: list[LogItem]) -> None:
         """Deliver ``data[start:end]``: frames joined by ``\\r`` (as one ``FrameRun`` when long and asked for)."""

@@ -223,6 +223,29 @@ class StartupError:
         return {"kind": self.kind, "message": self.message, "phase": self.phase, "hint": self.hint}
 
 
+MAX_EARLIER_LAUNCHES = 16  # the earlier launches a state keeps (it counts them all)
+
+
+@dataclass
+class EarlierLaunch:
+    """A launch that a log held before the one its state describes (a restarted server appending to its log): how
+    it ended (``state``: "failed", "stopped", or "ready" / "starting" when the log shows no end), when it began,
+    its time to ready and its error."""
+
+    state: ServerState
+    launched_at: datetime | None = None
+    ready_after_s: float | None = None
+    error: StartupError | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "state": self.state,
+            "launched_at": _iso(self.launched_at),
+            "ready_after_s": _round(self.ready_after_s),
+            "error": self.error.to_json() if self.error is not None else None,
+        }
+
+
 @dataclass
 class StartupState:
     """Everything known about a server's startup so far. ``to_json()`` is the `log-summary --json` shape."""
@@ -254,6 +277,13 @@ class StartupState:
     """The SGLang versions whose lines the log's milestones fit, e.g. "0.5.21-0.5.23" (None: not narrowed)."""
     lines_seen: int = 0
     lines_recognized: int = 0  # lines recognised as SGLang's (prefix, milestone, its bars or errors); 0: not SGLang
+    earlier_launches: int = 0
+    """Launches the log held before this one (each began with its own `server_args` line); lines_seen and
+    lines_recognized count the whole log's lines."""
+    earlier_failed: int = 0
+    """How many of them failed."""
+    earlier: list[EarlierLaunch] = field(default_factory=list)
+    """The last ``MAX_EARLIER_LAUNCHES`` of them, oldest first."""
 
     @property
     def current_phase(self) -> Phase | None:
@@ -303,6 +333,11 @@ class StartupState:
             "sglang_timings": self.sglang_timings or None,
             "weights_committed_s": self.weights_committed_s,
             "sglang_versions": self.sglang_versions,
+            "earlier_launches": {
+                "count": self.earlier_launches,
+                "failed": self.earlier_failed,
+                "last": [launch.to_json() for launch in self.earlier],
+            },
         }
 
 

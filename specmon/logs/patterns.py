@@ -171,6 +171,8 @@ def is_rank_zero(tags: str) -> bool:
 
 # --- Milestones (applied to the message after the prefix) ------------------------------------------------
 
+LAUNCH_BEGIN = ("server_args=ServerArgs(", "server_args={")  # the first line of every launch: its parsed arguments
+
 # What each SGLang version writes, from the shipped per-version table (specmon/sglang/data/loglines.json, read
 # from every wheel by scripts/sglang_loglines.py): the literal start of every version's line.
 INIT_BEGIN = known_texts("init_begin")  # "Init torch distributed begin." (to 0.5.20), "Init parallel begin." (0.5.21+)

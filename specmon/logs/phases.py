@@ -8,7 +8,7 @@ state and emits its events through the tracker's ``_emit``.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from copy import copy
 
 from specmon.logs.model import LineKind, Phase, PhaseChanged, ServerBecameReady, ServerStopped, StepStatus
 from specmon.logs.parts import TrackerPart
@@ -36,14 +36,14 @@ class PhaseTracking(TrackerPart):
             self._finish_phase(previous, "done")
         phase = Phase(name=name, status="running", started=self._ts)
         st.phases.append(phase)
-        self._emit(PhaseChanged(phase=replace(phase), previous=previous.name if previous else None))
+        self._emit(PhaseChanged(phase=copy(phase), previous=previous.name if previous else None))
 
     def _finish_phase(self, phase: Phase, status: StepStatus) -> None:
         phase.status = status
         phase.ended = self.clock
         if phase.started is not None and phase.ended is not None:
             phase.elapsed_s = max(0.0, (phase.ended - phase.started).total_seconds())
-        self._emit(PhaseChanged(phase=replace(phase), previous=None))
+        self._emit(PhaseChanged(phase=copy(phase), previous=None))
 
     def _serving(self) -> LineKind:
         """A node that serves without printing a ready line (a worker node's health-check server is up)."""

@@ -267,6 +267,7 @@ def format_summary(state: StartupState, acceptance: ServingAcceptance | None = N
         out += ["", f"!! ACCEPTANCE  {acceptance.alert}", *_wrap(
             f"Speculation{algorithm} was serving; {_window(acceptance)}, read as the Live view reads them.", "   "
         )]
+    out += _earlier(state)
     if state.phases:
         rows = [
             [p.name, p.status, _clock(p.started), _clock(p.ended), format_seconds(p.elapsed_s)] for p in state.phases
@@ -369,6 +370,26 @@ def _headline(state: StartupState) -> str:
         parts.append(f"  [log {span}]")
     parts.append(f"  {state.lines_seen:,} lines")
     return " ".join(parts)
+
+
+def _earlier(state: StartupState) -> list[str]:
+    """The launches the log held before the one summarised: how many, how many failed, and the last few."""
+    count = state.earlier_launches
+    if not count:
+        return []
+    kept = state.earlier
+    failed = f", {state.earlier_failed:,} failed" if state.earlier_failed else ""
+    last = f"; the last {len(kept)}" if len(kept) < count else ""
+    rows = []
+    for launch in kept:
+        if launch.error is not None:
+            where = f" during {launch.error.phase}" if launch.error.phase else ""
+            what = f"{launch.error.kind}{where}: {launch.error.message}"
+        else:
+            what = f"had been ready after {format_seconds(launch.ready_after_s)}" if launch.ready_after_s else ""
+        rows.append([_clock(launch.launched_at), launch.state, what[:160]])
+    title = f"Earlier launches in this log: {count:,}{failed} (the summary is the last launch's){last}"
+    return ["", title, *_table(["launched", "ended", "how"], rows)]
 
 
 def _window(acceptance: ServingAcceptance) -> str:

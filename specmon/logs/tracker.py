@@ -24,8 +24,10 @@ from specmon.logs.failures import FailureReading
 from specmon.logs.frames import LogItem
 from specmon.logs.memory import MemoryReading
 from specmon.logs.model import (
+    MAX_EARLIER_LAUNCHES,
     Capture,
     CaptureProgressed,
+    EarlierLaunch,
     LineKind,
     StartupState,
     TrackerEvent,
@@ -47,7 +49,9 @@ _DATED_PREFIX = (
 )
 # The time of a line the patterns below match (without groups in them, which would slow their search a little).
 _DATED_TIME = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)")
-STEADY_WHEN_READY = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: ))"
+STEADY_WHEN_READY = (
+    _DATED_PREFIX + rb"(?:Decode batch|Prefill batch|INFO(?::[ \t]| [\w./-]+\.py:\d+: )(?![ \t]*server_args=))"
+)  # (not a new launch's first line written at INFO)
 # The same once the startup is over (failed or stopped): only the steady messages, which ``feed_line`` returns
 # None for before reading them (an INFO line may still tell why the server failed).
 STEADY_WHEN_OVER = _DATED_PREFIX + rb"(?:Decode batch|Prefill batch)"
@@ -62,14 +66,18 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
     """
 
     def __init__(self) -> None:
-        self._state = StartupState()
         self._events: list[TrackerEvent] = []
         self._ts_text: str | None = None
         self._ts = None
+        self._unrecognized = 0  # lines not recognised as SGLang's (counted off the hot path)
+        self._begin_launch(StartupState())
+
+    def _begin_launch(self, state: StartupState) -> None:
+        """Start reading a launch from ``state`` (what the whole log's reading carries into it)."""
+        self._state = state
         self._ready = False
         self._over = False
         self._scheduler_up = False
-        self._unrecognized = 0  # lines not recognised as SGLang's (counted off the hot path)
         self._seen_rank0 = False
         self._end_seen = set()
         self._final_rank0 = set()
@@ -78,6 +86,18 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
         self._init_bars()
         self._init_captures()
         self._init_memory()
+
+    def _start_over(self) -> None:
+        """A new launch's `server_args` line after an earlier launch (a restarted server appending to its log):
+        the state describes the new launch from this line on, and keeps the earlier one as an ``EarlierLaunch``
+        (the whole log's line counts, the clock and the undrained events go on)."""
+        before = self.state
+        st = StartupState(first_ts=self._ts, last_ts=self._ts, lines_seen=before.lines_seen)
+        st.earlier_launches = before.earlier_launches + 1
+        st.earlier_failed = before.earlier_failed + (before.state == "failed")
+        launch = EarlierLaunch(before.state, before.launched_at, before.ready_after_s, before.error)
+        st.earlier = [*before.earlier[1 - MAX_EARLIER_LAUNCHES :], launch]
+        self._begin_launch(st)
 
     # --- public API ---------------------------------------------------------------------------------------
 
@@ -124,6 +144,8 @@ class StartupTracker(PhaseTracking, FailureReading, ProgressBars, CaptureReading
             if not self._ready and not self._over and msg[0] == "P":
                 self._maybe_warmup()
             return None
+        if msg.startswith(patterns.LAUNCH_BEGIN) and (self._state.phases or self._state.error is not None):
+            self._start_over()  # a launch was read (its own server_args line, or it failed before writing one)
         if self._ready and level == "INFO":
             return None
         return self._message(counted, tags, level, msg)

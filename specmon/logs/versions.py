@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from specmon.sglang import loglines
 
+_FITS: dict[tuple[str, str], frozenset[str] | None] = {}  # (milestone, line) -> the versions whose templates write it
+_FITS_KEPT = 256
+
 
 class VersionFit:
     """The SGLang versions a log's milestone lines fit: ``versions`` is None until a line narrows them."""
 
-    __slots__ = ("versions", "_fits")
+    __slots__ = ("versions",)
 
     def __init__(self) -> None:
         self.versions: frozenset[str] | None = None
-        self._fits: dict[tuple[str, str], frozenset[str] | None] = {}  # (milestone, line) -> its versions
 
     def narrow(self, name: str, msg: str) -> frozenset[str] | None:
         """Narrow the versions to those whose `name` template writes `msg` (unless none would be left); the
@@ -24,13 +26,13 @@ class VersionFit:
             return None
         key = (name, msg)
         try:
-            versions = self._fits[key]
-        except KeyError:  # not seen: a line repeated (the same capture again, on each rank) is matched once
+            versions = _FITS[key]
+        except KeyError:  # a line repeated (the same capture on each rank, or in a later launch) is matched once
             versions = loglines.line_versions(name, msg.rstrip())
             if len(msg) <= 4096:
-                if len(self._fits) >= 64:
-                    self._fits.clear()
-                self._fits[key] = versions
+                if len(_FITS) >= _FITS_KEPT:
+                    _FITS.clear()
+                _FITS[key] = versions
         if versions is None:
             return None
         narrowed = versions if self.versions is None else (self.versions & versions) or self.versions

@@ -90,6 +90,7 @@ _NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "append_const",
 _VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)(\d+))?(?:[.-]?post(\d+))?(?:[.-]?dev(\d+))?\Z")
 
 
+@functools.lru_cache(maxsize=1024)  # sorting a log's candidate versions asks again for the same few
 def version_key(version: str) -> tuple:
     """A sort key for an SGLang version string (`0.4.6.post5` > `0.4.6` > `0.4.6rc1`)."""
     match = _VERSION.match(version.strip())

@@ -292,10 +292,17 @@ def can_narrow(name: str, versions: frozenset[str]) -> bool:
 
 def version_span(versions: Iterable[str]) -> str | None:
     """"0.5.21-0.5.23" (or one version) for a set of versions; None for none."""
+    if isinstance(versions, frozenset):
+        return _frozen_span(versions)
     ordered = sorted(versions, key=version_key)
     if not ordered:
         return None
     return ordered[0] if len(ordered) == 1 else f"{ordered[0]}-{ordered[-1]}"
+
+
+@functools.lru_cache(maxsize=256)  # the tracker's narrowed sets: a log's few, again at each launch
+def _frozen_span(versions: frozenset[str]) -> str | None:
+    return version_span(list(versions))
 
 
 def cuda_graph_flag(versions: Iterable[str] | None) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from specmon.logs.model import LineKind, StartupState, TrackerEvent
+from specmon.logs.patterns import LAUNCH_BEGIN
 from specmon.logs.tracker import STEADY_WHEN_READY, StartupTracker
 
 POLL_KIND = "poll"
@@ -244,7 +245,7 @@ class LogFeed:
 
 def is_new_startup(text: str) -> bool:
     """The line SGLang writes at the start of every launch (its parsed arguments)."""
-    return "server_args=ServerArgs(" in text or "server_args={" in text
+    return any(begin in text for begin in LAUNCH_BEGIN)
 
 
 STREAM_READ_S = 0.1

@@ -582,3 +582,57 @@ def test_follow_still_waits_for_a_dangling_symlink_to_get_its_file(tmp_path: Pat
         follower.kill()
         follower.wait()
     assert follower.returncode == 1
+
+
+LAUNCH_KEYS = ("state", "phases", "captures", "weights", "kv_pools", "error", "ready_after_server_args_s",
+               "max_total_num_tokens", "speculative_algorithm", "sglang_versions")
+
+
+def test_a_restarted_server_appending_to_its_log_is_summarised_as_its_last_launch(tmp_path: Path):
+    """A log holding a failed launch, then a launch to ready (a server restarted into the same log): the summary is
+    the last launch's, as the log of that launch alone gives it; the earlier failure is still reported."""
+    failed, ready = LOGS / "h200-0.5.16-spec-args-assertion.log", LOGS / "h200-0.5.16-standalone-ready.log"
+    log = tmp_path / "server.log"
+    log.write_bytes(failed.read_bytes() + ready.read_bytes())
+    alone, alone_code = summary_json(ready)
+    first, _ = summary_json(failed)
+    doc, code = summary_json(log)
+    assert_shape(doc)
+    assert code == alone_code == 0
+    assert {key: doc[key] for key in LAUNCH_KEYS} == {key: alone[key] for key in LAUNCH_KEYS}
+    earlier = doc["earlier_launches"]
+    assert earlier["count"] == 1 and earlier["failed"] == 1 and len(earlier["last"]) == 1
+    assert earlier["last"][0]["state"] == "failed" and earlier["last"][0]["error"] == first["error"]
+    assert earlier["last"][0]["launched_at"] == first["launched_at"]
+    assert doc["lines_seen"] == first["lines_seen"] + alone["lines_seen"]
+    text = log_summary(str(log)).stdout.decode()
+    assert "Earlier launches in this log: 1, 1 failed" in text and "invalid_server_args" in text
+    assert text.startswith("SGLang startup: " + alone["state"].upper())
+    follow = log_summary("-", "--follow", "--json", stdin=log.read_bytes())
+    assert follow.returncode == 0 and json.loads(follow.stdout.decode().splitlines()[-1])["state"] == "ready"
+
+
+def test_a_launch_that_fails_after_a_ready_one_fails_the_summary(tmp_path: Path):
+    failed = LOGS.parent / "real-sglang-0.5.16" / "oom" / "server.log"
+    ready = LOGS / "h200-0.5.16-standalone-ready.log"
+    log = tmp_path / "server.log"
+    log.write_bytes(ready.read_bytes() + failed.read_bytes())
+    alone, _ = summary_json(failed)
+    doc, code = summary_json(log)
+    assert code == 1 and doc["state"] == "failed" and doc["error"] == alone["error"]
+    assert doc["earlier_launches"]["count"] == 1 and doc["earlier_launches"]["failed"] == 0
+    assert doc["earlier_launches"]["last"][0]["state"] in ("ready", "stopped")
+
+
+def test_the_earlier_launches_kept_are_the_last_ones_and_all_are_counted(tmp_path: Path):
+    failed = (LOGS.parent / "real-sglang-0.5.16" / "oom" / "server.log").read_bytes()
+    ready = (LOGS / "h200-0.5.16-standalone-ready.log").read_bytes()
+    log = tmp_path / "server.log"
+    log.write_bytes(failed * 30 + ready * 5)
+    doc, code = summary_json(log)
+    earlier = doc["earlier_launches"]
+    assert code == 0 and earlier["count"] == 34 and earlier["failed"] == 30
+    states = [launch["state"] for launch in earlier["last"]]
+    assert states[:12] == ["failed"] * 12 and "failed" not in states[12:] and len(states) == 16
+    assert "Earlier launches in this log: 34, 30 failed (the summary is the last launch's); the last 16" in (
+        log_summary(str(log)).stdout.decode().replace("\n", " "))

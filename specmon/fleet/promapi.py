@@ -20,7 +20,7 @@ import math
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 import yaml
@@ -136,13 +136,18 @@ class RangeSeries:
     points: tuple[tuple[float, float], ...]
 
 
+_Label = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_CHARS)]
+_Labels = Annotated[dict[_Label, _Label], msgspec.Meta(max_length=MAX_LABELS)]
+"""A series' labels within the bounds (`_labels`' checks, made by the decoder: msgspec refuses a lone surrogate)."""
+
+
 class _InstantSeries(msgspec.Struct):
-    metric: dict[str, str] = {}
+    metric: _Labels = {}
     value: tuple[float, str | float] | None = None
 
 
 class _RangeSeries(msgspec.Struct):
-    metric: dict[str, str] = {}
+    metric: _Labels = {}
     values: list[tuple[float, str | float]] = []
 
 
@@ -242,7 +247,7 @@ class PromClient:
             self.notes += _said_beside(path, typed.warnings, typed.infos)
             return [Sample(labels, value) for labels, value in self._kept(
                 [(item.metric, math.nan if item.value is None else _number(item.value[1]))
-                 for item in typed.data.result])]
+                 for item in typed.data.result], checked=True)]
         data = self._data(path, status, body)
         kind, result = data.get("resultType"), data.get("result")
         if kind == "scalar":
@@ -261,7 +266,8 @@ class PromClient:
         if isinstance(typed, _MatrixAnswer) and typed.data.resultType == "matrix":
             self.notes += _said_beside(path, typed.warnings, typed.infos)
             return [RangeSeries(labels, points) for labels, points in self._kept(
-                [(item.metric, tuple((t, _number(v)) for t, v in item.values)) for item in typed.data.result])]
+                [(item.metric, tuple((t, _number(v)) for t, v in item.values)) for item in typed.data.result],
+                checked=True)]
         data = self._data(path, status, body)
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):
@@ -273,13 +279,14 @@ class PromClient:
                 items.append((item.get("metric"), tuple((_time(v), _value(v)) for v in values)))
         return [RangeSeries(labels, points) for labels, points in self._kept(items)]
 
-    def _kept(self, items: list[tuple[Any, Any]]) -> list[tuple[dict[str, str], Any]]:
-        """The series of an answer whose labels are within the bounds, each once: a series answered twice is
-        kept once when both say the same, else neither is used (said in `notes`)."""
+    def _kept(self, items: list[tuple[Any, Any]], checked: bool = False) -> list[tuple[dict[str, str], Any]]:
+        """The series of an answer whose labels are within the bounds (`checked`: by the typed decoder), each
+        once: a series answered twice is kept once when both say the same, else neither is used (said in
+        `notes`)."""
         kept: dict[tuple, tuple[dict[str, str], Any]] = {}
         conflicting: set[tuple] = set()
         for metric, value in items:
-            labels = _labels(metric)
+            labels = metric if checked else _labels(metric)
             if isinstance(labels, str):
                 self._leave_out(labels)
                 continue

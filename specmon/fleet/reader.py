@@ -91,7 +91,7 @@ class FleetReader:
         self.notes = []
         self.scrape = await self._scrape_config()
         self.notes += self.scrape.notes
-        up = await self.client.query(self.queries.up())
+        up = await self.client.query(self.queries.up(), at=self.clock() if self.clock is not None else None)
         self.client.answer_s = answer_s(self.answer_s, len(up))
         if self.client.answer_s > self.answer_s:
             self.notes.append(f"Prometheus' answers may take up to {self.client.answer_s:g} s ({len(up)} targets; "

@@ -175,7 +175,8 @@ class _MatrixAnswer(msgspec.Struct):
     infos: list[str] = []
 
 
-_DECODERS = {kind: msgspec.json.Decoder(kind) for kind in (_VectorAnswer, _MatrixAnswer)}
+_DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(kind) for kind in (_VectorAnswer, _MatrixAnswer)}
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ def _typed(status: int, body: bytes, kind: type[_VectorAnswer] | type[_MatrixAns
     if status != 200:
         return None
     try:
-        answer = _DECODERS[kind].decode(body)
+        answer: _VectorAnswer | _MatrixAnswer = _DECODERS[kind].decode(body)
     except (msgspec.DecodeError, RecursionError):  # a ValidationError is a DecodeError
         return None
     return answer if answer.status == "success" else None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from specmon.fleet.figures import figures
-from specmon.fleet.promapi import PromClient, PromError, RecordingRule, Sample, ScrapeConfig
+from specmon.fleet.promapi import PromClient, PromError, RecordingRule, Sample, ScrapeConfig, gc_paused
 from specmon.fleet.promql import (
     COLUMN_LABEL,
     GAUGES_PART,
@@ -152,9 +152,10 @@ class FleetReader:
         answers = await asyncio.gather(*asked)
         shared_bounds = answers.pop() if bounds_first else None
         parts: dict[str, list[Sample]] = {}
-        for answer in answers:
-            for sample in answer:  # each answer's labels are its own dicts: the part's tag is taken off in place
-                parts.setdefault(sample.labels.pop(COLUMN_LABEL, ""), []).append(sample)
+        with gc_paused():
+            for answer in answers:
+                for sample in answer:  # each answer's labels are its own dicts: the part's tag is taken off in place
+                    parts.setdefault(sample.labels.pop(COLUMN_LABEL, ""), []).append(sample)
         notes = list(self.notes)
         evaluated_at = parts.pop(NOW_PART, [])
         now = at if at is not None else self._evaluated_at(evaluated_at, local, started, notes)
@@ -166,12 +167,14 @@ class FleetReader:
                                                 self.queries.history_step(interval)) if history_due else []
         if history_due:
             self.names = {target: name for target, name in self.names.items() if name is not None}
-        part_notes, nan_said = check_parts(self.queries, parts)
+        with gc_paused():
+            part_notes, nan_said = check_parts(self.queries, parts)
         notes += part_notes
         await self._name_targets(up, now)
         if "ttft_quantile" in parts:
             parts.update(await self._ttft_bounds(parts["ttft_quantile"], now, history_due, shared_bounds))
-        columns = figures(self.queries, parts)
+        with gc_paused():
+            columns = figures(self.queries, parts)
         columns["last_up"] = await self._last_up(up, now)
         columns["stall_samples"] = await self._stall_samples(columns, now)
         query_s = time.perf_counter() - started

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
-from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
+from specmon.fleet.promapi import PromError, RangeSeries, Sample, gc_paused, host_of
 from specmon.fleet.promql import HISTORY_STEPS, HOST_NAME_LABELS, PART_CHECKS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
@@ -120,6 +120,10 @@ class FleetTracker:
         return replace(base, error=error.message, error_kind=error.kind, stale=self.last is not None)
 
     def update(self, reading: FleetReading) -> FleetSnapshot:
+        with gc_paused():
+            return self._update(reading)
+
+    def _update(self, reading: FleetReading) -> FleetSnapshot:
         notes: list[str] = list(reading.notes)
         servers = self._servers(reading.up, notes)
         values: dict[str, dict[str, float]] = {}

@@ -112,3 +112,20 @@ def test_the_answers_bound_is_the_client_s_own_for_a_small_fleet(prom):
     client, reader, reading = read(prom)
     assert client.answer_s == reader.answer_s == 2 * client.timeout_s
     assert not [note for note in reading.notes if "may take up to" in note]
+
+
+def test_the_cyclic_collector_is_paused_only_while_answers_are_read(prom):
+    import gc
+
+    paused: list[bool] = []
+    real_number = promapi._number
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(promapi, "_number", lambda value: paused.append(not gc.isenabled()) or real_number(value))
+        read(prom)
+    assert paused and all(paused) and gc.isenabled()
+    gc.disable()
+    try:
+        read(prom)
+        assert not gc.isenabled()  # left as it was
+    finally:
+        gc.enable()

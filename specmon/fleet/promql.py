@@ -418,7 +418,10 @@ class FleetQueries:
 
     def history(self, scrape_s: float) -> str:
         """The tok/s sparkline: the decode rate as a range query over HISTORY_S at `history_step`, each point the
-        rate over its step (or the rate window, when longer)."""
+        rate over its step (or the rate window, when longer); the decode column's record at each point when
+        Prometheus records it (no rate evaluated for each step of every server)."""
+        if "decode_tok_s" in self.recorded:
+            return next(column.record for column in self.columns() if column.key == "decode_tok_s")
         return self.decode_rate(format_duration(max(self.history_step(scrape_s), self.window_s)))
 
     def history_step(self, scrape_s: float) -> float:

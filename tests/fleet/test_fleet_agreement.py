@@ -117,3 +117,10 @@ def test_the_snapshots_are_the_same_and_show_each_shape(readings):
     assert by_shape["own-ttft-buckets"].ttft_p99 == Quantile(above=2.0)
     assert by_shape["stalled"].state == "stalled" and by_shape["stalled"].decode_tok_s == 0
 
+
+
+def test_the_history_is_read_from_the_decode_record_once_it_is_recorded(readings):
+    inline_queries, inline, _ = readings["inline"]
+    recorded_queries, recorded, _ = readings["recorded"]
+    assert recorded_queries.history(STEP_S) == recorded_queries.columns()[0].record != inline_queries.history(STEP_S)
+    assert {s.labels["instance"] for s in recorded.history} == {s.labels["instance"] for s in inline.history}

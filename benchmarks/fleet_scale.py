@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 
 from benchmarks.app_idle_cpu import cpu_seconds
-from benchmarks.checkouts import checkout_env
+from benchmarks.checkouts import alternated, checkout_env
 from tests.support.fleet_series import STEP_S, benchmark_shapes, fleet_prometheus, with_fleet_rules
 from tests.support.prometheus import Prometheus
 
@@ -153,11 +153,10 @@ def run_idle(args: argparse.Namespace, codes: list[tuple[str, Path]]) -> bool:
                 print(f"{servers} servers: written, backfilled and started in {time.monotonic() - started:.0f} s",
                       flush=True)
                 results: dict[str, list[float]] = {name: [] for name, _ in codes}
-                for _ in range(args.runs):
-                    for name, code in codes:
-                        pct, exit_code = app_idle(code, prom.url, tmp, args.warmup, args.window)
-                        results[name].append(pct)
-                        ok &= exit_code == 0 or name != "this"
+                for name, code in alternated(codes, args.runs):
+                    pct, exit_code = app_idle(code, prom.url, tmp, args.warmup, args.window)
+                    results[name].append(pct)
+                    ok &= exit_code == 0 or name != "this"
                 limit = 1.0 if servers <= 100 else 3.0
                 for name, runs in results.items():
                     print(f"  fleet app idle, {name}: {statistics.median(runs):.2f} % of one core "
@@ -207,9 +206,8 @@ def main() -> int:
                         prom = with_fleet_rules(tmp_path, prom, end, args.rules_s, options)
                         print(f"  rules backfilled and loaded in {time.monotonic() - started:.0f} s", flush=True)
                     results: dict[str, list[dict]] = {name: [] for name, _ in codes}
-                    for _ in range(args.runs):
-                        for name, code in codes:
-                            results[name].append(fleet_once(code, prom.url, end, prom, query_log, tmp))
+                    for name, code in alternated(codes, args.runs):
+                        results[name].append(fleet_once(code, prom.url, end, prom, query_log, tmp))
                     ok &= report(results, servers, "with the fleet rules" if rules else "inline")
             finally:
                 prom.stop()

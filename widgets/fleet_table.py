@@ -34,6 +34,44 @@ def cell_text(text: str, width: int, right: bool, style: str = "") -> Text:
     return Text.assemble(pad, (text, text_style)) if right else Text.assemble((text, text_style), pad)
 
 
+Piece = tuple[str, Style | None]
+"""A run of a line's text and its style (None: unstyled, the padding and the gaps between cells)."""
+_PARSED: dict[str, Style] = {}
+_UNSTYLED = Style()
+
+
+def cell_pieces(text: str, width: int, right: bool, style: str = "") -> tuple[Piece, ...]:
+    """`text` in a cell `width` wide, padded by spaces of its own, as `cell_text` lays it out, for `row_segments`
+    (a table row is drawn from pieces: a rich Text rendered per row cost most of a refresh's CPU)."""
+    text_style = style if "dim" in style.split() else f"{style} {CELL_TEXT_STYLE}".strip()
+    parsed = _PARSED.get(text_style)
+    if parsed is None:
+        parsed = _PARSED[text_style] = Style.parse(text_style)
+    pad: Piece = (" " * max(0, width - len(text)), None)
+    return (pad, (text, parsed)) if right else ((text, parsed), pad)
+
+
+def row_segments(cells: tuple[tuple[Piece, ...], ...]) -> list[Segment]:
+    """One table line as `row_text(...)` renders it: a space, then the cells two spaces apart, each run of
+    unstyled text one segment."""
+    segments: list[Segment] = []
+    blank = " "
+    for i, cell in enumerate(cells):
+        if i:
+            blank += "  "
+        for text, style in cell:
+            if style is None:
+                blank += text
+            elif text:
+                if blank:
+                    segments.append(Segment(blank, _UNSTYLED))
+                    blank = ""
+                segments.append(Segment(text, style))
+    if blank:
+        segments.append(Segment(blank, _UNSTYLED))
+    return segments
+
+
 def row_text(cells: tuple[Text, ...]) -> Text:
     """One table line: a space, then the cells two spaces apart (as `columns_for(width, gap=2)` lays them out)."""
     line = Text(" ")
@@ -108,8 +146,7 @@ class FleetRows(ScrollView, can_focus=True):
         key = (self.rows[index], self.columns, look, width, style)
         strip = self._strips.get(key)
         if strip is None:
-            cells = tuple(row_cell(column, self.rows[index]) for column in self.columns)
-            segments = list(row_text(cells).render(self.app.console))
+            segments = row_segments(tuple(row_cell(column, self.rows[index]) for column in self.columns))
             if selected:  # the cursor's colour over the cells' own (a red alert on the cursor's blue is unreadable)
                 segments = list(Segment.apply_style(segments, post_style=Style(color=style.color, bold=style.bold)))
             strip = Strip(segments).crop(0, width).extend_cell_length(width).apply_style(style)
@@ -202,7 +239,7 @@ class FleetView(Vertical):
         self.table.set_rows(snapshot.rows, tuple(columns), self.table.selected)
 
 
-def row_cell(column: TableColumn, row: FleetRow) -> Text:
+def row_cell(column: TableColumn, row: FleetRow) -> tuple[Piece, ...]:
     """One cell of a row, cut to the column's width, in the style of what it shows."""
     text = column.cell(row)
     if len(text) > column.width:
@@ -216,4 +253,4 @@ def row_cell(column: TableColumn, row: FleetRow) -> Text:
         style = "cyan"
     elif column.key == "accept" and row.accept_source == "gauge":
         style = "italic"
-    return cell_text(text, column.width, column.right, style)
+    return cell_pieces(text, column.width, column.right, style)

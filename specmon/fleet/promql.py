@@ -47,12 +47,17 @@ MIN_WINDOW_SCRAPES = 4
 """A rate window shorter than 4 scrape intervals may hold fewer than two samples (then the rate is empty)."""
 HISTORY_S = 900.0
 """The tok/s sparkline's span: 15 minutes."""
+HISTORY_STEPS = 12
+"""The tok/s sparkline's points over HISTORY_S (one per character of its 12): each the decode rate over its own
+step (75 s), read as such, not drawn from finer points."""
 RESTART_LOOKBACK = "15m"
 LAST_SEEN_LOOKBACK = "1h"
 TTFT_QUANTILE = 0.99
 TTFT_BOUNDS = ("ttft_first_bound", "ttft_last_bound")
 """Each server's first and highest finite TTFT bucket bound: what the TTFT columns are computed with inline
 (beside histogram_quantile's p99), asked by the reader once per server (`FleetQueries.ttft_bucket_bounds`)."""
+SERVERS_LE = "servers"
+"""The `le` of `FleetQueries.ttft_shared_bounds`' count of servers."""
 COLUMN_LABEL = "specmon_column"
 """The label that tells the parts apart in the requests that ask them all (`FleetQueries.combined`)."""
 GAUGES_PART = "gauges"
@@ -249,6 +254,15 @@ class FleetQueries:
         extra = (f"{s}=~{promql_string(_alternatives(servers))}",) if servers else ()
         return f"group by ({s}, le) ({TIME_TO_FIRST_TOKEN_SECONDS}_bucket{self._sel(*extra)})"
 
+    def ttft_shared_bounds(self) -> str:
+        """How many servers have each TTFT bucket bound (`le`) now, and (as `le="servers"`) how many have TTFT
+        buckets at all: when every bound is every server's, this answer of a few samples gives every server's
+        bounds (`ttft_bucket_bounds` answers a sample per server and bound)."""
+        s = self.server_label
+        per_server = f"group by ({s}, le) ({TIME_TO_FIRST_TOKEN_SECONDS}_bucket{self._sel()})"
+        return (f'count by (le) ({per_server}) or '
+                f'label_replace(count(group by ({s}) ({per_server})), "le", "{SERVERS_LE}", "", "")')
+
     def ttft_p99(self) -> dict[str, str]:
         """TTFT p99 per server by the quantile rule (`specmon.live.quantiles`): "ttft_p99_s" where
         histogram_quantile's answer lies between the first and the highest finite bound, else only the bound:
@@ -402,12 +416,17 @@ class FleetQueries:
             min(shares, key=lambda share: sum(p.weight for p in share)).append(part)
         return [_balanced_or([part.tagged() for part in share]) for share in shares]
 
-    def history(self) -> str:
-        """The tok/s sparkline: the decode rate as a range query over HISTORY_S."""
-        return self.decode_rate(self.window)
+    def history(self, scrape_s: float) -> str:
+        """The tok/s sparkline: the decode rate as a range query over HISTORY_S at `history_step`, each point the
+        rate over its step (or the rate window, when longer); the decode column's record at each point when
+        Prometheus records it (no rate evaluated for each step of every server)."""
+        if "decode_tok_s" in self.recorded:
+            return next(column.record for column in self.columns() if column.key == "decode_tok_s")
+        return self.decode_rate(format_duration(max(self.history_step(scrape_s), self.window_s)))
 
     def history_step(self, scrape_s: float) -> float:
-        return max(scrape_s, HISTORY_S / 60)
+        """A sparkline point per HISTORY_S / HISTORY_STEPS, or per scrape when the scrapes are further apart."""
+        return max(scrape_s, HISTORY_S / HISTORY_STEPS)
 
     def server_samples(self, server: str) -> str:
         """Every `sglang:*` sample of one server (its drill-down is fed from them)."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from specmon.fleet.figures import figures
-from specmon.fleet.promapi import PromClient, PromError, RecordingRule, Sample, ScrapeConfig
+from specmon.fleet.promapi import PromClient, PromError, RecordingRule, Sample, ScrapeConfig, gc_paused
 from specmon.fleet.promql import (
     COLUMN_LABEL,
     GAUGES_PART,
@@ -24,12 +24,13 @@ from specmon.fleet.promql import (
     NOW_PART,
     PART_CHECKS,
     SCRAPE_COUNT_S,
+    SERVERS_LE,
     TTFT_BOUNDS,
     FleetQueries,
     recorded_columns,
     window_for,
 )
-from specmon.fleet.tracker import FleetReading, Worker
+from specmon.fleet.tracker import MAX_SERVERS, FleetReading, Worker
 from specmon.inputs import InputError
 from specmon.text import printable, quoted
 from specmon.units import elapsed
@@ -48,6 +49,9 @@ DEFAULT_SCRAPE_S = 60.0
 SKEW_S = 10.0
 """This host's clock further than this from Prometheus' is said (the fleet is read at Prometheus' time)."""
 MAX_JOBS_SAID = 5
+ANSWER_S_PER_1000 = 3.0
+"""Prometheus' answers may take this much longer per 1,000 targets past the first 1,000 (its evaluation grows
+with the series it reads), up to MAX_SERVERS targets: at most 27 s more, said when raised."""
 
 
 class FleetReader:
@@ -62,6 +66,8 @@ class FleetReader:
         self.routers = list(routers)
         self.clock = clock
         """The time to read the fleet at (tests, benchmarks); None: Prometheus' own time, never this host's."""
+        self.answer_s = client.answer_s
+        """How long an answer may take up to 1,000 targets (the client's own bound)."""
         self.jobs: list[str] | None = None
         """Prometheus' jobs, asked once when the selector matches no target (to say which there are)."""
         self.scrape: ScrapeConfig | None = None
@@ -85,7 +91,11 @@ class FleetReader:
         self.notes = []
         self.scrape = await self._scrape_config()
         self.notes += self.scrape.notes
-        up = await self.client.query(self.queries.up())
+        up = await self.client.query(self.queries.up(), at=self.clock() if self.clock is not None else None)
+        self.client.answer_s = answer_s(self.answer_s, len(up))
+        if self.client.answer_s > self.answer_s:
+            self.notes.append(f"Prometheus' answers may take up to {self.client.answer_s:g} s ({len(up)} targets; "
+                              f"{self.answer_s:g} s up to 1,000)")
         jobs = {s.labels["job"] for s in up if s.labels.get("job")}
         interval = self.scrape.interval_for(jobs)
         window = window_for(self.asked_window_s, interval)
@@ -135,11 +145,17 @@ class FleetReader:
         at = self.clock() if self.clock is not None else None
         local, started = time.time(), time.perf_counter()
         interval = self.scrape.interval_for()
-        answers = await asyncio.gather(*(self.client.query(expr, at=at) for expr in self.queries.combined(self.groups)))
+        asked = [self.client.query(expr, at=at) for expr in self.queries.combined(self.groups)]
+        bounds_first = not self.ttft_bounds and any(part.key == "ttft_quantile" for part in self.queries.parts())
+        if bounds_first:  # the first read's TTFT bounds asked beside the parts (Prometheus evaluates them at once)
+            asked.append(self.client.query(self.queries.ttft_shared_bounds(), at=at))
+        answers = await asyncio.gather(*asked)
+        shared_bounds = answers.pop() if bounds_first else None
         parts: dict[str, list[Sample]] = {}
-        for answer in answers:
-            for sample in answer:  # each answer's labels are its own dicts: the part's tag is taken off in place
-                parts.setdefault(sample.labels.pop(COLUMN_LABEL, ""), []).append(sample)
+        with gc_paused():
+            for answer in answers:
+                for sample in answer:  # each answer's labels are its own dicts: the part's tag is taken off in place
+                    parts.setdefault(sample.labels.pop(COLUMN_LABEL, ""), []).append(sample)
         notes = list(self.notes)
         evaluated_at = parts.pop(NOW_PART, [])
         now = at if at is not None else self._evaluated_at(evaluated_at, local, started, notes)
@@ -147,16 +163,18 @@ class FleetReader:
         if not up:
             notes.append(await self._nothing_matches())
         history_due = self.with_history and (self.history_at is None or now - self.history_at >= HISTORY_EVERY_S)
-        history = await self.client.query_range(self.queries.history(), now - HISTORY_S, now,
+        history = await self.client.query_range(self.queries.history(interval), now - HISTORY_S, now,
                                                 self.queries.history_step(interval)) if history_due else []
         if history_due:
             self.names = {target: name for target, name in self.names.items() if name is not None}
-        part_notes, nan_said = check_parts(self.queries, parts)
+        with gc_paused():
+            part_notes, nan_said = check_parts(self.queries, parts)
         notes += part_notes
         await self._name_targets(up, now)
         if "ttft_quantile" in parts:
-            parts.update(await self._ttft_bounds(parts["ttft_quantile"], now, history_due))
-        columns = figures(self.queries, parts)
+            parts.update(await self._ttft_bounds(parts["ttft_quantile"], now, history_due, shared_bounds))
+        with gc_paused():
+            columns = figures(self.queries, parts)
         columns["last_up"] = await self._last_up(up, now)
         columns["stall_samples"] = await self._stall_samples(columns, now)
         query_s = time.perf_counter() - started
@@ -221,27 +239,26 @@ class FleetReader:
             if name:
                 sample.labels[label] = name
 
-    async def _ttft_bounds(self, quantiles: list[Sample], now: float, again: bool) -> dict[str, list[Sample]]:
-        """Each server's first and highest finite TTFT bucket bound, as samples (TTFT_BOUNDS): one query for the
-        servers not asked before (every server `again`, with the history), kept."""
+    async def _ttft_bounds(self, quantiles: list[Sample], now: float, again: bool,
+                           shared_answer: list[Sample] | None = None) -> dict[str, list[Sample]]:
+        """Each server's first and highest finite TTFT bucket bound, as samples (TTFT_BOUNDS), asked for the
+        servers not asked before (every server `again`, with the history) and kept: one answer of a few samples
+        when every server has the same bounds (`ttft_shared_bounds`, or `shared_answer`, its answer asked
+        already), else one query for their own."""
         label = self.queries.server_label
         servers = sorted({name for s in quantiles if (name := s.labels.get(label))})
         if again:
             self.ttft_bounds = {}
         new = [name for name in servers if name not in self.ttft_bounds]
         if new:
-            named = new if len(new) <= MAX_ASKED and not again else []  # [] asks every server's
-            found: dict[str, list[float]] = {}
-            for sample in await self.client.query(self.queries.ttft_bucket_bounds(named), at=now):
-                try:
-                    bound = float(sample.labels.get("le", "nan"))
-                except ValueError:
-                    continue
-                if math.isfinite(bound) and bound > 0:  # +Inf is no bound; a TTFT bucket bound is above 0
-                    found.setdefault(sample.labels.get(label, ""), []).append(bound)
-            for name in new:
-                bounds = found.get(name)
-                self.ttft_bounds[name] = (min(bounds), max(bounds)) if bounds else None
+            if shared_answer is None:
+                shared_answer = await self.client.query(self.queries.ttft_shared_bounds(), at=now)
+            shared = shared_bounds(shared_answer)
+            if shared is not None:
+                for name in new:
+                    self.ttft_bounds[name] = shared
+            else:
+                await self._own_ttft_bounds(new, now, again)
         out: dict[str, list[Sample]] = {key: [] for key in TTFT_BOUNDS}
         for name in servers:
             span = self.ttft_bounds.get(name)
@@ -249,6 +266,19 @@ class FleetReader:
                 for key, bound in zip(TTFT_BOUNDS, span, strict=True):
                     out[key].append(Sample({label: name}, bound))
         return out
+
+    async def _own_ttft_bounds(self, new: list[str], now: float, again: bool) -> None:
+        """The TTFT bucket bounds of each of `new`, from a sample per server and bound."""
+        label = self.queries.server_label
+        named = new if len(new) <= MAX_ASKED and not again else []  # [] asks every server's
+        found: dict[str, list[float]] = {}
+        for sample in await self.client.query(self.queries.ttft_bucket_bounds(named), at=now):
+            bound = _bound(sample.labels.get("le", ""))
+            if bound is not None:
+                found.setdefault(sample.labels.get(label, ""), []).append(bound)
+        for name in new:
+            bounds = found.get(name)
+            self.ttft_bounds[name] = (min(bounds), max(bounds)) if bounds else None
 
     async def _last_up(self, up: list[Sample], now: float) -> list[Sample]:
         """When the servers that are down now were last up (one query, only for targets newly seen down)."""
@@ -295,6 +325,42 @@ class FleetReader:
         if not stalled:
             return []
         return await self.client.query(self.queries.stall_samples(stalled), at=now)
+
+
+def shared_bounds(answer: list[Sample]) -> tuple[float, float] | None:
+    """The first and highest finite TTFT bucket bound every server with TTFT buckets has, from the answer to
+    `FleetQueries.ttft_shared_bounds`, when each of their bounds is every one's (None otherwise: the servers'
+    bounds differ, or none has a finite one)."""
+    counts: dict[float, float] = {}
+    servers = math.nan
+    for sample in answer:
+        le = sample.labels.get("le", "")
+        if le == SERVERS_LE:
+            servers = sample.value
+            continue
+        bound = _bound(le)
+        if bound is not None:
+            counts[bound] = sample.value
+    if not counts or not all(count == servers for count in counts.values()):
+        return None
+    return min(counts), max(counts)
+
+
+def answer_s(base_s: float, targets: int) -> float:
+    """How long one answer may take for a fleet of `targets`: `base_s`, and ANSWER_S_PER_1000 more per 1,000
+    targets past the first 1,000 (counted up to MAX_SERVERS)."""
+    past = max(0, min(targets, MAX_SERVERS) - 1000)
+    return base_s + ANSWER_S_PER_1000 * past / 1000
+
+
+def _bound(le: str) -> float | None:
+    """A TTFT bucket's `le` as a bound: finite and above 0 (+Inf is no bound; a TTFT bucket bound is above 0),
+    else None."""
+    try:
+        bound = float(le) if len(le) <= 64 else math.nan
+    except ValueError:
+        return None
+    return bound if math.isfinite(bound) and bound > 0 else None
 
 
 def _with_window(queries: FleetQueries, window_s: float) -> FleetQueries:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
+from specmon.fleet.promql import HISTORY_STEPS
 from specmon.live.quantiles import Quantile
 from specmon.text import aligned_rows, printable
 
@@ -33,7 +34,7 @@ def _pct(value: float | None) -> str:
     return MISSING if value is None else f"{value * 100:.0f}%"
 
 
-def sparkline(values: Sequence[float | None], width: int, span: int = 60) -> str:
+def sparkline(values: Sequence[float | None], width: int, span: int = HISTORY_STEPS) -> str:
     """`values` (the last `span` points: 15 minutes) in `width` block characters on a 0..max scale, each the
     mean of its share of the points (gaps as spaces); a short history fills the right-hand end."""
     values = list(values)[-span:]

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from specmon.fleet.model import FleetRow, FleetSnapshot
-from specmon.fleet.promapi import PromError, RangeSeries, Sample, host_of
-from specmon.fleet.promql import HOST_NAME_LABELS, PART_CHECKS, Column, FleetQueries
+from specmon.fleet.promapi import PromError, RangeSeries, Sample, gc_paused, host_of
+from specmon.fleet.promql import HISTORY_STEPS, HOST_NAME_LABELS, PART_CHECKS, Column, FleetQueries
 from specmon.live import rules
 from specmon.live.model import Alert
 from specmon.live.paying import CurveFinder, ServingConfig, fleet_reading
@@ -29,7 +29,8 @@ MAX_SERVERS = 10000
 """More servers than this are left out (and said): bounded memory whatever the selector matches."""
 FORGET_AFTER_S = 86400.0
 """A server gone from Prometheus this long is no longer shown."""
-HISTORY_POINTS = 120
+HISTORY_POINTS = HISTORY_STEPS + 1
+"""A server's tok/s history: the 15 minutes of its sparkline (a point per step, both ends)."""
 LAST_UP = Column("last_up", "", "", 0, 1e11)
 """When a down server was last up (Unix time), as the reader asks it (`FleetQueries.last_up`)."""
 NAN_IS_NO_DATA = frozenset({"ttft_p99_s", "accept_length"})
@@ -119,6 +120,10 @@ class FleetTracker:
         return replace(base, error=error.message, error_kind=error.kind, stale=self.last is not None)
 
     def update(self, reading: FleetReading) -> FleetSnapshot:
+        with gc_paused():
+            return self._update(reading)
+
+    def _update(self, reading: FleetReading) -> FleetSnapshot:
         notes: list[str] = list(reading.notes)
         servers = self._servers(reading.up, notes)
         values: dict[str, dict[str, float]] = {}

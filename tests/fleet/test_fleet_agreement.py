@@ -1,6 +1,6 @@
 """Inline and recorded answers agree: the same Prometheus (series of every shape a fleet has: DP×TP duplicates,
 SGLang versions without realtime tokens or verify calls, KV from token_usage only, a plain server, a restart, a
-stall, DCGM's `Hostname` and `hostname`) with `specmon fleet rules`' recording rules backfilled at the same
+stall, TTFT buckets of a server's own, DCGM's `Hostname` and `hostname`) with `specmon fleet rules`' recording rules backfilled at the same
 instants, read once with every column computed inline from its parts (`specmon.fleet.figures`) and once by
 record name (Prometheus evaluating each column's whole expression)."""
 
@@ -31,6 +31,7 @@ SHAPES = {
     "stalled": Shape(stalled_s=120),
     "fast-ttft": Shape(ttft="fast"),
     "slow-ttft": Shape(ttft="slow"),
+    "own-ttft-buckets": Shape(ttft_buckets=(0.25, 0.5, 1.0, 2.0)),
 }
 
 
@@ -111,5 +112,15 @@ def test_the_snapshots_are_the_same_and_show_each_shape(readings):
     assert by_shape["tp2"].ttft_p99.value is not None and by_shape["tp2"].ttft_p99.value > 0.1
     assert by_shape["fast-ttft"].ttft_p99 == Quantile(below=pytest.approx(0.1))
     assert by_shape["slow-ttft"].ttft_p99 == Quantile(above=400.0)
+    # a server with buckets of its own (the fleet's do not all share them): its p99, past its highest finite bound
+    # (2 s), is that bound, not a figure read against the others' (400 s)
+    assert by_shape["own-ttft-buckets"].ttft_p99 == Quantile(above=2.0)
     assert by_shape["stalled"].state == "stalled" and by_shape["stalled"].decode_tok_s == 0
 
+
+
+def test_the_history_is_read_from_the_decode_record_once_it_is_recorded(readings):
+    inline_queries, inline, _ = readings["inline"]
+    recorded_queries, recorded, _ = readings["recorded"]
+    assert recorded_queries.history(STEP_S) == recorded_queries.columns()[0].record != inline_queries.history(STEP_S)
+    assert {s.labels["instance"] for s in recorded.history} == {s.labels["instance"] for s in inline.history}

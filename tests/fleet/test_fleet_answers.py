@@ -258,3 +258,19 @@ def test_the_combined_answer_without_prometheus_time_is_read_at_this_host_s_and_
 
     code, snapshot, err = run(capsys, fake(script).url)
     assert code == 0 and snapshot["servers"] and "Prometheus did not answer its time" in err
+
+
+def test_a_fleet_of_two_thousand_targets_may_answer_more_slowly_and_it_is_said(fake, capsys):
+    """Prometheus' evaluation grows with the fleet: the bound on an answer's time is raised with the targets `up`
+    names (3 s per 1,000 past the first 1,000), and said; a few targets keep the client's own."""
+    targets = vector(*(up(f"10.0.{i // 250}.{i % 250}:30000") for i in range(2000)))
+
+    def script(path, query, headers):
+        if path.endswith("/api/v1/query") and query == 'up{job="sglang"}':
+            return 200, json.dumps(targets).encode()
+        return good(path, query)
+
+    code, _, err = run(capsys, fake(script).url)
+    assert code == 0 and "Prometheus' answers may take up to 13 s (2000 targets; 10 s up to 1,000)" in err
+    code, _, err = run(capsys, fake(answering()).url)
+    assert code == 0 and "may take up to" not in err

@@ -224,8 +224,8 @@ def test_history_is_checked_and_drawn_as_a_sparkline():
     row = tracker().update(reading([up("a:1")], history=history)).rows[0]
     assert row.history == (0.0, 50.0, None, 100.0)
     assert sparkline(row.history, 4, span=4) == "▁▅ █"
-    assert sparkline([float(v) for v in range(60)], 6) == "▂▃▄▅▇█"  # 15 minutes in 6 cells, 10 points each
-    assert sparkline([10.0, 20.0], 6) == "█"  # 30 s of history: one cell of 2.5 minutes
+    assert sparkline([float(v) for v in range(12)], 6) == "▁▃▄▅▇█"  # 15 minutes in 6 cells, 2 points each
+    assert sparkline([10.0, 20.0], 6) == "█"  # 2.5 minutes of history: one cell of 2.5 minutes
 
 
 def test_window_is_four_scrape_intervals_at_least_and_durations_read_back():
@@ -260,12 +260,12 @@ def test_columns_drop_right_to_left_and_fit():
 
 def test_between_history_reads_each_refresh_adds_its_point_one_per_step():
     t = tracker()
-    first = [RangeSeries({"instance": "a:1"}, ((NOW - 30, 10.0), (NOW - 15, 20.0)))]
+    step = FleetQueries().history_step(5.0)
+    first = [RangeSeries({"instance": "a:1"}, ((NOW - 2 * step, 10.0), (NOW - step, 20.0)))]
     t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 25.0)]}, history=first))
-    row = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 30.0)]}, taken_at=NOW + 15,
-                           history_read=False)).rows[0]
+    row = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 30.0)]}, history_read=False)).rows[0]
     assert row.history == (10.0, 20.0, 30.0)
-    same_step = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 99.0)]}, taken_at=NOW + 20,
+    same_step = t.update(reading([up("a:1")], {"decode_tok_s": [per("a:1", 99.0)]}, taken_at=NOW + step / 2,
                                  history_read=False)).rows[0]
     assert same_step.history == (10.0, 20.0, 30.0)
 

@@ -8,6 +8,7 @@ import math
 from specmon.cli import build_parser
 from specmon.fleet.cli import options_from
 from specmon.fleet.model import FleetRow, FleetSnapshot
+from specmon.fleet.promql import HISTORY_STEPS
 from specmon.live.model import Alert
 from specmon.live.quantiles import Quantile
 from specmon.tui.cli import fleet_argv
@@ -16,9 +17,11 @@ PROMETHEUS = "http://prometheus.internal:9090"
 
 
 def _history(base: float, dip_at: int | None = None) -> tuple[float | None, ...]:
-    points = [base * (1 + 0.08 * math.sin(i / 4)) for i in range(60)]
+    """15 minutes of tok/s, as the fleet reads them (a point per sparkline step, both ends)."""
+    count = HISTORY_STEPS + 1
+    points = [base * (1 + 0.08 * math.sin(i * 1.2)) for i in range(count)]
     if dip_at is not None:
-        points[dip_at:] = [0.0] * (60 - dip_at)
+        points[dip_at:] = [0.0] * (count - dip_at)
     return tuple(points)
 
 
@@ -27,7 +30,7 @@ def fleet_rows() -> tuple[FleetRow, ...]:
     return (
         FleetRow("node-c:30000", "node-c", "decode", "router", "down", 0, 0, 1, 312.0, "eagle3-16", "EAGLE3", 16,
                  alerts=(Alert("down", "error", "down, last seen 5 min ago: no target answers Prometheus' scrapes"),),
-                 history=_history(2400, 40), targets=("node-c:30000",)),
+                 history=_history(2400, 9), targets=("node-c:30000",)),
         FleetRow("node-e:30000", "node-e", "regular", "router", "serving", 0, 1, 1, None, "eagle3-10", "EAGLE3", 10,
                  1510.0, 1.03, "counters", 22, 0, 0.41, Quantile(0.38), 0.91, 0.64,
                  alerts=(Alert("accept_low", "error", "acceptance 1.03 ≈ 1 token per step: did the draft's "
@@ -43,7 +46,7 @@ def fleet_rows() -> tuple[FleetRow, ...]:
                  history=_history(5200), targets=("node-d0:30000", "node-d1:30000")),
         FleetRow("node-f:30000", "node-f", "prefill", "router", "restarted", 1, 1, 1, None, "plain", None, None,
                  880.0, None, None, 6, 0, 0.12, Quantile(below=0.1), 0.35, 0.40,
-                 alerts=(Alert("restart", "info", "1 restart(s) seen"),), history=_history(900, None)[30:],
+                 alerts=(Alert("restart", "info", "1 restart(s) seen"),), history=_history(900, None)[6:],
                  targets=("node-f:30000",)),
         FleetRow("legacy:30000", "legacy", "unified", "engine_type", "serving", 0, 1, 1, None, "eagle-5", "EAGLE", 5,
                  1930.0, 2.35, "gauge", 12, 0, 0.33, Quantile(0.18), None, None, history=_history(1900),

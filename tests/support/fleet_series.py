@@ -53,6 +53,8 @@ class Shape:
     """No decode progress over the span's last this-many seconds, with requests running."""
     ttft: str = "spread"
     """TTFT's p99: "spread" between two finite bounds, "fast" in the first bucket, "slow" in the +Inf one."""
+    ttft_buckets: tuple[float, ...] | None = None
+    """The finite TTFT bucket bounds, when not SGLang 0.5.16's (its `--bucket-time-to-first-token`)."""
     dcgm: str | None = None
     """This server's host has DCGM series, its host named by this label (`Hostname`, or `hostname` since
     dcgm-exporter#655)."""
@@ -143,7 +145,7 @@ def _series(shapes: list[Shape], end: int, span_s: int, seed: int, sink: Callabl
         if shape.speculative and shape.verify:
             add("sglang:spec_verify_calls_total", "sglang:spec_verify_calls_total", _labels(**tokenizer),
                 counter(tok_s / accept))
-        for le in TTFT_BUCKETS:
+        for le in (*shape.ttft_buckets, float("inf")) if shape.ttft_buckets else TTFT_BUCKETS:
             share = 1.0 if le == float("inf") else {"fast": min(1.0, 0.995 + (le - 0.1)),
                                                     "slow": min(0.97, 0.3 + le / 4)}.get(shape.ttft, min(1.0, 0.3 + le / 4))
             add("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_bucket",

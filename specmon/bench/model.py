@@ -56,9 +56,11 @@ class RequestResult:
     max_new_tokens: int | None = None
     """The request's own token limit where its prompt set gives one (a sample from production), else None."""
     prompt_hash: str = ""
-    """A short hash of the prompt's text (the text itself is not stored: see `prompt_text`)."""
+    """A short hash of the prompt's text or token ids (not stored themselves: see `prompt_text`, `prompt_ids`)."""
     prompt_text: str | None = None
     """The prompt's text, stored only when asked for (`bench --keep-prompts`)."""
+    prompt_ids: list[int] | None = None
+    """The prompt's token ids where it was sent as ids, stored only when asked for (`bench --keep-prompts`)."""
 
     def itl_ms(self) -> list[float]:
         """Per-token inter-token latency: each chunk gap spread evenly over the tokens it carried."""

@@ -27,6 +27,7 @@ from specmon.bench.model import (
     ServerFacts,
     Summary,
 )
+from specmon.bench.prompts import token_ids
 from specmon.inputs import MIB, parse_json, read_file
 from specmon.private_files import make_private_dir, open_private_file, state_dir
 from specmon.typed import FieldError, Time, convert
@@ -401,6 +402,11 @@ def _request_record(record: dict[str, Any], run: BenchResult | None) -> RequestR
     if not isinstance(request.category, str) or not isinstance(request.prompt_hash, str) or not (
             request.prompt_text is None or isinstance(request.prompt_text, str)):
         raise ValueError("category, prompt_hash or prompt_text of the wrong type")
+    if request.prompt_ids is not None:
+        try:
+            token_ids(request.prompt_ids)
+        except ValueError as exc:
+            raise ValueError(f"prompt_ids: {exc}") from None
     if request.max_new_tokens is not None:
         _count_field(request, "max_new_tokens", limit, "the run's max_new_tokens")
     if request.error is not None and not isinstance(request.error, str):

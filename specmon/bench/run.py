@@ -110,7 +110,7 @@ class BenchRun:
         self._flush_retries = flush_retries
         self._asked = asked  # the preset's SGLang arguments: what SGLang runs otherwise is noted
         self._flush_delay_s = flush_delay_s
-        self._keep_prompts = keep_prompts  # store each prompt's text, not only its hash
+        self._keep_prompts = keep_prompts  # store each prompt's text or ids, not only its hash
         self._private = private_prompts and not keep_prompts  # production's prompts: their outputs not stored either
         self._before_save = before_save  # adds to the summary before it is saved (a check against production)
         self.result = BenchResult(
@@ -359,7 +359,7 @@ class BenchRun:
                     self.result.notes.append(self._stop_reason)
                     break
                 index, prompt = queue.get_nowait()
-                payload = generate_payload(prompt.text, prompt.max_new_tokens or self.settings.max_new_tokens,
+                payload = generate_payload(prompt.sent, prompt.max_new_tokens or self.settings.max_new_tokens,
                                            self.settings.temperature, self.settings.ignore_eos,
                                            rid=f"{OWN_RID_PREFIX}{self.result.run_id}-{'w' if warmup else ''}{index}")
                 self._in_flight += 1
@@ -372,8 +372,10 @@ class BenchRun:
                     self._in_flight -= 1
                 self.own_tokens.finish(request.completion_tokens)
                 request.category, request.max_new_tokens = prompt.category, prompt.max_new_tokens
-                request.prompt_hash = prompt.text_hash
-                request.prompt_text = prompt.text if self._keep_prompts else None
+                request.prompt_hash = prompt.prompt_hash
+                if self._keep_prompts:
+                    request.prompt_text = prompt.text if prompt.input_ids is None else None
+                    request.prompt_ids = None if prompt.input_ids is None else list(prompt.input_ids)
                 if self._private:
                     request.output_text = ""
                 self.result.requests.append(request)

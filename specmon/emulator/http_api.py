@@ -284,14 +284,17 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
     def _new_request(self, prompt: str, prompt_tokens: int, sampling: dict[str, Any]) -> GenRequest:
         return self.state.scheduler.new_request(prompt, prompt_tokens, sampling, self.state.seed)
 
-    def _prompts(self, body: dict[str, Any]) -> list[tuple[str, int]] | None:
+    def _prompts(self, body: dict[str, Any]) -> list[tuple[str, int, list[int] | None]] | None:
+        """Each prompt of the body: its text (token ids spelt out), its tokens, its ids where it came as ids."""
         text, input_ids = body.get("text"), body.get("input_ids")
         if text is not None:
             texts = text if isinstance(text, list) else [text]
-            return [(str(t), count_prompt_tokens(str(t))) for t in texts]
-        if input_ids is not None:
-            batches = input_ids if input_ids and isinstance(input_ids[0], list) else [input_ids]
-            return [(" ".join(str(i) for i in ids), max(1, len(ids))) for ids in batches]
+            return [(str(t), count_prompt_tokens(str(t)), None) for t in texts]
+        if isinstance(input_ids, list) and input_ids:
+            batches = input_ids if isinstance(input_ids[0], list) else [input_ids]
+            if not all(ids and all(type(i) is int for i in ids) for ids in batches):
+                return None
+            return [(" ".join(str(i) for i in ids), len(ids), ids) for ids in batches]
         return None
 
     def _generate(self) -> None:
@@ -307,10 +310,12 @@ class SGLangRequestHandler(BaseHTTPRequestHandler):
             self._error(400, "sampling_params must be an object.")
             return
         try:
-            requests = [self._new_request(p, n, sampling) for p, n in prompts]
+            requests = [self._new_request(p, n, sampling) for p, n, _ in prompts]
         except (TypeError, ValueError) as error:
             self._error(400, f"Invalid sampling_params: {error}")
             return
+        for request, (_, _, ids) in zip(requests, prompts, strict=True):
+            request.input_ids = ids
         if body.get("rid") and len(requests) == 1:
             requests[0].rid = str(body["rid"])
         for request in requests:

@@ -44,6 +44,14 @@ def _cut(text: str, level: int) -> str:
     return text
 
 
+def _prompt(request: GenRequest, level: int) -> dict[str, Any]:
+    """The request's prompt as its GenerateReqInput holds it: `text`, or `input_ids` where it came as token ids
+    (kept whole: the emulator does not cut a list at level 2)."""
+    if request.input_ids is not None:
+        return {"input_ids": request.input_ids}
+    return {"text": _cut(request.prompt, level)}
+
+
 class RequestRecordWriter:
     """Writes each finished request's records where the launch's flags say; `enabled` is False with none."""
 
@@ -69,10 +77,10 @@ class RequestRecordWriter:
         return bool(self.export_dir) or self.log_requests
 
     def _obj(self, request: GenRequest) -> dict[str, Any]:
-        obj: dict[str, Any] = {"text": _cut(request.prompt, self.level), "sampling_params": request.sampling,
+        obj: dict[str, Any] = {**_prompt(request, self.level), "sampling_params": request.sampling,
                                "rid": request.rid, "stream": False}
         if self.level <= 1:
-            del obj["text"]
+            obj = {k: v for k, v in obj.items() if k not in EXPORT_SKIPPED[1]}
         if self.level == 0:
             del obj["sampling_params"]
         return obj
@@ -81,7 +89,7 @@ class RequestRecordWriter:
         meta = meta_info(request, request.completion_tokens, family=self.family, speculative=self.speculative,
                          dp_groups=self.dp_groups, final=True)
         if self.export_dir:
-            params = {"text": request.prompt, "sampling_params": request.sampling, "rid": request.rid, "stream": False}
+            params = {**_prompt(request, 3), "sampling_params": request.sampling, "rid": request.rid, "stream": False}
             if self.log_requests and self.level <= 1:  # SGLang's exporter skips what the request log skips
                 params = {k: v for k, v in params.items() if k not in EXPORT_SKIPPED[self.level]}
             name = f"sglang-request-metrics-{datetime.now():%Y%m%d_%H}.log"

@@ -118,6 +118,7 @@ class GenRequest:
     accept_histogram: list[int] = field(default_factory=list)
     accept_prob: float | None = None  # its class's (speed_model.request_class); None: the launch's
     sampling: dict[str, Any] = field(default_factory=dict)
+    input_ids: list[int] | None = None  # the prompt as sent where it came as token ids (`prompt` then spells them)
     aborted: bool = False
     events: queue.Queue = field(default_factory=queue.Queue)
 

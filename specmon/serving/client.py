@@ -10,7 +10,7 @@ import asyncio
 import errno
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -119,14 +119,15 @@ OWN_RID_PREFIX = "specmon-bench-"
 
 
 def generate_payload(
-    text: str, max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True,
+    prompt: str | Sequence[int], max_new_tokens: int, temperature: float = 0.0, ignore_eos: bool = True, stream: bool = True,
     rid: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a `/generate` request (streamed by default); with `rid`, the request's id in SGLang's
-    records (a benchmark's start with OWN_RID_PREFIX, so that reading production leaves them out)."""
+    """The JSON body of a `/generate` request (streamed by default) for a text `prompt`, or token ids (sent as
+    `input_ids`); with `rid`, the request's id in SGLang's records (a benchmark's start with OWN_RID_PREFIX, so
+    that reading production leaves them out)."""
     body: dict[str, Any] = {"rid": rid} if rid else {}
     return body | {
-        "text": text,
+        **({"text": prompt} if isinstance(prompt, str) else {"input_ids": list(prompt)}),
         "sampling_params": {
             "max_new_tokens": max_new_tokens,
             "temperature": temperature,

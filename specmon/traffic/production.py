@@ -1,6 +1,7 @@
 """Production's prompts as a benchmark, and whether a benchmark represents production.
 
-`sample_prompts` draws benchmark prompts from SGLang's request records where they hold the prompt's text: per
+`sample_prompts` draws benchmark prompts from SGLang's request records where they hold the prompt's text, or its
+token ids (`input_ids`: a client that tokenises itself, or SGLang's router; sent back as `input_ids`): per
 class (`prompt_class`) a seeded reservoir, then as many prompts from each class as its share of the records, each
 with the tokens its request got as its own max_new_tokens (so the sample keeps production's class mix and its
 output-length distribution). `check_against_production` sets a finished benchmark's τ against the records'.
@@ -19,19 +20,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.bench.model import BenchResult, ProductionCheck
-from specmon.bench.prompts import Prompt, PromptError, load_prompts, text_hash
+from specmon.bench.prompts import Prompt, PromptError, ids_hash, load_prompts, text_hash, token_ids
 from specmon.bench.report import UNREPRESENTATIVE
 from specmon.serving.client import OWN_RID_PREFIX
 from specmon.text import printable
-from specmon.traffic.categories import NO_TEXT, NO_TEXT_HINT, Categories, record_text
+from specmon.traffic.categories import NO_TEXT, NO_TEXT_HINT, Categories, prompt_class, record_text
 from specmon.traffic.reader import ReadTally, read_records
+from specmon.traffic.records import RequestRecord
 from specmon.traffic.summary import Tally
 
 TRAFFIC_PREFIX = "traffic:"
 """A run's stored `prompts` when they were sampled from production: `traffic:PATH`."""
 MAX_SAMPLE = 10_000
 MAX_SAMPLE_BYTES = 512 * 1024 * 1024
-"""The prompt text the per-class reservoirs may hold at once (up to 3 × n prompts)."""
+"""The prompts the per-class reservoirs may hold at once (up to 3 × n prompts): text by its characters, token ids
+by ID_BYTES each."""
+ID_BYTES = 8
+"""What one token id costs a reservoir (a tuple's slot; the ints of the ids of a prompt are mostly shared)."""
 
 
 class NoPromptText(Exception):
@@ -44,8 +49,8 @@ class ProductionSample:
 
     prompts: list[Prompt] = field(default_factory=list)
     records: int = 0
-    classes: Counter = field(default_factory=Counter)  # records with text, per class
-    without_text: Counter = field(default_factory=Counter)  # records without a usable text, per reason
+    classes: Counter = field(default_factory=Counter)  # records with text or token ids, per class
+    without_text: Counter = field(default_factory=Counter)  # records without a usable text or ids, per reason
     tally: ReadTally = field(default_factory=ReadTally)
     categories: Categories = field(default_factory=Categories.heuristic)
 
@@ -53,7 +58,22 @@ class ProductionSample:
         shares = ", ".join(f"{c} {100 * n / max(1, sum(self.classes.values())):.0f} %"
                            for c, n in self.classes.most_common())
         return (f"{len(self.prompts)} prompts sampled from {sum(self.classes.values()):,} of {self.records:,} "
-                f"production records ({shares}; categories: {self.categories.describe()})")
+                f"production records ({shares}; categories: {self.categories.describe()})"
+                + "".join(f"; {n:,} skipped: {why}" for why, n in self.without_text.most_common(4)))
+
+
+def record_prompt(record: RequestRecord) -> tuple[str | tuple[int, ...] | None, str | None]:
+    """(the prompt's text or token ids, None) or (None, why neither) for one record; token ids are checked as a
+    prompt file's are (prompts.token_ids)."""
+    text, why = record_text(record)
+    if text is not None or (ids := (record.params or {}).get("input_ids")) is None:
+        return text, why
+    if isinstance(ids, list) and ids and isinstance(ids[0], list):
+        return None, "a batch of prompts in one request"
+    try:
+        return token_ids(ids), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def _allocate(counts: Counter, n: int) -> dict[str, int]:
@@ -70,48 +90,61 @@ def sample_prompts(paths: list[str], n: int, seed: int = 0, max_new_tokens: int 
                    categories: Categories | None = None) -> ProductionSample:
     """`n` prompts (at most MAX_SAMPLE) from the records under `paths`, keeping the mix of `categories` (None: the
     heuristic's classes); each prompt's max_new_tokens is the completion tokens of its record (at most
-    `max_new_tokens` when given). NoPromptText when no record holds a text; PathRefused (reader) when a PATH cannot
-    be read."""
+    `max_new_tokens` when given). NoPromptText when no record holds a text or token ids; PathRefused (reader) when a
+    PATH cannot be read."""
     n = max(1, min(n, MAX_SAMPLE))
     rng = random.Random(seed)
     sample = ProductionSample(categories=categories or Categories.heuristic())
-    reservoirs: dict[str, list[tuple[str, int, int | None]]] = {}
-    held = 0  # characters of text in the reservoirs
+    reservoirs: dict[str, list[tuple[str | tuple[int, ...], int, int | None]]] = {}
+    held = 0  # characters of text, and ID_BYTES per token id, in the reservoirs
     for record in read_records(paths, sample.tally, want_params=True):
         if record.rid.startswith(OWN_RID_PREFIX):
             continue
         sample.records += 1
-        text, why = record_text(record)
-        if text is None:
+        prompt, why = record_prompt(record)
+        if prompt is None:
             sample.without_text[why] += 1
             continue
-        kind = sample.categories.of(text, record.params, record.prompt_tokens)
+        if isinstance(prompt, str):
+            kind = sample.categories.of(prompt, record.params, record.prompt_tokens)
+        else:  # ids tell no text rule, only the prompt's length
+            tokens = record.prompt_tokens or len(prompt)
+            kind = (prompt_class(None, tokens) if sample.categories.rules is None
+                    else sample.categories.of(None, record.params, tokens))
         sample.classes[kind] += 1
         kept, seen = reservoirs.setdefault(kind, []), sample.classes[kind]
-        item = (text, record.completion_tokens, record.prompt_tokens)
+        item = (prompt, record.completion_tokens, record.prompt_tokens)
         if len(kept) < n:
             kept.append(item)
-            held += len(text)
+            held += _size(prompt)
         elif (slot := rng.randrange(seen)) < n:
-            held += len(text) - len(kept[slot][0])
+            held += _size(prompt) - _size(kept[slot][0])
             kept[slot] = item
         if held > MAX_SAMPLE_BYTES:
             raise NoPromptText(f"a sample of {n:,} prompts would hold over {MAX_SAMPLE_BYTES >> 20} MiB of prompt "
-                               "text: ask for fewer requests")
+                               "text or token ids: ask for fewer requests")
     if not sample.classes:
         where = ", ".join(printable(p) for p in paths)[:200]
         if not sample.records:
             raise NoPromptText(f"{where}: no usable request record to sample prompts from")
         whys = "; ".join(f"{k} ×{v:,}" for k, v in sample.without_text.most_common(3))
-        raise NoPromptText(f"{where}: none of {sample.records:,} records holds the prompt's text ({whys}): "
+        raise NoPromptText(f"{where}: none of {sample.records:,} records holds the prompt's text or token ids ({whys}): "
                            f"{NO_TEXT_HINT}")
     for kind, count in _allocate(sample.classes, n).items():
-        for index, (text, completion, _) in enumerate(rng.sample(reservoirs[kind], min(count, len(reservoirs[kind])))):
+        for index, (prompt, completion, _) in enumerate(rng.sample(reservoirs[kind], min(count, len(reservoirs[kind])))):
             limit = max(1, completion if max_new_tokens is None else min(completion, max_new_tokens))
-            sample.prompts.append(Prompt(id=f"{kind}-{index:03d}-{text_hash(text)[:8]}", text=text, category=kind,
-                                         max_new_tokens=limit))
+            if isinstance(prompt, str):
+                sample.prompts.append(Prompt(id=f"{kind}-{index:03d}-{text_hash(prompt)[:8]}", text=prompt,
+                                             category=kind, max_new_tokens=limit))
+            else:
+                sample.prompts.append(Prompt(id=f"{kind}-{index:03d}-{ids_hash(prompt)[:8]}", text="", category=kind,
+                                             max_new_tokens=limit, input_ids=prompt))
     rng.shuffle(sample.prompts)
     return sample
+
+
+def _size(prompt: str | tuple[int, ...]) -> int:
+    return len(prompt) if isinstance(prompt, str) else ID_BYTES * len(prompt)
 
 
 def _shares(counts: Counter) -> dict[str, float]:
@@ -144,13 +177,14 @@ def bench_categories(result: BenchResult, categories: Categories, prompts: list[
         if not request.ok:
             continue
         prompt = known.get(request.prompt_id)
-        if prompt is not None and request.prompt_hash and prompt.text_hash != request.prompt_hash:
+        if prompt is not None and request.prompt_hash and prompt.prompt_hash != request.prompt_hash:
             prompt = None
         own = prompt.category if prompt is not None else request.category
         if own in categories.names:
             counts[own] += 1
         else:
-            counts[categories.of(prompt.text if prompt else request.prompt_text, None, request.prompt_tokens)] += 1
+            text = (prompt.text or None) if prompt else request.prompt_text
+            counts[categories.of(text, None, request.prompt_tokens)] += 1
     return counts
 
 

@@ -11,7 +11,8 @@ Three formats, each with the file it comes from (sgl-project/sglang, python/sgla
   after any dated prefix too).
 - the request log, text (`--log-requests`, the default format): the same function, `logger.info(f"Finish:
   obj={GenerateReqInput(...)}, out={...}")` through SGLang's logging, so after its `[YYYY-MM-DD HH:MM:SS] `
-  prefix; values are Python reprs (`'text'`, `None`, `nan`), strings cut to `'head' ... 'tail'` at level 2.
+  prefix; values are Python reprs (`'text'`, `None`, `nan`), strings cut to `'head' ... 'tail'` at level 2 (and
+  lists over 2,048 items to `[head] ... [tail]`); read: scalars, strings up to 200 characters, whole `input_ids`.
 The acceptance fields are `meta_info`'s: `completion_tokens`, `spec_verify_ct` (0.5.9+: only when > 0),
 `spec_accept_length` (0.5.9+, = completion_tokens / spec_verify_ct), `spec_accept_histogram` (steps per
 number of accepted drafts, as long as the most drafts any step accepted + 1). Health checks have rids starting
@@ -272,6 +273,9 @@ def _text_value(text: str) -> Any:
 
 
 _OBJ_FIELD = re.compile(r"[(,] (\w+)=('[^']{0,200}'|-?\d+(?:\.\d+)?|None|True|False)(?=[,)])")
+_OBJ_IDS = re.compile(r"GenerateReqInput\((?:text=None, )?input_ids=(\[[\d, ]*\])(?=[,)])")
+"""A prompt sent as token ids: `input_ids` is the field after `text` (None then), so before any string a client
+wrote (a text could spell a fake one further on); cut at level 2 (`[…] ... […]`), it is not read."""
 
 
 def _parse_finish_text(line: str) -> RequestRecord | None:
@@ -284,6 +288,8 @@ def _parse_finish_text(line: str) -> RequestRecord | None:
     obj_end = line.find(", out={")
     obj_text = line[line.find(_FINISH_TEXT) + len(_FINISH_TEXT): obj_end if obj_end > 0 else start]
     params = {m.group(1): _text_value(m.group(2)) for m in _OBJ_FIELD.finditer(obj_text)}
+    if ids := _OBJ_IDS.match(obj_text):
+        params["input_ids"] = _text_value(ids.group(1))
     rid = meta.get("id", params.get("rid"))  # meta_info's id is the rid; obj's text could fake a rid=
     if is_health_check(rid) or is_health_check(params.get("rid")):
         return None

@@ -83,8 +83,14 @@ def test_a_stored_request_whose_new_fields_are_of_the_wrong_type_is_skipped(tmp_
     record = json.loads(lines[2])
     record.update(max_new_tokens=10**9)
     lines[2] = json.dumps(record)
+    for index, ids in ((3, [1, -1]), (4, "1 2")):
+        record = json.loads(lines[index])
+        record.update(prompt_ids=ids)
+        lines[index] = json.dumps(record)
     path = tmp_path / OLD_RUN.name
     path.write_text("\n".join(lines) + "\n")
     run = read_run_file(path)
     reasons = [s["reason"] for s in run.skipped_records]
-    assert len(reasons) == 2 and "prompt_text" in reasons[0] and "max_new_tokens" in reasons[1]
+    assert len(reasons) == 4 and "prompt_text" in reasons[0] and "max_new_tokens" in reasons[1]
+    assert "prompt_ids: input_ids holds something not a token id" in reasons[2]
+    assert "prompt_ids: input_ids is not a non-empty list" in reasons[3]

@@ -8,7 +8,9 @@ from collections import Counter
 import pytest
 
 from specmon.bench.prompts import (
+    MAX_PROMPT_IDS,
     PromptError,
+    ids_hash,
     load_prompts,
     parse_prompts,
     prompt_set_hash,
@@ -72,3 +74,46 @@ def test_unknown_builtin_and_missing_file(tmp_path):
 def test_render_keeps_an_open_assistant_turn_once():
     assert render_messages([{"role": "user", "content": " q "}]) == "User: q\n\nAssistant:"
     assert parse_prompts('{"prompt": "x"}')[0].text == "x"
+
+
+def test_a_prompt_file_may_give_token_ids(tmp_path):
+    path = tmp_path / "ids.jsonl"
+    path.write_text(json.dumps({"id": "t", "input_ids": [1, 2, 2**31 - 1], "category": "tok"}) + "\n"
+                    + json.dumps({"prompt": "1,2,2147483647"}) + "\n")
+    ids, text = load_prompts(str(path))
+    assert (ids.id, ids.text, ids.input_ids, ids.category, ids.sent) == ("t", "", (1, 2, 2**31 - 1), "tok",
+                                                                         (1, 2, 2**31 - 1))
+    assert ids.prompt_hash == ids_hash((1, 2, 2**31 - 1)) != text.prompt_hash
+    assert prompt_set_hash([ids]) != prompt_set_hash([text])
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([1, -2], r"ids.jsonl:1: input_ids holds something not a token id \(an int in 0..2147483647\)\Z"),
+        ([2**31], "something not a token id"),
+        ([1, "2"], "something not a token id"),
+        ([1.5], "something not a token id"),
+        ([True], "something not a token id"),
+        ([[1, 2]], "something not a token id"),
+        ([], r"input_ids is not a non-empty list\Z"),
+        ("1 2 3", "input_ids is not a non-empty list"),
+        ([0] * (MAX_PROMPT_IDS + 1), f"holds {MAX_PROMPT_IDS + 1:,} ids, over {MAX_PROMPT_IDS:,}"),
+    ],
+)
+def test_token_ids_that_are_not_token_ids_are_refused_in_one_line(tmp_path, ids, message):
+    path = tmp_path / "ids.jsonl"
+    path.write_text(json.dumps({"input_ids": ids}) + "\n")
+    with pytest.raises(PromptError, match=message) as refused:
+        load_prompts(str(path))
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 300
+
+
+def test_ten_million_token_ids_are_refused_and_a_prompt_with_ids_too(tmp_path):
+    path = tmp_path / "ids.jsonl"
+    path.write_text('{"input_ids": [' + "1," * (10**7 - 1) + "1]}\n")
+    with pytest.raises(PromptError, match=f"ids.jsonl:1: input_ids holds 10,000,000 ids, over {MAX_PROMPT_IDS:,}"):
+        load_prompts(str(path))
+    path.write_text(json.dumps({"prompt": "x", "input_ids": [1]}) + "\n")
+    with pytest.raises(PromptError, match="gives both a prompt and input_ids"):
+        load_prompts(str(path))

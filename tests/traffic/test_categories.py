@@ -165,7 +165,7 @@ def test_both_sides_are_categorised_by_the_same_rules(export, rules):
     cats = read(rules)
     prompts = [Prompt(id=f"q{i}", text=f"Tell me about {i}", category="code" if i < 5 else "chat") for i in range(20)]
     requests = [RequestResult(index=i, prompt_id=p.id, ok=True, completion_tokens=100, spec_verify_ct=40,
-                              prompt_tokens=50, category=p.category, prompt_hash=p.text_hash)
+                              prompt_tokens=50, category=p.category, prompt_hash=p.prompt_hash)
                 for i, p in enumerate(prompts)]
     check = check_against_production(_run(requests), [export], prompts, cats)
     # the prompt's own category where it names one of the rules' ("code"); the rules on its text otherwise
@@ -178,14 +178,16 @@ def test_both_sides_are_categorised_by_the_same_rules(export, rules):
     assert heuristic.benchmark_shares == {"other": 0.75, "code": 0.25}  # "code" is one of the heuristic's too
 
     sample = sample_prompts([export], 10, categories=cats)
-    assert {p.category for p in sample.prompts} == {"code", "support", "beta", "prose"}
+    # the records with token ids only are sampled too, in the category the rules give them: not known, as production's
+    assert {p.category for p in sample.prompts} == {"code", "support", "beta", "prose", NO_TEXT}
+    assert all(p.input_ids == (1, 2, 3) for p in sample.prompts if p.category == NO_TEXT)
     assert "categories: your rules" in sample.describe()
 
 
 def test_the_check_says_whether_the_records_are_the_benchmarked_servers(tmp_path, export):
     prompt = Prompt(id="q", text="Tell me a story.")
     requests = [RequestResult(index=i, prompt_id="q", ok=True, completion_tokens=100, spec_verify_ct=40 + i % 3,
-                              prompt_tokens=50, prompt_hash=prompt.text_hash) for i in range(20)]
+                              prompt_tokens=50, prompt_hash=prompt.prompt_hash) for i in range(20)]
     chain3 = Speculative(algorithm="EAGLE3", num_steps=3, eagle_topk=1, num_draft_tokens=4)
     unknown = check_against_production(_run(requests, chain3), [export], [prompt])
     assert unknown.configuration == "unknown" and "cannot be tied to the configuration benchmarked" in unknown.text

@@ -168,3 +168,67 @@ def test_your_categories_name_both_sides_and_the_records_are_tied_to_the_server(
     assert check["production_shares"]["code"] == pytest.approx(code_share, abs=1e-4)
     assert f"its prompts are 50% code, production's {code_share:.0%}" in check["text"]
     assert check["configuration"] == "same" and "of this run's requests" in check["configuration_note"]
+
+
+def token_prompt(i: int) -> list[int]:
+    """A client that tokenises itself: each prompt only as token ids, one id above 2**16 (not a byte, not a char)."""
+    return [7731, 100_000 + i, *range(i, i + 20 + 3 * i)]
+
+
+HOSTILE_IDS = {"negative": [1, -2, 3], "huge": [1, 2**31], "not ints": [1, "2", 3.0], "bools": [True, 1],
+               "a batch": [[1, 2], [3, 4]], "empty": []}
+
+
+def test_records_holding_token_ids_make_a_benchmark_that_sends_them(tmp_path):
+    """Production's prompts sent as input_ids reach the records as input_ids (as SGLang's exporter keeps them);
+    `bench --prompts-from-traffic` sends them back as input_ids, keeps their hashes (their ids with --keep-prompts),
+    and skips records whose ids are not token ids with a count."""
+    export = tmp_path / "export"
+    emu = launch(tmp_path, *EAGLE3, *FAST, "--export-metrics-to-file", "--export-metrics-to-file-dir", str(export))
+    state = str(tmp_path / "state")
+    try:
+        emu.wait_ready()
+        sent = {}
+        for i in range(12):
+            body = {"input_ids": token_prompt(i), "sampling_params": {"max_new_tokens": 20 + i, "ignore_eos": True}}
+            answer = httpx.post(emu.url + "/generate", json=body, timeout=60)
+            assert answer.status_code == 200, answer.text
+            sent[tuple(token_prompt(i))] = 20 + i
+        [records] = list(export.iterdir())
+        real = json.loads(records.read_text().splitlines()[-1])
+        with records.open("a") as out:  # what a hostile or broken writer left beside them
+            for rid, ids in HOSTILE_IDS.items():
+                out.write(json.dumps({**real, "request_parameters": json.dumps({"rid": rid, "input_ids": ids}),
+                                      "id": rid}) + "\n")
+        run = bench(emu.url, state, "--prompts-from-traffic", str(export))
+        kept = bench(emu.url, state, "--prompts-from-traffic", str(export), "--keep-prompts")
+    finally:
+        emu.stop()
+    assert run.returncode in (0, 1), run.stderr
+    described = run.stderr  # 12 sent as ids and the emulator's warmup, which is text
+    assert "from 13 of 19 production records" in described, described
+    assert "4 skipped: input_ids holds something not a token id" in described, described
+    assert "1 skipped: input_ids is not a non-empty list" in described and "1 skipped: a batch" in described
+    result = json.loads(run.stdout)
+    measured = [r for r in result["requests"] if not r["warmup"]]
+    assert measured and all(r["ok"] for r in measured)
+    assert all(r["completion_tokens"] == r["max_new_tokens"] for r in measured)
+    stored = ResultStore(os.path.join(state, "results")).path_for(result["run_id"]).read_text()
+    assert all(len(r["prompt_hash"]) == 16 and r["prompt_ids"] is None and r["prompt_text"] is None for r in measured)
+    assert "7731,1000" not in stored.replace(" ", "")  # no prompt's ids
+
+    own = [json.loads(line) for line in records.read_text().splitlines()]
+    own = [json.loads(r["request_parameters"]) for r in own if r["id"].startswith("specmon-bench-")]
+    arrived = {tuple(p["input_ids"]): p["sampling_params"]["max_new_tokens"] for p in own if "input_ids" in p}
+    assert len({p["text"] for p in own if "input_ids" not in p}) <= 1  # the emulator's warmup, the one text record
+    assert set(arrived) <= set(sent) and len(arrived) > 3  # the server got production's ids, as ids
+    assert all(sent[ids] == limit for ids, limit in arrived.items())  # each with its record's output length
+
+    assert kept.returncode in (0, 1), kept.stderr
+    kept_run = json.loads(kept.stdout)
+    kept_requests = [r for r in kept_run["requests"] if not r["warmup"]]
+    as_ids = [r for r in kept_requests if r["prompt_ids"] is not None]
+    assert all(tuple(r["prompt_ids"]) in sent and r["prompt_text"] is None for r in as_ids)
+    assert len(as_ids) >= len(kept_requests) - 2 and all(r["prompt_text"] for r in kept_requests if r not in as_ids)
+    stored = ResultStore(os.path.join(state, "results")).path_for(kept_run["run_id"]).read_text()
+    assert "[7731,1000" in stored.replace(" ", "")

@@ -1,5 +1,6 @@
 """Prompts sampled from SGLang's request records keep production's class mix and output lengths; records a
-benchmark cannot send (no text, token ids only, text cut by --log-requests-level 2) are counted with their reason,
+benchmark cannot send (no text nor token ids, ids that are not token ids, text cut by --log-requests-level 2) are
+counted with their reason,
 and a benchmark's own requests are never production."""
 
 from __future__ import annotations
@@ -49,13 +50,15 @@ def test_the_sample_keeps_the_class_mix_and_each_requests_output_length(tmp_path
         out.write(line("none", 10, 5))
     sample = sample_prompts([str(path)], 20)
     assert Counter(p.category for p in sample.prompts) == {CODE: 15, OTHER: 5}
-    assert sample.records == 403 and sample.classes == {CODE: 300, OTHER: 100}  # the benchmark's 50 left out
-    assert sample.without_text == {"token ids only (input_ids), no text": 1, "text cut by --log-requests-level 2": 1,
-                                   "no prompt text": 1}
+    assert sample.records == 403 and sample.classes == {CODE: 300, OTHER: 101}  # the benchmark's 50 left out
+    assert sample.without_text == {"text cut by --log-requests-level 2": 1, "no prompt text": 1}
     for prompt in sample.prompts:
+        if prompt.input_ids is not None:  # the record with token ids only
+            assert prompt.input_ids == (1, 2, 3) and prompt.max_new_tokens == 10 and not prompt.text
+            continue
         index = int(prompt.text.split()[-1].rstrip("."))
         assert prompt.max_new_tokens == (50 + index if prompt.category == CODE else 1000 + index)
-    assert len({p.text for p in sample.prompts}) == 20
+    assert len({p.prompt_hash for p in sample.prompts}) == 20
     assert [p.text for p in sample_prompts([str(path)], 20).prompts] == [p.text for p in sample.prompts]  # seeded
     capped = sample_prompts([str(path)], 20, max_new_tokens=64)
     assert max(p.max_new_tokens for p in capped.prompts) == 64
@@ -95,7 +98,7 @@ def test_a_sample_too_big_to_hold_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(production, "MAX_SAMPLE_BYTES", 10_000)
     path = tmp_path / "sglang-request-metrics-20261201_10.log"
     path.write_text("".join(line(f"r{i}", 10, 5, text=f"{i} " + "w" * 1000) for i in range(30)))
-    with pytest.raises(NoPromptText, match=r"would hold over .* of prompt text: ask for fewer requests"):
+    with pytest.raises(NoPromptText, match=r"would hold over .* of prompt text or token ids: ask for fewer requests"):
         sample_prompts([str(path)], 20)
     assert len(sample_prompts([str(path)], 5).prompts) == 5
 
@@ -112,3 +115,39 @@ def test_the_flag_reaches_the_summary_and_the_benchmark_pane(tmp_path):
     assert fine.summary.flags == [] and fine.summary.production.beyond_ci is False
     assert bench_pane([flagged]).production == flagged.summary.production.text == production_gap(flagged)
     assert bench_pane([flagged, fine]).production is None and production_gap(fine) is None
+
+
+def test_records_with_token_ids_are_sampled_and_ids_that_are_not_token_ids_are_counted(tmp_path):
+    """Token ids are sampled as texts are (their class from their length); a list that is not token ids (negative,
+    over 2**31 - 1, not ints, over MAX_PROMPT_IDS long, a batch) is skipped with its reason and counted."""
+    from specmon.bench.prompts import MAX_PROMPT_IDS, Prompt, ids_hash
+
+    path = tmp_path / "sglang-request-metrics-20261201_10.log"
+    with path.open("w") as out:
+        for i in range(30):
+            out.write(line(f"i{i}", 40 + i, 20, prompt_tokens=3 + i, input_ids=list(range(3 + i))))
+        out.write(line("long", 40, 20, prompt_tokens=9000, input_ids=[5] * 9000))
+        for rid, ids in {"negative": [1, -1], "huge": [2**31], "float": [1.0], "string": ["1"], "bool": [True],
+                         "batch": [[1], [2]], "empty": [], "over": [0] * (MAX_PROMPT_IDS + 1)}.items():
+            out.write(line(rid, 40, 20, input_ids=ids))
+    sample = sample_prompts([str(path)], 31)
+    assert sample.classes == {OTHER: 30, LONG: 1} and len(sample.prompts) == 31
+    assert {len(p.input_ids) for p in sample.prompts if p.category == OTHER} == set(range(3, 33))
+    assert all(p.text == "" and p.id.endswith(ids_hash(p.input_ids)[:8]) and p.prompt_hash == ids_hash(p.input_ids)
+               for p in sample.prompts)
+    assert sample.without_text == {
+        "input_ids holds something not a token id (an int in 0..2147483647)": 5, "a batch of prompts in one request": 1,
+        "input_ids is not a non-empty list": 1, f"input_ids holds {MAX_PROMPT_IDS + 1:,} ids, over {MAX_PROMPT_IDS:,}": 1}
+    assert "5 skipped: input_ids holds something not a token id" in sample.describe()
+    assert Prompt(id="a", text="", input_ids=(1, 2)).prompt_hash != Prompt(id="b", text="1,2").prompt_hash
+    with pytest.raises(ValueError):
+        Prompt(id="both", text="x", input_ids=(1,))
+
+
+def test_the_reservoirs_bound_counts_token_ids(tmp_path, monkeypatch):
+    path = tmp_path / "sglang-request-metrics-20261201_10.log"
+    path.write_text("".join(line(f"i{i}", 40, 20, input_ids=[1] * 1000) for i in range(10)))
+    monkeypatch.setattr(production, "MAX_SAMPLE_BYTES", 5 * 1000 * production.ID_BYTES)
+    with pytest.raises(NoPromptText, match="would hold over"):
+        sample_prompts([str(path)], 10)
+    assert len(sample_prompts([str(path)], 4).prompts) == 4

@@ -167,6 +167,20 @@ def test_the_text_finish_line_and_its_dated_prefix(tmp_path):
     assert summary["accept_length"]["token_weighted"] == pytest.approx(48 / 47)
 
 
+
+@pytest.mark.parametrize(("obj", "ids"), [
+    ("text=None, input_ids=[5, 2147483647, 0], rid='a'", [5, 2147483647, 0]),  # SGLang's: every field, None ones too
+    ("input_ids=[5, 6], rid='a'", [5, 6]),  # the emulator's: the fields it has
+    ("text='" + "x" * 300 + ", input_ids=[6, 6]', rid='a'", None),  # a text's words are not token ids
+    ("text=None, input_ids=[1, 2] ... [3, 4], rid='a'", None),  # cut at level 2: not the prompt's ids
+])
+def test_a_text_finish_line_gives_its_token_ids_only_where_sglang_writes_them(tmp_path, obj, ids):
+    line = (f"[2026-01-01 10:00:00] Finish: obj=GenerateReqInput({obj}), out={{'meta_info': {{'id': 'a', "
+            "'prompt_tokens': 3, 'completion_tokens': 8, 'spec_verify_ct': 4}}\n")
+    (tmp_path / "server.log").write_text(line)
+    (record,) = read_records([str(tmp_path / "server.log")], ReadTally())
+    assert record.params.get("input_ids") == ids
+
 FIELD_VALUES = [("completion_tokens", v) for v in (20, 20.0, 20.5, True, "20", None, -1, 10**30, 1e30, [20])] + \
     [("spec_verify_ct", v) for v in (10, 10.0, 0, 21, None, False, "10")] + \
     [("prompt_tokens", v) for v in (5, None, -5, 5.5, "5")] + \

@@ -99,3 +99,28 @@ def test_code_accepts_more_than_prose_as_the_emulator_knows(tmp_path):
                                       abs=0.15)
     assert tau(prose) == pytest.approx(SpeedModel(shape, 0.75).expected_accept_length(), abs=0.15)
     assert tau(code) > tau(prose) + 0.3
+
+
+@pytest.mark.parametrize("form", ["json", "text"])
+def test_a_request_sent_as_token_ids_is_recorded_with_its_ids(tmp_path, form):
+    """As SGLang's GenerateReqInput holds it: `input_ids`, no `text`, in the export and the request log at level 3;
+    a list that is not token ids is refused as SGLang refuses a request without a prompt."""
+    export, target = tmp_path / "export", tmp_path / "requests"
+    emu = launch(tmp_path, *EAGLE3, *FAST, "--export-metrics-to-file", "--export-metrics-to-file-dir", str(export),
+                 "--log-requests", "--log-requests-level", "3", "--log-requests-format", form,
+                 "--log-requests-target", str(target))
+    ids = [7731, 2**31 - 1, *range(40)]
+    try:
+        emu.wait_ready()
+        body = {"input_ids": ids, "rid": "ids-1", "sampling_params": {"max_new_tokens": 30, "ignore_eos": True}}
+        assert httpx.post(emu.url + "/generate", json=body, timeout=30).status_code == 200
+        refused = httpx.post(emu.url + "/generate", json={**body, "input_ids": [1, "2"], "rid": "ids-2"}, timeout=30)
+        assert refused.status_code == 400
+    finally:
+        emu.stop()
+    sources = [export] + ([target] if form == "json" else [emu.log_path])
+    for source in sources:
+        tally = ReadTally()
+        (mine,) = [r for r in read_records([str(source)], tally) if r.rid.startswith("ids-")]
+        assert mine.params["input_ids"] == ids and "text" not in mine.params, source
+        assert mine.prompt_tokens == len(ids) and mine.completion_tokens == 30

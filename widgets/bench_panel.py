@@ -102,6 +102,7 @@ class BenchPanel(Vertical):
         self._redraw_timer: Timer | None = None
         self.results: list[BenchResult] = []
         self.progress: BenchProgress | None = None
+        self._note_shown = False
 
     def compose(self) -> ComposeResult:
         yield Static(IDLE_TEXT, id="bench-progress")
@@ -147,6 +148,7 @@ class BenchPanel(Vertical):
     def show_progress(self, progress: BenchProgress) -> None:
         """Show a running benchmark's progress (its preset's series and row update live)."""
         self.progress = progress
+        self._note_shown = False
         self.query_one("#bench-progress", Static).update(describe_progress(progress))
         self._series[progress.preset] = list(progress.decode_tok_s)
         if progress.accept_length is not None:
@@ -167,7 +169,9 @@ class BenchPanel(Vertical):
         self._mark_dirty()
 
     def show_note(self, text: str) -> None:
-        """Text in place of the progress line (a sweep's progress, its recommendation), wrapped to three lines."""
+        """Text in place of the progress line (a sweep's progress, its recommendation), wrapped to three lines; it
+        stays over the results' summary until the next run's progress."""
+        self._note_shown = True
         self.query_one("#bench-progress", Static).update(Text(text))
 
     def show_results(self, model: BenchPaneModel) -> None:
@@ -179,7 +183,7 @@ class BenchPanel(Vertical):
             self._series[preset] = list(row.series)
             if row.accept is not None:
                 self._accept[preset] = row.accept
-        if (self.progress is None or self.progress.finished) and model.note:
+        if (self.progress is None or self.progress.finished) and model.note and not self._note_shown:
             flag = f"\nFLAG unrepresentative: {model.production}" if model.production else ""
             self.query_one("#bench-progress", Static).update(Text(model.note + flag))
         self.set_class(model.grid is not None, "-grid")  # the newest run is a grid sweep's: its picture instead

@@ -185,7 +185,7 @@ class SweepPlan(msgspec.Struct):
     """Cancelled (Ctrl+C, the app's Cancel) and not resumed since."""
     grid: GridPlan | None = None
     """A grid sweep's axes (None: a sweep of named presets; plans stored before grids read as such)."""
-    leave_s: float | None = None
+    leave_s: Seconds | None = None
     """The wall time of what the sweep did last: the switch to the preset it leaves serving, or the stop (None: not
     yet, or a plan stored before it was kept)."""
 

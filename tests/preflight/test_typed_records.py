@@ -192,7 +192,7 @@ WRONG_PLANS = {
     "run_id": [5, None], "steps": [None, {}, [{"preset": "a"}]], "requests": ["8", 2.5, True],
     "created_at": [-1.0, "today"], "finished": [1, "no"], "left_serving": [3], "leave": ["all", 5, None],
     "recommended": [[]], "runner_pid": [0, "123", 1.5], "runner_started": [2.0**35], "server_id": [7],
-    "cancelled": [1, "yes"], "grid": [5, "grid", [1, 2]],
+    "cancelled": [1, "yes"], "grid": [5, "grid", [1, 2]], "leave_s": [-1.0, "slow"],
 }
 WRONG_STEPS = {
     "preset": [None, 5], "baseline": [None, 1], "draft_tokens": ["16", 4.5, True], "state": ["??", None],

@@ -1,8 +1,9 @@
 """`--emulator-production-traffic RPS`: the emulator serves a steady production-like mix of its own.
 
 Once the server is up, a thread enters requests into the scheduler as if from clients, at RPS requests a second
-(wall clock, whatever `--emulator-speed` says; at most MAX_RPS), never more than MAX_RUNNING of them at once, so a
-user's benchmark beside them still gets the batch. Each has a rid of its own (`prod-N`) and a route label
+(wall clock, whatever `--emulator-speed` says; at most MAX_RPS), never more than MAX_RUNNING of them at once, and
+none starts while another client's request is in the server (nor for PAUSE_S after): a benchmark (specmon's `b`)
+then measures its own requests, not production's load beside them. Each has a rid of its own (`prod-N`) and a route label
 (`custom_labels.route`, as a client's gateway tags it) and shows where a client's request does: the running counts
 in /metrics, the Decode batch lines, and the request records. Request N's route, prompt and output length are
 drawn from `random.Random(seed, N)`, and its acceptance draws from its prompt (speed_model.acceptance_rng), so a
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 MAX_RPS = 50.0
 MAX_RUNNING = 4
 """The most production requests in the batch at once; an arrival beyond it waits for one to finish."""
+RID_PREFIX = "prod-"
+PAUSE_S = 3.0
+"""No new production request while another client's request is in the server, nor for this long after one was
+(real seconds): a benchmark's requests, one after another, run without production's load beside them."""
 GARBLED_ACCEPT_PROB = 0.0
 LOOP_ACCEPT_PROB = 0.98
 LOOP_DEPTH_DECAY = 1.0
@@ -73,7 +78,7 @@ def production_request(scheduler: EmulatedScheduler, seed: int, index: int) -> G
     prompt = prompts[rng.randrange(len(prompts))]
     sampling = {"temperature": 0.0, "max_new_tokens": rng.randint(low, high), "ignore_eos": True}
     request = scheduler.new_request(prompt, count_prompt_tokens(prompt), sampling, seed + index)
-    request.rid = f"prod-{index:06d}"
+    request.rid = f"{RID_PREFIX}{index:06d}"
     request.custom_labels = {"route": route}
     if route == "translate":
         request.accept_prob = GARBLED_ACCEPT_PROB
@@ -103,10 +108,14 @@ class ProductionTraffic:
         while not self.ready.wait(0.2):
             if self._stopped.is_set():
                 return
-        index, next_at = 0, time.monotonic()
+        index, next_at, outside_seen_at = 0, time.monotonic(), -PAUSE_S
         while not self._stopped.is_set():
             self._in_flight = [r for r in self._in_flight if not r.finished]
-            if len(self._in_flight) < MAX_RUNNING:
+            if any(not rid.startswith(RID_PREFIX) for rid in self.scheduler.rids_in_flight()):
+                outside_seen_at = time.monotonic()
+            if time.monotonic() - outside_seen_at < PAUSE_S:
+                next_at = time.monotonic() + 0.05
+            elif len(self._in_flight) < MAX_RUNNING:
                 request = production_request(self.scheduler, self.seed, index)
                 self.scheduler.submit(request)
                 self._in_flight.append(request)

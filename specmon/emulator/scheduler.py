@@ -266,6 +266,10 @@ class EmulatedScheduler:
         with self._cond:
             return len(self._waiting), len(self._running)
 
+    def rids_in_flight(self) -> list[str]:
+        with self._cond:
+            return [r.rid for r in (*self._waiting, *self._running)]
+
     def flush_cache(self) -> bool:
         """Reset the acceptance counters if idle (True), like SGLang's `/flush_cache`; False while busy."""
         with self._cond:

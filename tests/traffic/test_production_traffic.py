@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,7 @@ from tests.support.oncall import wait_for
 pytestmark = pytest.mark.timeout(300)
 FAST = ["--emulator-speed", "50", "--emulator-decode-speed", "50"]
 RECORDS = 400
+DRAIN_S = 3.0
 
 
 def records_in(export: Path) -> int:
@@ -103,6 +105,23 @@ def test_a_generic_benchmark_is_flagged_against_the_mix_and_one_sampled_from_it_
     sampled = bench(emu.url, state, "--prompts-from-traffic", str(export))
     check = sampled["summary"]["production"]
     assert not check["beyond_ci"] and "unrepresentative" not in sampled["summary"]["flags"], check
+
+
+def test_production_pauses_while_another_clients_request_runs(production):
+    """A benchmark measures its own requests: while one is in the server, no production request starts (those
+    already running finish within DRAIN_S here), and production resumes after."""
+    emu, frozen = production
+    export = frozen.parent / "export"
+    body = {"text": "Describe a quiet harbor town.", "sampling_params": {"max_new_tokens": 80000, "ignore_eos": True}}
+    started = time.time()
+    assert httpx.post(emu.url + "/generate", json=body, timeout=120).status_code == 200
+    ended = time.time()
+    assert ended - started > DRAIN_S + 2, "the outside request was too short to tell"
+    wait_for(lambda: any(r.finished_ts and r.finished_ts > ended for r in read_records([str(export)], ReadTally())
+                         if r.rid.startswith("prod-")), timeout=60, what="production to resume")
+    beside = [r.rid for r in read_records([str(export)], ReadTally())
+              if r.rid.startswith("prod-") and r.finished_ts and started + DRAIN_S < r.finished_ts < ended]
+    assert not beside, beside
 
 
 def test_without_the_flag_the_emulator_sends_nothing_of_its_own(tmp_path):

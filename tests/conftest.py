@@ -75,7 +75,7 @@ PROCESS_HEAVY = frozenset({
     "test_textfile_hostile", "test_textual_patches", "test_toast_repaint", "test_tracker_misreadings", "test_fleet_agreement", "test_tracker_causes", "test_traffic",
     "test_traffic_emulator", "test_typed_records", "test_ui_fit", "test_url_credentials", "test_web",
     "test_web_guard", "test_web_view", "test_live_paying", "test_live_paying_view", "test_grid_panel",
-    "test_drill_history", "test_sweep_report_prometheus"
+    "test_drill_history", "test_sweep_report_prometheus", "test_production_traffic"
 })
 """Test modules that take seconds (they start processes, servers, an app, tmux or a real Prometheus, or read every
 real SGLang source): marked `slow`. Without them the

@@ -192,7 +192,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from specmon.traffic.cli import check_by
     from specmon.tui.config import AppConfig
 
-    by = check_by(getattr(args, "by", None))
+    by = check_by(getattr(args, "by", None) or DEMO_TRAFFIC_BY)
     preset_set = load_presets(args.presets)
     records_dir = tempfile.mkdtemp(prefix="specmon-demo-records-")  # private (0700): the emulator's request records
     atexit.register(shutil.rmtree, records_dir, True)
@@ -254,12 +254,20 @@ def run_demo(args: argparse.Namespace) -> int:
         supervisor.stop()
 
 
+DEMO_PRODUCTION_RPS = 1
+"""The demo emulator's own production-like requests a second (`--emulator-production-traffic`)."""
+DEMO_TRAFFIC_BY = "custom_labels.route"
+"""The demo's Traffic tab classes by the production requests' route unless --by says otherwise."""
+
+
 def with_records(preset: Preset, directory: str) -> Preset:
-    """A demo preset whose emulator writes SGLang's export records into `directory` (the Traffic tab reads them)."""
+    """A demo preset whose emulator serves its production-like mix and writes SGLang's export records into
+    `directory` (the Traffic tab reads them)."""
     import dataclasses
 
     return dataclasses.replace(preset, args={**preset.args, "export-metrics-to-file": True,
-                                             "export-metrics-to-file-dir": directory})
+                                             "export-metrics-to-file-dir": directory,
+                                             "emulator-production-traffic": DEMO_PRODUCTION_RPS})
 
 
 def fleet_argv(args: argparse.Namespace) -> list[str]:

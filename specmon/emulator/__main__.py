@@ -189,6 +189,10 @@ def serve(config: LaunchConfig) -> int:
         return 3
     log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
     scheduler.start()
+    if options.production_rps is not None:
+        from specmon.emulator.production import ProductionTraffic
+
+        ProductionTraffic(scheduler, options.production_rps, options.seed, state.up).start()
     threading.Thread(
         target=run_warmup, args=(state, host, port, options.speed, options.warmup_delay_s), name="emulator-warmup", daemon=True
     ).start()

@@ -90,6 +90,7 @@ class EmulatorOptions:
     seed: int = 0
     warmup_delay_s: float | None = None  # real seconds before the warmup starts (default 1 s / speed)
     oom_at_step_tokens: int | None = None  # a decode step verifying this many tokens crashes the server
+    production_rps: float | None = None  # --emulator-production-traffic: its own production-like requests a second
 
 
 @dataclass
@@ -132,6 +133,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _production_rps(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 50:
+        raise argparse.ArgumentTypeError(f"must be a number of requests a second above 0, at most 50: {text}")
+    return value
+
+
 def _probability(text: str) -> float:
     value = float(text)
     if not 0.0 <= value <= 1.0:
@@ -149,6 +157,8 @@ EMULATOR_FLAG_HELP = {
     "--emulator-fail": "fail the startup the way SGLang does: " + ", ".join(FAIL_KINDS),
     "--emulator-seed": "random seed of the generated requests (default 0)",
     "--emulator-warmup-delay": "real seconds before the warmup starts (default 1 s / --emulator-speed)",
+    "--emulator-production-traffic": "serve a production-like mix of its own, RPS requests a second (at most 50; "
+                                     "rids prod-N, label custom_labels.route; default off)",
     "--emulator-oom-at-step-tokens": "crash the running server as a CUDA out-of-memory does (its traceback in the "
     "log, then the process killed) once a decode step holds N tokens: running requests x draft tokens (1 a "
     "request without speculation)",
@@ -170,6 +180,7 @@ def _add_emulator_flags(parser: argparse.ArgumentParser, shown: bool = False) ->
     add("--emulator-seed", type=int, default=0)
     add("--emulator-warmup-delay", type=float, default=None)
     add("--emulator-oom-at-step-tokens", type=_positive_int, default=None, metavar="N")
+    add("--emulator-production-traffic", type=_production_rps, default=None, metavar="RPS")
 
 
 def emulator_flag_problem(option: str, value: object) -> str | None:
@@ -485,6 +496,7 @@ def parse_launch_args(argv: list[str]) -> LaunchConfig:
         seed=ns.emulator_seed,
         warmup_delay_s=ns.emulator_warmup_delay,
         oom_at_step_tokens=ns.emulator_oom_at_step_tokens,
+        production_rps=ns.emulator_production_traffic,
     )
     if options.gpus is None:
         options.gpus = rank_layout(args).gpus

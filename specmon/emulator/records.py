@@ -79,6 +79,8 @@ class RequestRecordWriter:
     def _obj(self, request: GenRequest) -> dict[str, Any]:
         obj: dict[str, Any] = {**_prompt(request, self.level), "sampling_params": request.sampling,
                                "rid": request.rid, "stream": False}
+        if request.custom_labels is not None:
+            obj["custom_labels"] = request.custom_labels
         if self.level <= 1:
             obj = {k: v for k, v in obj.items() if k not in EXPORT_SKIPPED[1]}
         if self.level == 0:
@@ -90,6 +92,8 @@ class RequestRecordWriter:
                          dp_groups=self.dp_groups, final=True)
         if self.export_dir:
             params = {**_prompt(request, 3), "sampling_params": request.sampling, "rid": request.rid, "stream": False}
+            if request.custom_labels is not None:
+                params["custom_labels"] = request.custom_labels
             if self.log_requests and self.level <= 1:  # SGLang's exporter skips what the request log skips
                 params = {k: v for k, v in params.items() if k not in EXPORT_SKIPPED[self.level]}
             name = f"sglang-request-metrics-{datetime.now():%Y%m%d_%H}.log"

@@ -117,6 +117,8 @@ class GenRequest:
     proposed_drafts: int = 0
     accept_histogram: list[int] = field(default_factory=list)
     accept_prob: float | None = None  # its class's (speed_model.request_class); None: the launch's
+    accept_decay: float | None = None  # acceptance's decay along the chain; None: speed_model.DEPTH_DECAY
+    custom_labels: dict[str, str] | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
     input_ids: list[int] | None = None  # the prompt as sent where it came as token ids (`prompt` then spells them)
     aborted: bool = False
@@ -263,6 +265,10 @@ class EmulatedScheduler:
         """(#queue-req, #running-req)."""
         with self._cond:
             return len(self._waiting), len(self._running)
+
+    def rids_in_flight(self) -> list[str]:
+        with self._cond:
+            return [r.rid for r in (*self._waiting, *self._running)]
 
     def flush_cache(self) -> bool:
         """Reset the acceptance counters if idle (True), like SGLang's `/flush_cache`; False while busy."""
@@ -441,7 +447,7 @@ class EmulatedScheduler:
             window.batch += 1
             before = request.completion_tokens
             if shape.enabled:
-                accepted = self.speed.draw_accepted(request.accept_rng, request.accept_prob)
+                accepted = self.speed.draw_accepted(request.accept_rng, request.accept_prob, request.accept_decay)
                 request.verify_ct += 1
                 request.correct_drafts += accepted
                 request.proposed_drafts += shape.draft_tokens - 1

@@ -86,8 +86,9 @@ class SpeedModel:
         seconds += VERIFY_LOAD_S * verify_tokens * max(0, batch_size - 1)
         return seconds / self.time_scale
 
-    def position_prob(self, position: int, accept_prob: float | None = None) -> float:
-        return (self.accept_prob if accept_prob is None else accept_prob) * DEPTH_DECAY ** (position - 1)
+    def position_prob(self, position: int, accept_prob: float | None = None, decay: float | None = None) -> float:
+        return ((self.accept_prob if accept_prob is None else accept_prob)
+                * (DEPTH_DECAY if decay is None else decay) ** (position - 1))
 
     def expected_accept_length(self, accept_prob: float | None = None) -> float:
         """Expected tokens per verify step (accepted drafts + the bonus token)."""
@@ -97,11 +98,11 @@ class SpeedModel:
             total += chain
         return total
 
-    def draw_accepted(self, rng: random.Random, accept_prob: float | None = None) -> int:
+    def draw_accepted(self, rng: random.Random, accept_prob: float | None = None, decay: float | None = None) -> int:
         """Accepted draft tokens of one verify step (0..depth)."""
         accepted = 0
         for position in range(1, self.shape.depth + 1):
-            if rng.random() >= self.position_prob(position, accept_prob):
+            if rng.random() >= self.position_prob(position, accept_prob, decay):
                 break
             accepted += 1
         return accepted

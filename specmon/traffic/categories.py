@@ -63,7 +63,7 @@ LONG_PROMPT_TOKENS = PROMPT_BUCKETS[2]
 LEVEL2_HALF = 1024
 """--log-requests-level 2 keeps a string's first and last 1,024 characters around "..." (SGLang's max_length 2048)."""
 _CODE_LINE = re.compile(r"^\s*(def |class |import |from \S+ import |#include|function |fn |func |public |"
-                        r"const |let |var |SELECT |return\b).*|.*[;{}][ \t\r]*(?=\n|\Z)", re.MULTILINE)
+                        r"const |let |var |SELECT |return\b).*|^.*[;{}][ \t\r]*(?=\n|\Z)", re.MULTILINE)
 MIN_CODE_LINES = 3
 
 Name = Annotated[str, msgspec.Meta(pattern=r"\A[A-Za-z0-9][A-Za-z0-9 _.+-]{0,39}\Z",

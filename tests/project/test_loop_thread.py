@@ -222,6 +222,8 @@ LOOP_OWNERS = {
     "specmon/emulator/__main__.py": "the emulator is a stand-in server in its own process, not a reader of one",
     "specmon/emulator/nodes.py": "the emulator is a stand-in server in its own process, not a reader of one",
     "specmon/emulator/scheduler.py": "the emulator is a stand-in server in its own process, not a reader of one",
+    "specmon/emulator/production.py": "the emulator's own clients: arrivals paced inside the stand-in server, not a "
+                                      "reader of one",
 }
 """Modules that start a thread and run a waiting loop for another reason than reading something periodically."""
 

@@ -6,6 +6,7 @@ and a benchmark's own requests are never production."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 
 import pytest
@@ -34,6 +35,13 @@ def test_prompt_classes():
     assert prompt_class("A long contract to summarise.", 9000) == LONG
     assert prompt_class("Tell me a story.", 20) == OTHER
     assert prompt_class(None, 9000) == LONG and prompt_class(None, None) == OTHER
+
+
+def test_a_long_prompt_on_one_line_is_classed_in_linear_time():
+    """A 64 KiB paragraph without a newline: the code-line pattern once took seconds (quadratic) per such prompt."""
+    started = time.monotonic()
+    assert prompt_class("The committee reviewed the survey, and it wrote its findings. " * 1040, 16000) == LONG
+    assert time.monotonic() - started < 2.0  # quadratic: about 40 s here; linear: under 10 ms
 
 
 def test_the_sample_keeps_the_class_mix_and_each_requests_output_length(tmp_path):

@@ -85,6 +85,7 @@ def test_the_demo_emulator_writes_its_records_where_the_app_reads_them(tmp_path)
     preset = load_presets([]).presets[load_presets([]).default_demo().name]
     argv = with_records(preset, str(tmp_path)).argv(port=30000)
     assert record_paths(argv) == [str(tmp_path)]
+    assert argv[argv.index("--emulator-production-traffic") + 1] == "1"  # its production-like mix, at 1 request/s
 
 
 def test_a_server_of_yours_named_by_its_url_has_its_records_read(tmp_path):

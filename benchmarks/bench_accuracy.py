@@ -22,6 +22,15 @@ request) when `--sglang-src DIR` points at an unzipped sglang wheel (else that c
     pip download --no-deps sglang==0.5.16 -d /tmp/sg && unzip -q /tmp/sg/sglang-*.whl 'sglang/*' -d /tmp/sg/src
     python -m benchmarks.bench_accuracy --standin --sglang-src /tmp/sg/src
 
+`--nodelay` makes the stand-in set TCP_NODELAY, as SGLang's own server does (uvicorn on asyncio, which sets it on
+every TCP socket); without it the stand-in's small writes wait for the previous write's ACK (Nagle).
+
+With `--lags` each client's row also says where its error comes from: per request, the lag of each event (when the
+client timed it minus when the stand-in sent it, one monotonic clock) relative to the first event's lag, as
+`lag_last_minus_first_us` and `lag_median_minus_first_us` (medians over the requests; a negative figure: the first
+event was timed late against the rest, so the span is short and tok/s reads high), and for specmon's client the
+first event's own lag beside the median event's (`lag_first_us`, `lag_median_us`).
+
 `--streams 1,8,64` measures CPU per stream at N concurrent streams (issue 33): the same stand-in (one process per 8
 streams), `--tok-s` per stream (default 250, 5 tokens a step), `--tokens` a request (default 512). Each batch (a
 warm-up request, then N at once) runs in a child process whose CPU time from the batch's start to its last stream's
@@ -163,6 +172,13 @@ def serve_standin(cadence: float, per_step: int) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def setup(self) -> None:
+            super().setup()
+            if os.environ.get("STANDIN_NODELAY") == "1":  # as SGLang's uvicorn (asyncio sets it on every socket)
+                import socket
+
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def log_message(self, *args: Any) -> None:
             pass
 
@@ -242,7 +258,19 @@ def load_sglang_request_function(src: str | None) -> Any:
     return namespace["async_request_sglang_generate"]
 
 
-async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sglang_fn: Any) -> dict[str, Any]:
+def event_lags(sent: tuple[list[float], list[int]], timed: list[tuple[float, int]]) -> dict[str, float]:
+    """Each event's lag (client time minus send time) against the first event's, matched by token count, in µs."""
+    times, counts = sent
+    sent_at = dict(zip(counts, times, strict=True))
+    lags = [at - sent_at[tokens] for at, tokens in timed if tokens in sent_at]
+    rel = [lag - lags[0] for lag in lags]
+    quarters = {f"lag_at_{q}_pct_minus_first_us": 1e6 * rel[round(q / 100 * (len(rel) - 1))] for q in (25, 50, 75)}
+    return {"lag_first_us": 1e6 * lags[0], "lag_median_us": 1e6 * statistics.median(lags), **quarters,
+            "lag_last_minus_first_us": 1e6 * rel[-1], "lag_median_minus_first_us": 1e6 * statistics.median(rel)}
+
+
+async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sglang_fn: Any,
+                       lags: bool = False) -> dict[str, Any]:
     import types
 
     import specmon.bench.stream as stream
@@ -254,15 +282,29 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     payload = {"text": "hi", "sampling_params": {"max_new_tokens": n, "temperature": 0.0, "ignore_eos": True},
                "stream": True}
     columns: dict[str, list[tuple[float, float]]] = {}
-    quick_ack = stream._set_quickack
+    lag_rows: dict[str, list[dict[str, float]]] = {}
+    timed: list[tuple[float, int]] = []  # the last request's (time, tokens) per event, as its client timed them
+    quick_ack, take_tokens = stream._set_quickack, stream._StreamState._take_tokens
+
+    def timing_take_tokens(self: Any, tokens: int, at: float) -> None:
+        timed.append((at, tokens))
+        take_tokens(self, tokens, at)
+
     try:
+        if lags:
+            stream._StreamState._take_tokens = timing_take_tokens  # type: ignore[method-assign]
         async with stream.stream_client(url) as streams:
             async def truth() -> float:
                 times, counts = json.loads((await streams.fetch("GET", "/sent", limit=64 << 20, deadline_s=30)).content)
                 return (counts[-1] - counts[0]) / (times[-1] - times[0])
 
+            async def sent() -> tuple[list[float], list[int]]:
+                times, counts = json.loads((await streams.fetch("GET", "/sent", limit=64 << 20, deadline_s=30)).content)
+                return times, counts
+
             async def specmon_one(ack: bool) -> float:
                 stream._set_quickack = quick_ack if ack else (lambda sock: None)
+                timed.clear()
                 result = await stream.stream_generate(streams, payload, 0, "p")
                 return result.decode_tok_s
 
@@ -270,6 +312,16 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
                 inp = types.SimpleNamespace(api_url=url + "/generate", prompt="hi", output_len=n, lora_name=None, prompt_len=1,
                                             extra_request_body={}, image_data=None, routing_key=None)
                 out = await sglang_fn(inp)
+                if lags:  # its own times: the first event at 0, then its gaps (spread over each event's tokens)
+                    timed.clear()
+                    times, counts = await sent()
+                    per_token = len(out.itl) == counts[-1] - counts[0]
+                    at, used = 0.0, 0
+                    for k, tokens in enumerate(counts):
+                        upto = tokens - counts[0] if per_token else k
+                        at += sum(out.itl[used:upto])
+                        used = upto
+                        timed.append((at, tokens))
                 return (out.output_len - 1) / sum(out.itl)
 
             runners = {"specmon": lambda: specmon_one(True), "specmon, no quick-ACK (before)": lambda: specmon_one(False)}
@@ -281,8 +333,10 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
                     measured = await run()
                     cpu = time.process_time() - cpu
                     columns.setdefault(name, []).append((100 * (measured / await truth() - 1), cpu))
+                    if lags:
+                        lag_rows.setdefault(name, []).append(event_lags(await sent(), timed))
     finally:
-        stream._set_quickack = quick_ack
+        stream._set_quickack, stream._StreamState._take_tokens = quick_ack, take_tokens  # type: ignore[method-assign]
         proc.kill()
     row: dict[str, Any] = {"cadence_ms": cadence * 1000, "tokens_per_step": per_step, "tokens": n}
     for name, values in columns.items():
@@ -290,6 +344,12 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
         row[name] = {"error_median_pct": round(statistics.median(errors), 3),
                      "error_max_abs_pct": round(max(abs(e) for e in errors), 3),
                      "cpu_ms_per_stream": round(1000 * statistics.median(c for _, c in values), 1)}
+        keys = ["lag_at_25_pct_minus_first_us", "lag_at_50_pct_minus_first_us", "lag_at_75_pct_minus_first_us",
+                "lag_last_minus_first_us", "lag_median_minus_first_us"]
+        if name != SGLANG:  # SGLang's function keeps only gaps: its own lags are relative ones
+            keys += ["lag_first_us", "lag_median_us"]
+        for key in keys if lags else []:
+            row[name][key] = round(statistics.median(r[key] for r in lag_rows[name]), 1)
     row["truth_tok_s_approx"] = round(per_step / cadence)
     return row
 
@@ -427,6 +487,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=10, help="with --standin: requests per client and case")
     parser.add_argument("--tok-s", metavar="LIST", help="with --standin: these rates only (e.g. 1000,4000: 5 tokens "
                         "a step, 1024 tokens a request) instead of the five standard cases")
+    parser.add_argument("--nodelay", action="store_true", help="with --standin: the stand-in sets TCP_NODELAY")
+    parser.add_argument("--lags", action="store_true", help="with --standin: each event's lag against the first's "
+                        "(where the error comes from)")
     parser.add_argument("--streams", metavar="LIST", help="concurrent streams per batch (e.g. 1,8,64): CPU per stream "
                         "of specmon's client beside SGLang's, --tok-s per stream (default 250), alternated")
     parser.add_argument("--tokens", type=int, default=512, help="with --streams: tokens a request")
@@ -451,11 +514,14 @@ def main() -> int:
     if args.standin:
         import asyncio
 
+        if args.nodelay:
+            os.environ["STANDIN_NODELAY"] = "1"  # read by the stand-in child
+
         sglang_fn = load_sglang_request_function(args.sglang_src)
         if sglang_fn is None:
             print("note: no --sglang-src (or aiohttp missing): SGLang's request function is skipped", file=sys.stderr)
         cases = STANDIN_CASES if not args.tok_s else [(5 / float(rate), 5, 1024) for rate in args.tok_s.split(",")]
-        rows = [asyncio.run(standin_case(c, k, n, args.repeats, sglang_fn)) for c, k, n in cases]
+        rows = [asyncio.run(standin_case(c, k, n, args.repeats, sglang_fn, args.lags)) for c, k, n in cases]
         print(json.dumps({"python": platform.python_version(), "standin": rows}, indent=2))
         return 0
     prompts = load_prompts()

@@ -70,9 +70,16 @@ class AppSources:
         self.gpu_sampler.start()
 
     def start_bench(self, preset: Preset | None, on_update: Callable[[BenchProgress], object]) -> BenchRun:
-        """Start benchmarking the server with ``preset``'s settings, on the run's own thread."""
+        """Start benchmarking the server with ``preset``'s settings, on the run's own thread; when the Traffic tab
+        follows request records, the run is checked against them before it is saved (as `bench --against-traffic`),
+        so the Benchmark pane flags a benchmark that does not represent that traffic."""
         from specmon.bench.run import BenchRun
 
+        judge = None
+        if self._config.traffic_paths:
+            from specmon.traffic.production import judge_against
+
+            judge = judge_against(list(self._config.traffic_paths), categories=self._config.traffic_categories)
         bench = BenchRun(
             self._config.url,
             preset.name if preset is not None else None,
@@ -81,6 +88,7 @@ class AppSources:
             on_update=on_update,
             gpu_sampler=self.gpu_sampler,
             asked=dict(preset.args) if preset is not None else None,
+            before_save=judge,
         )
         bench.start()
         return bench

@@ -141,3 +141,26 @@ def test_without_the_flag_the_emulator_sends_nothing_of_its_own(tmp_path):
 @pytest.mark.parametrize("value", ["0", "-1", "51", "nan", "inf", "lots"])
 def test_a_rate_out_of_bounds_is_refused(value):
     assert emulator_flag_problem("--emulator-production-traffic", value)
+
+
+async def test_the_apps_benchmark_pane_flags_a_generic_benchmark_against_the_traffic_it_follows(production, tmp_path,
+                                                                                                  monkeypatch):
+    """`b` in an app whose Traffic tab follows request records checks the run against them before saving it, so the
+    Benchmark pane says FLAG unrepresentative, as `bench --against-traffic` does headless."""
+    from specmon.bench.results import ResultStore
+    from specmon.tui.app import AppConfig, SpecmonApp
+    from tests.support.app_harness import screen_text
+    from tests.support.app_harness import wait_for as wait_on
+
+    emu, export = production
+    monkeypatch.setenv("SPECMON_STATE_DIR", str(tmp_path / "state"))
+    app = SpecmonApp(AppConfig(url=emu.url, emulator=True, sanity_check=False, traffic_paths=[str(export)]))
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert await wait_on(pilot, lambda: app.current_state() == "ready", 60)
+        await pilot.press("b")
+        assert await wait_on(pilot, lambda: "FLAG unrepresentative" in screen_text(app), 240), screen_text(app)
+        assert not app.bench_running
+    (run_id,) = ResultStore().run_ids()
+    stored = ResultStore().load(run_id)
+    assert stored.summary.production is not None and stored.summary.production.beyond_ci
+    assert "unrepresentative" in stored.summary.flags

@@ -38,10 +38,11 @@ def grid_base(oncall: Oncall, name: str = "grid-base") -> None:
 
 @pytest.mark.timeout(600)
 def test_a_chain_predicted_slower_everywhere_is_not_launched_and_its_cells_say_predicted(oncall: Oncall) -> None:
-    # at 8 concurrent requests the emulator's s5 chain is well slower than no speculation (0.7x), s2 a toss-up
-    assert truth((5, 1, 6), 8) < 0.8 and abs(truth((2, 1, 3), 8) - 1) < 0.1
+    # at 8 concurrent requests the emulator's s5 chain is well slower than no speculation (0.7x) and s1 faster
+    # (1.1x: far enough from 1 that a busy machine's noise does not predict it slower beyond its CI)
+    assert truth((5, 1, 6), 8) < 0.8 and truth((1, 1, 2), 8) > 1.05
     grid_base(oncall)
-    done = oncall.run("sweep", "--presets", str(oncall.presets), "grid-base", "--steps", "2,5,7", "--topk", "1",
+    done = oncall.run("sweep", "--presets", str(oncall.presets), "grid-base", "--steps", "1,5,7", "--topk", "1",
                       "--concurrency", "8", "--skip-predicted-worse", "--json", "--leave", "none", timeout=500,
                       presets=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -55,9 +56,9 @@ def test_a_chain_predicted_slower_everywhere_is_not_launched_and_its_cells_say_p
     assert "not launched" in skipped["reason"] and "every concurrency" in skipped["reason"]
     assert skipped["ci"][1] < 1 and abs(skipped["speedup"] - truth((5, 1, 6), 8)) < 0.2, skipped
     assert skipped["predicted"]["predicted_from"].startswith("run ")
-    assert cells[(7, 8)]["state"] == "measured" and cells[(2, 3)]["state"] == "measured"
+    assert cells[(7, 8)]["state"] == "measured" and cells[(1, 2)]["state"] == "measured"
     # a launched chain carries its prediction beside its measurement
-    measured_short = cells[(2, 3)]
+    measured_short = cells[(1, 2)]
     assert measured_short["predicted"]["accept_length"] > 1
     assert abs(measured_short["predicted"]["accept_length"] - measured_short["accept_length"]) < 0.35
     crossing = {(x["steps"], x["draft_tokens"]): x for x in report["crossover"]}

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from specmon.fleet.promapi import Sample
-from specmon.fleet.promql import GAUGES_PART, TTFT_BOUNDS, FleetQueries
+from specmon.fleet.promql import GAUGES_PART, LAUNCH_PART, TTFT_BOUNDS, FleetQueries
 from specmon.live.quantiles import Quantile
 from specmon.sglang.metric_names import (
     MAX_TOTAL_NUM_TOKENS,
@@ -33,7 +33,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
     """Each column's samples: read as they are (a recorded column, or a column that is its own part), or
     computed from the parts it reads."""
     s = queries.server_label
-    gauges = _by_metric(parts.get(GAUGES_PART, ()))
+    gauges = _by_metric([*parts.get(GAUGES_PART, ()), *parts.get(LAUNCH_PART, ())])
     ttft = _ttft_p99(parts, s)
     out: dict[str, list[Sample]] = {}
     for column in queries.columns():

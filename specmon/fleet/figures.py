@@ -43,7 +43,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
             out[column.key] = _unnamed(parts.get(column.key, ()))
             continue
         if column.key == "running_per_dp":
-            out[column.key] = gauges.get(NUM_RUNNING_REQS, [])
+            out[column.key] = _unnamed(gauges.get(NUM_RUNNING_REQS, []))
             continue
         if column.key == "gpu_memory_used_ratio":
             out[column.key] = _framebuffer_ratio(parts.get("dcgm_framebuffer", ()))
@@ -101,11 +101,11 @@ def _unnamed(samples: Iterable[Sample]) -> list[Sample]:
 
 
 def _by_metric(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
-    """The gauges part's series by metric name (the name taken off the labels, as a column's answer has none)."""
+    """The gauges parts' series by metric name (their labels left as they are: the launch's are kept between
+    refreshes)."""
     out: dict[str, list[Sample]] = {}
     for sample in samples:
-        name = sample.labels.pop("__name__", "")
-        out.setdefault(name, []).append(sample)
+        out.setdefault(sample.labels.get("__name__", ""), []).append(sample)
     return out
 
 

@@ -117,9 +117,13 @@ class Column:
     reads: tuple[str, ...] = ()
     """The parts it is computed from inline (`specmon.fleet.figures`): part keys, or the scheduler gauges it
     needs by metric name (read in the one GAUGES_PART); empty: its own expression is its part."""
+    above_0_only: bool = False
+    """Its part asks only the values above 0 (a count most servers have none of: a server without one shows 0)."""
 
     def check(self, value: float) -> str | None:
         """Why `value` cannot be used (None when it can)."""
+        if self.low <= value <= self.high and -math.inf < value < math.inf and (not self.whole or value == int(value)):
+            return None  # the usual case, in one test (every figure of every server goes through here)
         if math.isnan(value):
             return "NaN"
         if math.isinf(value):
@@ -324,7 +328,7 @@ class FleetQueries:
                    reads=(SPEC_NUM_STEPS,)),
             Column("restarts", f"{s}:sglang_restarts:resets{RESTART_LOOKBACK}",
                    f"max by ({s}) (resets({NUM_REQUESTS_TOTAL}{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6,
-                   whole=True),
+                   whole=True, above_0_only=True),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
                    self.decode_rate(self.stall_window), high=MAX_TOK_S),
             Column("stall_samples", "", self.stall_samples([]), high=1e6, whole=True, inline_only=True),
@@ -356,10 +360,10 @@ class FleetQueries:
         for column in self.columns():
             if column.inline_only:
                 continue
-            if column.key in self.recorded:
-                parts.append(Part(column.key, column.record))
-            elif not column.reads:
-                parts.append(Part(column.key, column.expr, weight=2))
+            if column.key in self.recorded or not column.reads:
+                expr = column.record if column.key in self.recorded else column.expr
+                parts.append(Part(column.key, f"({expr}) > 0" if column.above_0_only else expr,
+                                  weight=1 if column.key in self.recorded else 2))
             for read in column.reads if column.key not in self.recorded else ():
                 target = gauges if read.startswith(PREFIX) else wanted
                 if read not in target:

@@ -1,6 +1,7 @@
 """One refresh of the fleet: every column for every server in a few combined requests (the parts the columns
 are made of, tagged; `specmon.fleet.figures` computes the columns), the tok/s history every few minutes, the
-gauges a launch fixes when a target or a restart changes (and every few minutes), and each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note.
+gauges a launch fixes when a target or a restart changes (and every few minutes), and each router's `/workers`.
+Read-only GETs; each fault becomes a PromError or a note.
 
 Every request is evaluated at Prometheus' own time (this host's clock may be off: the skew is said), the parts'
 values are checked before a column is computed from them (`promql.PART_CHECKS`: an absurd one is said and
@@ -85,8 +86,9 @@ class FleetReader:
         self.ttft_bounds: dict[str, tuple[float, float] | None] = {}
         """Each server's first and highest finite TTFT bucket bound (None: it has none), asked once per server
         (again with the history)."""
-        self.launch: list[tuple[dict[str, str], float]] | None = None
-        """The launch's gauges (LAUNCH_PART) as last read (None: not read since configured)."""
+        self.launch: list[Sample] | None = None
+        """The launch's gauges (LAUNCH_PART) as last read (None: not read since configured); their labels are
+        never changed."""
         self.launch_at = 0.0
         self.launch_seen: tuple[frozenset[str], dict[str, float | None]] | None = None
         """The targets up and each server's restarts when the launch's gauges were last read."""
@@ -235,8 +237,8 @@ class FleetReader:
     async def _launch_gauges(self, read: list[Sample] | None, up: list[Sample], restarts: list[Sample],
                              now: float) -> list[Sample]:
         """The launch's gauges: `read` with this refresh's parts, else asked again when the targets up or the
-        servers' restarts changed since they were last read, or LAUNCH_EVERY_S passed; else (copies of) the
-        samples last read."""
+        servers' restarts changed since they were last read, or LAUNCH_EVERY_S passed; else the samples last
+        read (a list of its own: `check_parts` replaces an absurd one in it)."""
         part = self.queries.launch_part()
         if part is None:
             return []
@@ -246,10 +248,9 @@ class FleetReader:
         if read is None and (self.launch is None or seen != self.launch_seen or now - self.launch_at >= LAUNCH_EVERY_S):
             read = await self.client.query(part.expr, at=now)
         if read is not None:
-            self.launch, self.launch_seen, self.launch_at = [(dict(s.labels), s.value) for s in read], seen, now
-            return read
+            self.launch, self.launch_seen, self.launch_at = list(read), seen, now
         assert self.launch is not None
-        return [Sample(dict(labels), value) for labels, value in self.launch]
+        return list(self.launch)
 
     async def _name_targets(self, up: list[Sample], now: float) -> None:
         """Give the server label to `up` samples that lack it (it is on the targets' metrics only: SGLang's
@@ -427,6 +428,8 @@ def check_parts(queries: FleetQueries, parts: dict[str, list[Sample]]) -> tuple[
     notes, said = [], set()
     for key, samples in parts.items():
         by_name = key in (GAUGES_PART, LAUNCH_PART, "dcgm_framebuffer")
+        if not by_name and key not in PART_CHECKS:
+            continue
         skipped: dict[tuple[str, str], int] = {}
         for i, sample in enumerate(samples):
             name = sample.labels.get("__name__", "") if by_name else key

@@ -85,6 +85,7 @@ def test_the_launch_s_gauges_are_read_again_on_a_restart_and_at_most_launch_ever
         target.stop()
     (first, first_asked), (same, same_asked), (restarted, restart_asked), (late, late_asked), (due, due_asked) = rows
     assert first.kv_used_ratio == 0.25 and first.draft_tokens == 4 and launch_asked(first_asked)
+    assert first.restarts == 0 and first.state != "restarted"  # no restart: no sample asked, the row's 0
     assert same.kv_used_ratio == 0.25 and same.draft_tokens == 4 and not launch_asked(same_asked)
     assert restarted.restarts == 1 and launch_asked(restart_asked)
     assert restarted.kv_used_ratio == 0.5  # the new launch's pool, in the refresh that sees the restart

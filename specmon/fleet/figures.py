@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from specmon.fleet.promapi import Sample
-from specmon.fleet.promql import GAUGES_PART, TTFT_BOUNDS, FleetQueries
+from specmon.fleet.promql import GAUGES_PART, LAUNCH_PART, TTFT_BOUNDS, FleetQueries
 from specmon.live.quantiles import Quantile
 from specmon.sglang.metric_names import (
     MAX_TOTAL_NUM_TOKENS,
@@ -33,7 +33,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
     """Each column's samples: read as they are (a recorded column, or a column that is its own part), or
     computed from the parts it reads."""
     s = queries.server_label
-    gauges = _by_metric(parts.get(GAUGES_PART, ()))
+    gauges = _by_metric([*parts.get(GAUGES_PART, ()), *parts.get(LAUNCH_PART, ())])
     ttft = _ttft_p99(parts, s)
     out: dict[str, list[Sample]] = {}
     for column in queries.columns():
@@ -43,7 +43,7 @@ def figures(queries: FleetQueries, parts: Mapping[str, Sequence[Sample]]) -> dic
             out[column.key] = _unnamed(parts.get(column.key, ()))
             continue
         if column.key == "running_per_dp":
-            out[column.key] = gauges.get(NUM_RUNNING_REQS, [])
+            out[column.key] = _unnamed(gauges.get(NUM_RUNNING_REQS, []))
             continue
         if column.key == "gpu_memory_used_ratio":
             out[column.key] = _framebuffer_ratio(parts.get("dcgm_framebuffer", ()))
@@ -101,11 +101,11 @@ def _unnamed(samples: Iterable[Sample]) -> list[Sample]:
 
 
 def _by_metric(samples: Iterable[Sample]) -> dict[str, list[Sample]]:
-    """The gauges part's series by metric name (the name taken off the labels, as a column's answer has none)."""
+    """The gauges parts' series by metric name (their labels left as they are: the launch's are kept between
+    refreshes)."""
     out: dict[str, list[Sample]] = {}
     for sample in samples:
-        name = sample.labels.pop("__name__", "")
-        out.setdefault(name, []).append(sample)
+        out.setdefault(sample.labels.get("__name__", ""), []).append(sample)
     return out
 
 

@@ -61,7 +61,12 @@ SERVERS_LE = "servers"
 COLUMN_LABEL = "specmon_column"
 """The label that tells the parts apart in the requests that ask them all (`FleetQueries.combined`)."""
 GAUGES_PART = "gauges"
-"""The part holding every scheduler gauge a column needs, one series per (metric, server, DP rank, engine type)."""
+"""The part holding the scheduler gauges a column needs, one series per (metric, server, DP rank, engine type)."""
+LAUNCH_PART = "launch_gauges"
+"""The part holding the scheduler gauges of LAUNCH_GAUGES, as GAUGES_PART holds the others."""
+LAUNCH_GAUGES = (MAX_TOTAL_NUM_TOKENS, SPEC_NUM_DRAFT_TOKENS, SPEC_NUM_STEPS)
+"""The scheduler gauges a server's launch fixes (its KV pool, its speculative settings): not asked with every
+refresh (`FleetReader` reads them again when the targets up or the restarts change, and every few minutes)."""
 HOST_NAME_LABELS = ("Hostname", "hostname")
 """dcgm-exporter's host label: `Hostname` up to 4.8, `hostname` since NVIDIA/dcgm-exporter#655."""
 NOW_PART = "now"
@@ -112,9 +117,13 @@ class Column:
     reads: tuple[str, ...] = ()
     """The parts it is computed from inline (`specmon.fleet.figures`): part keys, or the scheduler gauges it
     needs by metric name (read in the one GAUGES_PART); empty: its own expression is its part."""
+    above_0_only: bool = False
+    """Its part asks only the values above 0 (a count most servers have none of: a server without one shows 0)."""
 
     def check(self, value: float) -> str | None:
         """Why `value` cannot be used (None when it can)."""
+        if self.low <= value <= self.high and -math.inf < value < math.inf and (not self.whole or value == int(value)):
+            return None  # the usual case, in one test (every figure of every server goes through here)
         if math.isnan(value):
             return "NaN"
         if math.isinf(value):
@@ -319,7 +328,7 @@ class FleetQueries:
                    reads=(SPEC_NUM_STEPS,)),
             Column("restarts", f"{s}:sglang_restarts:resets{RESTART_LOOKBACK}",
                    f"max by ({s}) (resets({NUM_REQUESTS_TOTAL}{self._sel()}[{RESTART_LOOKBACK}]))", high=1e6,
-                   whole=True),
+                   whole=True, above_0_only=True),
             Column("stall_decode_tok_s", f"{s}:sglang_decode_tokens:rate{self.stall_window}",
                    self.decode_rate(self.stall_window), high=MAX_TOK_S),
             Column("stall_samples", "", self.stall_samples([]), high=1e6, whole=True, inline_only=True),
@@ -335,10 +344,10 @@ class FleetQueries:
             return tuple(column for column in columns if column.key != "stall_decode_tok_s")
         return columns
 
-    def parts(self) -> list[Part]:
+    def parts(self, launch: bool = True) -> list[Part]:
         """What a refresh asks for: `up`, each recorded column by its record name, and the passes the other
-        columns are computed from (`specmon.fleet.figures`). `stall_samples` is not among them: it is asked
-        only for servers that look stalled (`stall_samples(servers)`)."""
+        columns are computed from (`specmon.fleet.figures`); LAUNCH_PART only with `launch`. `stall_samples`
+        is not among them: it is asked only for servers that look stalled (`stall_samples(servers)`)."""
         s = self.server_label
         base = {"realtime_tok_s": Part("realtime_tok_s", self.realtime_rate(self.window), weight=2),
                 "generation_tok_s": Part("generation_tok_s", self.generation_rate()),
@@ -351,21 +360,27 @@ class FleetQueries:
         for column in self.columns():
             if column.inline_only:
                 continue
-            if column.key in self.recorded:
-                parts.append(Part(column.key, column.record))
-            elif not column.reads:
-                parts.append(Part(column.key, column.expr, weight=2))
+            if column.key in self.recorded or not column.reads:
+                expr = column.record if column.key in self.recorded else column.expr
+                parts.append(Part(column.key, f"({expr}) > 0" if column.above_0_only else expr,
+                                  weight=1 if column.key in self.recorded else 2))
             for read in column.reads if column.key not in self.recorded else ():
                 target = gauges if read.startswith(PREFIX) else wanted
                 if read not in target:
                     target.append(read)
         parts += [base[key] for key in wanted]
-        if gauges:
-            names = "|".join(regex_literal(name) for name in gauges)
-            parts.append(Part(GAUGES_PART, f'max by (__name__, {s}, dp_rank, engine_type) '
-                                           f'({self._sel(f"__name__=~{promql_string(names)}")})',
-                              weight=2 * len(gauges)))
+        for key, names in ((GAUGES_PART, [name for name in gauges if name not in LAUNCH_GAUGES]),
+                           (LAUNCH_PART, [name for name in gauges if name in LAUNCH_GAUGES and launch])):
+            if names:
+                alternatives = "|".join(regex_literal(name) for name in names)
+                parts.append(Part(key, f'max by (__name__, {s}, dp_rank, engine_type) '
+                                       f'({self._sel(f"__name__=~{promql_string(alternatives)}")})',
+                                  weight=2 * len(names)))
         return parts
+
+    def launch_part(self) -> Part | None:
+        """The part of the launch's gauges (None: every column that reads them is recorded)."""
+        return next((part for part in self.parts() if part.key == LAUNCH_PART), None)
 
     def scrape_counts(self) -> str:
         """How many `up` samples each job's targets have over SCRAPE_COUNT_S (the most of any target): the scrape
@@ -405,12 +420,12 @@ class FleetQueries:
                         f"{self._sel(f'instance=~{promql_string(_alternatives(down))}')}[{LAST_SEEN_LOOKBACK}]))")
         return " or ".join(asks)
 
-    def combined(self, groups: int = 1) -> list[str]:
-        """Every part tagged with its key in COLUMN_LABEL, shared out into `groups` PromQL expressions of about
-        the same weight: that many HTTP requests per refresh (Prometheus evaluates them in parallel), whatever
-        the number of columns and servers. Each is a balanced tree of `or`s: a chain would hand every part's
-        series on through all the `or`s after it."""
-        parts = sorted(self.parts(), key=lambda part: -part.weight)
+    def combined(self, groups: int = 1, launch: bool = True) -> list[str]:
+        """Every part (LAUNCH_PART only with `launch`) tagged with its key in COLUMN_LABEL, shared out into
+        `groups` PromQL expressions of about the same weight: that many HTTP requests per refresh (Prometheus
+        evaluates them in parallel), whatever the number of columns and servers. Each is a balanced tree of
+        `or`s: a chain would hand every part's series on through all the `or`s after it."""
+        parts = sorted(self.parts(launch), key=lambda part: -part.weight)
         shares: list[list[Part]] = [[] for _ in range(max(1, min(groups, len(parts))))]
         for part in parts:
             min(shares, key=lambda share: sum(p.weight for p in share)).append(part)

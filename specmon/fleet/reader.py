@@ -1,6 +1,7 @@
 """One refresh of the fleet: every column for every server in a few combined requests (the parts the columns
-are made of, tagged; `specmon.fleet.figures` computes the columns), the tok/s history every few minutes, and
-each router's `/workers`. Read-only GETs; each fault becomes a PromError or a note.
+are made of, tagged; `specmon.fleet.figures` computes the columns), the tok/s history every few minutes, the
+gauges a launch fixes when a target or a restart changes (and every few minutes), and each router's `/workers`.
+Read-only GETs; each fault becomes a PromError or a note.
 
 Every request is evaluated at Prometheus' own time (this host's clock may be off: the skew is said), the parts'
 values are checked before a column is computed from them (`promql.PART_CHECKS`: an absurd one is said and
@@ -21,6 +22,7 @@ from specmon.fleet.promql import (
     COLUMN_LABEL,
     GAUGES_PART,
     HISTORY_S,
+    LAUNCH_PART,
     NOW_PART,
     PART_CHECKS,
     SCRAPE_COUNT_S,
@@ -41,6 +43,9 @@ MAX_ASKED = 200
 """At most this many servers or targets are named in one follow-up query (last seen, stall samples, names)."""
 HISTORY_EVERY_S = 300.0
 """The 15-minute tok/s history is read whole this often (and at start); between, each refresh adds its point."""
+LAUNCH_EVERY_S = 300.0
+"""The launch's gauges (`promql.LAUNCH_GAUGES`) are read at least this often, and at once when the targets up or
+the restarts change; between, each refresh uses those last read."""
 MAX_WORKERS_BYTES = 4 * 1024 * 1024
 MAX_WORKERS = 10000
 ROLES = frozenset({"regular", "prefill", "decode"})
@@ -81,6 +86,12 @@ class FleetReader:
         self.ttft_bounds: dict[str, tuple[float, float] | None] = {}
         """Each server's first and highest finite TTFT bucket bound (None: it has none), asked once per server
         (again with the history)."""
+        self.launch: list[Sample] | None = None
+        """The launch's gauges (LAUNCH_PART) as last read (None: not read since configured); their labels are
+        never changed."""
+        self.launch_at = 0.0
+        self.launch_seen: tuple[frozenset[str], dict[str, float | None]] | None = None
+        """The targets up and each server's restarts when the launch's gauges were last read."""
         self.names: dict[str, str | None] = {}
         """The server label of targets whose `up` lacks it, from their metrics (None: not found), asked once per
         target (again with the history, for those not found)."""
@@ -89,6 +100,7 @@ class FleetReader:
         """Ask Prometheus for its scrape interval and set the rate window to at least 4 × it; use the recording
         rules Prometheus evaluates without fault."""
         self.notes = []
+        self.launch = None  # the columns read inline may change
         self.scrape = await self._scrape_config()
         self.notes += self.scrape.notes
         up = await self.client.query(self.queries.up(), at=self.clock() if self.clock is not None else None)
@@ -145,7 +157,8 @@ class FleetReader:
         at = self.clock() if self.clock is not None else None
         local, started = time.time(), time.perf_counter()
         interval = self.scrape.interval_for()
-        asked = [self.client.query(expr, at=at) for expr in self.queries.combined(self.groups)]
+        launch_asked = self.launch is None
+        asked = [self.client.query(expr, at=at) for expr in self.queries.combined(self.groups, launch_asked)]
         bounds_first = not self.ttft_bounds and any(part.key == "ttft_quantile" for part in self.queries.parts())
         if bounds_first:  # the first read's TTFT bounds asked beside the parts (Prometheus evaluates them at once)
             asked.append(self.client.query(self.queries.ttft_shared_bounds(), at=at))
@@ -162,6 +175,10 @@ class FleetReader:
         up = parts.pop("up", [])
         if not up:
             notes.append(await self._nothing_matches())
+        launch = await self._launch_gauges(parts.pop(LAUNCH_PART, []) if launch_asked else None, up,
+                                           parts.get("restarts", []), now)
+        if launch:
+            parts[LAUNCH_PART] = launch
         history_due = self.with_history and (self.history_at is None or now - self.history_at >= HISTORY_EVERY_S)
         history = await self.client.query_range(self.queries.history(interval), now - HISTORY_S, now,
                                                 self.queries.history_step(interval)) if history_due else []
@@ -216,6 +233,24 @@ class FleetReader:
             f" and {len(self.jobs) - MAX_JOBS_SAID} more" if len(self.jobs) > MAX_JOBS_SAID else "")
         return (f"no target matches {printable(self.queries.up())} in Prometheus: check --selector"
                 + (f" (its jobs: {jobs})" if jobs else " (it has no targets)"))
+
+    async def _launch_gauges(self, read: list[Sample] | None, up: list[Sample], restarts: list[Sample],
+                             now: float) -> list[Sample]:
+        """The launch's gauges: `read` with this refresh's parts, else asked again when the targets up or the
+        servers' restarts changed since they were last read, or LAUNCH_EVERY_S passed; else the samples last
+        read (a list of its own: `check_parts` replaces an absurd one in it)."""
+        part = self.queries.launch_part()
+        if part is None:
+            return []
+        label = self.queries.server_label
+        seen = (frozenset(s.labels.get("instance", "") for s in up if s.value == 1.0),
+                {s.labels.get(label, ""): None if math.isnan(s.value) else s.value for s in restarts})
+        if read is None and (self.launch is None or seen != self.launch_seen or now - self.launch_at >= LAUNCH_EVERY_S):
+            read = await self.client.query(part.expr, at=now)
+        if read is not None:
+            self.launch, self.launch_seen, self.launch_at = list(read), seen, now
+        assert self.launch is not None
+        return list(self.launch)
 
     async def _name_targets(self, up: list[Sample], now: float) -> None:
         """Give the server label to `up` samples that lack it (it is on the targets' metrics only: SGLang's
@@ -392,7 +427,9 @@ def check_parts(queries: FleetQueries, parts: dict[str, list[Sample]]) -> tuple[
     rules) and is said, with the columns it is read for; those columns are returned (their NaN is said)."""
     notes, said = [], set()
     for key, samples in parts.items():
-        by_name = key in (GAUGES_PART, "dcgm_framebuffer")
+        by_name = key in (GAUGES_PART, LAUNCH_PART, "dcgm_framebuffer")
+        if not by_name and key not in PART_CHECKS:
+            continue
         skipped: dict[tuple[str, str], int] = {}
         for i, sample in enumerate(samples):
             name = sample.labels.get("__name__", "") if by_name else key

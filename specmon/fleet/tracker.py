@@ -284,7 +284,7 @@ class FleetTracker:
         def v(key: str) -> float | None:
             return values.get(key, {}).get(name)
 
-        host = self._host(server)
+        hosts = self._hosts(server)
         nodes_up = sum(1 for t in server.targets if t.up)
         target_label = _first_label(server, ("preset", "algorithm", "role", "draft_tokens"))
         record = self._record(server)
@@ -353,7 +353,8 @@ class FleetTracker:
             state = "serving" if rules.serving(running, decode) else "idle"
         last_up = self._last_up.get(name)
         return FleetRow(
-            server=name, host=host, role=role, role_source=role_source, state=state, restarts=restarts,
+            server=name, host=hosts[0] if hosts else None, role=role, role_source=role_source, state=state,
+            restarts=restarts,
             nodes_up=nodes_up, nodes_total=len(server.targets),
             last_seen_s=None if nodes_up or last_up is None else max(0.0, reading.taken_at - last_up),
             preset=preset, algorithm=algorithm, draft_tokens=draft_tokens,
@@ -362,8 +363,7 @@ class FleetTracker:
             queued=queued if nodes_up else None, kv_used_ratio=kv if nodes_up else None,
             ttft_p99=Quantile(v("ttft_p99_s"), v("ttft_p99_below_s"), v("ttft_p99_above_s")) if nodes_up
             else Quantile(),
-            gpu_memory_used_ratio=_pick(gpus[0], self._hosts(server), max),
-            gpu_util_min_ratio=_ratio(_pick(gpus[1], self._hosts(server), min)),
+            gpu_memory_used_ratio=_pick(gpus[0], hosts, max), gpu_util_min_ratio=_ratio(_pick(gpus[1], hosts, min)),
             alerts=tuple(alerts), history=history.get(name, ()),
             targets=tuple(t.instance for t in server.targets), speculation_pays=paying,
         )
@@ -382,10 +382,6 @@ class FleetTracker:
                         last_seen_s=None if last_up is None else max(0.0, now - last_up), preset=row.preset,
                         algorithm=row.algorithm, draft_tokens=row.draft_tokens, alerts=(alert,),
                         targets=row.targets)
-
-    def _host(self, server: _Server) -> str | None:
-        hosts = self._hosts(server)
-        return hosts[0] if hosts else None
 
     def _hosts(self, server: _Server) -> list[str]:
         """The hosts of the server's targets (a multi-node server has several): the host label, else the

@@ -10,7 +10,15 @@ import pytest
 from specmon.fleet.figures import figures
 from specmon.fleet.model import FleetSnapshot
 from specmon.fleet.promapi import PromError, RangeSeries, Sample, format_duration, host_of, parse_duration
-from specmon.fleet.promql import GAUGES_PART, NOW_PART, FleetQueries, selector_problem, window_for
+from specmon.fleet.promql import (
+    GAUGES_PART,
+    LAUNCH_GAUGES,
+    LAUNCH_PART,
+    NOW_PART,
+    FleetQueries,
+    selector_problem,
+    window_for,
+)
 from specmon.fleet.text import COLUMNS, columns_for, snapshot_lines, sparkline
 from specmon.fleet.tracker import FleetReading, FleetTracker, Record, Worker
 from specmon.live import rules
@@ -285,10 +293,15 @@ def test_a_refresh_reads_each_metric_once_in_a_few_tagged_requests():
         assert text.count(metric) == 1, metric
     assert "count_over_time" not in text  # the stall's samples: asked only for servers that look stalled
     keys = {part.key for part in parts}
-    gauges = next(part.expr for part in parts if part.key == GAUGES_PART)
+    gauges = " ".join(part.expr for part in parts if part.key in (GAUGES_PART, LAUNCH_PART))
     for column in queries.columns():
         if not column.inline_only:
             assert column.key in keys or all(read in keys or read in gauges for read in column.reads), column.key
+    launch = queries.launch_part()
+    assert launch is not None and all(name in launch.expr for name in LAUNCH_GAUGES)
+    without = " or ".join(queries.combined(2, launch=False))
+    assert launch.key not in without and all(name not in without for name in LAUNCH_GAUGES)
+    assert without.count("label_replace(") == len(parts) - 1
 
 
 def test_recorded_columns_are_read_by_record_name_and_need_no_pass_of_their_own():
@@ -296,7 +309,8 @@ def test_recorded_columns_are_read_by_record_name_and_need_no_pass_of_their_own(
     recorded = FleetQueries(recorded=frozenset(c.key for c in everything.columns() if not c.inline_only))
     assert {part.key for part in recorded.parts()} == {"up", NOW_PART} | recorded.recorded
     records = {column.record for column in everything.columns()} | {everything.up(), "vector(time())"}
-    assert all(part.expr in records for part in recorded.parts())
+    assert all(part.expr.removeprefix("(").removesuffix(") > 0") in records for part in recorded.parts())
+    assert next(part.expr for part in recorded.parts() if part.key == "restarts").endswith(") > 0")  # 0: none asked
     some = FleetQueries(recorded=frozenset({"queued", "decode_tok_s"}))
     gauges = next(part.expr for part in some.parts() if part.key == GAUGES_PART)
     assert "num_queue_reqs" not in gauges and "num_running_reqs" in gauges

@@ -145,16 +145,19 @@ class Prometheus:
 
 
 class StaticMetrics:
-    """A loopback HTTP server answering `GET /metrics` with fixed exposition text (a recorded capture)."""
+    """A loopback HTTP server answering `GET /metrics` with fixed exposition text (a recorded capture), until
+    `text` is set to another."""
 
     def __init__(self, text: str) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        body = text.encode()
+        self.text = text
+        metrics = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                body = metrics.text.encode()
                 self.send_response(200 if self.path == "/metrics" else 404)
                 self.send_header("content-type", "text/plain; version=0.0.4")
                 self.send_header("content-length", str(len(body) if self.path == "/metrics" else 0))

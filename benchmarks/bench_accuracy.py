@@ -269,6 +269,19 @@ def event_lags(sent: tuple[list[float], list[int]], timed: list[tuple[float, int
             "lag_last_minus_first_us": 1e6 * rel[-1], "lag_median_minus_first_us": 1e6 * statistics.median(rel)}
 
 
+def gap_times(gaps: list[float], counts: list[int]) -> list[tuple[float, int]]:
+    """SGLang's function's own times of each event (the first at 0) from its gaps: one per event after the first,
+    or one per token (each event's gap spread over its tokens)."""
+    per_token = len(gaps) == counts[-1] - counts[0]
+    timed, at, used = [], 0.0, 0
+    for k, tokens in enumerate(counts):
+        upto = tokens - counts[0] if per_token else k
+        at += sum(gaps[used:upto])
+        used = upto
+        timed.append((at, tokens))
+    return timed
+
+
 async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sglang_fn: Any,
                        lags: bool = False) -> dict[str, Any]:
     import types
@@ -284,6 +297,7 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
     columns: dict[str, list[tuple[float, float]]] = {}
     lag_rows: dict[str, list[dict[str, float]]] = {}
     timed: list[tuple[float, int]] = []  # the last request's (time, tokens) per event, as its client timed them
+    gaps: list[float] = []  # SGLang's function's inter-token gaps of its last request
     quick_ack, take_tokens = stream._set_quickack, stream._StreamState._take_tokens
 
     def timing_take_tokens(self: Any, tokens: int, at: float) -> None:
@@ -294,10 +308,6 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
         if lags:
             stream._StreamState._take_tokens = timing_take_tokens  # type: ignore[method-assign]
         async with stream.stream_client(url) as streams:
-            async def truth() -> float:
-                times, counts = json.loads((await streams.fetch("GET", "/sent", limit=64 << 20, deadline_s=30)).content)
-                return (counts[-1] - counts[0]) / (times[-1] - times[0])
-
             async def sent() -> tuple[list[float], list[int]]:
                 times, counts = json.loads((await streams.fetch("GET", "/sent", limit=64 << 20, deadline_s=30)).content)
                 return times, counts
@@ -312,29 +322,24 @@ async def standin_case(cadence: float, per_step: int, n: int, repeats: int, sgla
                 inp = types.SimpleNamespace(api_url=url + "/generate", prompt="hi", output_len=n, lora_name=None, prompt_len=1,
                                             extra_request_body={}, image_data=None, routing_key=None)
                 out = await sglang_fn(inp)
-                if lags:  # its own times: the first event at 0, then its gaps (spread over each event's tokens)
-                    timed.clear()
-                    times, counts = await sent()
-                    per_token = len(out.itl) == counts[-1] - counts[0]
-                    at, used = 0.0, 0
-                    for k, tokens in enumerate(counts):
-                        upto = tokens - counts[0] if per_token else k
-                        at += sum(out.itl[used:upto])
-                        used = upto
-                        timed.append((at, tokens))
+                gaps[:] = out.itl
                 return (out.output_len - 1) / sum(out.itl)
 
             runners = {"specmon": lambda: specmon_one(True), "specmon, no quick-ACK (before)": lambda: specmon_one(False)}
             if sglang_fn is not None:
-                runners["SGLang async_request_sglang_generate"] = sglang_one
+                runners[SGLANG] = sglang_one
             for _ in range(repeats):
                 for name, run in runners.items():
                     cpu = time.process_time()
                     measured = await run()
                     cpu = time.process_time() - cpu
-                    columns.setdefault(name, []).append((100 * (measured / await truth() - 1), cpu))
+                    times, counts = await sent()
+                    truth = (counts[-1] - counts[0]) / (times[-1] - times[0])
+                    columns.setdefault(name, []).append((100 * (measured / truth - 1), cpu))
                     if lags:
-                        lag_rows.setdefault(name, []).append(event_lags(await sent(), timed))
+                        if name == SGLANG:
+                            timed[:] = gap_times(gaps, counts)
+                        lag_rows.setdefault(name, []).append(event_lags((times, counts), timed))
     finally:
         stream._set_quickack, stream._StreamState._take_tokens = quick_ack, take_tokens  # type: ignore[method-assign]
         proc.kill()

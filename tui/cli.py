@@ -140,11 +140,11 @@ def run_monitor(args: argparse.Namespace) -> int:
 
         gpu_source = DemoGpuSource(found.gpu_url)
     from specmon.traffic.cli import check_by
-    from specmon.traffic.locate import record_paths
+    from specmon.traffic.locate import record_paths, records_of
 
     traffic_paths = list(getattr(args, "traffic", None) or [])
     if not traffic_paths and found is not None and found.launched_by_specmon and found.argv:
-        traffic_paths = record_paths(found.argv, found.log)
+        traffic_paths = records_of(found)
     elif not traffic_paths and preset is not None:
         traffic_paths = record_paths(preset.argv(), args.log)
     elif not traffic_paths and args.url:  # a server of yours named by its URL (a fleet drill-down's way)

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specmon.oncall.discovery import FoundServer
 
 MAX_PATHS = 8
 
@@ -47,6 +51,18 @@ def record_paths(argv: Sequence[str], log_path: str | None = None, cwd: str | No
     return list(dict.fromkeys(resolved))[:MAX_PATHS]
 
 
+def records_of(server: FoundServer) -> list[str]:
+    """The record paths of a server specmon launched, relative ones against its own working directory (read from
+    the live process; specmon's when it cannot be read)."""
+    import psutil
+
+    try:
+        cwd: str | None = psutil.Process(server.pid).cwd()
+    except (psutil.Error, OSError):
+        cwd = None
+    return record_paths(server.argv, server.log, cwd)
+
+
 def launched_at(url: str) -> list[str]:
     """The record paths of the live server specmon launched that answers at `url` (what a `monitor --url`, and so
     a fleet drill-down, of a local server of yours reads); [] when none is known."""
@@ -55,5 +71,5 @@ def launched_at(url: str) -> list[str]:
     wanted = url.rstrip("/").lower()
     for server in find_servers(with_gpus=False).alive():
         if server.launched_by_specmon and server.argv and server.url.rstrip("/").lower() == wanted:
-            return record_paths(server.argv, server.log)
+            return records_of(server)
     return []

@@ -66,7 +66,8 @@ class Oncall:
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "specmon", *args]
 
-    def run(self, *args: str, timeout: float = 120.0, presets: bool = True) -> subprocess.CompletedProcess:
+    def run(self, *args: str, timeout: float = 120.0, presets: bool = True,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
         if presets and args[0] in ("start", "switch"):  # first, so a later --presets DIR overrides it
             args = (args[0], "--presets", str(self.presets), *args[1:])
         return subprocess.run(
@@ -76,6 +77,7 @@ class Oncall:
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
+            cwd=cwd,
         )
 
     def json(self, *args: str, expect: int | None = 0, **kw) -> dict:

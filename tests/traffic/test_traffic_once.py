@@ -90,20 +90,24 @@ def test_the_demo_emulator_writes_its_records_where_the_app_reads_them(tmp_path)
 
 def test_a_server_of_yours_named_by_its_url_has_its_records_read(tmp_path):
     """`monitor --url` (a fleet drill-down's command) of a local server specmon launched finds the records its own
-    flags write, with no --traffic; a server specmon did not launch is not read."""
+    flags write, with no --traffic, a relative directory against the server's own working directory (not the
+    monitor's)."""
     from specmon.ports import free_port_pair
     from tests.support.oncall import Oncall, write_preset
 
     oc = Oncall(tmp_path)
-    export = tmp_path / "export"
+    launched_from, monitored_from = tmp_path / "launched-here", tmp_path / "monitored-here"
+    launched_from.mkdir(), monitored_from.mkdir()
+    export = launched_from / "export"
     write_preset(oc.presets, "fast-rec", "demo-eagle3-5",
-                 f'export-metrics-to-file = true\nexport-metrics-to-file-dir = "{export}"')
+                 'export-metrics-to-file = true\nexport-metrics-to-file-dir = "export"')
     try:
-        started = oc.json("start", "fast-rec", "--port", str(free_port_pair()), "--wait")
+        started = oc.json("start", "fast-rec", "--port", str(free_port_pair()), "--wait", cwd=launched_from)
         for i in range(4):
             body = {"text": f"Tell me about lakes #{i}", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
             httpx.post(started["url"] + "/generate", json=body, timeout=30).raise_for_status()
-        run = oc.run("monitor", "--url", started["url"], "--once", "--window", "1", "--json", presets=False)
+        run = oc.run("monitor", "--url", started["url"], "--once", "--window", "1", "--json", presets=False,
+                     cwd=monitored_from)
     finally:
         oc.cleanup()
     assert run.returncode == 0, run.stderr

@@ -203,6 +203,8 @@ CAPTURE_LIST = re.compile(r"Capture (?:cuda|CUDA|cpu|CPU|npu|NPU) graph (bs|num 
 BS_IN_LINE = re.compile(r"\b(bs|num_tokens)=\[([\d, ]*)\]")
 DRAFT_MODEL_TYPE = re.compile(r"Eagle|NextN|MTP|DFlash|Draft|Medusa|Dspark", re.IGNORECASE)
 SPEC_ALGORITHM = re.compile(r"speculative_algorithm['\"]?[=:] ?['\"]([\w-]+)['\"]")
+# `speculative_num_steps=3` (ServerArgs repr) or `'speculative_num_steps': 3` (0.5.23's dict); None when unset
+SPEC_SHAPE_ARG = re.compile(r"\bspeculative_(num_steps|eagle_topk|num_draft_tokens)['\"]?[=:] ?(\d{1,4}|None)\b")
 
 # --- Progress bars --------------------------------------------------------------------------------------
 

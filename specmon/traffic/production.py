@@ -19,14 +19,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.bench.model import BenchResult, ProductionCheck
+from specmon.bench.model import BenchResult, ProductionCheck, Speculative
 from specmon.bench.prompts import Prompt, PromptError, ids_hash, load_prompts, text_hash, token_ids
 from specmon.bench.report import UNREPRESENTATIVE
 from specmon.serving.client import OWN_RID_PREFIX
 from specmon.text import printable
 from specmon.traffic.categories import NO_TEXT, NO_TEXT_HINT, Categories, prompt_class, record_text
 from specmon.traffic.reader import ReadTally, read_records
-from specmon.traffic.records import RequestRecord
+from specmon.traffic.records import LaunchedShape, RequestRecord
 from specmon.traffic.summary import Tally
 
 TRAFFIC_PREFIX = "traffic:"
@@ -196,6 +196,7 @@ class ProductionRead:
     categories: Counter = field(default_factory=Counter)
     own_requests: int = 0  # records of this run's own requests: the records are its server's
     most_accepted: int = 0  # the most drafts one step of a production request accepted (its histogram's length - 1)
+    launches: Counter = field(default_factory=Counter)  # LaunchedShape: the server logs' `server_args` lines
 
 
 def read_production(paths: list[str], categories: Categories, run_id: str) -> ProductionRead:
@@ -210,24 +211,44 @@ def read_production(paths: list[str], categories: Categories, run_id: str) -> Pr
         read.categories[categories.of_record(record)] += 1
         if record.histogram:
             read.most_accepted = max(read.most_accepted, len(record.histogram) - 1)
+    read.launches = tally.launches
     return read
+
+
+def _launched_as_benchmarked(launched: LaunchedShape, spec: Speculative) -> bool:
+    """Whether a launch's configuration is the benchmarked server's, on every field both say."""
+    if (launched.algorithm is None) != (spec.algorithm is None):
+        return False
+    pairs = ((launched.algorithm, (spec.algorithm or "").upper() or None), (launched.num_steps, spec.num_steps),
+             (launched.eagle_topk, spec.eagle_topk), (launched.num_draft_tokens, spec.num_draft_tokens))
+    return launched.algorithm is None or all(a == b for a, b in pairs if a is not None and b is not None)
 
 
 def same_configuration(result: BenchResult, production: ProductionRead) -> tuple[str, str]:
     """("same" | "differs" | "unknown", why): whether production's records come from the configuration the run
-    measured. Records carry no server arguments: they are tied to the run's server when they hold the run's own
-    requests (its server writes them), and shown to differ when a production step accepted more drafts than the
-    run's server drafts (its --speculative-num-steps, or --speculative-num-draft-tokens − 1 for a chain)."""
+    measured. Records carry no server arguments; what ties them to it: a server log's `server_args` lines (each
+    launch's configuration), the run's own requests among them (its server wrote them), and a production step that
+    accepted more drafts than the run's server drafts (its --speculative-num-steps, or
+    --speculative-num-draft-tokens − 1 for a chain), which shows they differ."""
     spec = result.server.speculative
+    benchmarked = LaunchedShape(spec.algorithm and spec.algorithm.upper(), spec.num_steps, spec.eagle_topk,
+                                spec.num_draft_tokens).describe()
     limits = [n for n in (spec.num_steps, (spec.num_draft_tokens or 0) - 1 if spec.eagle_topk == 1 else None)
               if n is not None and n > 0]
     if limits and production.most_accepted > min(limits):
         return "differs", (f"a production step accepted {production.most_accepted} drafts, the server benchmarked "
                            f"drafts at most {min(limits)}")
+    other = [shape for shape in production.launches if not _launched_as_benchmarked(shape, spec)]
+    if other:
+        launches = sum(production.launches.values())
+        return "differs", (f"{sum(production.launches[s] for s in other)} of the log's {launches} launches ran "
+                           f"{other[0].describe()}, the server benchmarked {benchmarked}")
     if production.own_requests:
         return "same", f"the records hold {production.own_requests:,} of this run's requests: its server wrote them"
+    if production.launches:
+        return "same", f"the log's server_args show the configuration benchmarked ({benchmarked})"
     return "unknown", ("the records hold none of this run's requests: not tied to the configuration benchmarked "
-                       "(give the records its server writes)")
+                       "(give the records its server writes, or its log)")
 
 
 def check_against_production(result: BenchResult, paths: list[str], prompts: list[Prompt] | None = None,

@@ -20,9 +20,11 @@ from specmon.inputs import InputError, open_regular
 from specmon.text import printable
 from specmon.traffic.records import (
     EXPORT_FILE,
+    LaunchedShape,
     RequestRecord,
     Unusable,
     is_finish_line,
+    launched_shape,
     parse_export,
     parse_log_line,
 )
@@ -31,6 +33,8 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 """An export line holds the prompt's text and ids: a 128k-token prompt is ~1.5 MB. Longer lines are skipped."""
 CHUNK_BYTES = 1024 * 1024
 assert CHUNK_BYTES < MAX_LINE_BYTES  # a line within one chunk is never too long (see `lines`)
+MAX_LAUNCH_SHAPES = 64
+"""Distinct launch configurations kept from the logs read (a log holds one per restart)."""
 MAX_FILES = 10_000
 """A directory of more files than this is refused (a day is 24 export files; a month 720)."""
 LONG_LINE = f"line over {MAX_LINE_BYTES // (1024 * 1024)} MiB"
@@ -51,6 +55,7 @@ class ReadTally:
     left_out: Counter = field(default_factory=Counter)  # not records by design: health checks, before --since
     unreadable: list[str] = field(default_factory=list)
     files: int = 0
+    launches: Counter[LaunchedShape] = field(default_factory=Counter)  # the `server_args` lines of the logs read
 
 
 def _why(error: OSError) -> str:
@@ -179,6 +184,10 @@ def record_of(line: str | bytes, kind: str, tally: ReadTally, since_ts: float | 
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
         if not is_finish_line(line):
+            if "server_args" in line:
+                launched = launched_shape(line)
+                if launched is not None and (launched in tally.launches or len(tally.launches) < MAX_LAUNCH_SHAPES):
+                    tally.launches[launched] += 1
             return None
     try:
         record = parse_export(line, want_params) if kind == "export" else parse_log_line(

@@ -231,6 +231,34 @@ def _dated(line: str) -> float | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchedShape:
+    """The speculative configuration one launch in a server's log ran with, from its `server_args` line (None
+    where the line does not say)."""
+
+    algorithm: str | None
+    num_steps: int | None
+    eagle_topk: int | None
+    num_draft_tokens: int | None
+
+    def describe(self) -> str:
+        if self.algorithm is None:
+            return "no speculation"
+        return f"{self.algorithm} steps {self.num_steps} topk {self.eagle_topk} draft {self.num_draft_tokens}"
+
+
+def launched_shape(line: str) -> LaunchedShape | None:
+    """The configuration a log's `server_args` line launched (None: not such a line)."""
+    from specmon.logs.patterns import LAUNCH_BEGIN, SPEC_ALGORITHM, SPEC_SHAPE_ARG
+
+    if not any(begin in line for begin in LAUNCH_BEGIN):
+        return None
+    algorithm = SPEC_ALGORITHM.search(line)
+    shape = {name: None if value == "None" else int(value) for name, value in SPEC_SHAPE_ARG.findall(line)}
+    return LaunchedShape(algorithm.group(1).upper() if algorithm else None, shape.get("num_steps"),
+                         shape.get("eagle_topk"), shape.get("num_draft_tokens"))
+
+
 def is_finish_line(line: str) -> bool:
     """Whether a request-log line is a finished request (the other lines of a log are not records)."""
     return _FINISH_TEXT in line or (_FINISH_JSON in line and '"event"' in line)

@@ -220,3 +220,47 @@ def test_prompts_of_a_stored_run_are_read_again_only_when_unchanged(tmp_path, ex
     assert check_against_production(run, [export], None, read(rules)).benchmark_shares == {"code": 1.0}
     prompts_file.write_text("".join(json.dumps({"id": f"q{i}", "prompt": "changed"}) + "\n" for i in range(10)))
     assert check_against_production(run, [export], None, read(rules)).benchmark_shares == {NO_TEXT: 1.0}
+
+
+def finish_line(rid: str, completion: int, verify: int) -> str:
+    return (f"[2026-12-01 10:00:00] Finish: obj=GenerateReqInput(text='Tell me a story.', rid='{rid}'), "
+            f"out={{'meta_info': {{'id': '{rid}', 'prompt_tokens': 5, 'completion_tokens': {completion}, "
+            f"'spec_verify_ct': {verify}}}}}\n")
+
+
+def launch_line(steps: int, topk: int, draft: int, algorithm: str = "EAGLE3", dict_form: bool = False) -> str:
+    if dict_form:  # 0.5.23 logs its arguments as a dict
+        return (f"[2026-12-01 09:00:00] server_args={{'model_path': '/m', 'speculative_algorithm': '{algorithm}', "
+                f"'speculative_num_steps': {steps}, 'speculative_eagle_topk': {topk}, "
+                f"'speculative_num_draft_tokens': {draft}, 'speculative_num_steps_extra': 9}}\n")
+    return (f"[2026-12-01 09:00:00] server_args=ServerArgs(model_path='/m', speculative_algorithm='{algorithm}', "
+            f"speculative_draft_model_path='/d', speculative_num_steps={steps}, speculative_eagle_topk={topk}, "
+            f"speculative_num_draft_tokens={draft}, speculative_dflash_block_size=None)\n")
+
+
+@pytest.mark.parametrize("dict_form", [False, True])
+def test_a_server_logs_launch_lines_say_which_configuration_wrote_its_records(tmp_path, dict_form):
+    """A request log in the server's own log (text `--log-requests` to stdout) follows each launch's `server_args`
+    line: a launch of another configuration shows the records differ, even where no step accepted more drafts than
+    the benchmarked server drafts; launches of the benchmarked configuration alone tie them to it."""
+    prompt = Prompt(id="q", text="Tell me a story.")
+    requests = [RequestResult(index=i, prompt_id="q", ok=True, completion_tokens=100, spec_verify_ct=40 + i % 3,
+                              prompt_tokens=50, prompt_hash=prompt.prompt_hash) for i in range(20)]
+    chain3 = Speculative(algorithm="EAGLE3", num_steps=3, eagle_topk=1, num_draft_tokens=4)
+    records = "".join(finish_line(f"r{i}", 100, 60) for i in range(10))
+    log = tmp_path / "server.log"
+
+    log.write_text(launch_line(1, 1, 2, dict_form=dict_form) + records)
+    differs = check_against_production(_run(requests, chain3), [str(log)], [prompt])
+    assert differs.configuration == "differs" and differs.requests == 10
+    assert differs.configuration_note == ("1 of the log's 1 launches ran EAGLE3 steps 1 topk 1 draft 2, the server "
+                                          "benchmarked EAGLE3 steps 3 topk 1 draft 4")
+
+    log.write_text(launch_line(3, 1, 4, dict_form=dict_form) + records + launch_line(3, 1, 4, "eagle3") + records)
+    same = check_against_production(_run(requests, chain3), [str(log)], [prompt])
+    assert same.configuration == "same" and same.requests == 20
+    assert same.configuration_note == ("the log's server_args show the configuration benchmarked (EAGLE3 steps 3 "
+                                       "topk 1 draft 4)")
+
+    log.write_text(launch_line(3, 1, 4) + records + launch_line(3, 4, 8) + records)  # a restart with a tree
+    assert check_against_production(_run(requests, chain3), [str(log)], [prompt]).configuration == "differs"

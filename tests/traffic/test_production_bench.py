@@ -170,6 +170,30 @@ def test_your_categories_name_both_sides_and_the_records_are_tied_to_the_server(
     assert check["configuration"] == "same" and "of this run's requests" in check["configuration_note"]
 
 
+def test_a_log_of_production_launched_with_another_configuration_says_the_records_differ(emulator_with_production,
+                                                                                         tmp_path):
+    """Production on a server launched as a 1-step chain, its records in its own log (text `--log-requests`):
+    benchmarking the 3-step chain against that log says production runs another configuration, from the log's
+    `server_args` line, though no production step accepted more drafts than the benchmarked server drafts."""
+    emu, _ = emulator_with_production
+    chain1 = [*EAGLE3[:4], "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+              "--speculative-num-draft-tokens", "2"]
+    other = launch(tmp_path, *chain1, *FAST, "--log-requests", name="production.log")
+    try:
+        other.wait_ready()
+        production(other.url, requests=10)
+    finally:
+        other.stop()
+    run = bench(emu.url, str(tmp_path / "state"), "--max-new-tokens", "60", "--against-traffic",
+                str(other.log_path))
+    assert run.returncode in (0, 1), run.stderr
+    check = json.loads(run.stdout)["summary"]["production"]
+    assert check["configuration"] == "differs" and check["requests"] >= 10, check
+    assert check["configuration_note"] == ("1 of the log's 1 launches ran EAGLE3 steps 1 topk 1 draft 2, the server "
+                                           "benchmarked EAGLE3 steps 3 topk 1 draft 4")
+    assert "production runs another configuration" in check["text"]
+
+
 def token_prompt(i: int) -> list[int]:
     """A client that tokenises itself: each prompt only as token ids, one id above 2**16 (not a byte, not a char)."""
     return [7731, 100_000 + i, *range(i, i + 20 + 3 * i)]

@@ -48,11 +48,7 @@ class GridPanel(Vertical):
         if model == self.model:
             return
         self.model = model
-        legend = Text()
-        for index, line in enumerate(model.lines):
-            legend.append("  " if index else "")
-            legend.append(Text.assemble(("━ ", f"bold {LINE_COLORS[index % len(LINE_COLORS)]}"), line.label))
-        self.query_one("#grid-title", Static).update(Text.assemble(("output tok/s by concurrency: ", "bold"), legend))
+        self._draw_title()
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.add_column("config", key="config")
@@ -67,7 +63,24 @@ class GridPanel(Vertical):
     def on_resize(self) -> None:
         self.set_class(self.size.height < self.SHORT_BELOW, "-short")
         if self.model is not None:
+            self._draw_title()
             self._draw_chart()
+
+    def _draw_title(self) -> None:
+        """The title and the lines' legend, broken between entries, never inside a configuration's name."""
+        assert self.model is not None
+        width = max(self.size.width - 2, 20)
+        title = Text()
+        title.append("output tok/s by concurrency: ", "bold")
+        for index, line in enumerate(self.model.lines):
+            entry = Text.assemble(("━ ", f"bold {LINE_COLORS[index % len(LINE_COLORS)]}"), line.label)
+            last_line = title.plain.rpartition("\n")[2]
+            if index and len(last_line) + 2 + entry.cell_len > width:
+                title.append("\n")
+            elif index:
+                title.append("  ")
+            title.append_text(entry)
+        self.query_one("#grid-title", Static).update(title)
 
     def _draw_chart(self) -> None:
         model = self.model

@@ -101,6 +101,23 @@ async def test_the_grid_replaces_the_preset_charts_and_colours_each_cell(stored:
         assert not panel.has_class("-grid") and app.query_one("#bench-charts").display
 
 
+@pytest.mark.parametrize("width", [60, 100, 200])
+async def test_the_legend_breaks_between_configurations_never_inside_one(tmp_path: Path, width: int) -> None:
+    configs = [(3, 1, 4), (1, 1, 2), (3, 4, 8), (3, 4, 4), (1, 4, 4), (5, 4, 16)]
+    write_grid_sweep(tmp_path, "20261203-100000-aaaa", configs, [1, 4, 8])
+    model = _model(tmp_path)
+    app = GridApp(model)
+    async with app.run_test(size=(width, 50)) as pilot:
+        await wait_for(pilot, lambda: app.query_one(GridPanel).model is not None)
+        await pilot.pause()
+        title = str(app.query_one("#grid-title").render())
+        lines = title.splitlines()
+        assert len(lines) == (1 if width == 200 else len(lines)) and len(lines) <= 3, lines
+        for line in model.lines:
+            assert sum(f"━ {line.label}" in text for text in lines) == 1, (line.label, lines)
+        assert all(len(text) <= width for text in lines), lines
+
+
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 def test_snapshot(snap_compare, stored: Path, size) -> None:
     async def settle(pilot):

@@ -216,12 +216,14 @@ def read_production(paths: list[str], categories: Categories, run_id: str) -> Pr
 
 
 def _launched_as_benchmarked(launched: LaunchedShape, spec: Speculative) -> bool:
-    """Whether a launch's configuration is the benchmarked server's, on every field both say."""
-    if (launched.algorithm is None) != (spec.algorithm is None):
+    """Whether a launch's configuration is the benchmarked server's, on every field both say (the benchmarked
+    server speculated: its run has a τ; a launch without speculation is not it)."""
+    if launched.algorithm is None:
         return False
-    pairs = ((launched.algorithm, (spec.algorithm or "").upper() or None), (launched.num_steps, spec.num_steps),
-             (launched.eagle_topk, spec.eagle_topk), (launched.num_draft_tokens, spec.num_draft_tokens))
-    return launched.algorithm is None or all(a == b for a, b in pairs if a is not None and b is not None)
+    pairs = ((launched.algorithm, spec.algorithm.upper() if spec.algorithm else None),
+             (launched.num_steps, spec.num_steps), (launched.eagle_topk, spec.eagle_topk),
+             (launched.num_draft_tokens, spec.num_draft_tokens))
+    return all(a == b for a, b in pairs if a is not None and b is not None)
 
 
 def same_configuration(result: BenchResult, production: ProductionRead) -> tuple[str, str]:
@@ -231,8 +233,8 @@ def same_configuration(result: BenchResult, production: ProductionRead) -> tuple
     accepted more drafts than the run's server drafts (its --speculative-num-steps, or
     --speculative-num-draft-tokens − 1 for a chain), which shows they differ."""
     spec = result.server.speculative
-    benchmarked = LaunchedShape(spec.algorithm and spec.algorithm.upper(), spec.num_steps, spec.eagle_topk,
-                                spec.num_draft_tokens).describe()
+    benchmarked = LaunchedShape(spec.algorithm.upper() if spec.algorithm else "speculation", spec.num_steps,
+                                spec.eagle_topk, spec.num_draft_tokens).describe()
     limits = [n for n in (spec.num_steps, (spec.num_draft_tokens or 0) - 1 if spec.eagle_topk == 1 else None)
               if n is not None and n > 0]
     if limits and production.most_accepted > min(limits):

@@ -242,9 +242,11 @@ class LaunchedShape:
     num_draft_tokens: int | None
 
     def describe(self) -> str:
+        """E.g. "EAGLE3 steps 3 topk 1 draft 4" (what the line does not say left out), or "no speculation"."""
         if self.algorithm is None:
             return "no speculation"
-        return f"{self.algorithm} steps {self.num_steps} topk {self.eagle_topk} draft {self.num_draft_tokens}"
+        said = (("steps", self.num_steps), ("topk", self.eagle_topk), ("draft", self.num_draft_tokens))
+        return " ".join([self.algorithm, *(f"{name} {value}" for name, value in said if value is not None)])
 
 
 def launched_shape(line: str) -> LaunchedShape | None:

@@ -264,3 +264,24 @@ def test_a_server_logs_launch_lines_say_which_configuration_wrote_its_records(tm
 
     log.write_text(launch_line(3, 1, 4) + records + launch_line(3, 4, 8) + records)  # a restart with a tree
     assert check_against_production(_run(requests, chain3), [str(log)], [prompt]).configuration == "differs"
+
+
+def test_a_launch_is_compared_on_what_both_sides_say(tmp_path):
+    """A benchmarked server that did not report its algorithm is compared on the fields it did report; a launch
+    without speculation is never the benchmarked (speculating) server."""
+    prompt = Prompt(id="q", text="Tell me a story.")
+    requests = [RequestResult(index=i, prompt_id="q", ok=True, completion_tokens=100, spec_verify_ct=40,
+                              prompt_tokens=50, prompt_hash=prompt.prompt_hash) for i in range(20)]
+    unsaid = Speculative(num_steps=3, eagle_topk=1, num_draft_tokens=4)
+    log = tmp_path / "server.log"
+    records = "".join(finish_line(f"r{i}", 100, 60) for i in range(10))
+    log.write_text(launch_line(3, 1, 4) + records)
+    same = check_against_production(_run(requests, unsaid), [str(log)], [prompt])
+    assert same.configuration == "same", same.configuration_note
+    assert same.configuration_note.endswith("(speculation steps 3 topk 1 draft 4)")
+
+    log.write_text("[2026-12-01 09:00:00] server_args=ServerArgs(model_path='/m', speculative_algorithm=None, "
+                   "speculative_num_steps=None, speculative_eagle_topk=None, speculative_num_draft_tokens=None)\n"
+                   + records)
+    plain = check_against_production(_run(requests, unsaid), [str(log)], [prompt])
+    assert plain.configuration == "differs" and "launches ran no speculation" in plain.configuration_note

@@ -80,6 +80,36 @@ async def test_quit_can_stop_the_server(monkeypatch):
     assert stopped == ["abc123"]
 
 
+async def test_a_server_that_exits_while_the_dialog_is_open_is_said_to_have_exited(monkeypatch):
+    """Stopped from another shell while the dialog asks: the dialog says so and offers nothing to stop."""
+    import subprocess
+
+    from textual.widgets import Label, OptionList
+
+    stopped = []
+    monkeypatch.setattr("specmon.oncall.stopper.stop_server", lambda server: stopped.append(server.id))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        server = FakeServer(pid=sleeper.pid, create_time=psutil.Process(sleeper.pid).create_time())
+        app = fixture_app(READY_LOG, attached=server)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("q")
+            await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog))
+            dialog = app.screen
+            assert "may be serving traffic" in str(dialog.query_one(Label).render())
+            sleeper.kill()
+            sleeper.wait()
+            await wait_for(pilot, lambda: "has exited" in str(dialog.query_one(Label).render()), timeout=10)
+            options = dialog.query_one(OptionList)
+            assert options.get_option("stop").disabled and not options.get_option("leave").disabled
+            await pilot.press("down", "enter")  # the disabled stop cannot be chosen: the quit leaves
+            await pilot.pause()
+        assert stopped == [] and not app.is_running
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 async def test_stopping_another_users_server_is_not_offered():
     app = fixture_app(READY_LOG, attached=FakeServer(foreign="pid 7 belongs to user bob"))
     async with app.run_test(size=(80, 24)) as pilot:

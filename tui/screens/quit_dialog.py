@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
@@ -27,11 +28,15 @@ class QuitDialog(ModalScreen[str | None]):
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    RECHECK_S = 1.0
+    """How often, while the dialog is open, the server is checked for having exited meanwhile."""
 
-    def __init__(self, server: str, why_not_stop: str | None = None) -> None:
+    def __init__(self, server: str, why_not_stop: str | None = None,
+                 still_alive: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self._server = server
         self._why_not_stop = why_not_stop
+        self._still_alive = still_alive
 
     def compose(self) -> ComposeResult:
         stop = Option(
@@ -47,6 +52,20 @@ class QuitDialog(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
+        if self._still_alive is not None:
+            self._recheck = self.set_interval(self.RECHECK_S, self._check_alive)
+
+    def _check_alive(self) -> None:
+        """A server that exited while the dialog was open serves no traffic: said, and nothing offered to stop."""
+        assert self._still_alive is not None
+        if self._still_alive():
+            return
+        self._recheck.stop()
+        self.query_one(Label).update(f"Quit specmon. The server {self._server} has exited.")
+        options = self.query_one(OptionList)
+        options.replace_option_prompt(LEAVE, "Quit (the server has exited)")
+        options.disable_option(STOP)
+        options.highlighted = 0
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
@@ -87,6 +106,8 @@ def ask_before_quit(app: Any, server: Any) -> bool:
             app.exit(app.return_code)
 
     app.push_screen(
-        QuitDialog(f"{server.id} ({server.preset or server.url})", server.why_not_signalable()), chosen
+        QuitDialog(f"{server.id} ({server.preset or server.url})", server.why_not_signalable(),
+                   still_alive=lambda: server_process(server) is not None),
+        chosen,
     )
     return True

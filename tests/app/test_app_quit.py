@@ -94,12 +94,12 @@ async def test_a_server_that_exits_while_the_dialog_is_open_is_said_to_have_exit
         app = fixture_app(READY_LOG, attached=server)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("q")
-            await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog))
+            assert await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog))
             dialog = app.screen
             assert "may be serving traffic" in str(dialog.query_one(Label).render())
             sleeper.kill()
             sleeper.wait()
-            await wait_for(pilot, lambda: "has exited" in str(dialog.query_one(Label).render()), timeout=10)
+            assert await wait_for(pilot, lambda: "has exited" in str(dialog.query_one(Label).render()), timeout=10)
             options = dialog.query_one(OptionList)
             assert options.get_option("stop").disabled and not options.get_option("leave").disabled
             await pilot.press("down", "enter")  # the disabled stop cannot be chosen: the quit leaves

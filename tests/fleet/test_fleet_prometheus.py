@@ -142,22 +142,26 @@ def rows_by_name(snapshot: dict, address: dict) -> dict[str, dict]:
     return {names[row["server"]]: row for row in snapshot["servers"] if row["server"] in names}
 
 
-def steady_fleet_json(prom: Prometheus, address: dict, *extra: str) -> tuple[int, dict, str]:
+def steady_fleet_json(prom: Prometheus, address: dict, *extra: str,
+                      running: str | None = None) -> tuple[int, dict, str]:
     """`fleet_json` at a moment when every running server's last scrape answered: on a busy host one past its
-    1 s timeout reads as down (as it would in Grafana) until the next scrape, a second later."""
+    1 s timeout reads as down (as it would in Grafana) until the next scrape, a second later. With `running`, also
+    one whose last scrape of that server caught a request running (its load's streams may all be between requests
+    at a scrape)."""
 
     def read():
         code, snapshot, err = fleet_json(prom, *extra)
         rows = rows_by_name(snapshot, address)
         down = [name for name, row in rows.items() if row["state"] == "down" and name != "killed"]
-        return not down and (code, snapshot, err)
+        caught = running is None or (rows.get(running) or {}).get("running")
+        return not down and caught and (code, snapshot, err)
 
     return wait_for(read, what="a read with every running server's last scrape answered")
 
 
 def test_fleet_once_json_reads_every_server_from_the_real_prometheus(fleet):
     prom, servers, address, dcgm = fleet
-    code, snapshot, err = steady_fleet_json(prom, address)
+    code, snapshot, err = steady_fleet_json(prom, address, running="eagle3-5")
     rows = rows_by_name(snapshot, address)
     assert set(rows) == set(address) and snapshot["window_s"] == 4.0
     assert code == 1  # one server down, and the DP2×TP2 capture is unbalanced

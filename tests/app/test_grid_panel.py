@@ -108,7 +108,7 @@ async def test_the_legend_breaks_between_configurations_never_inside_one(tmp_pat
     model = _model(tmp_path)
     app = GridApp(model)
     async with app.run_test(size=(width, 50)) as pilot:
-        await wait_for(pilot, lambda: app.query_one(GridPanel).model is not None)
+        assert await wait_for(pilot, lambda: app.query_one(GridPanel).model is not None)
         await pilot.pause()
         title = str(app.query_one("#grid-title").render())
         lines = title.splitlines()

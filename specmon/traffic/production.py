@@ -196,7 +196,7 @@ class ProductionRead:
     categories: Counter = field(default_factory=Counter)
     own_requests: int = 0  # records of this run's own requests: the records are its server's
     most_accepted: int = 0  # the most drafts one step of a production request accepted (its histogram's length - 1)
-    launches: Counter = field(default_factory=Counter)  # LaunchedShape: the server logs' `server_args` lines
+    launches: Counter[LaunchedShape] = field(default_factory=Counter)  # the server logs' `server_args` lines
 
 
 def read_production(paths: list[str], categories: Categories, run_id: str) -> ProductionRead:

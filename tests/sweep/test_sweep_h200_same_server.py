@@ -103,11 +103,6 @@ def measured(run: SameServerRun, where: Path) -> Measured:
                     read_sglang_records(where / "export", run.cells))
 
 
-@pytest.fixture(scope="module", params=[DEFAULT_KERNELS, DETERMINISTIC], ids=lambda run: run.name)
-def each_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Measured:
-    return measured(request.param, tmp_path_factory.mktemp(request.param.name))
-
-
 @pytest.fixture(scope="module")
 def default_kernels(tmp_path_factory: pytest.TempPathFactory) -> Measured:
     return measured(DEFAULT_KERNELS, tmp_path_factory.mktemp("default"))
@@ -116,6 +111,12 @@ def default_kernels(tmp_path_factory: pytest.TempPathFactory) -> Measured:
 @pytest.fixture(scope="module")
 def deterministic(tmp_path_factory: pytest.TempPathFactory) -> Measured:
     return measured(DETERMINISTIC, tmp_path_factory.mktemp("deterministic"))
+
+
+@pytest.fixture(scope="module", params=["default_kernels", "deterministic"])
+def each_run(request: pytest.FixtureRequest) -> Measured:
+    """Each fixture, read once for the module (the same reading its own tests use)."""
+    return request.getfixturevalue(request.param)
 
 
 def tau(records: list[dict]) -> float:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from specmon.bench.results import ResultStore
 from specmon.launch.presets import load_presets
 from specmon.sweep.grid import expand, plan_grid
@@ -62,3 +64,46 @@ def test_a_kept_figure_from_another_run_is_computed_again(tmp_path: Path) -> Non
     report = build_grid_report(plan, runs.get)
     assert cell.figures is not None and cell.figures.run_id == "other"
     assert report["cells"][0]["speedup"] == 1.0 and report["cells"][0]["speedup"] != before.speedup
+
+
+def test_a_chain_shorter_than_every_measured_one_is_not_skipped_on_an_extrapolated_line(tmp_path: Path) -> None:
+    # s3 (d4) and s2 (d3) measured, s2 slow by noise: their line, extrapolated to d2, has s1 slower than no
+    # speculation; the line through no speculation has it faster, so s1's decode CI spans both and it is launched
+    import dataclasses
+
+    from specmon.sweep.grid_predict import loses_everywhere
+
+    base = load_presets([]).get("demo-eagle3-10")
+    axes = {"steps": [1, 2, 3], "topk": [1], "draft_tokens": [2, 3, 4], "concurrency": [1]}
+    expansion = expand(base, axes["steps"], axes["topk"], axes["draft_tokens"])
+    plan = plan_grid(base, expansion, axes["concurrency"], None, axes, None)
+    stored = ResultStore(BENCH)
+    by_preset = {run.preset: run for run in (stored.load(run_id) for run_id in stored.run_ids())}
+    chain = by_preset["eagle3-5"]  # ran s3 k1 d4
+    accept = chain.summary.accept_length.token_weighted or 0.0
+    assert chain.summary.decode_tok_s is not None
+    slow_decode = msgspec.structs.replace(chain.summary.decode_tok_s, median=accept / 0.010)
+    slow = dataclasses.replace(chain, summary=msgspec.structs.replace(chain.summary, decode_tok_s=slow_decode))
+    runs = {"base": by_preset["baseline"], "s3": chain, "s2": slow}
+    configs = {}
+    for step in plan.steps:
+        config = tuple(step.grid_config) if step.grid_config else (0, 1, 1)
+        configs[config] = step
+        run_id = {(0, 1, 1): "base", (3, 1, 4): "s3", (2, 1, 3): "s2"}.get(config)  # type: ignore[call-overload]
+        if run_id is not None:
+            step.state = "measured"
+            for cell in step.cells:
+                cell.state, cell.bench_run_id = "measured", run_id
+    assert (1, 1, 2) in configs and configs[(1, 1, 2)].state == "pending", list(configs)
+    predictions, notes = predict_cells(plan, runs.get)
+    assert notes == []
+    guess = predictions[((1, 1, 2), 1)]
+    baseline_tok_s = by_preset["baseline"].summary.median_tok_s or 0.0
+    assert guess.decode_tok_s is not None and guess.decode_tok_s < baseline_tok_s  # the extrapolated line's
+    assert guess.decode_ci is not None and guess.decode_ci[1] > baseline_tok_s, guess  # the anchored line's
+    assert guess.decode_ci[0] <= guess.decode_tok_s <= guess.decode_ci[1]
+    assert loses_everywhere(plan, runs.get, (1, 1, 2), [1], predictions) is None
+    # a chain inside the measured range is interpolated: its CI is the acceptance CI at that line alone
+    inside = predictions[((2, 1, 3), 1)]
+    assert inside.decode_ci is not None and inside.accept_ci is not None and inside.decode_tok_s is not None
+    assert abs(inside.decode_ci[1] / inside.decode_tok_s - inside.accept_ci[1] / inside.accept_length) < 1e-9

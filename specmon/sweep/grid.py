@@ -63,8 +63,19 @@ class GridConfig:
     def chain(self) -> bool:
         return self.topk == 1
 
+    @classmethod
+    def from_json(cls, item: dict[str, Any]) -> GridConfig:
+        """The configuration of a report's cell, band or crossover item (its steps, topk and draft_tokens)."""
+        return cls(int(item["steps"]), int(item["topk"]), int(item["draft_tokens"]))
+
     def label(self) -> str:
+        """Short, for tables: "s3 k1 d4"."""
         return "no speculation" if self.steps == 0 else f"s{self.steps} k{self.topk} d{self.draft_tokens}"
+
+    def words(self) -> str:
+        """Spelled out, for sentences: "steps 3 topk 1 draft 4"."""
+        return ("no speculation" if self.steps == 0
+                else f"steps {self.steps} topk {self.topk} draft {self.draft_tokens}")
 
     def to_json(self) -> dict[str, int]:
         return {"steps": self.steps, "topk": self.topk, "draft_tokens": self.draft_tokens}
@@ -143,13 +154,13 @@ def expand(base: Preset, steps: list[int], topk: list[int], draft_tokens: list[i
                 if config in kept:
                     first = kept[config]
                     dropped.append(asked | {"reason": f"SGLang {facts.info.version or ''} runs it as "
-                                            f"{config.label()}, the same as steps {first[0]} topk {first[1]} "
-                                            f"draft {first[2]} (measured once)".replace("SGLang  ", "SGLang ")})
+                                            f"{config.label()}, the same as {GridConfig(*first).words()} "
+                                            "(measured once)".replace("SGLang  ", "SGLang ")})
                     continue
                 kept[config] = (s, k, d)
     if not kept:
         raise SweepError("an empty grid: SGLang accepts none of the asked combinations ("
-                         + "; ".join(f"steps {r['steps']} topk {r['topk']} draft {r['draft_tokens']}: {r['reason']}"
+                         + "; ".join(f"{GridConfig.from_json(r).words()}: {r['reason']}"
                                      for r in dropped[:3]) + ")")
     if len(kept) > MAX_CONFIGS:
         raise SweepError(f"{len(kept)} configurations: at most {MAX_CONFIGS} in one grid")
@@ -208,7 +219,7 @@ def plan_text(plan: Any, skip_predicted_worse: bool = False) -> str:
     lines.append("  a configuration whose launch fails (or whose server dies) is skipped with its cause and the "
                  "sweep goes on; --resume launches it again, and measures the cells still pending")
     lines += [f"  {s.preset}" for s in plan.steps[1:-1]]
-    lines += [f"  dropped steps {d['steps']} topk {d['topk']} draft {d['draft_tokens']}: {d['reason']}"
+    lines += [f"  dropped {GridConfig.from_json(d).words()}: {d['reason']}"
               for d in grid.dropped]
     return "\n".join(lines)
 

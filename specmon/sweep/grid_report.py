@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.bench.compare import compare
 from specmon.bench.stats import ci95
+from specmon.sweep.grid import GridConfig
 from specmon.sweep.grid_predict import TREE_NOTE, predict_cells
 from specmon.units import format_seconds
 
@@ -60,10 +61,8 @@ def _config_of(values: list[int] | None) -> dict[str, int]:
     return {"steps": steps, "topk": topk, "draft_tokens": draft}
 
 
-def _label(config: dict[str, int]) -> str:
-    if not config["steps"]:
-        return "no speculation"
-    return f"steps {config['steps']} topk {config['topk']} draft {config['draft_tokens']}"
+def _label(config: dict[str, Any]) -> str:
+    return GridConfig.from_json(config).words()
 
 
 FIGURES = ("decode_tok_s", "decode_ci95", "output_tok_s", "output_ci95", "accept_length", "ttft_s", "ttft_ci95",
@@ -290,7 +289,7 @@ def format_grid(report: dict[str, Any]) -> str:
         rows.setdefault((cell["steps"], cell["topk"], cell["draft_tokens"]), {})[cell["concurrency"]] = cell
     for (steps, topk, draft), by_c in rows.items():
         text = "".join((_cell_text(by_c[c]) if c in by_c else "–").rjust(per) for c in shown)
-        lines.append("  " + f"s{steps} k{topk} d{draft}".ljust(14) + text)
+        lines.append("  " + GridConfig(steps, topk, draft).label().ljust(14) + text)
     if len(shown) < len(concurrencies):
         lines.append(f"  (concurrencies {', '.join(map(str, concurrencies[len(shown):]))} in --json)")
     if any(cell["warnings"] for cell in report["cells"]):
@@ -304,14 +303,13 @@ def format_grid(report: dict[str, Any]) -> str:
     lines += [f"note: {note}" for note in report.get("prediction_notes", [])]
     lines += _step_time_lines(report)
     for item in report["crossover"]:
-        lines.append(f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}: {item['text']}")
+        lines.append(f"{GridConfig.from_json(item).label()}: {item['text']}")
     for item in report.get("launch_failed", []):
         lines.append(f"launch failed: {_label(item)}: {item['reason'].removeprefix('launch failed: ')}")
     for item in report.get("server_died", []):
         lines.append(f"server died: {_label(item)}: {item['reason'].removeprefix('the server died ')}")
     for item in report["dropped"]:
-        lines.append(f"dropped steps {item['steps']} topk {item['topk']} draft {item['draft_tokens']}: "
-                     f"{item['reason']}")
+        lines.append(f"dropped {_label(item)}: {item['reason']}")
     for band in report["recommendation"]:
         span = (f"concurrency {band['concurrency_from']}" if band["concurrency_from"] == band["concurrency_to"]
                 else f"concurrency {band['concurrency_from']}–{band['concurrency_to']}")
@@ -330,7 +328,7 @@ def format_grid(report: dict[str, Any]) -> str:
 def _step_time_lines(report: dict[str, Any]) -> list[str]:
     """The server's own step time beside specmon's ITL, per configuration, where the server records step times."""
     rows = [("no speculation", row) for row in report["baseline"]]
-    rows += [(f"s{c['steps']} k{c['topk']} d{c['draft_tokens']}", c) for c in report["cells"]]
+    rows += [(GridConfig.from_json(c).label(), c) for c in report["cells"]]
     by_label: dict[str, list[str]] = {}
     for label, row in rows:
         if row.get("step_time_ms") is not None:

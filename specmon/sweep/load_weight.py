@@ -10,6 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from specmon.sweep.grid import GridConfig
+
 MIN_SAMPLES = 2
 
 
@@ -74,8 +76,7 @@ def format_observed_load(observed: dict[str, Any]) -> list[str]:
     """The weighting in two lines within 80 columns (three with counts above the measured range)."""
     shares = ", ".join(f"{band['band']}: {band['share']:.0%}" for band in observed["bands"])
     winner = observed["winner"]
-    wins = (f"s{winner['steps']} k{winner['topk']} d{winner['draft_tokens']} {winner['weighted_speedup']:.2f}×"
-            if winner["steps"] else "no speculation")
+    wins = GridConfig.from_json(winner).label() + (f" {winner['weighted_speedup']:.2f}×" if winner["steps"] else "")
     lines = [observed["text"] + ":", f"  running {shares} → {wins}"]
     if any(band["above"] for band in observed["bands"]):
         lines.append(f"  (above {observed['bands'][-1]['read_at']}: read at the highest measured)")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specmon.sweep.grid import GridConfig
 from specmon.sweep.grid_report import build_grid_report
 from specmon.sweep.load_weight import format_observed_load, weigh_by_load
 from specmon.sweep.plan import SweepError, SweepPlan, SweepStore
@@ -64,7 +65,7 @@ def _verdict(cell: dict[str, Any]) -> GridCell:
 
 
 def _label(item: dict[str, Any]) -> str:
-    return f"s{item['steps']} k{item['topk']} d{item['draft_tokens']}" if item["steps"] else "no speculation"
+    return GridConfig.from_json(item).label()
 
 
 def grid_pane(plan: SweepPlan, load: Callable[[str | None], BenchResult | None],

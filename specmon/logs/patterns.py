@@ -205,6 +205,8 @@ DRAFT_MODEL_TYPE = re.compile(r"Eagle|NextN|MTP|DFlash|Draft|Medusa|Dspark", re.
 SPEC_ALGORITHM = re.compile(r"speculative_algorithm['\"]?[=:] ?['\"]([\w-]+)['\"]")
 # `speculative_num_steps=3` (ServerArgs repr) or `'speculative_num_steps': 3` (0.5.23's dict); None when unset
 SPEC_SHAPE_ARG = re.compile(r"\bspeculative_(num_steps|eagle_topk|num_draft_tokens)['\"]?[=:] ?(\d{1,4}|None)\b")
+# `model_path='/m'` and `speculative_draft_model_path='/d'` (either form; None, or an over-long path, not matched)
+WEIGHTS_PATH_ARG = re.compile(r"\b(model_path|speculative_draft_model_path)['\"]?[=:] ?['\"]([^'\"]{1,1024})['\"]")
 
 # --- Progress bars --------------------------------------------------------------------------------------
 

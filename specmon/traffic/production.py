@@ -19,14 +19,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.bench.model import BenchResult, ProductionCheck, Speculative
+from specmon.bench.model import BenchResult, ProductionCheck, ServerFacts, Speculative
 from specmon.bench.prompts import Prompt, PromptError, ids_hash, load_prompts, text_hash, token_ids
 from specmon.bench.report import UNREPRESENTATIVE
 from specmon.serving.client import OWN_RID_PREFIX
 from specmon.text import printable
 from specmon.traffic.categories import NO_TEXT, NO_TEXT_HINT, Categories, prompt_class, record_text
 from specmon.traffic.reader import ReadTally, read_records
-from specmon.traffic.records import LaunchedShape, RequestRecord
+from specmon.traffic.records import LaunchedShape, RequestRecord, weights_name
 from specmon.traffic.summary import Tally
 
 TRAFFIC_PREFIX = "traffic:"
@@ -226,10 +226,20 @@ def _launched_as_benchmarked(launched: LaunchedShape, spec: Speculative) -> bool
     return all(a == b for a, b in pairs if a is not None and b is not None)
 
 
+def _other_weights(launched: LaunchedShape, server: ServerFacts) -> str | None:
+    """Which weights a launch served that the benchmarked server did not, in words (None: the same, or unsaid),
+    each compared by the last part of its path."""
+    for role, theirs, ours in (("target", launched.model, server.model_path),
+                               ("draft", launched.draft_model, server.speculative.draft_model_path)):
+        if theirs is not None and (mine := weights_name(ours)) is not None and theirs != mine:
+            return f"{role} weights {theirs}, the server benchmarked {mine}"
+    return None
+
+
 def same_configuration(result: BenchResult, production: ProductionRead) -> tuple[str, str]:
     """("same" | "differs" | "unknown", why): whether production's records come from the configuration the run
     measured. Records carry no server arguments; what ties them to it: a server log's `server_args` lines (each
-    launch's configuration), the run's own requests among them (its server wrote them), and a production step that
+    launch's configuration and weights), the run's own requests among them (its server wrote them), and a production step that
     accepted more drafts than the run's server drafts (its --speculative-num-steps, or
     --speculative-num-draft-tokens − 1 for a chain), which shows they differ."""
     spec = result.server.speculative
@@ -240,11 +250,15 @@ def same_configuration(result: BenchResult, production: ProductionRead) -> tuple
     if limits and production.most_accepted > min(limits):
         return "differs", (f"a production step accepted {production.most_accepted} drafts, the server benchmarked "
                            f"drafts at most {min(limits)}")
+    launches = sum(production.launches.values())
     other = [shape for shape in production.launches if not _launched_as_benchmarked(shape, spec)]
     if other:
-        launches = sum(production.launches.values())
         return "differs", (f"{sum(production.launches[s] for s in other)} of the log's {launches} launches ran "
                            f"{other[0].describe()}, the server benchmarked {benchmarked}")
+    weighed = {shape: why for shape in production.launches if (why := _other_weights(shape, result.server))}
+    if weighed:
+        return "differs", (f"{sum(production.launches[s] for s in weighed)} of the log's {launches} launches "
+                           f"served {next(iter(weighed.values()))}")
     if production.own_requests:
         return "same", f"the records hold {production.own_requests:,} of this run's requests: its server wrote them"
     if production.launches:

@@ -240,6 +240,10 @@ class LaunchedShape:
     num_steps: int | None
     eagle_topk: int | None
     num_draft_tokens: int | None
+    model: str | None = None
+    """The target's weights, by the last part of its path (a local folder or a hub id)."""
+    draft_model: str | None = None
+    """The draft's, likewise."""
 
     def describe(self) -> str:
         """E.g. "EAGLE3 steps 3 topk 1 draft 4" (what the line does not say left out), or "no speculation"."""
@@ -251,14 +255,25 @@ class LaunchedShape:
 
 def launched_shape(line: str) -> LaunchedShape | None:
     """The configuration a log's `server_args` line launched (None: not such a line)."""
-    from specmon.logs.patterns import LAUNCH_BEGIN, SPEC_ALGORITHM, SPEC_SHAPE_ARG
+    from specmon.logs.patterns import LAUNCH_BEGIN, SPEC_ALGORITHM, SPEC_SHAPE_ARG, WEIGHTS_PATH_ARG
 
     if not any(begin in line for begin in LAUNCH_BEGIN):
         return None
     algorithm = SPEC_ALGORITHM.search(line)
     shape = {name: None if value == "None" else int(value) for name, value in SPEC_SHAPE_ARG.findall(line)}
+    weights = {name: weights_name(path) for name, path in WEIGHTS_PATH_ARG.findall(line)}
     return LaunchedShape(algorithm.group(1).upper() if algorithm else None, shape.get("num_steps"),
-                         shape.get("eagle_topk"), shape.get("num_draft_tokens"))
+                         shape.get("eagle_topk"), shape.get("num_draft_tokens"), weights.get("model_path"),
+                         weights.get("speculative_draft_model_path"))
+
+
+def weights_name(path: str | None) -> str | None:
+    """The last part of a weights path or hub id ("/models/llama-70b/" → "llama-70b"), shown safely: two
+    servers' weights are compared by it, so one folder mounted at two places reads the same."""
+    if not path:
+        return None
+    name = path.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    return printable(name[:200]) or None
 
 
 def is_finish_line(line: str) -> bool:

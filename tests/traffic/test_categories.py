@@ -285,3 +285,40 @@ def test_a_launch_is_compared_on_what_both_sides_say(tmp_path):
                    + records)
     plain = check_against_production(_run(requests, unsaid), [str(log)], [prompt])
     assert plain.configuration == "differs" and "launches ran no speculation" in plain.configuration_note
+
+
+def test_a_launch_of_other_weights_differs_by_the_last_part_of_their_path(tmp_path):
+    """A launch of the benchmarked shape over another draft (or target) differs; the same folder mounted elsewhere,
+    or given with a trailing slash, is the same weights; a path in the log is shown without its control bytes."""
+    prompt = Prompt(id="q", text="Tell me a story.")
+    requests = [RequestResult(index=i, prompt_id="q", ok=True, completion_tokens=100, spec_verify_ct=40,
+                              prompt_tokens=50, prompt_hash=prompt.prompt_hash) for i in range(20)]
+    chain3 = Speculative(algorithm="EAGLE3", num_steps=3, eagle_topk=1, num_draft_tokens=4,
+                         draft_model_path="/ckpt/eagle3-head-v2")
+    run = _run(requests, chain3)
+    run.server.model_path = "/models/target-70b"
+    log = tmp_path / "server.log"
+    records = "".join(finish_line(f"r{i}", 100, 60) for i in range(10))
+
+    def launched(target: str, draft: str) -> str:
+        return launch_line(3, 1, 4).replace("model_path='/m'", f"model_path='{target}'").replace("'/d'", f"'{draft}'")
+
+    log.write_text(launched("/mnt/weights/target-70b/", "/ckpt/eagle3-head-v1") + records)
+    check = check_against_production(run, [str(log)], [prompt])
+    assert check.configuration == "differs"
+    assert check.configuration_note == ("1 of the log's 1 launches served draft weights eagle3-head-v1, the server "
+                                        "benchmarked eagle3-head-v2")
+
+    log.write_text(launched("/models/target-8b", "/ckpt/eagle3-head-v2") + records)
+    check = check_against_production(run, [str(log)], [prompt])
+    assert check.configuration_note == ("1 of the log's 1 launches served target weights target-8b, the server "
+                                        "benchmarked target-70b")
+
+    log.write_text(launched("/mnt/weights/target-70b/", "/other/mount/eagle3-head-v2/") + records)
+    same = check_against_production(run, [str(log)], [prompt])
+    assert same.configuration == "same", same.configuration_note
+
+    log.write_text(launched("/models/target-70b", "/ckpt/head\x1b[2J") + records)
+    hostile = check_against_production(run, [str(log)], [prompt])
+    assert hostile.configuration == "differs" and "head\\x1b[2J" in hostile.configuration_note
+    assert "\x1b" not in hostile.configuration_note

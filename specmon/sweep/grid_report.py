@@ -164,7 +164,7 @@ def build_grid_report(plan: SweepPlan, load: Load) -> dict[str, Any]:
             elif cell.state == "measured":
                 out["state"], out["reason"] = "skipped", "its stored run cannot be read"
             cells.append(out)
-    launched = sum(1 for s in plan.steps if s.state not in ("pending", "predicted") and not s.baseline)
+    launched = sum(1 for s in plan.steps if s.state not in ("pending", "predicted", "skipped") and not s.baseline)
     saved = sum(1 for s in plan.steps if s.state == "predicted")
     startup = grid.startup_estimate_s or next((s.startup_s for s in plan.steps if s.baseline and s.startup_s), None)
     return {
@@ -277,7 +277,7 @@ def format_grid(report: dict[str, Any]) -> str:
     concurrencies = report["concurrency"]
     lines = [f"grid sweep {report['run_id']} of {report['base']}: {report['configs']} configurations, "
              f"{report['launched']} launched ({report['sglang']})"]
-    per = max(7, (80 - 16) // max(1, len(concurrencies)))
+    per = min(10, max(7, (80 - 16) // max(1, len(concurrencies))))
     shown = concurrencies[: (80 - 16) // per]
     lines.append("speedup over no speculation, per concurrency (measured; – not measured)")
     lines.append("  " + "config".ljust(14) + "".join(f"c={c}".rjust(per) for c in shown))

@@ -166,7 +166,7 @@ class SweepRunner:
                 for cell in step.cells:
                     cell.state, cell.error = "predicted", why
                 self.say(f"{step.preset}: {why}")
-            elif self._predicted_worse(step):
+            elif self.plan.grid is None and self._predicted_worse(step):  # a grid has no one best: per load
                 step.state, step.error = "skipped", "predicted clearly worse than the best measured preset"
                 self.say(f"{step.preset}: skipped ({step.error})")
             else:

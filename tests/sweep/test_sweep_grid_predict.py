@@ -91,3 +91,21 @@ def test_the_servers_own_step_times_are_read_per_cell_as_bench_speculative_reads
     text = format_grid(report)  # beside specmon's own ITL in the report
     assert "server step time (SGLang's step_time_dict, 20th percentile) / specmon's ITL median, ms:" in text
     assert "  s3 k1 d4: c=1 " in text and "  no speculation: c=1 " in text, text
+
+
+@pytest.mark.timeout(600)
+def test_a_chain_slower_than_a_longer_one_at_low_load_is_launched_where_it_may_win_at_high_load(oncall: Oncall) -> None:
+    # s1 is the emulator's slowest chain at 1 stream and its fastest at 8: a grid recommends per load, so being
+    # predicted slower than the best measured chain (a named sweep's skip) does not skip it
+    assert truth((1, 1, 2), 1) < truth((5, 1, 6), 1) and truth((1, 1, 2), 8) > 1.05 > truth((5, 1, 6), 8)
+    grid_base(oncall)
+    done = oncall.run("sweep", "--presets", str(oncall.presets), "grid-base", "--steps", "1,5,7", "--topk", "1",
+                      "--concurrency", "1,8", "--skip-predicted-worse", "--json", "--leave", "none", timeout=500,
+                      presets=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "skipped (predicted clearly worse" not in done.stderr
+    report = json.loads(done.stdout)
+    assert report["configs"] == 3 and report["launched"] == 3 and report["restarts_saved"] == 0, report
+    short = {c["concurrency"]: c for c in report["cells"] if c["steps"] == 1}
+    assert [short[c]["state"] for c in (1, 8)] == ["measured", "measured"], short
+    assert short[8]["speedup"] > short[1]["speedup"] / 2  # measured, not a stand-in

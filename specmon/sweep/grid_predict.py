@@ -123,7 +123,8 @@ def _replay(load: Load, run_id: str, longest: Config, lengths: list[int], concur
     return at
 
 
-def _widened(decode_ci: tuple[float, float], guess: ReplayedLength, anchored: StepCostModel | None) -> tuple[float, float]:
+def _widened(decode_ci: tuple[float, float], guess: ReplayedLength,
+             anchored: StepCostModel | None) -> tuple[float, float]:
     """A chain shorter than every measured one: the measured chains' line is extrapolated there, so its decode CI
     also spans the line through no speculation (optimistic for short chains), and a noisy pair of long chains
     cannot predict a short one slower than it is."""

@@ -239,8 +239,8 @@ def _other_weights(launched: LaunchedShape, server: ServerFacts) -> str | None:
 def same_configuration(result: BenchResult, production: ProductionRead) -> tuple[str, str]:
     """("same" | "differs" | "unknown", why): whether production's records come from the configuration the run
     measured. Records carry no server arguments; what ties them to it: a server log's `server_args` lines (each
-    launch's configuration and weights), the run's own requests among them (its server wrote them), and a production step that
-    accepted more drafts than the run's server drafts (its --speculative-num-steps, or
+    launch's configuration and weights), the run's own requests among them (its server wrote them), and a
+    production step that accepted more drafts than the run's server drafts (its --speculative-num-steps, or
     --speculative-num-draft-tokens − 1 for a chain), which shows they differ."""
     spec = result.server.speculative
     benchmarked = LaunchedShape(spec.algorithm.upper() if spec.algorithm else "speculation", spec.num_steps,

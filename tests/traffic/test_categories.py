@@ -322,3 +322,7 @@ def test_a_launch_of_other_weights_differs_by_the_last_part_of_their_path(tmp_pa
     hostile = check_against_production(run, [str(log)], [prompt])
     assert hostile.configuration == "differs" and "head\\x1b[2J" in hostile.configuration_note
     assert "\x1b" not in hostile.configuration_note
+
+    log.write_text(launch_line(3, 1, 4, dict_form=True) + records)  # 0.5.23's dict form: its model_path read too
+    assert check_against_production(run, [str(log)], [prompt]).configuration_note == (
+        "1 of the log's 1 launches served target weights m, the server benchmarked target-70b")

@@ -349,6 +349,18 @@ def fit_step_cost(measured: Sequence[tuple[int, float, float]], lowest: int = 2)
     return StepCostModel(base_s=mean_y - slope * mean_x, per_token_s=slope, presets=len(xs))
 
 
+def through_no_speculation(draft_tokens: int, accept_len: float, chains: Sequence[tuple[int, float, float]],
+                           baseline_tok_s: float | None) -> float | None:
+    """Decode tok/s at ``accept_len`` for a chain shorter than every measured one, on the step-cost line through
+    no speculation (1, 1.0, its tok/s) and the measured ``chains`` (draft_tokens, τ, tok/s). There the chains'
+    own line is extrapolated, and this one is optimistic (drafting's fixed cost, if any, is left out), so a skip
+    decided on it cannot come from a tilted line. None when the chain is not shorter than them all, or no line."""
+    if not baseline_tok_s or not chains or draft_tokens >= min(m for m, _, _ in chains):
+        return None
+    cost = fit_step_cost([*chains, (1, 1.0, baseline_tok_s)], lowest=1)
+    return cost.decode_tok_s(accept_len, draft_tokens) if cost is not None else None
+
+
 def with_cost_model(predictions: Sequence[Prediction], model: StepCostModel | None) -> list[Prediction]:
     """The predictions with decode tok/s filled in where a cost model exists."""
     if model is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from specmon.bench.predict import CannotPredict, StepCostModel, fit_step_cost, predict_run
+from specmon.bench.predict import CannotPredict, fit_step_cost, predict_run, through_no_speculation
 from specmon.sweep.grid import GridConfig
 from specmon.sweep.plan import CellPrediction, PredictionsAt, ReplayedLength
 
@@ -78,10 +78,9 @@ def predict_cells(plan: SweepPlan, load: Load) -> tuple[dict[tuple[Config, int],
         baseline = _summary_of(cells[(0, 1, 1)], load) if (0, 1, 1) in cells else None
         base_tok_s = baseline[1] if baseline else None
         cost, how = fit_step_cost(points), "the measured chains' step cost"
-        anchored = fit_step_cost([*points, (1, 1.0, base_tok_s)], lowest=1) if base_tok_s else None
-        if cost is None:
-            cost, how = anchored, "a step cost through no speculation and that chain"
-        shortest = min((m for m, _, _ in points), default=None)
+        if cost is None and base_tok_s:
+            cost, how = fit_step_cost([*points, (1, 1.0, base_tok_s)], lowest=1), \
+                "a step cost through no speculation and that chain"
         source = f"run {at.from_run} ({GridConfig(*longest).label()} at concurrency {concurrency}); {how}"
         for guess in at.replayed:
             decode = decode_ci = None
@@ -89,8 +88,8 @@ def predict_cells(plan: SweepPlan, load: Load) -> tuple[dict[tuple[Config, int],
                 step_s = cost.step_s(guess.draft_tokens)
                 decode = guess.accept_length / step_s
                 decode_ci = (guess.accept_ci[0] / step_s, guess.accept_ci[1] / step_s) if guess.accept_ci else None
-                if decode_ci and cost is not anchored and shortest is not None and guess.draft_tokens < shortest:
-                    decode_ci = _widened(decode_ci, guess, anchored)
+                if decode_ci and guess.accept_ci and len(points) > 1:  # the chains' own line, maybe extrapolated
+                    decode_ci = _widened(decode_ci, guess, points, base_tok_s)
             speedup = decode / base_tok_s if decode is not None and base_tok_s else None
             speedup_ci = ((decode_ci[0] / base_tok_s, decode_ci[1] / base_tok_s) if decode_ci and base_tok_s
                           else None)
@@ -123,15 +122,18 @@ def _replay(load: Load, run_id: str, longest: Config, lengths: list[int], concur
     return at
 
 
-def _widened(decode_ci: tuple[float, float], guess: ReplayedLength,
-             anchored: StepCostModel | None) -> tuple[float, float]:
+def _widened(decode_ci: tuple[float, float], guess: ReplayedLength, points: list[tuple[int, float, float]],
+             base_tok_s: float | None) -> tuple[float, float]:
     """A chain shorter than every measured one: the measured chains' line is extrapolated there, so its decode CI
-    also spans the line through no speculation (optimistic for short chains), and a noisy pair of long chains
-    cannot predict a short one slower than it is."""
-    step_s = anchored.step_s(guess.draft_tokens) if anchored is not None else 0.0
-    if step_s <= 0 or guess.accept_ci is None:
+    also spans the line through no speculation (`through_no_speculation`), and a noisy pair of long chains cannot
+    predict a short one slower than it is."""
+    if guess.accept_ci is None:
         return decode_ci
-    return min(decode_ci[0], guess.accept_ci[0] / step_s), max(decode_ci[1], guess.accept_ci[1] / step_s)
+    low = through_no_speculation(guess.draft_tokens, guess.accept_ci[0], points, base_tok_s)
+    high = through_no_speculation(guess.draft_tokens, guess.accept_ci[1], points, base_tok_s)
+    if low is None or high is None:
+        return decode_ci
+    return min(decode_ci[0], low), max(decode_ci[1], high)
 
 
 def _bounds(ci: Any) -> tuple[float, float] | None:

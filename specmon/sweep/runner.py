@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from specmon.bench.predict import Drafting, PredictionSet, predict_measured, prediction_for
+from specmon.bench.predict import (
+    Drafting,
+    PredictionSet,
+    predict_measured,
+    prediction_for,
+    through_no_speculation,
+)
 from specmon.sweep.plan import TO_DO, Leave, SweepPlan, SweepStep, SweepStore
 from specmon.sweep.report import PresetOutcome, SweepReport, build_report
 from specmon.units import format_seconds
@@ -420,12 +426,19 @@ class SweepRunner:
         below the best measured preset's CI low end (a tree is never predicted, so never skipped)."""
         if not self.options.skip_predicted_worse or step.baseline:
             return False
-        guess = prediction_for(self._predictions()[0], self._drafting(step))
-        if guess is None or guess.decode_tok_s is None or guess.ci95 is None:
+        drafting, measured = self._drafting(step), self._measured()
+        guess = prediction_for(self._predictions()[0], drafting)
+        if drafting is None or guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
-        lows = [(r.summary.tok_s_ci95 or [None])[0] for drafting, r in self._measured() if drafting is not None]
+        lows = [(r.summary.tok_s_ci95 or [None])[0] for d, r in measured if d is not None]
         best_low = max((low for low in lows if low is not None), default=0.0)  # a run without a CI: 0
-        return guess.decode_tok_s * guess.ci95[1] / guess.accept_length < best_low
+        chains = [(d.draft_tokens, a, t) for d, r in measured if d is not None and d.chain
+                  and d.drafter == drafting.drafter and (a := r.summary.accept_length.token_weighted)
+                  and (t := r.summary.median_tok_s)]
+        base = next((t for d, r in measured if d is None and (t := r.summary.median_tok_s)), None)
+        top = guess.decode_tok_s * guess.ci95[1] / guess.accept_length
+        optimistic = through_no_speculation(drafting.draft_tokens, guess.ci95[1], chains, base)
+        return max(top, optimistic or 0.0) < best_low
 
     def _grid_predicted_worse(self, step: SweepStep) -> str | None:
         """With --skip-predicted-worse, in a grid: why a chain configuration is not launched (predicted slower

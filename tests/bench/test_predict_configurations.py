@@ -128,3 +128,22 @@ def test_a_presets_configuration_is_its_whole_drafting_shape(tmp_path) -> None:
     assert chain16 != tree16 and chain16.chain and not tree16.chain
     assert chain16.drafter == tree16.drafter
     assert drafting_of(presets.get("baseline")) is None
+
+
+def test_a_chain_shorter_than_every_measured_one_is_read_on_the_line_through_no_speculation() -> None:
+    """Two long chains, the shorter one slow by noise: their own line, extrapolated to d2, tilts down to a slow
+    step; the line through no speculation and both (least squares, checked against statistics') reads d2 faster.
+    Only a chain shorter than them all is read so, and only with a baseline."""
+    import statistics
+
+    from specmon.bench.predict import fit_step_cost, through_no_speculation
+
+    chains = [(6, 3.0, 3.0 / 0.024), (8, 3.5, 3.5 / 0.025)]  # step 24 ms at d6, 25 ms at d8
+    extrapolated = fit_step_cost(chains)
+    assert extrapolated is not None and extrapolated.decode_tok_s(1.8, 2) == pytest.approx(1.8 / 0.022)
+    line = statistics.linear_regression([1, 6, 8], [0.010, 0.024, 0.025])
+    expected = 1.8 / (line.intercept + line.slope * 2)
+    optimistic = through_no_speculation(2, 1.8, chains, 100.0)  # no speculation: 100 tok/s, a step of 10 ms
+    assert optimistic == pytest.approx(expected) and optimistic > 1.8 / 0.022 * 1.3
+    assert through_no_speculation(6, 3.0, chains, 100.0) is None  # not shorter than every measured chain
+    assert through_no_speculation(2, 1.8, chains, None) is None and through_no_speculation(2, 1.8, [], 100.0) is None

@@ -423,7 +423,8 @@ class SweepRunner:
 
     def _predicted_worse(self, step: SweepStep) -> bool:
         """With --skip-predicted-worse: a chain whose predicted tok/s, even at its acceptance CI's top, stays
-        below the best measured preset's CI low end (a tree is never predicted, so never skipped)."""
+        below the best measured preset's CI low end, also on the line through no speculation where the chains'
+        line is extrapolated (`through_no_speculation`); a tree is never predicted, so never skipped."""
         if not self.options.skip_predicted_worse or step.baseline:
             return False
         drafting, measured = self._drafting(step), self._measured()

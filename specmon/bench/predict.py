@@ -424,11 +424,7 @@ def predict_measured(measured: Sequence[tuple[Drafting, BenchResult]]) -> tuple[
     sets: list[PredictionSet] = []
     notes: list[str] = []
     for chains in drafters.values():
-        points = []
-        for drafting, run in chains:
-            decode, accept = run.summary.median_tok_s, run.summary.accept_length.token_weighted
-            if decode and accept:
-                points.append((drafting.draft_tokens, accept, decode))
+        points = chain_figures(chains)
         drafting, run = max(chains, key=lambda pair: (pair[0].draft_tokens, pair[1].started_at))
         try:
             ran = chain_length_of(run)
@@ -442,6 +438,13 @@ def predict_measured(measured: Sequence[tuple[Drafting, BenchResult]]) -> tuple[
         predicted.drafting = drafting
         sets.append(predicted)
     return sets, notes
+
+
+def chain_figures(measured: Sequence[tuple[Drafting, BenchResult]]) -> list[tuple[int, float, float]]:
+    """(draft_tokens, τ, median decode tok/s) of each measured run that has both figures: the points a step-cost
+    line is fitted on (`fit_step_cost`)."""
+    return [(drafting.draft_tokens, accept, decode) for drafting, run in measured
+            if (accept := run.summary.accept_length.token_weighted) and (decode := run.summary.median_tok_s)]
 
 
 def prediction_for(sets: Sequence[PredictionSet], drafting: Drafting | None) -> Prediction | None:

@@ -20,6 +20,7 @@ import msgspec
 from specmon.bench.predict import (
     Drafting,
     PredictionSet,
+    chain_figures,
     predict_measured,
     prediction_for,
     through_no_speculation,
@@ -433,9 +434,8 @@ class SweepRunner:
             return False
         lows = [(r.summary.tok_s_ci95 or [None])[0] for d, r in measured if d is not None]
         best_low = max((low for low in lows if low is not None), default=0.0)  # a run without a CI: 0
-        chains = [(d.draft_tokens, a, t) for d, r in measured if d is not None and d.chain
-                  and d.drafter == drafting.drafter and (a := r.summary.accept_length.token_weighted)
-                  and (t := r.summary.median_tok_s)]
+        chains = chain_figures([(d, r) for d, r in measured if d is not None and d.chain
+                                and d.drafter == drafting.drafter])
         base = next((t for d, r in measured if d is None and (t := r.summary.median_tok_s)), None)
         top = guess.decode_tok_s * guess.ci95[1] / guess.accept_length
         optimistic = through_no_speculation(drafting.draft_tokens, guess.ci95[1], chains, base)

@@ -418,9 +418,12 @@ class SweepRunner:
         return [(self._drafting(step), run) for step in self.plan.steps
                 if step.state == "measured" and (run := self._load(step.bench_run_id)) is not None]
 
-    def _predictions(self) -> tuple[list[PredictionSet], list[str]]:
-        """What the measured chains predict (`predict_measured`), and the runs that could not predict, in words."""
-        return predict_measured([(drafting, run) for drafting, run in self._measured() if drafting is not None])
+    def _predictions(self, measured: list[tuple[Drafting | None, BenchResult]] | None = None
+                     ) -> tuple[list[PredictionSet], list[str]]:
+        """What the measured chains predict (`predict_measured`), and the runs that could not predict, in words
+        (`measured`: `_measured()`, when the caller has it already)."""
+        measured = self._measured() if measured is None else measured
+        return predict_measured([(drafting, run) for drafting, run in measured if drafting is not None])
 
     def _predicted_worse(self, step: SweepStep) -> bool:
         """With --skip-predicted-worse: a chain whose predicted tok/s, even at its acceptance CI's top, stays
@@ -429,7 +432,7 @@ class SweepRunner:
         if not self.options.skip_predicted_worse or step.baseline:
             return False
         drafting, measured = self._drafting(step), self._measured()
-        guess = prediction_for(self._predictions()[0], drafting)
+        guess = prediction_for(self._predictions(measured)[0], drafting)
         if drafting is None or guess is None or guess.decode_tok_s is None or guess.ci95 is None:
             return False
         lows = [(r.summary.tok_s_ci95 or [None])[0] for d, r in measured if d is not None]

@@ -88,7 +88,7 @@ def predict_cells(plan: SweepPlan, load: Load) -> tuple[dict[tuple[Config, int],
                 step_s = cost.step_s(guess.draft_tokens)
                 decode = guess.accept_length / step_s
                 decode_ci = (guess.accept_ci[0] / step_s, guess.accept_ci[1] / step_s) if guess.accept_ci else None
-                if decode_ci and guess.accept_ci and len(points) > 1:  # the chains' own line, maybe extrapolated
+                if decode_ci and len(points) > 1:  # the chains' own line, maybe extrapolated
                     decode_ci = _widened(decode_ci, guess, points, base_tok_s)
             speedup = decode / base_tok_s if decode is not None and base_tok_s else None
             speedup_ci = ((decode_ci[0] / base_tok_s, decode_ci[1] / base_tok_s) if decode_ci and base_tok_s

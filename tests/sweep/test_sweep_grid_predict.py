@@ -108,4 +108,4 @@ def test_a_chain_slower_than_a_longer_one_at_low_load_is_launched_where_it_may_w
     assert report["configs"] == 3 and report["launched"] == 3 and report["restarts_saved"] == 0, report
     short = {c["concurrency"]: c for c in report["cells"] if c["steps"] == 1}
     assert [short[c]["state"] for c in (1, 8)] == ["measured", "measured"], short
-    assert short[8]["speedup"] > short[1]["speedup"] / 2  # measured, not a stand-in
+    assert all(short[c]["run_id"] and short[c]["speedup"] > 0 for c in (1, 8)), short  # each its own run
